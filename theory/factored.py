@@ -1,0 +1,135 @@
+"""The central type: a stack of per-(layer, head) bilinear forms kept as factors.
+
+Head ``h`` of layer ``l`` has ``M_lh = W_q^h (W_k^h)^T`` with ``W_q^h, W_k^h`` in ``R^{d x d_h}``
+(input space to head space; THEORY.md section 1). The per-layer form is ``sum_h M_lh``, itself a
+factored form of rank ``H d_h``: concatenate the heads' factors along the rank axis.
+Biases add linear terms to the logits and are not part of the bilinear form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from einops import rearrange
+
+from theory.scores import DEFAULT_K, Scores, factored_scores
+
+Per = Literal["head", "layer"]
+
+
+def _as_stack(x: torch.Tensor, name: str) -> torch.Tensor:
+    """Lift ``[d, d_h]`` or ``[H, d, d_h]`` factors to ``[L, H, d, d_h]``."""
+    x = torch.as_tensor(x)
+    if x.ndim not in (2, 3, 4):
+        raise ValueError(f"{name} must be [d, d_h], [H, d, d_h] or [L, H, d, d_h]; got shape {tuple(x.shape)}")
+    return x.reshape((1,) * (4 - x.ndim) + tuple(x.shape))
+
+
+def _as_layers(weight: torch.Tensor, name: str) -> torch.Tensor:
+    """Lift one ``nn.Linear`` weight ``(out, in)`` to a stack ``[L, out, in]``."""
+    weight = torch.as_tensor(weight)
+    if weight.ndim not in (2, 3):
+        raise ValueError(f"{name} must be an nn.Linear weight (out, in) or a stack [L, out, in]; got {tuple(weight.shape)}")
+    return weight if weight.ndim == 3 else weight[None]
+
+
+def split_heads(weight: torch.Tensor, n_heads: int, name: str = "weight") -> torch.Tensor:
+    """``nn.Linear`` weight ``[L, (h dh), d]`` -> per-head factors ``[L, h, d, dh]``: ``W^h = weight[h*dh:(h+1)*dh].T``."""
+    weight = _as_layers(weight, name)
+    if n_heads < 1 or weight.shape[1] % n_heads:
+        raise ValueError(f"{name} has {weight.shape[1]} output rows, not divisible into {n_heads} heads")
+    return rearrange(weight, "l (h dh) d -> l h d dh", h=n_heads)
+
+
+def expand_kv_heads(k: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Grouped-query attention: key factors ``[L, H_kv, d, dh]`` -> ``[L, H, d, dh]``.
+
+    Query head ``h`` uses key head ``h // (H / H_kv)`` (``repeat_interleave`` on the head axis),
+    not ``h mod H_kv`` as the paper's public code has it.
+    """
+    n_kv = k.shape[1]
+    if n_kv < 1 or n_heads % n_kv:
+        raise ValueError(f"{n_heads} query heads cannot be grouped over {n_kv} key heads")
+    return k.repeat_interleave(n_heads // n_kv, dim=1)
+
+
+@dataclass(frozen=True)
+class FactoredForms:
+    """Factors ``q = W_q^h`` and ``k = W_k^h`` of shape ``[L, H, d, d_h]`` (key heads already paired)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+
+    def __post_init__(self) -> None:
+        q, k = _as_stack(self.q, "q"), _as_stack(self.k, "k")
+        if q.shape != k.shape:
+            raise ValueError(f"q and k factors disagree: {tuple(q.shape)} vs {tuple(k.shape)} (expected [L, H, d, d_h] each)")
+        object.__setattr__(self, "q", q)
+        object.__setattr__(self, "k", k)
+
+    # ---- constructors -------------------------------------------------------------------------
+    @classmethod
+    def from_linear(
+        cls, q_weight: torch.Tensor, k_weight: torch.Tensor, n_heads: int, n_kv_heads: int | None = None
+    ) -> FactoredForms:
+        """From separate q/k ``nn.Linear`` weights ``(out, in)`` (or stacks ``[L, out, in]``); GQA if ``n_kv_heads < n_heads``."""
+        q = split_heads(q_weight, n_heads, "q weight")
+        k = split_heads(k_weight, n_kv_heads or n_heads, "k weight")
+        if q.shape[-1] != k.shape[-1]:
+            raise ValueError(f"query head size {q.shape[-1]} != key head size {k.shape[-1]}; check the head counts")
+        return cls(q, expand_kv_heads(k, n_heads))
+
+    @classmethod
+    def from_fused_qkv(cls, qkv_weight: torch.Tensor, n_heads: int) -> FactoredForms:
+        """From a fused ``qkv`` weight whose rows are blocked ``(3, H, d_h)`` (timm ViT, DiT)."""
+        qkv = _as_layers(qkv_weight, "qkv weight")
+        if qkv.shape[1] % 3:
+            raise ValueError(f"a fused qkv weight needs 3 * H * d_h rows; got {qkv.shape[1]}")
+        q, k, _ = rearrange(qkv, "l (three hdh) d -> three l hdh d", three=3)
+        return cls.from_linear(q, k, n_heads)
+
+    @classmethod
+    def stack(cls, forms: list[FactoredForms]) -> FactoredForms:
+        """Concatenate the layers of several forms (all with the same H, d, d_h)."""
+        return cls(torch.cat([f.q for f in forms]), torch.cat([f.k for f in forms]))
+
+    # ---- shape --------------------------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        return self.q.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.q.shape[1]
+
+    @property
+    def d_model(self) -> int:
+        return self.q.shape[2]
+
+    @property
+    def d_head(self) -> int:
+        return self.q.shape[3]
+
+    def rank(self, per: Per) -> int:
+        """Number of columns of the factors of a per-head or per-layer form."""
+        return self.d_head if per == "head" else self.n_heads * self.d_head
+
+    # ---- views --------------------------------------------------------------------------------
+    def factors(self, per: Per = "head") -> tuple[torch.Tensor, torch.Tensor]:
+        """``(A, B)`` with ``M = A B^T``: ``[L, H, d, d_h]`` per head, ``[L, d, H d_h]`` per layer."""
+        if per == "head":
+            return self.q, self.k
+        if per == "layer":
+            return rearrange(self.q, "l h d dh -> l d (h dh)"), rearrange(self.k, "l h d dh -> l d (h dh)")
+        raise ValueError(f"per must be 'head' or 'layer', got {per!r}")
+
+    def matrices(self, per: Per = "head") -> torch.Tensor:
+        """Materialise the ``d x d`` forms (float64): ``[L, H, d, d]`` or ``[L, d, d]``. Only when asked."""
+        a, b = self.factors(per)
+        return a.double() @ b.double().transpose(-2, -1)
+
+    def scores(self, per: Per = "head", k: float = DEFAULT_K) -> Scores:
+        """Symmetry and directionality per head ``[L, H]`` or per layer ``[L]``, without building ``d x d``."""
+        return factored_scores(*self.factors(per), k=k)

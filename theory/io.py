@@ -1,0 +1,73 @@
+"""Atomic writers for results: a reader never sees a half-written file (ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write to a temporary file in the same directory, then rename over ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def write_csv(path: str | Path, rows: Iterable[Mapping[str, Any]], columns: list[str] | None = None) -> None:
+    """Write tidy rows; columns default to the union of keys in first-seen order."""
+    rows = list(rows)
+    if columns is None:
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
+
+
+def load_arrays(path: str | Path) -> dict[str, np.ndarray]:
+    """Named arrays from ``.npy`` (under the name ``"M"``), ``.npz`` or ``.safetensors``; never unpickles."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"no such file: {path}")
+    suffix = path.suffix.lower()
+    if suffix == ".npy":
+        return {"M": np.load(path, allow_pickle=False)}
+    if suffix == ".npz":
+        with np.load(path, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    if suffix == ".safetensors":
+        from safetensors.numpy import load_file
+
+        try:
+            return load_file(str(path))
+        except (TypeError, ValueError):  # bfloat16 has no numpy dtype: go through torch
+            from safetensors.torch import load_file as load_torch
+
+            return {name: t.float().numpy() for name, t in load_torch(str(path)).items()}
+    raise ValueError(f"unsupported file type {suffix!r} for {path}: expected .npy, .npz or .safetensors")

@@ -1,0 +1,102 @@
+"""Tidy score tables: one row per (layer, head) and one per layer (``head = "all"``), each score with its null.
+
+These rows are what ``cli.py scores`` prints and writes, and what the simulator, the vision trainer
+and the checkpoint analyser put in their ``metrics.csv``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+
+from theory.factored import FactoredForms
+from theory.io import load_arrays
+from theory.nulls import DEFAULT_SAMPLES, SCORE_NAMES, null_distribution
+from theory.scores import DEFAULT_K, Scores, dense_scores
+
+PerChoice = Literal["head", "layer", "both"]
+SCORE_COLUMNS = [
+    "layer", "head", "symmetry", "directionality",
+    "symmetry_z", "directionality_z", "symmetry_p", "directionality_p",
+]  # fmt: skip
+
+
+def with_null(
+    scores: Scores, d: int, rank: int | np.ndarray, k: float = DEFAULT_K,
+    null_samples: int = DEFAULT_SAMPLES, null_seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """Scores plus z-score and empirical p-value against the null of each item's ``(d, rank, k)``."""
+    cols = {name: getattr(scores, name).detach().cpu().numpy() for name in SCORE_NAMES}
+    ranks = np.broadcast_to(np.asarray(rank), cols["symmetry"].shape)
+    for stat in ("z", "p"):
+        cols.update({f"{name}_{stat}": np.empty_like(cols[name]) for name in SCORE_NAMES})
+    for r in np.unique(ranks):
+        null = null_distribution(d, int(min(r, d)), k, null_samples, null_seed)
+        sel = ranks == r
+        for name in SCORE_NAMES:
+            cols[f"{name}_z"][sel] = null.z(name, cols[name][sel])
+            cols[f"{name}_p"][sel] = null.p_value(name, cols[name][sel])
+    return cols
+
+
+def _rows(head: dict[str, np.ndarray] | None, layer: dict[str, np.ndarray] | None, n_layers: int) -> list[dict]:
+    rows = []
+    for l in range(n_layers):
+        if head is not None:
+            n_heads = head["symmetry"].shape[1]
+            rows += [{"layer": l, "head": h, **{c: float(v[l, h]) for c, v in head.items()}} for h in range(n_heads)]
+        if layer is not None:
+            rows.append({"layer": l, "head": "all", **{c: float(v[l]) for c, v in layer.items()}})
+    return rows
+
+
+def score_rows(
+    forms: FactoredForms, per: PerChoice = "both", k: float = DEFAULT_K,
+    null_samples: int = DEFAULT_SAMPLES, null_seed: int = 0,
+) -> list[dict]:
+    """Rows with the columns of :data:`SCORE_COLUMNS` for a factored stack."""
+    if per not in ("head", "layer", "both"):
+        raise ValueError(f"per must be 'head', 'layer' or 'both', got {per!r}")
+    cols = {
+        p: with_null(forms.scores(p, k), forms.d_model, forms.rank(p), k, null_samples, null_seed)
+        for p in ("head", "layer") if per in (p, "both")
+    }  # fmt: skip
+    return _rows(cols.get("head"), cols.get("layer"), forms.n_layers)
+
+
+def dense_score_rows(
+    matrices: torch.Tensor | np.ndarray, per: PerChoice = "both", k: float = DEFAULT_K,
+    null_samples: int = DEFAULT_SAMPLES, null_seed: int = 0,
+) -> list[dict]:
+    """Rows for dense forms ``[d, d]``, ``[H, d, d]`` or ``[L, H, d, d]``; the layer form is the sum over heads.
+
+    The null of each form uses its numerical rank (a dense matrix carries no nominal head size).
+    """
+    m = torch.as_tensor(matrices, dtype=torch.float64)
+    if m.ndim not in (2, 3, 4):
+        raise ValueError(f"dense forms must be [d, d], [H, d, d] or [L, H, d, d]; got shape {tuple(m.shape)}")
+    m = m.reshape((1,) * (4 - m.ndim) + tuple(m.shape))
+    d = m.shape[-1]
+    stacks = {"head": m, "layer": m.sum(1)}
+    cols = {
+        p: with_null(dense_scores(stacks[p], k), d, torch.linalg.matrix_rank(stacks[p]).numpy(), k, null_samples, null_seed)
+        for p in ("head", "layer") if per in (p, "both")
+    }  # fmt: skip
+    return _rows(cols.get("head"), cols.get("layer"), m.shape[0])
+
+
+def score_file(
+    path, per: PerChoice = "both", k: float = DEFAULT_K, null_samples: int = DEFAULT_SAMPLES, null_seed: int = 0
+) -> list[dict]:
+    """Score a ``.npy`` of dense forms, or a ``.npz`` / ``.safetensors`` holding factors ``q`` and ``k``."""
+    arrays = load_arrays(path)
+    if "M" in arrays and len(arrays) == 1:
+        return dense_score_rows(arrays["M"], per, k, null_samples, null_seed)
+    missing = {"q", "k"} - set(arrays)
+    if missing:
+        raise ValueError(f"{path} must hold arrays 'q' and 'k' (W_q^h, W_k^h: [d, d_h], [H, d, d_h] or [L, H, d, d_h]); "
+                         f"found {sorted(arrays)}")
+    forms = FactoredForms(torch.as_tensor(arrays["q"]), torch.as_tensor(arrays["k"]))
+    return score_rows(forms, per, k, null_samples, null_seed)
