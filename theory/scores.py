@@ -102,7 +102,8 @@ def symmetry(m: ArrayLike) -> torch.Tensor:
 def directionality(m: ArrayLike, k: float = DEFAULT_K) -> torch.Tensor:
     """``delta(M)`` of THEORY.md section 2 for ``M`` of shape ``[..., d, d]``."""
     m = _dense_form(m)
-    return directionality_from_norms(m.norm(dim=-1), m.norm(dim=-2), k)
+    # Columns as rows of a contiguous M^T: the same reduction order, so symmetric M gives delta = 0 exactly.
+    return directionality_from_norms(m.norm(dim=-1), m.transpose(-2, -1).contiguous().norm(dim=-1), k)
 
 
 def dense_scores(m: ArrayLike, k: float = DEFAULT_K) -> Scores:

@@ -1,0 +1,94 @@
+"""The factored stack: layouts (separate q/k, fused qkv, GQA), views, and agreement with torch's attention."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from theory.factored import FactoredForms, expand_kv_heads
+from theory.scores import dense_scores
+
+
+def test_from_linear_matches_the_logits_of_separate_projections():
+    torch.manual_seed(0)
+    d, n_heads, d_h, n = 24, 3, 8, 7
+    wq, wk = torch.nn.Linear(d, n_heads * d_h).double(), torch.nn.Linear(d, n_heads * d_h, bias=False).double()
+    x = torch.randn(n, d, dtype=torch.float64)
+    forms = FactoredForms.from_linear(wq.weight, wk.weight, n_heads)
+    q = (x @ wq.weight.T).reshape(n, n_heads, d_h)  # biases omitted: they add linear terms, not the form
+    k = (x @ wk.weight.T).reshape(n, n_heads, d_h)
+    m = forms.matrices("head")[0]  # (H, d, d)
+    for h in range(n_heads):
+        torch.testing.assert_close(q[:, h] @ k[:, h].T, x @ m[h] @ x.T)
+
+
+def test_fused_qkv_matches_torch_multihead_attention_weights():
+    """nn.MultiheadAttention's in_proj is blocked q|k|v: our split must reproduce its per-head attention."""
+    torch.manual_seed(1)
+    d, n_heads, n = 16, 4, 5
+    mha = torch.nn.MultiheadAttention(d, n_heads, bias=False, batch_first=True).double()
+    x = torch.randn(1, n, d, dtype=torch.float64)
+    _, weights = mha(x, x, x, need_weights=True, average_attn_weights=False)  # (1, H, N, N)
+    forms = FactoredForms.from_fused_qkv(mha.in_proj_weight.detach(), n_heads)
+    logits = x[0] @ forms.matrices("head")[0] @ x[0].T / np.sqrt(d // n_heads)  # (H, N, N)
+    torch.testing.assert_close(logits.softmax(-1), weights[0])
+
+
+def test_fused_split_equals_separate_weights():
+    q, k, v = (torch.randn(2, 12, 12) for _ in range(3))
+    fused = FactoredForms.from_fused_qkv(torch.cat([q, k, v], dim=1), n_heads=3)
+    separate = FactoredForms.from_linear(q, k, n_heads=3)
+    assert torch.equal(fused.q, separate.q) and torch.equal(fused.k, separate.k)
+
+
+def test_gqa_pairs_query_head_h_with_key_head_h_div_group():
+    """Query head h copies key head h // (H / H_kv): symmetric (s = 1) only under the correct pairing."""
+    d, d_h, n_heads, n_kv = 32, 4, 8, 2
+    k_heads = torch.randn(n_kv, d_h, d, dtype=torch.float64)  # nn.Linear rows of each key head
+    q_weight = torch.cat([k_heads[h // (n_heads // n_kv)] for h in range(n_heads)])
+    forms = FactoredForms.from_linear(q_weight, k_heads.reshape(-1, d), n_heads, n_kv_heads=n_kv)
+    assert torch.allclose(forms.scores("head").symmetry, torch.ones(1, n_heads, dtype=torch.float64), atol=1e-12)
+
+    wrong_k = torch.stack([k_heads[h % n_kv].T for h in range(n_heads)])  # the reference code's pairing
+    wrong = FactoredForms(forms.q, wrong_k)
+    mispaired = torch.nonzero(wrong.scores("head").symmetry[0] < 0.5).flatten().tolist()
+    assert mispaired == [1, 3, 4, 6]  # h // 4 = 0,0,0,0,1,1,1,1 vs h % 2 = 0,1,0,1,0,1,0,1
+
+
+def test_expand_kv_heads_rejects_ungroupable_counts():
+    with pytest.raises(ValueError, match="cannot be grouped"):
+        expand_kv_heads(torch.zeros(1, 3, 4, 2), n_heads=8)
+
+
+@given(st.integers(0, 10**6), st.integers(1, 3), st.integers(1, 4), st.integers(2, 12), st.integers(1, 5))
+def test_layer_view_is_the_sum_over_heads(seed, n_layers, n_heads, d, d_h):
+    gen = torch.Generator().manual_seed(seed)
+    forms = FactoredForms(torch.randn(n_layers, n_heads, d, d_h, generator=gen), torch.randn(n_layers, n_heads, d, d_h, generator=gen))
+    layer = forms.matrices("layer")
+    torch.testing.assert_close(layer, forms.matrices("head").sum(1))
+    dense, fact = dense_scores(layer), forms.scores("layer")
+    assert (dense.symmetry - fact.symmetry).abs().max() < 1e-9
+    assert (dense.directionality - fact.directionality).abs().max() < 1e-9
+    assert forms.scores("head").symmetry.shape == (n_layers, n_heads)
+
+
+def test_lower_dimensional_factors_are_lifted():
+    assert FactoredForms(torch.randn(6, 2), torch.randn(6, 2)).q.shape == (1, 1, 6, 2)
+    assert FactoredForms(torch.randn(3, 6, 2), torch.randn(3, 6, 2)).q.shape == (1, 3, 6, 2)
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        pytest.param(lambda: FactoredForms(torch.randn(2, 6, 2), torch.randn(3, 6, 2)), "disagree", id="shape-mismatch"),
+        pytest.param(lambda: FactoredForms(torch.randn(6), torch.randn(6)), "must be", id="vector"),
+        pytest.param(lambda: FactoredForms.from_linear(torch.randn(10, 6), torch.randn(10, 6), 3), "divisible", id="heads"),
+        pytest.param(lambda: FactoredForms.from_fused_qkv(torch.randn(10, 6), 1), "3 \\* H", id="fused-rows"),
+        pytest.param(lambda: FactoredForms.from_linear(torch.randn(8, 6), torch.randn(6, 6), 4, 2), "head size", id="kv-size"),
+        pytest.param(lambda: FactoredForms(torch.randn(1, 1, 6, 2), torch.randn(1, 1, 6, 2)).scores("block"), "per must", id="per"),
+    ],
+)
+def test_bad_shapes_raise(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()

@@ -1,0 +1,167 @@
+"""Symmetry and directionality: definitions, identities, invariances, factored == dense, bad input."""
+
+import math
+import statistics
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from theory.scores import dense_scores, directionality, factored_scores, symmetry
+
+seeds = st.integers(0, 2**31 - 1)
+dims = st.integers(2, 24)
+
+
+def gaussian(seed: int, *shape: int) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def reference_directionality(m: np.ndarray, k: float = 2.0) -> float:
+    """Independent, loop-based reading of THEORY.md section 2 (ddof 1, strict >)."""
+    rows = [math.sqrt(sum(v * v for v in row)) for row in m.tolist()]
+    cols = [math.sqrt(sum(v * v for v in col)) for col in m.T.tolist()]
+
+    def excess(norms):
+        t = statistics.mean(norms) + k * statistics.stdev(norms)
+        return sum(n - t for n in norms if n > t)
+
+    e_r, e_c = excess(rows), excess(cols)
+    return 0.0 if e_r + e_c == 0 else (e_r - e_c) / (e_r + e_c)
+
+
+def test_directionality_matches_loop_reference_on_heavy_tailed_matrices():
+    for seed in range(30):
+        m = np.random.default_rng(seed).standard_cauchy((17, 17))  # heavy tails: outliers on both sides
+        assert directionality(m).item() == pytest.approx(reference_directionality(m), abs=1e-12)
+
+
+@given(seeds, dims)
+def test_symmetry_is_sym_minus_skew_energy(seed, d):
+    m = gaussian(seed, d, d)
+    sym, skew = (m + m.T) / 2, (m - m.T) / 2
+    expected = (np.sum(sym**2) - np.sum(skew**2)) / np.sum(m**2)
+    assert symmetry(m).item() == pytest.approx(expected, abs=1e-12)
+    assert -1 <= symmetry(m).item() <= 1
+
+
+@given(seeds, dims)
+def test_symmetric_scores_one_and_skew_minus_one(seed, d):
+    m = gaussian(seed, d, d)
+    assert symmetry(m + m.T).item() == pytest.approx(1.0, abs=1e-12)
+    assert symmetry(m - m.T).item() == pytest.approx(-1.0, abs=1e-12)
+    assert directionality(m + m.T).item() == 0.0
+
+
+@given(seeds, dims, st.floats(0.01, 100) | st.floats(-100, -0.01))
+def test_scale_and_transpose_invariance(seed, d, c):
+    m = gaussian(seed, d, d)
+    assert symmetry(c * m).item() == pytest.approx(symmetry(m).item(), abs=1e-12)
+    assert symmetry(m.T).item() == pytest.approx(symmetry(m).item(), abs=1e-12)
+    assert directionality(c * m).item() == pytest.approx(directionality(m).item(), abs=1e-9)
+    assert directionality(m.T).item() == pytest.approx(-directionality(m).item(), abs=1e-12)
+
+
+@given(seeds, dims)
+def test_symmetry_invariant_under_orthogonal_change_of_basis(seed, d):
+    m = gaussian(seed, d, d)
+    q, _ = np.linalg.qr(gaussian(seed + 1, d, d))
+    assert symmetry(q @ m @ q.T).item() == pytest.approx(symmetry(m).item(), abs=1e-10)
+
+
+@given(seeds, dims)
+def test_directionality_invariant_under_permutation(seed, d):
+    m = gaussian(seed, d, d)
+    p = np.eye(d)[np.random.default_rng(seed).permutation(d)]
+    assert directionality(p @ m @ p.T).item() == pytest.approx(directionality(m).item(), abs=1e-12)
+
+
+def test_directionality_is_basis_dependent():
+    """One dominant key direction e_0 is a dominant column; rotated to a generic direction it is not."""
+    d = 64
+    rng = np.random.default_rng(0)
+    m = 0.05 * rng.standard_normal((d, d))
+    m[:, 0] += 3 * rng.standard_normal(d)  # column 0 dominates: the decoder signature
+    q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+    before, after = directionality(m).item(), directionality(q @ m @ q.T).item()
+    assert before < -0.9
+    assert abs(after - before) > 0.5, f"rotation left delta at {after} (was {before})"
+
+
+def test_dominant_rows_are_positive_and_columns_negative():
+    d = 32
+    m = 0.01 * gaussian(1, d, d)
+    m[:, 3] += 1.0
+    assert directionality(m).item() < -0.9
+    assert directionality(m.T).item() > 0.9
+
+
+def _factors(seed: int, batch: tuple, d: int, r: int, deficient: int):
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((*batch, d, r)), rng.standard_normal((*batch, d, r))
+    if deficient:  # repeat columns so the product's rank is below r
+        a[..., -deficient:] = a[..., :1]
+        b[..., -deficient:] = 0.0
+    return a, b
+
+
+@given(seeds, st.lists(st.integers(1, 3), max_size=2).map(tuple), dims, st.integers(1, 30), st.integers(0, 3))
+def test_factored_equals_dense(seed, batch, d, r, deficient):
+    deficient = min(deficient, r - 1)
+    a, b = _factors(seed, batch, d, r, deficient)
+    fact = factored_scores(a, b)
+    dense = dense_scores(np.einsum("...ir,...jr->...ij", a, b))
+    diff_s = (fact.symmetry - dense.symmetry).abs().max().item()
+    diff_d = (fact.directionality - dense.directionality).abs().max().item()
+    assert diff_s <= 1e-9 and diff_d <= 1e-9, f"|s diff| = {diff_s:.3g}, |delta diff| = {diff_d:.3g}"
+
+
+def test_factored_path_is_exercised_without_dense_product(monkeypatch):
+    """With r < d the factored route never builds d x d (dense_scores would be called otherwise)."""
+    import theory.scores as scores
+
+    monkeypatch.setattr(scores, "dense_scores", lambda *a, **k: pytest.fail("built the d x d matrix"))
+    a, b = _factors(0, (2,), 40, 5, 0)
+    scores.factored_scores(a, b)
+
+
+def test_tied_factors_are_exactly_symmetric_and_undirected():
+    a = gaussian(3, 4, 50, 6)
+    s = factored_scores(a, a)
+    assert torch.all(s.symmetry == 1.0) and torch.all(s.directionality == 0.0)
+
+
+def test_accepts_float32_and_torch_and_accumulates_in_float64():
+    m = torch.randn(3, 16, 16)
+    assert symmetry(m).dtype == torch.float64
+    assert torch.allclose(symmetry(m), symmetry(m.double().numpy()))
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        pytest.param(lambda: symmetry(np.ones((3, 4))), "square", id="non-square"),
+        pytest.param(lambda: directionality(np.ones(5)), "square", id="vector"),
+        pytest.param(lambda: symmetry(np.array([[1.0, np.nan], [0, 1]])), "NaN or Inf", id="nan"),
+        pytest.param(lambda: directionality(np.array([[1.0, np.inf], [0, 1]])), "NaN or Inf", id="inf"),
+        pytest.param(lambda: symmetry(np.zeros((4, 4))), "zero", id="zero-matrix"),
+        pytest.param(lambda: dense_scores(np.stack([np.eye(3), np.zeros((3, 3))])), r"zero at batch index \[\(1,\)\]", id="zero-in-batch"),
+        pytest.param(lambda: factored_scores(np.ones((5, 2)), np.ones((5, 3))), "disagree", id="factor-shapes"),
+        pytest.param(lambda: factored_scores(np.ones((5, 2)), np.ones((4, 2))), "disagree", id="factor-dims"),
+        pytest.param(lambda: factored_scores(np.zeros((6, 2)), np.ones((6, 2))), "zero", id="zero-factor"),
+        pytest.param(lambda: factored_scores(np.full((6, 2), np.nan), np.ones((6, 2))), "NaN or Inf", id="nan-factor"),
+        pytest.param(lambda: symmetry(np.ones((1, 1))), "d >= 2", id="1x1"),
+    ],
+)
+def test_bad_input_raises_a_clear_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_cancelling_factors_give_the_zero_error():
+    """A B^T = u v^T - u v^T = 0 although neither factor is zero: detected from the Grams."""
+    u, v = gaussian(5, 6, 1), gaussian(6, 6, 1)
+    with pytest.raises(ValueError, match="zero"):
+        factored_scores(np.hstack([u, u]), np.hstack([v, -v]))
