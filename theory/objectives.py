@@ -15,6 +15,9 @@ from typing import ClassVar, Literal
 import torch
 
 
+ContextChoice = Literal["objective", "causal", "symmetric"]
+
+
 @dataclass(frozen=True)
 class RolePattern:
     """Loss positions ``loss [..., N]`` and attention context ``context [..., N, N]`` (bool)."""
@@ -42,6 +45,20 @@ class RolePattern:
     def pairs(self) -> torch.Tensor:
         """``[..., N, N]``: True where ``(i, j)`` contributes a term ``x_i x_j^T`` to ``dL/dM`` (``i in P, j in D_i``)."""
         return self.loss.unsqueeze(-1) & self.context
+
+    def with_context(self, how: ContextChoice) -> RolePattern:
+        """The same loss positions under another mask: ``"causal"`` keeps ``j <= i`` of the context,
+        ``"symmetric"`` closes it under ``(i, j) -> (j, i)``, ``"objective"`` leaves it as is.
+
+        Used to attribute asymmetry to the mask: the same data and targets, another context.
+        """
+        if how == "objective":
+            return self
+        if how == "causal":
+            return RolePattern(self.loss, self.context & torch.ones(self.n, self.n, dtype=torch.bool).tril())
+        if how == "symmetric":
+            return RolePattern(self.loss, self.context | self.context.transpose(-2, -1))
+        raise ValueError(f"context must be 'objective', 'causal' or 'symmetric'; got {how!r}")
 
     def is_swap_symmetric(self) -> bool:
         """True when this draw's pair set is closed under ``(i, j) -> (j, i)``.
@@ -114,7 +131,11 @@ class Autoregressive:
 
 @dataclass(frozen=True)
 class NoiseSchedule:
-    """DDPM variance schedule: ``abar_t = prod_{s <= t} (1 - beta_s)``, linear or cosine, ``T`` steps."""
+    """DDPM variance schedule: ``abar_t = prod_{s <= t} (1 - beta_s)``, linear or cosine, ``T`` steps.
+
+    The linear ``beta_start, beta_end`` are DDPM's values for ``T = 1000`` and are scaled by ``1000 / T``
+    (Nichol & Dhariwal, 2021), so that a shorter schedule still ends near pure noise.
+    """
 
     steps: int = 1000
     kind: Literal["linear", "cosine"] = "linear"
@@ -123,7 +144,8 @@ class NoiseSchedule:
 
     def betas(self) -> torch.Tensor:
         if self.kind == "linear":
-            return torch.linspace(self.beta_start, self.beta_end, self.steps, dtype=torch.float64)
+            scale = 1000 / self.steps
+            return torch.linspace(self.beta_start * scale, self.beta_end * scale, self.steps, dtype=torch.float64)
         if self.kind == "cosine":  # Nichol & Dhariwal (2021)
             s = 0.008
             t = torch.linspace(0, self.steps, self.steps + 1, dtype=torch.float64) / self.steps
@@ -164,15 +186,33 @@ class Denoising:
         t_max = self.schedule.steps if self.t_max is None else self.t_max
         return torch.randint(self.t_min, t_max, batch, generator=generator)
 
+    def coefficients(self, t: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(sqrt(abar_t), sqrt(1 - abar_t))`` at timesteps ``t [B]``, shaped to broadcast against ``like [B, ...]``."""
+        abar = self.schedule.alpha_bar().to(like.device, like.dtype)[t.to(like.device)]
+        abar = abar.reshape(-1, *([1] * (like.ndim - 1)))
+        return abar.sqrt(), (1 - abar).sqrt()
+
     def corrupt(
         self, x0: torch.Tensor, t: torch.Tensor, eps: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Noisy input and regression target for clean ``x0 [B, ...]`` at timesteps ``t [B]``."""
-        abar = self.schedule.alpha_bar().to(x0.device, x0.dtype)[t].reshape(-1, *([1] * (x0.ndim - 1)))
-        a, s = abar.sqrt(), (1 - abar).sqrt()
+        a, s = self.coefficients(t, x0)
         z = a * x0 + s * eps
         target = {"eps": eps, "x0": x0, "v": a * eps - s * x0}[self.target]
         return z, target
+
+    def predictions(self, z: torch.Tensor, t: torch.Tensor, output: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x0_hat, eps_hat)`` implied by a prediction ``output`` of this objective's target from ``z`` at ``t``.
+
+        The inverse of :meth:`corrupt`'s target map: with ``z = a x0 + s eps`` and ``v = a eps - s x0``,
+        ``x0 = a z - s v`` and ``eps = s z + a v`` (since ``a^2 + s^2 = 1``).
+        """
+        a, s = self.coefficients(t, z)
+        if self.target == "eps":
+            return (z - s * output) / a, output
+        if self.target == "x0":
+            return output, (z - a * output) / s
+        return a * z - s * output, s * z + a * output
 
 
 @dataclass(frozen=True)
@@ -219,6 +259,23 @@ OBJECTIVES: dict[str, type] = {
 #: Short names used on the vision command line; each means exactly the objective it points to.
 ALIASES = {"masked": "bidirectional", "causal": "autoregressive", "denoise": "denoising",
            "classify": "classification", "mae": "masked_autoencoding"}  # fmt: skip
+
+
+def expected_pairs(objective: Objective, n: int) -> torch.Tensor:
+    """``[N, N]`` probability that ``(i, j)`` is a pair (``i in P``, ``j in D_i``) of a random pattern, exactly.
+
+    Row sums are expected query roles weighted by context size, column sums the expected context
+    roles of each position (THEORY.md section 3: the role counts that shape ``dL/dM``). For the
+    classification objective ``n`` counts the CLS position.
+    """
+    if isinstance(objective, Bidirectional):
+        p_loss = objective.mask_ratio + (1 - objective.mask_ratio) ** n / n  # the at-least-one rule
+        return p_loss * _full_context(n, (), objective.attend_self).double()
+    if isinstance(objective, MaskedAutoencoding):
+        keep = max(1, round(n * (1 - objective.mask_ratio)))
+        both = keep * (keep - 1) / (n * (n - 1)) if n > 1 else 0.0
+        return torch.full((n, n), both, dtype=torch.float64).fill_diagonal_(keep / n)
+    return objective.pattern(n).pairs().double()
 
 
 def get_objective(name: str, **params) -> Objective:

@@ -1,0 +1,271 @@
+"""Expected first update at M = 0: exact Gaussian formula vs Monte Carlo, symmetry and role structure (claim 4)."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.stats import norm
+
+from theory.expectation import (
+    PARTS,
+    AveragedHead,
+    Corruption,
+    ExpectedUpdate,
+    LinearReadout,
+    SoftmaxReadout,
+    Sequences,
+    ar1_covariance,
+    bos_gaussian,
+    cyclic_chain,
+    gaussian_sequences,
+    gaussian_update,
+    head_averaged_update,
+    markov_sequences,
+    max_abs_z,
+    monte_carlo_update,
+    objective_batch,
+    objective_sampler,
+    reverse_covariance,
+    reversible_chain,
+    rotation_ar1,
+    separable_covariance,
+    stationary_distribution,
+)
+from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
+
+OBJECTIVES = {
+    "bidirectional-bert": Bidirectional(mask_ratio=0.4),
+    "bidirectional-random-only": Bidirectional(mask_ratio=0.4, mask_token=0.0, random_token=1.0),
+    "autoregressive": Autoregressive(),
+    "denoising-v": Denoising(target="v", t_min=100, t_max=900),
+    "denoising-eps": Denoising(target="eps", t_min=0, t_max=50),
+    "classification": Classification(),
+    "masked_autoencoding": MaskedAutoencoding(mask_ratio=0.5),
+}
+SWAP_SYMMETRIC = {
+    "bidirectional-keep": Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0),
+    "denoising": Denoising(t_min=200, t_max=203),
+    "masked_autoencoding": MaskedAutoencoding(mask_ratio=0.5),
+}
+N, D = 4, 3
+# family-wise error 1e-3 over every entry of the three parts: a valid test whatever the correlations
+BOUND = norm.ppf(1 - 1e-3 / (2 * 3 * D * D))
+
+
+def random_problem(seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(N * D, N * D, generator=gen, dtype=torch.float64)
+    cov = (a @ a.T / (N * D)).reshape(N, D, N, D)
+    mean = 0.5 * torch.randn(N, D, generator=gen, dtype=torch.float64)
+    return cov, mean, LinearReadout.random(D, gen, skip=True), Corruption.random(D, gen)
+
+
+def rel_skew(m: torch.Tensor) -> float:
+    return float((m - m.T).norm() / (2 * m.norm()))
+
+
+@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+def test_exact_gaussian_expectation_agrees_with_monte_carlo(name):
+    """Statistical test: every entry of every part within the Bonferroni bound (about 4.1 SE) of the exact value."""
+    objective = OBJECTIVES[name]
+    cov, mean, head, corruption = random_problem(0)
+    exact = gaussian_update(objective, cov, head, corruption, mean=mean)
+    mc = monte_carlo_update(objective_sampler(objective, gaussian_sequences(cov, mean), corruption), head, 30, 500,
+                            torch.Generator().manual_seed(1))
+    worst = max_abs_z(exact, mc)
+    assert worst <= BOUND, f"{name}: max |z| = {worst:.2f} > {BOUND:.2f}; ||exact|| = {float(exact.mean.norm()):.3f}"
+    # the test has power: the standard errors are small next to the effect
+    assert float(mc.stderr.max()) <= 0.15 * float(exact.mean.abs().max()), f"{name}: Monte Carlo too noisy to test"
+
+
+def test_monte_carlo_test_rejects_a_wrong_expectation():
+    """The comparison above can fail: a 10% error in the exact value is detected."""
+    objective = Autoregressive()
+    cov, mean, head, corruption = random_problem(0)
+    exact = gaussian_update(objective, cov, head, corruption, mean=mean)
+    wrong = ExpectedUpdate(1.1 * exact.mean, 1.1 * exact.self_pair, 1.1 * exact.cross_pair)
+    mc = monte_carlo_update(objective_sampler(objective, gaussian_sequences(cov, mean), corruption), head, 30, 500,
+                            torch.Generator().manual_seed(1))
+    assert max_abs_z(wrong, mc) > BOUND
+
+
+@pytest.mark.parametrize("name", ["bidirectional-bert", "autoregressive", "masked_autoencoding"])
+def test_head_average_is_the_monte_carlo_of_the_averaged_head(name):
+    objective = OBJECTIVES[name]
+    cov, mean, _, corruption = random_problem(3)
+    exact = head_averaged_update(objective, cov, corruption, mean=mean)
+    mc = monte_carlo_update(objective_sampler(objective, gaussian_sequences(cov, mean), corruption), AveragedHead(D),
+                            30, 500, torch.Generator().manual_seed(4))
+    assert max_abs_z(exact, mc) <= BOUND
+
+
+def test_head_average_equals_the_average_over_drawn_heads():
+    """E over U of the exact expectation, by brute force over many LinearReadout.random draws (law of large numbers)."""
+    objective = Autoregressive()
+    cov, mean, _, corruption = random_problem(5)
+    avg = head_averaged_update(objective, cov, corruption, mean=mean).mean
+    gen = torch.Generator().manual_seed(6)
+    draws = torch.stack([gaussian_update(objective, cov, LinearReadout.random(D, gen, skip=True), corruption, mean=mean).mean
+                         for _ in range(200)])
+    se = draws.std(0) / math.sqrt(len(draws))
+    z = float(((draws.mean(0) - avg).abs() / se).max())
+    assert z <= norm.ppf(1 - 1e-3 / (2 * D * D)), f"max |z| = {z:.2f}"
+
+
+@settings(max_examples=4)
+@given(st.integers(0, 2**31 - 1), st.floats(0.0, 0.9))
+def test_swap_symmetric_patterns_on_exchangeable_data_give_symmetric_updates(seed, shared):
+    """Claim 4, precise form: swap-symmetric role pattern + exchangeable (separable) data, head-averaged init."""
+    gen = torch.Generator().manual_seed(seed)
+    f = torch.randn(D, D, generator=gen, dtype=torch.float64)
+    pos = (1 - shared) * torch.eye(N, dtype=torch.float64) + shared
+    cov = separable_covariance(pos, f @ f.T + 0.1 * torch.eye(D, dtype=torch.float64))
+    for name, objective in SWAP_SYMMETRIC.items():
+        upd = head_averaged_update(objective, cov)
+        for part in PARTS:  # a part may vanish (no cross terms for i.i.d. positions): compare with the whole
+            skew = float((upd.part(part) - upd.part(part).T).norm() / upd.mean.norm())
+            assert skew <= 1e-10, f"{name} {part}: ||skew|| / ||E|| = {skew:.2e}"
+
+
+@settings(max_examples=3)
+@given(st.integers(0, 2**31 - 1))
+def test_reversible_processes_give_symmetric_updates_and_time_reversal_changes_nothing(seed):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(D, D, generator=gen, dtype=torch.float64)
+    a = a + a.T
+    cov = ar1_covariance(0.7 * a / torch.linalg.eigvalsh(a).abs().max(), torch.eye(D), N)
+    for objective in (*SWAP_SYMMETRIC.values(), Autoregressive()):
+        upd = head_averaged_update(objective, cov)
+        assert rel_skew(upd.mean) <= 1e-10, objective.name
+        back = head_averaged_update(objective, reverse_covariance(cov))
+        assert float((upd.mean - back.mean).norm()) <= 1e-10 * float(upd.mean.norm()), objective.name
+
+
+def test_irreversible_data_break_symmetry_only_under_the_causal_mask():
+    cov = ar1_covariance(rotation_ar1(D), torch.eye(D), N + 1)
+    for name, objective in SWAP_SYMMETRIC.items():
+        upd = head_averaged_update(objective, cov)
+        assert rel_skew(upd.mean) <= 1e-10, name
+        back = head_averaged_update(objective, reverse_covariance(cov))
+        assert float((upd.mean - back.mean).norm()) <= 1e-10 * float(upd.mean.norm()), name
+    causal = head_averaged_update(Autoregressive(), cov)
+    assert rel_skew(causal.mean) > 0.1
+    assert rel_skew(causal.self_pair) <= 1e-12  # the asymmetry is all in the cross pairs
+    back = head_averaged_update(Autoregressive(), reverse_covariance(cov))
+    assert float((causal.mean - back.mean).norm()) > 0.1 * float(causal.mean.norm())
+
+
+def test_fixed_head_updates_are_not_symmetric_even_on_exchangeable_data():
+    """The symmetry of claim 4 is a statement about the average over initialisations, not one draw."""
+    cov = separable_covariance(0.6 * torch.eye(N, dtype=torch.float64) + 0.4, torch.eye(D, dtype=torch.float64))
+    gen = torch.Generator().manual_seed(0)
+    upd = gaussian_update(SWAP_SYMMETRIC["denoising"], cov, LinearReadout.random(D, gen))
+    assert rel_skew(upd.mean) > 1e-3
+    assert rel_skew(upd.self_pair) <= 1e-12
+
+
+@pytest.mark.parametrize("head", ["averaged", "random"])
+def test_causal_bos_token_grows_only_its_key_side(head):
+    """Role counting: x_BOS is context for every query and a query only for itself (no cross terms)."""
+    n, d = 7, 9
+    cov, mean = bos_gaussian(n, d)
+    if head == "averaged":
+        upd = head_averaged_update(Autoregressive(), cov, mean=mean)
+    else:
+        upd = gaussian_update(Autoregressive(), cov, LinearReadout.random(d, torch.Generator().manual_seed(1)), mean=mean)
+    bos = mean[0]
+    key, query = float((upd.cross_pair @ bos).norm()), float((bos @ upd.cross_pair).norm())
+    assert key > 0 and query <= 1e-12 * key
+    assert upd.scores()["cross"]["directionality"] < 0
+
+
+def test_expected_update_scales_with_one_over_sqrt_dh():
+    cov, mean, head, corruption = random_problem(7)
+    one = gaussian_update(Autoregressive(), cov, head, corruption, d_h=1, mean=mean).mean
+    four = gaussian_update(Autoregressive(), cov, head, corruption, d_h=4, mean=mean).mean
+    assert torch.allclose(four, one / 2, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+def test_objective_batches_have_consistent_shapes(name):
+    objective = OBJECTIVES[name]
+    gen = torch.Generator().manual_seed(0)
+    sampler = gaussian_sequences(*random_problem(0)[:2])
+    batch = objective_sampler(objective, sampler, Corruption.random(D, gen))(8, gen)
+    n = batch.inputs.shape[1]
+    assert batch.pattern.loss.shape == (8, n) and batch.pattern.context.shape == (8, n, n)
+    assert batch.targets.shape[:2] == (8, n)
+
+
+def test_bert_replacement_puts_the_mask_vector_where_selected():
+    gen = torch.Generator().manual_seed(0)
+    corruption = Corruption.random(D, gen)
+    x = torch.randn(4000, N, D, generator=gen, dtype=torch.float64)
+    batch = objective_batch(Bidirectional(mask_ratio=0.5, mask_token=1.0, random_token=0.0), Sequences(x), corruption, gen)
+    masked = (batch.inputs == corruption.mask_vector).all(-1)
+    assert torch.equal(masked, batch.pattern.loss)
+    assert torch.equal(batch.targets, x)
+
+
+def test_bidirectional_random_replacement_needs_a_sampler():
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(64, N, D, generator=gen, dtype=torch.float64)
+    with pytest.raises(ValueError, match="sampler"):
+        objective_batch(Bidirectional(mask_ratio=1.0, mask_token=0.0, random_token=1.0), Sequences(x), Corruption(), gen)
+
+
+def test_markov_sequences_start_stationary_and_follow_the_chain():
+    gen = torch.Generator().manual_seed(0)
+    chain = cyclic_chain(5, 0.7)
+    emb = torch.eye(5, dtype=torch.float64)
+    seqs = markov_sequences(chain, emb, 6)(20000, gen)
+    freq = torch.bincount(seqs.tokens[:, 3], minlength=5).double() / 20000
+    pi = stationary_distribution(chain)
+    assert float((freq - pi).abs().max()) <= 5 * math.sqrt(0.25 / 20000)
+    moved = (seqs.tokens[:, 1:] - seqs.tokens[:, :-1]) % 5 == 1
+    assert abs(float(moved.double().mean()) - (0.7 + 0.3 / 5)) <= 0.01
+    assert torch.equal(seqs.x, emb[seqs.tokens])
+
+
+def test_chain_reversibility():
+    def flux(p):
+        pi = stationary_distribution(p)
+        return pi[:, None] * p
+
+    cyc = flux(cyclic_chain(5, 0.6))
+    rev = flux(reversible_chain(5, torch.Generator().manual_seed(0)))
+    assert float((cyc - cyc.T).abs().max()) > 0.05  # detailed balance violated
+    assert float((rev - rev.T).abs().max()) <= 1e-12
+
+
+def test_token_data_with_a_softmax_head_runs_with_standard_errors():
+    gen = torch.Generator().manual_seed(0)
+    v, d = 6, 8
+    emb = torch.randn(v + 1, d, generator=gen, dtype=torch.float64)
+    sampler = markov_sequences(cyclic_chain(v, 0.8), emb, 6, bos=v)
+    head = SoftmaxReadout(torch.eye(d, dtype=torch.float64), torch.randn(v + 1, d, generator=gen, dtype=torch.float64) / d**0.5)
+    upd = monte_carlo_update(objective_sampler(Autoregressive(), sampler, target="token"), head, 4, 256, gen)
+    assert upd.mean.shape == (d, d) and upd.n_samples == 1024
+    assert bool(torch.isfinite(upd.stderr).all()) and float(upd.stderr.max()) > 0
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: gaussian_update(Bidirectional(), *random_problem(0)[:1], random_problem(0)[2], max_scenarios=10),
+         "max_scenarios"),
+        (lambda: gaussian_update(Autoregressive(), torch.zeros(3, 2, 3), random_problem(0)[2]), r"\[N, d, N, d\]"),
+        (lambda: gaussian_update(Autoregressive(), -separable_covariance(torch.eye(N), torch.eye(D)), random_problem(0)[2]),
+         "positive semidefinite"),
+        (lambda: gaussian_update(Classification(), random_problem(0)[0], random_problem(0)[2]), "cls_vector"),
+        (lambda: gaussian_update(MaskedAutoencoding(mask_ratio=0.0), random_problem(0)[0], random_problem(0)[2]),
+         "no masked position"),
+        (lambda: ar1_covariance(2 * torch.eye(2), torch.eye(2), 3), "spectral radius"),
+    ],
+    ids=["too-many-scenarios", "covariance-shape", "not-psd", "missing-cls", "mae-without-mask", "explosive-ar1"],
+)
+def test_bad_input_raises_clear_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
