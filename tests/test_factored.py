@@ -56,6 +56,28 @@ def test_gqa_pairs_query_head_h_with_key_head_h_div_group():
     assert mispaired == [1, 3, 4, 6]  # h // 4 = 0,0,0,0,1,1,1,1 vs h % 2 = 0,1,0,1,0,1,0,1
 
 
+@given(st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 3]), st.integers(8, 20), st.integers(0, 2**31 - 1))
+def test_gqa_layer_factors_keep_the_form_and_have_rank_h_kv_d_h(n_kv, group, d_head, d, seed):
+    """Per layer, the query heads of a key group are summed: same M, factors of rank H_kv d_h."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(2, n_kv * group, d, d_head, generator=gen, dtype=torch.float64)
+    k = torch.randn(2, n_kv, d, d_head, generator=gen, dtype=torch.float64)
+    grouped = FactoredForms(q, expand_kv_heads(k, n_kv * group), n_kv_heads=n_kv)
+    plain = FactoredForms(q, expand_kv_heads(k, n_kv * group))
+    diff = (grouped.matrices("layer") - plain.matrices("layer")).norm()
+    assert diff <= 1e-10 * plain.matrices("layer").norm(), f"||M_grouped - M|| = {diff:.3g}"
+    assert grouped.rank("layer") == n_kv * d_head and plain.rank("layer") == n_kv * group * d_head
+    assert int(torch.linalg.matrix_rank(plain.matrices("layer")[0])) <= min(n_kv * d_head, d)
+
+
+def test_from_linear_records_the_key_head_count():
+    forms = FactoredForms.from_linear(torch.randn(16, 8), torch.randn(4, 8), n_heads=8, n_kv_heads=2)
+    assert forms.n_kv_heads == 2 and forms.rank("layer") == 4
+    assert FactoredForms.stack([forms, forms]).n_kv_heads == 2
+    with pytest.raises(ValueError, match="different key-head counts"):
+        FactoredForms.stack([forms, FactoredForms(forms.q, forms.k)])
+
+
 def test_expand_kv_heads_rejects_ungroupable_counts():
     with pytest.raises(ValueError, match="cannot be grouped"):
         expand_kv_heads(torch.zeros(1, 3, 4, 2), n_heads=8)

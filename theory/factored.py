@@ -57,17 +57,26 @@ def expand_kv_heads(k: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class FactoredForms:
-    """Factors ``q = W_q^h`` and ``k = W_k^h`` of shape ``[L, H, d, d_h]`` (key heads already paired)."""
+    """Factors ``q = W_q^h`` and ``k = W_k^h`` of shape ``[L, H, d, d_h]`` (key heads already paired).
+
+    ``n_kv_heads`` (default ``H``) records grouped-query attention: key heads are then repeated in
+    groups of ``H / H_kv`` (:func:`expand_kv_heads`), and the per-layer form has rank ``H_kv d_h``.
+    """
 
     q: torch.Tensor
     k: torch.Tensor
+    n_kv_heads: int | None = None
 
     def __post_init__(self) -> None:
         q, k = _as_stack(self.q, "q"), _as_stack(self.k, "k")
         if q.shape != k.shape:
             raise ValueError(f"q and k factors disagree: {tuple(q.shape)} vs {tuple(k.shape)} (expected [L, H, d, d_h] each)")
+        n_kv = q.shape[1] if self.n_kv_heads is None else self.n_kv_heads
+        if n_kv < 1 or q.shape[1] % n_kv:
+            raise ValueError(f"{q.shape[1]} query heads cannot be grouped over {n_kv} key heads")
         object.__setattr__(self, "q", q)
         object.__setattr__(self, "k", k)
+        object.__setattr__(self, "n_kv_heads", n_kv)
 
     # ---- constructors -------------------------------------------------------------------------
     @classmethod
@@ -79,7 +88,7 @@ class FactoredForms:
         k = split_heads(k_weight, n_kv_heads or n_heads, "k weight")
         if q.shape[-1] != k.shape[-1]:
             raise ValueError(f"query head size {q.shape[-1]} != key head size {k.shape[-1]}; check the head counts")
-        return cls(q, expand_kv_heads(k, n_heads))
+        return cls(q, expand_kv_heads(k, n_heads), n_kv_heads=k.shape[1])
 
     @classmethod
     def from_fused_qkv(cls, qkv_weight: torch.Tensor, n_heads: int) -> FactoredForms:
@@ -92,8 +101,11 @@ class FactoredForms:
 
     @classmethod
     def stack(cls, forms: list[FactoredForms]) -> FactoredForms:
-        """Concatenate the layers of several forms (all with the same H, d, d_h)."""
-        return cls(torch.cat([f.q for f in forms]), torch.cat([f.k for f in forms]))
+        """Concatenate the layers of several forms (all with the same H, H_kv, d, d_h)."""
+        n_kv = {f.n_kv_heads for f in forms}
+        if len(n_kv) > 1:
+            raise ValueError(f"cannot stack forms with different key-head counts {sorted(n_kv)}")
+        return cls(torch.cat([f.q for f in forms]), torch.cat([f.k for f in forms]), n_kv.pop())
 
     # ---- shape --------------------------------------------------------------------------------
     @property
@@ -113,17 +125,24 @@ class FactoredForms:
         return self.q.shape[3]
 
     def rank(self, per: Per) -> int:
-        """Number of columns of the factors of a per-head or per-layer form."""
-        return self.d_head if per == "head" else self.n_heads * self.d_head
+        """Number of columns of the factors of a per-head (``d_h``) or per-layer (``H_kv d_h``) form."""
+        return self.factors(per)[0].shape[-1]
 
     # ---- views --------------------------------------------------------------------------------
     def factors(self, per: Per = "head") -> tuple[torch.Tensor, torch.Tensor]:
-        """``(A, B)`` with ``M = A B^T``: ``[L, H, d, d_h]`` per head, ``[L, d, H d_h]`` per layer."""
+        """``(A, B)`` with ``M = A B^T``: ``[L, H, d, d_h]`` per head, ``[L, d, H_kv d_h]`` per layer.
+
+        Per layer, the query heads sharing a key head are summed first:
+        ``sum_h W_q^h W_k^{g(h)T} = sum_g (sum_{h in g} W_q^h) W_k^{gT}``, so the factors have the true rank.
+        """
         if per == "head":
             return self.q, self.k
-        if per == "layer":
-            return rearrange(self.q, "l h d dh -> l d (h dh)"), rearrange(self.k, "l h d dh -> l d (h dh)")
-        raise ValueError(f"per must be 'head' or 'layer', got {per!r}")
+        if per != "layer":
+            raise ValueError(f"per must be 'head' or 'layer', got {per!r}")
+        q = self.q if self.n_kv_heads == self.n_heads else self.q.double()  # sum heads in float64
+        q = rearrange(q, "l (g r) d dh -> l g r d dh", g=self.n_kv_heads).sum(2)  # (L, H_kv, d, d_h)
+        k = self.k[:, :: self.n_heads // self.n_kv_heads]  # one copy of each repeated key head
+        return rearrange(q, "l g d dh -> l d (g dh)"), rearrange(k, "l g d dh -> l d (g dh)")
 
     def matrices(self, per: Per = "head") -> torch.Tensor:
         """Materialise the ``d x d`` forms (float64): ``[L, H, d, d]`` or ``[L, d, d]``. Only when asked."""

@@ -1,0 +1,165 @@
+"""Named experiments for the closing note: THEORY.md claims 7 and 8, and the attributions of section 3/7.
+
+``python cli.py simulate --experiment NAME`` (or ``python -m sim.experiments NAME ...``) runs the arms of
+one experiment (8 seeds each, the defaults of :mod:`sim.simulate` unless the arm says otherwise),
+prints and writes a table of per-layer scores, mean ± 95% CI over seeds with the mean null z, and a
+figure. Arms with the same configuration share one run directory (``OUT/runs/<config hash>``), so
+experiments that reuse an arm do not train it twice and an interrupted experiment resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+
+from sim.report import mean_ci, summarize
+from sim.simulate import default_config, figure_panel
+from sim.train import SimConfig, Simulation, run
+from theory.io import write_csv
+
+
+def _arms_claim7() -> dict[str, SimConfig]:
+    """Claim 7: causal training with BOS grows a key-side BOS direction; bidirectional does not (and reaches s > 0)."""
+    return {"autoregressive": default_config("autoregressive"), "bidirectional": default_config("bidirectional"),
+            "autoregressive, iid tokens": default_config("autoregressive", data__process="iid"),
+            "bidirectional, iid tokens": default_config("bidirectional", data__process="iid")}  # fmt: skip
+
+
+def _arms_claim8() -> dict[str, SimConfig]:
+    """Claim 8: bidirectional s rises from the null; autoregressive stays near it with delta < 0 early; denoising measured."""
+    return {name: default_config(name) for name in ("bidirectional", "autoregressive", "denoising")}
+
+
+def _arms_attribution() -> dict[str, SimConfig]:
+    """Mask vs data: bidirectional on an irreversible chain, causal on i.i.d. tokens (against the reversible defaults)."""
+    return {
+        "bidirectional, reversible chain": default_config("bidirectional"),
+        "bidirectional, irreversible chain": default_config("bidirectional", data__transition="cycle"),
+        "autoregressive, reversible chain": default_config("autoregressive"),
+        "autoregressive, irreversible chain": default_config("autoregressive", data__transition="cycle"),
+        "autoregressive, iid tokens": default_config("autoregressive", data__process="iid"),
+    }
+
+
+def _arms_denoising() -> dict[str, SimConfig]:
+    """Denoising on reversible vs irreversible continuous data (same marginals), with and without a residual."""
+    return {
+        "reversible AR(1)": default_config("denoising"),
+        "irreversible AR(1)": default_config("denoising", data__process="var_irreversible"),
+        "reversible AR(1), residual": default_config("denoising", model__residual=True),
+        "irreversible AR(1), residual": default_config("denoising", data__process="var_irreversible", model__residual=True),
+    }
+
+
+def _arms_parameterisation() -> dict[str, SimConfig]:
+    """Direct M vs factored W_q, W_k vs tied W_q = W_k, under bidirectional and autoregressive training."""
+    return {f"{obj}, {param}": default_config(obj, model__param=param)
+            for obj in ("bidirectional", "autoregressive") for param in ("factored", "direct", "tied")}  # fmt: skip
+
+
+def _arms_masking() -> dict[str, SimConfig]:
+    """The masked query: [MASK] only, BERT 80/10/10, random token, keep; one layer vs two (contextual queries)."""
+    arms = {f"{scheme}": default_config("bidirectional", mask_scheme=scheme) for scheme in ("mask", "bert", "random", "keep")}
+    arms["mask, 2 layers"] = default_config("bidirectional", mask_scheme="mask", model__layers=2)
+    return arms
+
+
+EXPERIMENTS = {
+    "claim7": _arms_claim7, "claim8": _arms_claim8, "attribution": _arms_attribution,
+    "denoising": _arms_denoising, "parameterisation": _arms_parameterisation, "masking": _arms_masking,
+}  # fmt: skip
+EXPERIMENT_COLUMNS = ["arm", "layer", "form", "step", "s", "s_z", "delta", "delta_z", "loss", "bos_key/query",
+                      "bos_key/typical"]  # fmt: skip
+
+
+def config_key(cfg: SimConfig) -> str:
+    return hashlib.sha256(json.dumps(cfg.to_dict(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+def bos_dominance(sim: Simulation) -> list[float]:
+    """Per seed, at the end of training: ``||M x_BOS||`` over the mean ``||M x||`` of data inputs (every data token
+    at every position > 0), for the per-layer form of layer 0. Above 1: the BOS input is a dominant key direction."""
+    vecs = sim.specials()
+    if "bos" not in vecs:
+        return [math.nan] * sim.cfg.seeds
+    m = sim.model.matrices()[:, 0].sum(1)  # (S, d, d): per-layer form of layer 0
+    vocab = sim.task.vocab
+    table, pos = sim.model.table[:, :vocab].double(), sim.model.pos[:, 1: sim.cfg.n].double()
+    data = (table[:, :, None] + pos[:, None]).flatten(1, 2)  # (S, V (N-1), d)
+    typical = torch.einsum("sde,sxe->sxd", m, data).norm(dim=-1).mean(-1)
+    bos = torch.einsum("sde,se->sd", m, vecs["bos"].double()).norm(dim=-1)
+    return (bos / typical).tolist()
+
+
+def _fmt(mean: float, ci: float) -> str:
+    return "" if not math.isfinite(mean) else f"{mean:+.3f}" + ("" if not math.isfinite(ci) else f" ± {ci:.3f}")
+
+
+def run_experiment(name: str, out: Path | str, progress: bool = True, steps: tuple[int, ...] | None = None,
+                   threads: int | None = 1) -> list[dict]:  # fmt: skip
+    """Train (or reuse) every arm of experiment ``name``; rows for the W_qk and grad_cross forms at the final step.
+
+    ``claim8`` also reports steps 25 and 100 (the early trend).
+    """
+    from sim.report import plot_runs
+
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; choose from {sorted(EXPERIMENTS)}")
+    out = Path(out)
+    arms = EXPERIMENTS[name]()
+    steps = steps or ((25, 100, None) if name == "claim8" else (None,))
+    rows, panels = [], {}
+    for arm, cfg in arms.items():
+        sim = run(cfg, out / "runs" / config_key(cfg), resume=True, progress=progress, description=arm, threads=threads)
+        dominance = mean_ci(bos_dominance(sim))
+        for step in steps:
+            for r in summarize(sim.rows, arm, step=step):
+                if r["form"] not in ("W_qk", "grad_cross"):
+                    continue
+                rows.append({"arm": arm, "layer": r["layer"], "form": r["form"], "step": r["step"],
+                             "s": _fmt(r["s"], r["s_ci"]), "s_z": f"{r['s_z']:.1f}",
+                             "delta": _fmt(r["delta"], r["delta_ci"]), "delta_z": f"{r['delta_z']:.1f}",
+                             "loss": f"{r['loss']:.4g}", "bos_key/query": _fmt(r["bos_key/query"], math.nan),
+                             "bos_key/typical": _fmt(*dominance) if r["form"] == "W_qk" and r["step"] == cfg.steps else ""})  # fmt: skip
+        panels[arm] = figure_panel(sim)
+    write_csv(out / name / "summary.csv", rows, EXPERIMENT_COLUMNS)
+    write_json_index(out / name / "arms.json", arms)
+    plot_runs(panels, out / name / "scores.png")
+    return rows
+
+
+def write_json_index(path: Path, arms: dict[str, SimConfig]) -> None:
+    """Which run directory holds which arm (with its full configuration)."""
+    from theory.io import write_json
+
+    write_json(path, {arm: {"run": f"../runs/{config_key(cfg)}", "config": cfg.to_dict()} for arm, cfg in arms.items()})
+
+
+def main(argv: list[str]) -> None:
+    """``python -m sim.experiments NAME [NAME ...] [--out DIR]``: run experiments and print their tables."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = Path("runs/experiments")
+    if "--out" in argv:
+        i = argv.index("--out")
+        out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+    names = argv or list(EXPERIMENTS)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    for name in names:
+        rows = run_experiment(name, out)
+        table = Table(title=f"{name}: {EXPERIMENTS[name].__doc__.splitlines()[0]}")
+        for col in EXPERIMENT_COLUMNS:
+            table.add_column(col)
+        for r in rows:
+            table.add_row(*(str(r[c]) for c in EXPERIMENT_COLUMNS))
+        console.print(table)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

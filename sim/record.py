@@ -1,0 +1,84 @@
+"""What a simulation records every ``k`` steps: tidy rows of scores, nulls and token norms per seed, layer, head.
+
+Forms scored (column ``form``):
+
+- ``W_qk``: the learned ``M_lh = W_q^h W_k^h^T`` (per head; per layer the sum over heads).
+- ``update``: ``M_t - M_0``, what training has added to the initial form.
+- ``grad_self`` / ``grad_cross``: the accumulated gradient ``sum_t dL/dM`` split into its self-pair terms
+  (``j = i``: ``beta_ii x_i x_i^T``, symmetric whatever the objective) and cross-pair terms (``j != i``),
+  THEORY.md sections 3 and 7. Their sum is the total accumulated gradient; with plain SGD on the direct
+  parameterisation ``update = -lr (grad_self + grad_cross)`` exactly.
+
+Scores and null z-scores come from :func:`theory.report.score_rows` (one definition of each). The null
+of the dense forms (``update``, ``grad_*``, and ``W_qk`` of the direct parameterisation) is the full-rank
+one (rank ``d``). ``bos_key_norm = ||M x_BOS||`` and ``bos_query_norm = ||x_BOS^T M||`` (THEORY.md claim 7;
+``x_BOS`` is the input vector at position 0, the CLS token in classification), likewise for ``[MASK]``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from theory.factored import FactoredForms
+from theory.report import SCORE_COLUMNS, score_rows
+
+FORMS = ("W_qk", "update", "grad_self", "grad_cross")
+NORM_COLUMNS = ["bos_key_norm", "bos_query_norm", "mask_key_norm", "mask_query_norm"]
+METRIC_COLUMNS = ["step", "seed", "layer", "head", "form", *SCORE_COLUMNS[2:], "loss", *NORM_COLUMNS]
+
+
+def _dense_forms(m: torch.Tensor) -> FactoredForms:
+    """Dense ``[S, L, H, d, d]`` as factors ``A = M``, ``B = I`` on a stacked ``S L`` layer axis."""
+    s, L, H, d, _ = m.shape
+    eye = torch.eye(d, dtype=torch.float64).expand(s * L, H, d, d)
+    return FactoredForms(m.double().reshape(s * L, H, d, d), eye)
+
+
+def _token_norms(m: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(||M x||, ||x^T M||)`` per seed, layer and head ``[S, L, H]`` and per layer ``[S, L]``."""
+    x = x.double()
+    key = torch.einsum("slhde,se->slhd", m, x)
+    query = torch.einsum("slhde,sd->slhe", m, x)
+    return (key.norm(dim=-1), query.norm(dim=-1)), (key.sum(2).norm(dim=-1), query.sum(2).norm(dim=-1))
+
+
+def form_rows(
+    forms: FactoredForms, dense: torch.Tensor, n_seeds: int, form: str, step: int, seeds: list[int],
+    losses: list[float], specials: dict[str, torch.Tensor], null_samples: int,
+) -> list[dict]:  # fmt: skip
+    """Rows for one form of all seeds. ``forms`` stacks seeds on the layer axis; ``dense`` is ``[S, L, H, d, d]``."""
+    n_layers = forms.n_layers // n_seeds
+    rows = score_rows(forms, "both", null_samples=null_samples)
+    norms = {name: _token_norms(dense, vec) for name, vec in specials.items()}
+    for row in rows:
+        s, layer = divmod(row["layer"], n_layers)
+        row.update(step=step, seed=seeds[s], layer=layer, form=form, loss=losses[s])
+        for name in ("bos", "mask"):
+            if name not in norms:
+                row[f"{name}_key_norm"] = row[f"{name}_query_norm"] = math.nan
+                continue
+            (head_key, head_query), (layer_key, layer_query) = norms[name]
+            key, query = (layer_key[s, layer], layer_query[s, layer]) if row["head"] == "all" else \
+                (head_key[s, layer, row["head"]], head_query[s, layer, row["head"]])  # fmt: skip
+            row[f"{name}_key_norm"], row[f"{name}_query_norm"] = float(key), float(query)
+    return rows
+
+
+def record_rows(
+    model, m0: torch.Tensor, grad_self: torch.Tensor | None, grad_cross: torch.Tensor | None, step: int,
+    seeds: list[int], losses: list[float], specials: dict[str, torch.Tensor], null_samples: int,
+) -> list[dict]:  # fmt: skip
+    """All rows of one record step; ``specials`` maps ``bos`` / ``mask`` to input vectors ``[S, d]``.
+
+    A dense form that is exactly zero for some head (nothing accumulated yet, e.g. at step 0) is skipped.
+    """
+    m = model.matrices()
+    rows = form_rows(model.forms(), m, model.n_seeds, "W_qk", step, seeds, losses, specials, null_samples)
+    parts = {"update": m - m0, "grad_self": grad_self, "grad_cross": grad_cross}
+    for name, dense in parts.items():
+        if dense is None or not bool((dense.flatten(3).abs().amax(-1) > 0).all()):
+            continue
+        rows += form_rows(_dense_forms(dense), dense.double(), model.n_seeds, name, step, seeds, losses, specials, null_samples)
+    return rows

@@ -1,0 +1,160 @@
+"""Summaries and figures of simulation runs: final scores with 95% CIs over seeds, and scores vs steps.
+
+A summary row aggregates the per-seed rows of one ``(objective, layer, form)`` at the final step:
+mean and 95% t-interval over seeds of ``s`` and ``delta``, the mean null z-score, the final loss and,
+with a BOS (or CLS) token, the mean ratio ``||M x_BOS|| / ||x_BOS^T M||`` (> 1: a key-side BOS direction).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+NUMERIC = ("symmetry", "directionality", "symmetry_z", "directionality_z", "symmetry_p", "directionality_p",
+           "loss", "bos_key_norm", "bos_query_norm", "mask_key_norm", "mask_query_norm")  # fmt: skip
+SUMMARY_COLUMNS = ["objective", "layer", "form", "seeds", "s", "s_ci", "s_z", "delta", "delta_ci", "delta_z",
+                   "loss", "bos_key/query"]  # fmt: skip
+
+
+def load_metrics(path: str | Path) -> list[dict]:
+    """Rows of a ``metrics.csv`` with numbers parsed (``step``, ``seed``, ``layer`` as ints)."""
+    with open(path, newline="") as f:
+        return [parse_row(row) for row in csv.DictReader(f)]
+
+
+def parse_row(row: dict) -> dict:
+    out = dict(row)
+    for key in ("step", "seed", "layer"):
+        out[key] = int(row[key])
+    out["head"] = row["head"] if row["head"] == "all" else int(row["head"])
+    for key in NUMERIC:
+        if key in row:
+            out[key] = float(row[key]) if row[key] not in ("", None) else math.nan
+    return out
+
+
+def mean_ci(values: list[float] | np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Mean and half-width of the t-interval over seeds (half-width NaN for a single seed)."""
+    from scipy import stats
+
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return math.nan, math.nan
+    if len(x) < 2:
+        return float(x.mean()), math.nan
+    half = stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return float(x.mean()), float(half)
+
+
+def summarize(rows: list[dict], objective: str, head: str | int = "all", step: int | None = None) -> list[dict]:
+    """One summary row per ``(layer, form)`` at ``step`` (default: the last recorded step)."""
+    rows = [parse_row(r) if isinstance(r["step"], str) else r for r in rows]
+    step = max(r["step"] for r in rows) if step is None else step
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        if r["step"] == step and r["head"] == head:
+            groups[(r["layer"], r["form"])].append(r)
+    out = []
+    for (layer, form), group in sorted(groups.items(), key=lambda kv: (kv[0][0], _form_order(kv[0][1]))):
+        s, s_ci = mean_ci([r["symmetry"] for r in group])
+        dl, dl_ci = mean_ci([r["directionality"] for r in group])
+        ratio = [r["bos_key_norm"] / r["bos_query_norm"] for r in group
+                 if r["bos_query_norm"] > 0 and math.isfinite(r["bos_key_norm"])]  # fmt: skip
+        out.append({
+            "objective": objective, "layer": layer, "form": form, "seeds": len(group), "step": step,
+            "s": s, "s_ci": s_ci, "s_z": float(np.mean([r["symmetry_z"] for r in group])),
+            "delta": dl, "delta_ci": dl_ci, "delta_z": float(np.mean([r["directionality_z"] for r in group])),
+            "loss": float(np.nanmean([r["loss"] for r in group])),
+            "bos_key/query": float(np.mean(ratio)) if ratio else math.nan,
+        })  # fmt: skip
+    return out
+
+
+def _form_order(form: str) -> int:
+    from sim.record import FORMS
+
+    return FORMS.index(form) if form in FORMS else len(FORMS)
+
+
+DISPLAY_COLUMNS = ["objective", "form", "s", "z(s)", "δ", "z(δ)", "loss", "BOS k/q"]
+
+
+def format_summary(rows: list[dict]) -> list[dict]:
+    """Summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`): ``mean±ci`` strings, layer in the form."""
+    def pm(m: float, ci: float) -> str:
+        return f"{m:+.2f}" + ("" if not math.isfinite(ci) else f"±{ci:.2f}")
+
+    multi = len({r["layer"] for r in rows}) > 1
+    return [{"objective": r["objective"], "form": f"{r['form']} L{r['layer']}" if multi else r["form"],
+             "s": pm(r["s"], r["s_ci"]), "z(s)": f"{r['s_z']:.1f}", "δ": pm(r["delta"], r["delta_ci"]),
+             "z(δ)": f"{r['delta_z']:.1f}", "loss": f"{r['loss']:.3g}",
+             "BOS k/q": "" if not math.isfinite(r["bos_key/query"]) else f"{r['bos_key/query']:.1f}"}
+            for r in rows]  # fmt: skip
+
+
+# ---- figures -----------------------------------------------------------------------------------
+
+
+def _curves(rows: list[dict], score: str, layer: int, form: str = "W_qk") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Steps, seed mean and 95% half-width of one score of the per-layer form."""
+    by_step: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        if r["head"] == "all" and r["layer"] == layer and r["form"] == form:
+            by_step[r["step"]].append(r[score])
+    steps = np.array(sorted(by_step))
+    stats = np.array([mean_ci(by_step[s]) for s in steps]) if len(steps) else np.zeros((0, 2))
+    return steps, stats[:, 0], np.nan_to_num(stats[:, 1])
+
+
+def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
+    """Scores vs steps (seed mean with 95% band, null mean +- 2 std band) and a ``W_qk`` heatmap per run.
+
+    ``runs`` maps a title to ``{"rows": metrics rows, "matrix": d x d array, "null": {score: (mean, std)},
+    "layers": L}``; one column per run.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from theory.io import atomic_write_bytes
+
+    n = len(runs)
+    fig, axes = plt.subplots(3, n, figsize=(4.2 * n, 10.5), squeeze=False)
+    for col, (title, run) in enumerate(runs.items()):
+        rows = [parse_row(r) if isinstance(r["step"], str) else r for r in run["rows"]]
+        for row_idx, (score, label) in enumerate((("symmetry", "symmetry s"), ("directionality", "directionality δ"))):
+            ax = axes[row_idx, col]
+            mean, std = run["null"][score]
+            ax.axhspan(mean - 2 * std, mean + 2 * std, color="0.85", label="null ± 2 sd")
+            for layer in range(run["layers"]):
+                for form, style in (("W_qk", "-"), ("grad_cross", ":")):
+                    steps, m, ci = _curves(rows, score, layer, form)
+                    if not len(steps):
+                        continue
+                    line, = ax.plot(steps, m, style, label=f"L{layer} {form}")
+                    ax.fill_between(steps, m - ci, m + ci, color=line.get_color(), alpha=0.25)
+            ax.set_ylim(-1.05, 1.05)
+            ax.set_xlabel("step")
+            ax.set_ylabel(label)
+            if row_idx == 0:
+                ax.set_title(title)
+            ax.legend(fontsize=7, loc="lower left")
+        ax = axes[2, col]
+        m = np.asarray(run["matrix"])
+        lim = float(np.abs(m).max()) or 1.0
+        im = ax.imshow(m, cmap="RdBu_r", vmin=-lim, vmax=lim)
+        ax.set_title(f"W_qk, seed {run.get('seed', 0)}, last layer (rows: query)", fontsize=9)
+        fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write_bytes(path, buf.getvalue())

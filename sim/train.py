@@ -1,0 +1,286 @@
+"""Train all seeds of one simulation together, record scores every ``k`` steps, checkpoint, resume exactly.
+
+A run directory (ARCHITECTURE.md) holds ``config.json`` (every parameter, the seeds, versions, the git
+commit), ``metrics.csv`` (tidy rows, see :mod:`sim.record`), ``checkpoint.safetensors`` with its JSON
+sidecar ``checkpoint.json`` (step and every RNG state), and the figures written by :mod:`sim.report`.
+Resuming from the checkpoint continues bit for bit: parameters, optimiser moments, accumulated
+gradient splits, the per-seed data generators and the partial loss window are all restored.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+import platform
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from sim.data import DataConfig
+from sim.model import ModelConfig, SeedBatchedAttention, pair_split
+from sim.optim import ElementwiseOptimizer
+from sim.record import METRIC_COLUMNS, record_rows
+from sim.tasks import DenoisingTask, TokenTask, build_task, stack, task_shapes
+from theory.io import atomic_write_bytes, write_csv, write_json
+
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """One simulation: an objective, a data process, a model, and how to train and record it."""
+
+    objective: str = "bidirectional"
+    n: int = 32  # positions seen by the model (BOS / CLS included)
+    seeds: int = 8
+    first_seed: int = 0
+    steps: int = 400
+    batch: int = 16
+    lr: float = 3e-3
+    optimizer: str = "adam"
+    mask_scheme: str = "bert"
+    mask_ratio: float = 0.15
+    target: str = "eps"
+    record_every: int = 25
+    checkpoint_every: int = 100
+    track_pairs: bool = True
+    null_samples: int = 256
+    dtype: str = "float32"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.first_seed, self.first_seed + self.seeds))
+
+    def validate(self) -> None:
+        if self.seeds < 1 or self.steps < 1 or self.batch < 1:
+            raise ValueError(f"need seeds, steps and batch >= 1; got {self.seeds}, {self.steps}, {self.batch}")
+        if self.record_every < 1 or self.checkpoint_every < 1 or self.checkpoint_every % self.record_every:
+            raise ValueError(f"checkpoint_every ({self.checkpoint_every}) must be a positive multiple of "
+                             f"record_every ({self.record_every})")
+        if self.optimizer not in ("adam", "sgd"):
+            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        self.model.validate()
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> SimConfig:
+        sub = {"model": ModelConfig, "data": DataConfig}
+        kwargs = {f.name: (sub[f.name](**data[f.name]) if f.name in sub else data[f.name]) for f in fields(cls) if f.name in data}
+        return cls(**kwargs)
+
+    def with_overrides(self, **kw) -> SimConfig:
+        """Replace top-level fields, or ``model.X`` / ``data.X`` fields given as ``model__X`` / ``data__X``."""
+        top = {k: v for k, v in kw.items() if "__" not in k}
+        model = {k.split("__", 1)[1]: v for k, v in kw.items() if k.startswith("model__")}
+        data = {k.split("__", 1)[1]: v for k, v in kw.items() if k.startswith("data__")}
+        return replace(self, **top, model=replace(self.model, **model), data=replace(self.data, **data))
+
+
+def derive_seed(seed: int, stream: int) -> int:
+    """An independent 63-bit seed for one stream (0 = init, 1 = data) of one training seed."""
+    a, b = np.random.SeedSequence([seed, stream]).generate_state(2)
+    return int((int(a) << 31) ^ int(b)) & ((1 << 63) - 1)
+
+
+def _git_commit() -> str:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=5).stdout
+        return f"{head}{'-dirty' if dirty.strip() else ''}" if head else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def run_metadata(cfg: SimConfig) -> dict:
+    return {
+        "sim": cfg.to_dict(), "seed_values": cfg.seed_list, "git_commit": _git_commit(),
+        "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__},
+    }  # fmt: skip
+
+
+class Simulation:
+    """The batched model, its optimiser, the per-seed generators and the running accumulators."""
+
+    def __init__(self, cfg: SimConfig) -> None:
+        cfg.validate()
+        self.cfg = cfg
+        self.dtype = DTYPES[cfg.dtype]
+        self.task = build_task(cfg.objective, cfg.data, cfg.n, cfg.mask_scheme, cfg.mask_ratio, cfg.target, self.dtype)
+        self.model = SeedBatchedAttention(cfg.model, cfg.seeds, cfg.n, dtype=self.dtype, **task_shapes(self.task))
+        self.model.initialize([torch.Generator().manual_seed(derive_seed(s, 0)) for s in cfg.seed_list])
+        self.data_gens = [torch.Generator().manual_seed(derive_seed(s, 1)) for s in cfg.seed_list]
+        params = {k: p for k, p in self.model.named_parameters() if p.requires_grad}
+        self.optimizer = ElementwiseOptimizer(params, cfg.optimizer, cfg.lr)
+        self.m0 = self.model.matrices()
+        shape = self.m0.shape
+        self.grad_self = torch.zeros(shape, dtype=torch.float64) if cfg.track_pairs else None
+        self.grad_cross = torch.zeros(shape, dtype=torch.float64) if cfg.track_pairs else None
+        self.loss_sum = torch.zeros(cfg.seeds, dtype=torch.float64)
+        self.loss_count = 0
+        self.step = 0
+        self.rows: list[dict] = []
+
+    # ---- one step ----------------------------------------------------------------------------
+    def train_step(self) -> torch.Tensor:
+        """One optimiser step for every seed on a fresh batch; returns the per-seed losses ``[S]``."""
+        return self.train_step_on(stack([self.task.draw(g, self.cfg.batch) for g in self.data_gens]))
+
+    def train_step_on(self, raw: dict[str, torch.Tensor]) -> torch.Tensor:
+        """One optimiser step on the drawn randomness ``raw`` (a leading seed axis)."""
+        capture = [] if self.cfg.track_pairs else None
+        losses = self.task.loss(self.model, raw, capture)
+        self.optimizer.zero_grad()
+        losses.sum().backward()  # seeds share no parameters: each gets its own gradient
+        if capture:
+            s, c = pair_split(capture, self.cfg.model.head_dim)
+            self.grad_self += s
+            self.grad_cross += c
+        self.optimizer.step()
+        self.step += 1
+        self.loss_sum += losses.detach().double()
+        self.loss_count += 1
+        return losses.detach()
+
+    def specials(self) -> dict[str, torch.Tensor]:
+        """Special-token input vectors scored for their key/query norms."""
+        vecs = self.model.special_vectors()
+        out = {}
+        if isinstance(self.task, TokenTask):
+            if self.task.bos:
+                out["bos"] = vecs["bos"]
+            if self.cfg.objective == "bidirectional":
+                out["mask"] = vecs["mask"]
+        elif not isinstance(self.task, DenoisingTask):  # classification: the CLS token sits at position 0
+            out["bos"] = vecs["cls"]
+        return {k: v.detach() for k, v in out.items()}
+
+    def record(self) -> None:
+        losses = (self.loss_sum / self.loss_count).tolist() if self.loss_count else [float("nan")] * self.cfg.seeds
+        self.rows += record_rows(self.model, self.m0, self.grad_self, self.grad_cross, self.step, self.cfg.seed_list,
+                                 losses, self.specials(), self.cfg.null_samples)
+        self.loss_sum.zero_()
+        self.loss_count = 0
+
+    # ---- checkpoint --------------------------------------------------------------------------
+    def tensors(self) -> dict[str, torch.Tensor]:
+        out = {f"model.{k}": v.detach().contiguous() for k, v in self.model.state_dict().items()}
+        out["m0"] = self.m0
+        out["loss_sum"] = self.loss_sum
+        if self.cfg.track_pairs:
+            out["grad_self"], out["grad_cross"] = self.grad_self, self.grad_cross
+        out.update({f"opt.{k}": v for k, v in self.optimizer.state().items()})
+        return out
+
+    def sidecar(self) -> dict:
+        encode = lambda g: base64.b64encode(g.get_state().numpy().tobytes()).decode()  # noqa: E731
+        return {"step": self.step, "loss_count": self.loss_count, "data_rng": [encode(g) for g in self.data_gens],
+                "optimizer_steps": self.optimizer.steps, "config": self.cfg.to_dict()}
+
+    def save(self, out: Path) -> None:
+        from safetensors.torch import save
+
+        write_csv(out / "metrics.csv", self.rows, METRIC_COLUMNS)
+        atomic_write_bytes(out / "checkpoint.safetensors", save(self.tensors()))
+        write_json(out / "checkpoint.json", self.sidecar())
+
+    def load(self, out: Path) -> None:
+        from safetensors.torch import load_file
+
+        meta = json.loads((out / "checkpoint.json").read_text())
+        if meta["config"] != self.cfg.to_dict():
+            raise ValueError(f"{out} holds a run with a different configuration; use a new --out or drop --resume")
+        tensors = load_file(str(out / "checkpoint.safetensors"))
+        self.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+        self.m0, self.loss_sum = tensors["m0"], tensors["loss_sum"]
+        if self.cfg.track_pairs:
+            self.grad_self, self.grad_cross = tensors["grad_self"], tensors["grad_cross"]
+        self.optimizer.load_state({k[4:]: v for k, v in tensors.items() if k.startswith("opt.")}, meta["optimizer_steps"])
+        for gen, enc in zip(self.data_gens, meta["data_rng"], strict=True):
+            gen.set_state(torch.frombuffer(bytearray(base64.b64decode(enc)), dtype=torch.uint8))
+        self.step, self.loss_count = meta["step"], meta["loss_count"]
+        with open(out / "metrics.csv", newline="") as f:
+            self.rows = [row for row in csv.DictReader(f) if int(row["step"]) <= self.step]
+
+
+def run(cfg: SimConfig, out: Path | str, resume: bool = False, stop_at: int | None = None,
+        progress: bool = True, description: str | None = None, threads: int | None = 1) -> Simulation:  # fmt: skip
+    """Train ``cfg`` into the run directory ``out``; ``resume`` continues from its checkpoint.
+
+    ``stop_at`` ends early (after that step's checkpoint, if one falls there), as an interruption would.
+    ``threads``: torch intra-op threads while training (``None`` leaves the setting alone). One is the
+    default because every op here is small: on a shared 2-core machine extra OpenMP threads made a
+    step up to 10x slower, never faster.
+    """
+    with intra_op_threads(threads):
+        return _run(cfg, Path(out), resume, stop_at, progress, description)
+
+
+@contextmanager
+def intra_op_threads(n: int | None) -> Iterator[None]:
+    """Temporarily set ``torch.set_num_threads(n)``."""
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run(cfg: SimConfig, out: Path, resume: bool, stop_at: int | None, progress: bool,
+         description: str | None) -> Simulation:  # fmt: skip
+    sim = Simulation(cfg)
+    if resume and (out / "checkpoint.json").exists():
+        sim.load(out)
+    else:
+        write_json(out / "config.json", run_metadata(cfg))
+        sim.record()
+    last = cfg.steps if stop_at is None else min(stop_at, cfg.steps)
+    with _progress(progress, description or cfg.objective, last, sim.step) as advance:
+        while sim.step < last:
+            losses = sim.train_step()
+            if sim.step % cfg.record_every == 0 or sim.step == cfg.steps:
+                sim.record()
+            if sim.step % cfg.checkpoint_every == 0 or sim.step == cfg.steps:
+                sim.save(out)
+            advance(float(losses.mean()))
+    if sim.step == cfg.steps:
+        write_csv(out / "metrics.csv", sim.rows, METRIC_COLUMNS)
+    return sim
+
+
+class _progress:
+    """A rich progress bar over training steps (a no-op when disabled)."""
+
+    def __init__(self, enabled: bool, description: str, total: int, done: int) -> None:
+        self.enabled, self.description, self.total, self.done = enabled, description, total, done
+
+    def __enter__(self):
+        if not self.enabled:
+            return lambda loss: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(), transient=True)
+        self.bar.__enter__()
+        task = self.bar.add_task(self.description, total=self.total, completed=self.done, loss="-")
+        return lambda loss: self.bar.update(task, advance=1, loss=f"{loss:.4f}")
+
+    def __exit__(self, *exc) -> None:
+        if self.enabled:
+            self.bar.__exit__(*exc)

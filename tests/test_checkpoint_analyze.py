@@ -1,0 +1,112 @@
+"""`cli.py analyze`: the table, the paper's summary, the CSV, the plot and the dry run."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from checkpoint_builders import H, L, NULL_SAMPLES, SMALL
+from cli import app
+from theory.factored import FactoredForms, expand_kv_heads
+from vision.checkpoints.analyze import (
+    ANALYZE_COLUMNS, analyze, default_null_samples, describe, null_shapes, summarise,
+)  # fmt: skip
+
+transformers = pytest.importorskip("transformers")
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tiny-bert")
+    transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=50, **SMALL)).save_pretrained(path)
+    return path
+
+
+def _run(*args):
+    return runner.invoke(app, ["analyze", *map(str, args), "--null-samples", str(NULL_SAMPLES)])
+
+
+def test_csv_has_the_scores_columns_plus_model_and_family(bert_dir, tmp_path):
+    out = tmp_path / "scores.csv"
+    result = _run(bert_dir, "--csv", out)
+    assert result.exit_code == 0, result.output
+    assert "summary" in result.output and "median" in result.output
+    with open(out) as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ANALYZE_COLUMNS
+    assert [(r["layer"], r["head"]) for r in rows] == [(str(l), str(h)) for l in range(L) for h in [*range(H), "all"]]
+    assert {(r["model"], r["family"]) for r in rows} == {(bert_dir.name, "bert")}
+
+
+@pytest.mark.parametrize("per, heads", [("layer", {"all"}), ("head", {str(h) for h in range(H)})])
+def test_per_selects_the_rows(per, heads, bert_dir, tmp_path):
+    out = tmp_path / "scores.csv"
+    assert _run(bert_dir, "--per", per, "--csv", out).exit_code == 0
+    with open(out) as f:
+        assert {r["head"] for r in csv.DictReader(f)} == heads
+
+
+def test_describe_lists_what_is_scored_and_skipped_without_scoring(bert_dir, tmp_path):
+    out = tmp_path / "never.csv"
+    result = _run(bert_dir, "--describe", "--csv", out)
+    assert result.exit_code == 0, result.output
+    assert f"{L} layers x {H} heads" in result.output
+    assert "bert.encoder.layer.*.attention.self.value.weight" in result.output
+    assert "value or output projection" in result.output and "bias" in result.output
+    assert "summary" not in result.output and not out.exists()
+
+
+def test_plot_writes_an_image(bert_dir, tmp_path):
+    out = tmp_path / "scores.png"
+    result = _run(bert_dir, "--plot", out)
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_inputs_exit_with_a_message(tmp_path):
+    result = _run(tmp_path / "missing.safetensors")
+    assert result.exit_code == 2 and "no such file" in result.output
+    result = _run(tmp_path / "x", "--per", "token")
+    assert result.exit_code == 2 and "--per" in result.output
+
+
+def test_summary_is_median_and_iqr_over_layer_rows_only():
+    layer = [{"layer": i, "head": "all", "symmetry": s, "directionality": -s, "symmetry_z": z, "directionality_z": -z}
+             for i, (s, z) in enumerate([(0.1, 1.0), (0.5, 3.0), (0.3, 2.0)])]  # fmt: skip
+    heads = [{"layer": 0, "head": 0, "symmetry": 0.9, "directionality": 0.9, "symmetry_z": 9.0,
+              "directionality_z": 9.0}]  # fmt: skip
+    sym, dirn = summarise(heads + layer)
+    assert (sym["median"], sym["q25"], sym["q75"], sym["median_z"]) == pytest.approx((0.3, 0.2, 0.4, 2.0))
+    assert (dirn["median"], dirn["q25"], dirn["q75"]) == pytest.approx((-0.3, -0.4, -0.2))
+    assert sym["over"].startswith("3 layers")
+    assert summarise(heads)[0]["over"].startswith("1 heads")
+
+
+def test_analysis_rows_carry_model_and_family(bert_dir):
+    result = analyze(bert_dir, per="layer", null_samples=NULL_SAMPLES)
+    assert [r["layer"] for r in result.rows] == list(range(L))
+    assert all(r["model"] == bert_dir.name and r["family"] == "bert" for r in result.rows)
+    assert result.summary[0]["score"] == "symmetry"
+
+
+def test_default_null_samples_shrink_only_for_costly_forms():
+    assert default_null_samples(768, 64) == default_null_samples(1024, 1024) == 256  # BERT heads and layers
+    assert default_null_samples(4096, 128) == 256  # 7B heads
+    assert default_null_samples(4096, 4096) == 32  # 7B layers: a few minutes once, then cached
+    assert default_null_samples(8192, 8192) == 32  # never below the floor
+    widths = [512, 1024, 2048, 3072, 4096, 5120]
+    counts = [default_null_samples(d, d) for d in widths]
+    assert counts == sorted(counts, reverse=True)
+
+
+def test_per_layer_null_of_grouped_query_attention_has_rank_h_kv_d_h(tmp_path):
+    config = transformers.LlamaConfig(vocab_size=50, num_key_value_heads=2, **SMALL)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+    _, plan = describe(tmp_path)
+    assert [(p, r) for p, _, r, _ in null_shapes(plan, "both")] == [("head", plan.d_head), ("layer", 2 * plan.d_head)]

@@ -1,0 +1,184 @@
+"""Checkpoint files: sharded safetensors read tensor by tensor, torch files without unpickling objects,
+head counts, and the errors for layouts and shapes that cannot be scored."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import safetensors
+import torch
+from safetensors.torch import save_file
+
+from checkpoint_builders import D, H, L, SMALL, TimmStack, adapted, assert_forms_equal, separate_reference
+from vision.checkpoints.analyze import describe, forms_from_state_dict
+from vision.checkpoints.loading import CheckpointError, open_checkpoint
+
+transformers = pytest.importorskip("transformers")
+
+
+
+def _llama(n_kv=2):
+    return transformers.LlamaForCausalLM(transformers.LlamaConfig(vocab_size=50, num_key_value_heads=n_kv, **SMALL))
+
+
+def _save(tensors: dict, path):
+    save_file({k: v.clone().contiguous() for k, v in tensors.items()}, path)
+    return path
+
+
+# ---- formats -------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("via", ["directory", "index-json"])
+def test_sharded_safetensors_reads_only_the_query_and_key_weights(via, tmp_path, monkeypatch):
+    model = _llama()
+    model.save_pretrained(tmp_path, max_shard_size="20KB")
+    index = tmp_path / "model.safetensors.index.json"
+    assert len(set(json.loads(index.read_text())["weight_map"].values())) > 2, "the test needs several shards"
+    read: list[str] = []
+    real_open = safetensors.safe_open
+
+    class Spy:
+        def __init__(self, *args, **kwargs):
+            self.handle = real_open(*args, **kwargs)
+
+        def __enter__(self):
+            self.inner = self.handle.__enter__()
+            return self
+
+        def __exit__(self, *exc):
+            return self.handle.__exit__(*exc)
+
+        def keys(self):
+            return self.inner.keys()
+
+        def get_slice(self, key):
+            return self.inner.get_slice(key)
+
+        def get_tensor(self, key):
+            read.append(key)
+            return self.inner.get_tensor(key)
+
+    monkeypatch.setattr(safetensors, "safe_open", Spy)
+    forms = adapted(tmp_path if via == "directory" else index)
+    expected = {f"model.layers.{i}.self_attn.{p}_proj.weight" for i in range(L) for p in "qk"}
+    assert sorted(read) == sorted(expected)
+    assert_forms_equal(forms, separate_reference(model, H, 2))
+
+
+def test_torch_bin_next_to_config_is_read_with_weights_only(tmp_path):
+    model = transformers.BertModel(transformers.BertConfig(vocab_size=50, **SMALL))
+    model.config.save_pretrained(tmp_path)
+    torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
+    ckpt = open_checkpoint(tmp_path)
+    assert ckpt.format.startswith("torch") and ckpt.name == tmp_path.name
+    assert_forms_equal(adapted(tmp_path), separate_reference(model))
+
+
+def test_in_memory_state_dict_with_current_transformers_names(tmp_path):
+    """transformers 5 names ViT's projections q_proj / k_proj in memory (files keep query / key)."""
+    model = transformers.ViTModel(transformers.ViTConfig(image_size=8, patch_size=4, **SMALL))
+    forms = forms_from_state_dict(model.state_dict(), model.config.to_dict())
+    assert_forms_equal(forms, separate_reference(model))
+
+
+def _touch(path: str) -> None:
+    open(path, "w").close()
+
+
+class Payload:
+    """An object whose unpickling would run code (create a file)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return _touch, (self.marker,)
+
+
+def test_pt_holding_a_python_object_is_refused_without_running_it(tmp_path):
+    marker = tmp_path / "ran"
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": TimmStack().state_dict(), "extra": Payload(marker)}, path)
+    with pytest.raises(CheckpointError, match=r"refusing .*ckpt\.pt.*_touch") as err:
+        open_checkpoint(path)
+    assert "safetensors" in str(err.value)
+    assert not marker.exists(), "the refused object was executed"
+
+
+def test_pt_holding_a_bare_tensor_is_not_a_state_dict(tmp_path):
+    torch.save(torch.zeros(3), tmp_path / "t.pt")
+    with pytest.raises(CheckpointError, match="not a dict of tensors"):
+        open_checkpoint(tmp_path / "t.pt")
+
+
+def test_missing_path_and_empty_directory_are_clear_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="no such file"):
+        open_checkpoint(tmp_path / "nope.safetensors")
+    with pytest.raises(CheckpointError, match="holds no weights"):
+        open_checkpoint(tmp_path)
+
+
+# ---- layouts that cannot be scored ----------------------------------------------------------------------
+def test_unknown_layout_lists_the_attention_looking_keys(tmp_path):
+    w = torch.zeros(3 * D, D)
+    tensors = {f"transformer.h.{i}.self_attention.query_key_value.weight": w for i in range(L)}
+    path = _save(tensors | {"transformer.word_embeddings.weight": torch.zeros(10, D)}, tmp_path / "bloom.safetensors")
+    with pytest.raises(CheckpointError, match="unrecognised attention layout") as err:
+        describe(path)
+    assert "transformer.h.*.self_attention.query_key_value.weight  (2 keys)" in str(err.value)
+    assert "word_embeddings" not in str(err.value)
+
+
+def test_keys_of_a_known_layout_with_a_foreign_model_type_are_not_guessed(tmp_path):
+    path = _save({f"transformer.h.{i}.attn.c_attn.weight": torch.randn(D, 3 * D) for i in range(L)},
+                 tmp_path / "model.safetensors")  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt_bigcode", "n_head": H}))
+    with pytest.raises(CheckpointError, match="gpt_bigcode.*not guessing"):
+        describe(tmp_path)
+
+
+def test_conv1d_of_the_wrong_shape_is_refused(tmp_path):
+    path = _save({f"h.{i}.attn.c_attn.weight": torch.randn(3 * D, D) for i in range(L)}, tmp_path / "m.safetensors")
+    with pytest.raises(CheckpointError, match=r"Conv1D c_attn of shape \(d, 3 d\)"):
+        describe(path, heads=H)
+
+
+def test_a_missing_layer_is_an_error(tmp_path):
+    state = TimmStack(n_layers=3).state_dict()
+    path = _save({k: v for k, v in state.items() if not k.startswith("blocks.1.")}, tmp_path / "m.safetensors")
+    with pytest.raises(CheckpointError, match=r"layers \[1\]"):
+        describe(path, heads=H)
+
+
+def test_several_stacks_without_a_rule_ask_for_a_prefix(tmp_path):
+    a, b = TimmStack().state_dict(), TimmStack().state_dict()
+    path = _save({f"student.{k}": v for k, v in a.items()} | {f"teacher.{k}": v for k, v in b.items()},
+                 tmp_path / "dino.safetensors")  # fmt: skip
+    with pytest.raises(CheckpointError, match="several attention stacks.*--prefix"):
+        describe(path, heads=H)
+    assert describe(path, heads=H, prefix="teacher")[1].prefix == "teacher."
+
+
+# ---- head counts ---------------------------------------------------------------------------------------
+def test_heads_come_from_the_flag_without_a_config_and_kv_heads_from_the_key_shape(tmp_path):
+    model = _llama(n_kv=2)
+    path = _save(model.state_dict(), tmp_path / "llama.safetensors")
+    with pytest.raises(CheckpointError, match="--heads"):
+        describe(path)
+    ckpt, plan = describe(path, heads=H)
+    assert (plan.heads.n_heads, plan.heads.n_kv_heads, plan.heads.source) == (H, 2, "--heads")
+    assert_forms_equal(adapted(path, heads=H), separate_reference(model, H, 2))
+    with pytest.raises(CheckpointError, match="disagree with the key weight"):
+        describe(path, heads=H, kv_heads=4)
+
+
+def test_heads_that_do_not_divide_the_rows_are_an_error(tmp_path):
+    path = _save(_llama().state_dict(), tmp_path / "llama.safetensors")
+    with pytest.raises(CheckpointError, match="cannot be split into 5 heads"):
+        describe(path, heads=5)
+
+
+def test_heads_flag_overrides_the_config_with_a_warning(tmp_path):
+    _llama(n_kv=4).save_pretrained(tmp_path)
+    ckpt, plan = describe(tmp_path, heads=2)
+    assert plan.heads.n_heads == 2 and any("overrides" in w for w in plan.warnings)

@@ -1,0 +1,123 @@
+"""The seed-batched model: seeds independent, fast projections exact, pair split = autograd = the theory's closed form."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from sim.compare import attention_batch, loss_normaliser, make_head
+from sim.model import ModelConfig, SeedBatchedAttention, TableInputs, pair_split
+from sim.simulate import default_config
+from sim.tasks import stack
+from sim.train import Simulation
+from theory.expectation import monte_carlo_update
+from theory.scores import dense_scores
+
+OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
+
+
+def small(objective: str, **kw):
+    """A tiny float64 config of ``objective`` (defaults of sim.simulate, shrunk)."""
+    base = dict(n=10, seeds=3, steps=4, batch=4, dtype="float64", record_every=2, checkpoint_every=2,
+                model__d=24, model__heads=2, model__d_head=6, data__vocab=8, data__channels=8, data__lag=2)
+    base.update(kw)
+    return default_config(objective, **base)
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+@pytest.mark.parametrize("param", ["factored", "direct", "tied"])
+def test_seed_in_a_batch_equals_seed_alone(objective: str, param: str) -> None:
+    batched = Simulation(small(objective, model__param=param))
+    alone = Simulation(small(objective, model__param=param, seeds=1, first_seed=1))
+    for _ in range(3):
+        batched.train_step()
+        alone.train_step()
+    for (name, pb), pa in zip(batched.model.named_parameters(), alone.model.parameters(), strict=True):
+        diff = float((pb[1] - pa[0]).detach().abs().max())
+        assert diff <= 1e-12, f"{name}: seed 1 differs by {diff:.3e} between the batch and alone"
+    assert float((batched.grad_cross[1] - alone.grad_cross[0]).abs().max()) <= 1e-12
+
+
+@pytest.mark.parametrize("kind", ["tokens", "continuous"])
+def test_table_projection_equals_dense_projection(kind: str) -> None:
+    g = torch.Generator().manual_seed(0)
+    s, b, n, r, d, h, e = 2, 3, 5, 7, 9, 2, 4
+    table, pos = torch.randn(s, r, d, generator=g, dtype=torch.float64), torch.randn(s, n, d, generator=g, dtype=torch.float64)
+    w = torch.randn(s, h, d, e, generator=g, dtype=torch.float64)
+    if kind == "tokens":
+        inputs = TableInputs(torch.randint(r, (s, b, n), generator=g), None, table, pos)
+    else:
+        inputs = TableInputs(None, torch.randn(s, b, n, r, generator=g, dtype=torch.float64), table, pos)
+    dense = torch.einsum("sbnd,shde->sbhne", inputs.dense(), w)
+    assert torch.allclose(inputs.project(w), dense, atol=1e-12), f"max diff {(inputs.project(w) - dense).abs().max():.3e}"
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_pair_split_sums_to_the_autograd_gradient_of_m(objective: str) -> None:
+    """For the direct parameterisation ``dL/dM`` is the parameter gradient itself."""
+    sim = Simulation(small(objective, model__param="direct"))
+    raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
+    capture: list = []
+    sim.task.loss(sim.model, raw, capture).sum().backward()
+    self_part, cross_part = pair_split(capture, sim.cfg.model.head_dim)
+    total = self_part + cross_part
+    diff = float((total - sim.model.m.grad).abs().max())
+    assert diff <= 1e-10 * float(sim.model.m.grad.abs().max()), f"||split - autograd||_max = {diff:.3e}"
+    assert torch.allclose(self_part, self_part.transpose(-2, -1), atol=1e-12), "self-pair terms are symmetric"
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_autograd_gradient_equals_the_theory_closed_form(objective: str) -> None:
+    """One head, at the model's own M: the simulator's dL/dM (autograd) equals theory.gradients' closed form."""
+    sim = Simulation(small(objective, model__heads=1, model__d_head=8))
+    raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
+    capture: list = []
+    sim.task.loss(sim.model, raw, capture).sum().backward()
+    self_part, cross_part = pair_split(capture, sim.cfg.model.head_dim)
+    scale = loss_normaliser(sim, raw)
+    for s in range(sim.cfg.seeds):
+        batch = attention_batch(sim, s, {k: v[s: s + 1] for k, v in raw.items()})
+        form = (sim.model.w_q[s, 0, 0].detach(), sim.model.w_k[s, 0, 0].detach())
+        expected = monte_carlo_update(lambda b, g, batch=batch: batch, make_head(sim, s), 1, sim.cfg.batch,
+                                      torch.Generator(), d_h=8, form=form)  # fmt: skip
+        measured = (self_part[s, 0, 0] + cross_part[s, 0, 0]) * scale[s] / sim.cfg.batch
+        err = float((measured - expected.mean).norm() / expected.mean.norm())
+        assert err < 1e-10, f"seed {s}: relative difference {err:.3e} (||E|| = {float(expected.mean.norm()):.3e})"
+        err_self = float((self_part[s, 0, 0] * scale[s] / sim.cfg.batch - expected.self_pair).norm())
+        assert err_self <= 1e-10 * float(expected.mean.norm())
+
+
+def test_forms_score_like_the_dense_matrices() -> None:
+    sim = Simulation(small("bidirectional"))
+    forms = sim.model.forms()
+    head = forms.scores("head")
+    dense = dense_scores(sim.model.matrices().reshape(-1, *forms.q.shape[1:2], 24, 24))
+    assert torch.allclose(head.symmetry, dense.symmetry, atol=1e-10)
+    assert torch.allclose(head.directionality, dense.directionality, atol=1e-10)
+
+
+def test_tied_form_is_symmetric_psd() -> None:
+    sim = Simulation(small("autoregressive", model__param="tied"))
+    for _ in range(2):
+        sim.train_step()
+    m = sim.model.matrices()
+    assert torch.allclose(m, m.transpose(-2, -1), atol=1e-12)
+    assert float(torch.linalg.eigvalsh(m).min()) > -1e-10
+
+
+def test_onehot_embedding_needs_room() -> None:
+    with pytest.raises(ValueError, match="one coordinate per input row"):
+        SeedBatchedAttention(ModelConfig(d=16), 1, n_positions=10, d_out=4, vocab=8)
+
+
+def test_onehot_inputs_use_their_own_coordinates() -> None:
+    model = SeedBatchedAttention(ModelConfig(d=24), 1, n_positions=10, d_out=4, vocab=8, dtype=torch.float64)
+    model.initialize([torch.Generator().manual_seed(0)])
+    x = model.embed_tokens(torch.tensor([[[0, 3, 9]]])).dense()[0, 0]  # token 9 = MASK
+    expected = torch.zeros(3, 24, dtype=torch.float64)
+    for i, (tok, p) in enumerate(((0, 0), (3, 1), (9, 2))):
+        expected[i, tok] = expected[i, 11 + p] = 1.0
+    assert torch.equal(x, expected)
+    assert math.isclose(float(model.special_vectors()["bos"][0].norm()), math.sqrt(2))

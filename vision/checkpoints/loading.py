@@ -1,0 +1,279 @@
+"""Open a checkpoint on disk as named tensors that are read one at a time, plus its config.
+
+Formats: ``.safetensors`` (single, or sharded through its ``*.index.json``), ``.pt`` / ``.pth`` /
+``.bin`` (``torch.load(..., weights_only=True)``: tensors and plain containers only), ``.gguf``
+(dequantised through the ``gguf`` package; its metadata becomes a config), or a directory holding
+one of those next to a ``config.json`` (a diffusers pipeline directory is read from ``transformer/``).
+Only the tensors an adapter asks for are ever read (memory maps, never a whole-file load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+#: File names that say nothing about the model: name it after the directory instead.
+_GENERIC_STEMS = {"model", "pytorch_model", "diffusion_pytorch_model", "consolidated", "weights", "checkpoint"}
+_TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+# Classes torch's weights-only loader may rebuild besides tensors and containers. argparse.Namespace
+# is how DiT's training script stores its args next to "model" and "ema": it is restored as plain
+# attributes, runs no code, and is then ignored.
+_ALLOWED_CLASSES = [argparse.Namespace]
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read or scored; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class HeadCounts:
+    """Query and key/value head counts and where they came from (shown by ``--describe``)."""
+
+    n_heads: int
+    n_kv_heads: int
+    source: str
+
+
+@dataclass
+class Checkpoint:
+    """Tensor names and shapes of a checkpoint, its config (``config.json`` or GGUF metadata), lazy reads."""
+
+    path: Path
+    name: str
+    format: str
+    shapes: dict[str, tuple[int, ...]]
+    config: dict[str, Any]
+    reader: Callable[[str], torch.Tensor]
+    notes: list[str] = field(default_factory=list)
+    config_source: str = "config.json"
+
+    @property
+    def keys(self) -> list[str]:
+        return list(self.shapes)
+
+    def get(self, key: str) -> torch.Tensor:
+        """Read one tensor (dequantised for GGUF), in its stored dtype otherwise."""
+        if key not in self.shapes:
+            raise CheckpointError(f"{self.path} has no tensor {key!r}")
+        return self.reader(key)
+
+    @classmethod
+    def from_state_dict(
+        cls, state_dict: Mapping[str, torch.Tensor], config: dict[str, Any] | None = None, name: str = "state_dict"
+    ) -> Checkpoint:
+        """Wrap an in-memory state dict (e.g. ``model.state_dict()``) so it is analysed like a file."""
+        tensors, notes = _flatten(state_dict)
+        return cls(Path(name), name, "state dict", {k: tuple(t.shape) for k, t in tensors.items()},
+                   dict(config or {}), tensors.__getitem__, notes, "the given config")
+
+
+# ---- head counts ---------------------------------------------------------------------------------
+_HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads")
+_KV_HEAD_KEYS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "n_kv_heads")
+
+
+def _first(config: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, int] | None:
+    """The first of ``names`` holding an int, at the top level or one level down (run configs nest ``model``)."""
+    scopes = [("", config)] + [(f"{k}.", v) for k, v in config.items() if isinstance(v, Mapping)]
+    for where, scope in scopes:
+        for name in names:
+            value = scope.get(name)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return f"{where}{name}", value
+    return None
+
+
+def config_head_counts(config: Mapping[str, Any], source: str = "config.json", role: str = "") -> HeadCounts | None:
+    """Head counts a config states, or None when it names none.
+
+    ``role`` (e.g. ``"decoder"``) looks for ``decoder_num_attention_heads`` and the like first, as a
+    ViT-MAE config states its decoder's heads. ``n_kv_heads`` is 0 when the config does not say (the
+    caller infers it from the key weight's shape).
+    """
+    heads = _first(config, tuple(f"{role}_{n}" for n in _HEAD_KEYS if role) + _HEAD_KEYS)
+    if heads is None:
+        return None
+    kv = _first(config, tuple(f"{role}_{n}" for n in _KV_HEAD_KEYS if role) + _KV_HEAD_KEYS)
+    if kv is None and config.get("multi_query") is True:
+        kv = ("multi_query", 1)
+    where = f"{source} ({heads[0]}" + (f", {kv[0]})" if kv else ")")
+    return HeadCounts(heads[1], kv[1] if kv else 0, where)
+
+
+# ---- formats -------------------------------------------------------------------------------------
+def _safetensors_files(files: list[Path]) -> tuple[dict[str, tuple[int, ...]], Callable[[str], torch.Tensor]]:
+    """Shapes from the headers of every file; a read opens only the file holding that tensor."""
+    from safetensors import safe_open
+
+    shapes, where = {}, {}
+    for path in files:
+        with safe_open(str(path), framework="pt") as f:
+            for key in f.keys():
+                if key in where:
+                    raise CheckpointError(f"tensor {key!r} is in both {where[key].name} and {path.name}")
+                shapes[key] = tuple(f.get_slice(key).get_shape())
+                where[key] = path
+
+    def read(key: str) -> torch.Tensor:
+        with safe_open(str(where[key]), framework="pt") as f:
+            return f.get_tensor(key)
+
+    return shapes, read
+
+
+def _flatten(obj: Mapping, prefix: str = "") -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Nested dicts of tensors -> ``{"a.b.c": tensor}``; anything else is noted and left out."""
+    tensors, notes = {}, []
+    for key, value in obj.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, torch.Tensor):
+            tensors[name] = value
+        elif isinstance(value, Mapping):
+            sub, sub_notes = _flatten(value, f"{name}.")
+            tensors.update(sub)
+            notes += sub_notes
+        else:
+            notes.append(f"{name}: a {type(value).__name__}, not a tensor (ignored)")
+    return tensors, notes
+
+
+def _torch_files(files: list[Path]) -> tuple[dict[str, tuple[int, ...]], Callable[[str], torch.Tensor], list[str]]:
+    """``torch.load(weights_only=True)``, memory-mapped where the file allows it; refuses any other object."""
+    tensors, notes = {}, []
+    for path in files:
+        try:
+            with torch.serialization.safe_globals(_ALLOWED_CLASSES):
+                try:
+                    obj = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+                except RuntimeError as err:  # legacy (non-zip) files cannot be memory-mapped
+                    if "mmap" not in str(err):
+                        raise
+                    obj = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as err:
+            if "weights_only" not in str(err) and "Weights only" not in str(err):
+                raise CheckpointError(f"cannot read {path} with torch.load: {err}") from err
+            found = re.search(r"GLOBAL ([\w.]+)", str(err))
+            culprit = f"it names {found[1]}" if found else str(err).strip().splitlines()[0]
+            raise CheckpointError(
+                f"refusing {path}: it holds serialised Python objects besides tensors ({culprit}), and loading "
+                "them could run arbitrary code. Save the state dict alone (torch.save(model.state_dict(), ...)) "
+                "or convert it to .safetensors."
+            ) from err
+        if isinstance(obj, torch.Tensor) or not isinstance(obj, Mapping):
+            raise CheckpointError(f"{path} holds a {type(obj).__name__}, not a dict of tensors (a state dict)")
+        sub, sub_notes = _flatten(obj)
+        clash = set(sub) & set(tensors)
+        if clash:
+            raise CheckpointError(f"tensor {sorted(clash)[0]!r} appears in more than one file next to {path.name}")
+        tensors.update(sub)
+        notes += [f"{path.name}: {note}" for note in sub_notes]
+    return {k: tuple(t.shape) for k, t in tensors.items()}, tensors.__getitem__, notes
+
+
+def _gguf_field(reader, key: str) -> Any:
+    field_ = reader.get_field(key)
+    return None if field_ is None else field_.contents()
+
+
+def _gguf_file(path: Path) -> tuple[dict[str, tuple[int, ...]], Callable[[str], torch.Tensor], dict, list[str]]:
+    """GGUF tensors (numpy order ``(out, in)``, dequantised on read) and metadata as a config dict."""
+    try:
+        from gguf import GGUFReader
+        from gguf.constants import GGMLQuantizationType
+        from gguf.quants import dequantize
+    except ImportError as err:
+        raise CheckpointError("reading .gguf needs the 'gguf' package: pip install 'wqk-toolkit[formats]'") from err
+    reader = GGUFReader(str(path))
+    tensors = {t.name: t for t in reader.tensors}
+    arch = _gguf_field(reader, "general.architecture") or "unknown"
+    config: dict[str, Any] = {"model_type": arch}
+    for ours, theirs in [("num_attention_heads", "attention.head_count"),
+                         ("num_key_value_heads", "attention.head_count_kv"), ("hidden_size", "embedding_length"),
+                         ("rope_dimension_count", "rope.dimension_count"), ("rope_theta", "rope.freq_base")]:  # fmt: skip
+        value = _gguf_field(reader, f"{arch}.{theirs}")
+        if value is not None:
+            config[ours] = value
+    quantised = sorted({t.tensor_type.name for t in tensors.values()} - {"F32", "F16", "BF16"})
+    notes = [f"GGUF tensors stored as {', '.join(quantised)} are dequantised: "
+             "the scores include the quantisation error"] * bool(quantised)
+
+    def read(key: str) -> torch.Tensor:
+        t = tensors[key]
+        data = t.data if t.tensor_type == GGMLQuantizationType.F32 else dequantize(t.data, t.tensor_type)
+        return torch.from_numpy(data.reshape(tuple(reversed(t.shape.tolist()))).copy())
+
+    return {k: tuple(reversed(t.shape.tolist())) for k, t in tensors.items()}, read, config, notes
+
+
+def _weight_files(directory: Path) -> list[Path]:
+    """The weight files a directory is read from, in order of preference."""
+    patterns = ("*.safetensors.index.json", "*.safetensors", "*.bin.index.json", "*.bin", "*.pt", "*.pth", "*.gguf")
+    for pattern in patterns:
+        found = sorted(directory.glob(pattern))
+        if found:
+            return found[:1] if pattern.endswith(".json") else found
+    return []
+
+
+def _index_files(index: Path) -> list[Path]:
+    """Shard files named by a Hugging Face ``*.index.json`` (its ``weight_map``)."""
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+    except (KeyError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{index} is not a shard index (a JSON with a 'weight_map')") from err
+    files = [index.parent / name for name in sorted(set(weight_map.values()))]
+    missing = [f.name for f in files if not f.exists()]
+    if missing:
+        raise CheckpointError(f"{index.name} names shards that are not there: {', '.join(missing)}")
+    return files
+
+
+def _model_name(path: Path) -> str:
+    stem = path.name.split(".")[0] if path.is_file() else path.name
+    return path.parent.name if path.is_file() and (stem in _GENERIC_STEMS or stem.startswith("model-")) else stem
+
+
+def open_checkpoint(path: str | Path) -> Checkpoint:
+    """Open a file or directory for reading tensor by tensor; the config comes from ``config.json`` or GGUF."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"no such file or directory: {path}")
+    notes: list[str] = []
+    name = _model_name(path)
+    if path.is_dir() and (path / "model_index.json").exists() and (path / "transformer").is_dir():
+        notes.append(f"{path.name} is a diffusers pipeline: reading its transformer/ folder")
+        path = path / "transformer"
+    config_path = (path if path.is_dir() else path.parent) / "config.json"
+    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    files = _weight_files(path) if path.is_dir() else [path]
+    if not files:
+        raise CheckpointError(f"{path} holds no weights (.safetensors, .bin, .pt, .pth or .gguf, or a shard index)")
+    if files[0].name.endswith(".index.json"):
+        notes.append(f"sharded: {files[0].name} -> {len(_index_files(files[0]))} files")
+        files = _index_files(files[0])
+    suffix = files[0].suffix.lower()
+    if suffix == ".safetensors":
+        shapes, read = _safetensors_files(files)
+        fmt = "safetensors"
+    elif suffix in _TORCH_SUFFIXES:
+        shapes, read, more = _torch_files(files)
+        fmt, notes = "torch (weights_only)", notes + more
+    elif suffix == ".gguf":
+        if len(files) > 1:
+            raise CheckpointError(f"{path} holds several .gguf files ({', '.join(f.name for f in files)}): pass one")
+        shapes, read, gguf_config, more = _gguf_file(files[0])
+        fmt, config, notes = "gguf", {**gguf_config, **config}, notes + more
+    else:
+        raise CheckpointError(f"unsupported file type {suffix!r} for {path}: expected .safetensors, "
+                              f"{', '.join(_TORCH_SUFFIXES)}, .gguf, a shard index or a directory")
+    if not config_path.exists() and fmt != "gguf":
+        notes.append("no config.json next to the weights: head counts come from --heads or known presets")
+    source = "GGUF metadata" if fmt == "gguf" and not config_path.exists() else "config.json"
+    return Checkpoint(path, name, fmt, shapes, config, read, notes, source)

@@ -1,0 +1,45 @@
+"""Scores per layer of one analysed checkpoint, drawn over the 95% band of their nulls."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from theory.io import atomic_write_bytes
+from theory.nulls import SCORE_NAMES, NullDistribution
+
+_STYLE = {"head": {"color": "0.55", "label": "per head M_h"}, "layer": {"color": "C0", "label": "per layer M"}}
+
+
+def plot_scores(rows: list[dict], nulls: dict[str, NullDistribution], out: str | Path, title: str) -> None:
+    """Symmetry and directionality against layer; ``nulls`` maps ``"head"`` / ``"layer"`` to the null used."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
+    for ax, name in zip(axes, SCORE_NAMES, strict=True):
+        for per, null in nulls.items():
+            band = null.summary()[name]
+            ax.axhspan(band["q025"], band["q975"], color=_STYLE[per]["color"], alpha=0.15,
+                       label=f"null 95%, rank {null.rank}")
+            items = [r for r in rows if (r["head"] == "all") == (per == "layer")]
+            x, y = [r["layer"] for r in items], [r[name] for r in items]
+            if per == "head":
+                ax.scatter(x, y, s=6, color=_STYLE[per]["color"], label=_STYLE[per]["label"])
+            else:
+                ax.plot(x, y, "o-", ms=3, color=_STYLE[per]["color"], label=_STYLE[per]["label"])
+        ax.set(xlabel="layer", ylabel=name, ylim=(-1.05, 1.05))
+        ax.axhline(0, color="k", lw=0.5)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[0].set_title("symmetry s (1 = symmetric)", fontsize=9)
+    axes[1].set_title("directionality delta (< 0: key-side columns)", fontsize=9)
+    axes[1].legend(fontsize=7, loc="lower right")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=Path(out).suffix.lstrip(".").lower() or "png", dpi=150)
+    plt.close(fig)
+    atomic_write_bytes(out, buf.getvalue())
