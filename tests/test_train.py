@@ -1,0 +1,208 @@
+"""The vision trainer: exact resume, checkpoint format, metrics.csv, schedule, data order, EMA."""
+
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from vision.data import load_data
+from vision.train import (
+    EMA, RUN_COLUMNS, BatchOrder, TrainConfig, Trainer, latest_checkpoint, load_weights, lr_at, train,
+)  # fmt: skip
+
+SMALL = {
+    "vit": {"dim": 16, "depth": 2, "heads": 2},
+    "dit": {"dim": 16, "depth": 2, "n_heads": 2, "samples_per_class": 1},
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models on a shared 2-core machine: one intra-op thread avoids spinning on busy cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_data("digits")
+
+
+def small_config(tmp_path, model="vit-tiny", objective="classify", **kw) -> TrainConfig:
+    options = {**SMALL[model.split("-")[0]], **({"decoder_dim": 8} if objective == "mae" else {})}
+    base = TrainConfig(model=model, objective=objective, steps=6, batch_size=16, warmup=2, log_every=2,
+                       null_samples=32, eval_limit=64, progress=False, task_options=options,
+                       out_dir=str(tmp_path / "run"))  # fmt: skip
+    return replace(base, **kw)
+
+
+def final_files(run_dir):
+    sidecar = latest_checkpoint(run_dir / "ckpt")
+    meta = json.loads(sidecar.read_text())
+    return meta, load_file(str(run_dir / "ckpt" / meta["weights"])), load_file(str(run_dir / "ckpt" / meta["state"]))
+
+
+@pytest.mark.parametrize(("model", "objective"), [("vit-tiny", "mae"), ("vit-tiny", "causal"), ("dit-tiny", "denoise")],
+                         ids=["vit-mae", "vit-causal", "dit-denoise-ema"])  # fmt: skip
+def test_resumed_run_equals_uninterrupted_run(tmp_path, digits, model, objective):
+    whole = small_config(tmp_path / "a", model, objective, init="symmetric")
+    train(whole, digits)
+    parts = replace(whole, out_dir=str(tmp_path / "b" / "run"))
+    first = Trainer(parts, digits).run(until=3)  # interrupted after step 3 (not a logging step)
+    assert first.step == 3 and latest_checkpoint(tmp_path / "b" / "run" / "ckpt").name == "step_0000003.json"
+    Trainer(parts, digits).run()  # a fresh trainer, as a new process would build
+    meta_a, weights_a, state_a = final_files(tmp_path / "a" / "run")
+    meta_b, weights_b, state_b = final_files(tmp_path / "b" / "run")
+    assert meta_a["step"] == meta_b["step"] == 6
+    assert weights_a.keys() == weights_b.keys()
+    for key in weights_a:
+        assert torch.equal(weights_a[key], weights_b[key]), f"{key}: max diff {(weights_a[key] - weights_b[key]).abs().max():.3g}"
+    for key in state_a:
+        assert torch.equal(state_a[key], state_b[key]), key
+    text_a = (tmp_path / "a" / "run" / "metrics.csv").read_text()
+    assert text_a == (tmp_path / "b" / "run" / "metrics.csv").read_text()
+    if model.startswith("dit"):
+        assert any(k.startswith("ema.") for k in weights_a)
+
+
+def test_run_directory_checkpoint_and_metrics(tmp_path, digits):
+    cfg = small_config(tmp_path, init="symmetric", checkpoint_every=2, keep_checkpoints=2)
+    result = train(cfg, digits)
+    run = tmp_path / "run"
+    config = json.loads((run / "config.json").read_text())
+    assert config["config"]["init"] == "symmetric" and config["forms"]["W_qk"] == {"layers": 2, "heads": 2, "d_model": 16, "d_head": 8}
+    assert {"git_commit", "versions", "data", "parameters"} <= set(config)
+    sidecars = sorted(p.name for p in (run / "ckpt").glob("*.json"))
+    assert sidecars == ["step_0000004.json", "step_0000006.json"]  # keep_checkpoints = 2
+    suffixes = {p.suffix for p in run.rglob("*") if p.is_file()}
+    assert suffixes <= {".json", ".csv", ".safetensors"}, suffixes
+    meta, weights, state = final_files(run)
+    model = Trainer(cfg, digits).model
+    assert set(weights) == set(model.state_dict())
+    assert {"rng.torch", "rng.task.rank0"} <= set(state) and any(k.startswith("optim.") for k in state)
+    load_weights(latest_checkpoint(run / "ckpt"), model)
+    assert torch.equal(model.encoder.blocks[0].attn.qkv.weight, weights["encoder.blocks.0.attn.qkv.weight"])
+
+    header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert header == RUN_COLUMNS + ["cls_key_norm", "cls_query_norm", "test_accuracy", "test_loss"]
+    rows = result.rows
+    assert sorted({r["step"] for r in rows}) == [0, 2, 4, 6]
+    step0 = [r for r in rows if r["step"] == 0 and r["form"] == "W_qk"]
+    assert len(step0) == 2 * (2 + 1)  # layers x (heads + "all")
+    assert all(abs(r["symmetry"] - 1) < 1e-6 for r in step0), "the symmetric arm must start at s = 1"
+    assert {r["form"] for r in rows if r["step"] == 6} == {"W_qk", "update"}
+    w_qk = [r for r in rows if r["form"] == "W_qk"]
+    assert all(r["cls_key_norm"] > 0 and r["cls_query_norm"] > 0 for r in w_qk), "classification scores the CLS token"
+    assert "cls_key_norm" in header and header.index("cls_key_norm") < header.index("test_accuracy")
+    assert not any(r["form"] == "update" for r in rows if r["step"] == 0)
+
+
+def test_update_form_scores_what_training_added(tmp_path, digits):
+    """Form ``update`` is ``M_t - M_0``: compare with dense scores of the difference of the actual weights."""
+    from theory.scores import dense_scores
+    from vision.attention import attention_forms
+
+    cfg = small_config(tmp_path, steps=4, init="symmetric")
+    result = train(cfg, digits)
+    start = attention_forms(Trainer(cfg, digits).model).matrices("head")  # the same init, rebuilt
+    end_model = Trainer(cfg, digits).model
+    load_weights(latest_checkpoint(tmp_path / "run" / "ckpt"), end_model)
+    end = attention_forms(end_model).matrices("head")
+    assert (end - start).abs().max() > 1e-4, "training must have moved W_qk"
+    expected = dense_scores(end - start)
+    rows = {(r["layer"], r["head"]): r for r in result.rows if r["step"] == 4 and r["form"] == "update"}
+    for layer in range(2):
+        for head in range(2):
+            got = rows[(layer, head)]["symmetry"]
+            assert got == pytest.approx(float(expected.symmetry[layer, head]), abs=1e-6), (layer, head)
+    w_qk = {(r["layer"], r["head"]): r["symmetry"] for r in result.rows if r["step"] == 4 and r["form"] == "W_qk"}
+    assert w_qk[(0, 0)] != pytest.approx(rows[(0, 0)]["symmetry"], abs=1e-3)
+
+
+def test_resume_refuses_a_changed_configuration(tmp_path, digits):
+    cfg = small_config(tmp_path)
+    Trainer(cfg, digits).run(until=2)
+    with pytest.raises(ValueError, match=r"configuration changed \(lr"):
+        Trainer(replace(cfg, lr=0.5), digits).run()
+
+
+def test_same_seed_same_run_other_seed_other_run(tmp_path, digits):
+    a = train(small_config(tmp_path / "a", steps=2), digits)
+    b = train(small_config(tmp_path / "b", steps=2), digits)
+    c = train(small_config(tmp_path / "c", steps=2, seed=1), digits)
+    assert a.metrics == b.metrics and a.metrics != c.metrics
+
+
+def test_lr_schedule_warms_up_then_decays_to_the_floor():
+    cfg = TrainConfig(lr=1.0, warmup=4, steps=104, min_lr_ratio=0.1)
+    assert [lr_at(s, cfg) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert lr_at(4, cfg) == pytest.approx(1.0)
+    assert lr_at(54, cfg) == pytest.approx(0.55)
+    assert lr_at(104, cfg) == pytest.approx(0.1)
+    assert all(lr_at(s, cfg) >= lr_at(s + 1, cfg) for s in range(4, 104))
+
+
+def test_batch_order_is_a_seeded_permutation_per_epoch():
+    order = BatchOrder(10, 3, seed=0)
+    epoch0 = torch.cat([order(s) for s in range(3)])
+    assert len(set(epoch0.tolist())) == 9  # drop-last: 3 batches of 3 from 10
+    assert torch.equal(BatchOrder(10, 3, seed=0)(4), order(4))
+    assert not torch.equal(order(0), order(3))  # a new permutation each epoch
+    with pytest.raises(ValueError, match="exceeds"):
+        BatchOrder(2, 3, seed=0)
+
+
+def test_ema_update_and_swap():
+    model = torch.nn.Linear(2, 2)
+    ema = EMA(model, decay=0.75)
+    old = model.weight.detach().clone()
+    with torch.no_grad():
+        model.weight.add_(4.0)
+    ema.update(model)
+    assert torch.allclose(ema.shadow["weight"], old + 1.0)
+    with ema.swapped_in(model):
+        assert torch.allclose(model.weight, old + 1.0)
+    assert torch.allclose(model.weight, old + 4.0)
+    assert ema.decay_at(0) == pytest.approx(0.1) and ema.decay_at(10**6) == 0.75  # warmup, then the set decay
+
+
+def test_bad_options_are_clear_errors(tmp_path, digits):
+    with pytest.raises(ValueError, match="unknown training options"):
+        TrainConfig.from_dict({"stepz": 3})
+    with pytest.raises(ValueError, match="unknown init scheme"):
+        train(small_config(tmp_path, init="orthogonal"), digits)
+    with pytest.raises(ValueError, match="unknown ViT options"):
+        train(replace(small_config(tmp_path), task_options={"widht": 3}), digits)
+
+
+@pytest.mark.slow
+def test_compiled_training_matches_eager(tmp_path, digits):
+    """torch.compile of the training forward (inductor on CPU: needs a C compiler; minutes)."""
+    eager = small_config(tmp_path / "eager", objective="mae", steps=3)
+    train(eager, digits)
+    train(replace(eager, compile=True, out_dir=str(tmp_path / "compiled" / "run")), digits)
+    _, a, _ = final_files(tmp_path / "eager" / "run")
+    _, b, _ = final_files(tmp_path / "compiled" / "run")
+    for key in a:
+        assert torch.allclose(a[key], b[key], atol=1e-4), f"{key}: max diff {(a[key] - b[key]).abs().max():.2e}"
+
+
+def test_summary_over_seeds_combines_null_z_and_token_ratios():
+    from vision.runs import summarize
+
+    def row(seed, s, z, key, query):
+        return {"step": 10, "seed": seed, "init": "default", "form": "W_qk", "layer": 0, "head": "all", "symmetry": s,
+                "directionality": 0.0, "symmetry_z": z, "directionality_z": 0.0, "loss": 1.0,
+                "cls_key_norm": key, "cls_query_norm": query, "test_accuracy": 0.5 + seed}  # fmt: skip
+
+    runs = {("default", 0): [row(0, 0.1, 1.0, 2.0, 1.0)], ("default", 1): [row(1, 0.3, 3.0, 4.0, 1.0)]}
+    layers, metrics = summarize(runs)
+    (layer,) = layers
+    assert layer["symmetry"] == pytest.approx(0.2) and layer["symmetry_sd"] == pytest.approx(0.1414213562)
+    assert layer["symmetry_z"] == pytest.approx(2.0) and layer["symmetry_z_combined"] == pytest.approx(4.0 / 2**0.5)
+    assert layer["cls_key_query_ratio"] == pytest.approx(3.0)
+    assert metrics[0]["test_accuracy"] == pytest.approx(1.0) and "cls_key_norm" not in metrics[0]

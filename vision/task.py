@@ -1,0 +1,144 @@
+"""The contract between a vision model family and the one trainer (:mod:`vision.train`), and the task registry.
+
+A *task* couples a model with an objective (``theory.objectives``): it knows how to turn a batch of
+images into a training loss, how to evaluate, which attention forms to score, and what artifacts to
+write. The trainer knows nothing else about the model. A family registers a builder per objective in
+:data:`BUILDERS` as a ``"module:function"`` string, imported only when used (keeps ``--help`` fast).
+
+Rules a task follows so that the trainer can scale it (DDP, ``torch.compile``, exact resume):
+
+- ``training_loss`` runs the network only through ``self.model(...)`` (its ``forward``): during the
+  call the trainer may substitute a ``DistributedDataParallel`` or compiled wrapper for ``self.model``.
+  Call other methods of the network (sampling, config) elsewhere, or on ``self.net``.
+- All randomness (masks, noise, timesteps, label dropout) comes from the ``generator`` argument,
+  a CPU ``torch.Generator`` (the draws of ``theory.objectives`` are made on the CPU; move them to
+  ``images.device``). The same seed thus gives the same draws on any device; the trainer
+  checkpoints the generator's state.
+- ``evaluate`` returns per-example *means* over the batch it is given (the trainer averages batches
+  weighted by size); it runs under ``torch.no_grad`` with ``model.eval()`` and, when ``uses_ema``,
+  with the EMA weights swapped in.
+
+Optional, read with ``getattr``: ``forms()`` replaces the default ``{"W_qk": attention_forms(model)}``
+(MAE scores its encoder and its narrower decoder apart); ``special_tokens`` (``{"cls": 0}``) names
+token positions of the attention input whose key- and query-side norms are recorded (:mod:`vision.tokens`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import torch
+from torch import nn
+
+from theory.factored import FactoredForms
+
+if TYPE_CHECKING:
+    from vision.data import ImageData
+
+
+@runtime_checkable
+class VisionTask(Protocol):
+    """What the trainer needs from a (model, objective) pair."""
+
+    model: nn.Module  # contains vision.attention.Attention layers
+    uses_ema: bool  # keep an exponential moving average of the weights, evaluate with it
+
+    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """Scalar loss (mean over the batch) for ``images (B, C, H, W)``, ``labels (B,)``."""
+        ...
+
+    def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
+        """Test metrics averaged over the batch, e.g. ``{"test_accuracy": .., "test_loss": ..}``."""
+        ...
+
+    def extra_forms(self) -> dict[str, FactoredForms]:
+        """Forms to score besides the network's own attention (e.g. DiT's adaLN-modulated forms), by label."""
+        ...
+
+    def write_artifacts(self, out_dir: Path, step: int, generator: torch.Generator) -> list[Path]:
+        """Write e.g. a sample grid under ``out_dir``; return the paths written (``[]`` if none)."""
+        ...
+
+
+class TaskBase:
+    """Defaults for the optional parts of :class:`VisionTask`; subclass and set ``model``."""
+
+    model: nn.Module
+    uses_ema: bool = False
+
+    @property
+    def net(self) -> nn.Module:
+        """The bare network, even while the trainer has substituted a wrapper for ``self.model``."""
+        bare = self.__dict__.get("_net")
+        return self.model if bare is None else bare
+
+    def extra_forms(self) -> dict[str, FactoredForms]:
+        return {}
+
+    def write_artifacts(self, out_dir: Path, step: int, generator: torch.Generator) -> list[Path]:
+        return []
+
+
+def scored_forms(task: VisionTask) -> dict[str, FactoredForms]:
+    """Every form the trainer scores, by label: ``"W_qk"`` (all Attention layers of the network) + extras.
+
+    A task whose network has attention stacks of different widths (MAE's narrow decoder) defines
+    ``forms()`` itself, still labelling the main stack ``"W_qk"``.
+    """
+    from vision.attention import attention_forms
+
+    own = getattr(task, "forms", None)
+    base = own() if callable(own) else {"W_qk": attention_forms(task.model)}
+    extra = task.extra_forms()
+    clash = set(base) & set(extra)
+    if clash:
+        raise ValueError(f"extra_forms labels {sorted(clash)} clash with the network's own forms")
+    return {**base, **extra}
+
+
+# ---- registry -------------------------------------------------------------------------------------
+#: ``(family, objective name)`` -> ``"module:function"``; the function is called as
+#: ``fn(preset, objective, data, **options)`` and returns a :class:`VisionTask`.
+#: ``objective`` is a ``theory.objectives`` object, ``data`` a :class:`vision.data.ImageData`
+#: (image size, channels, class count), ``preset`` the part of the model name after the family
+#: (``"tiny"`` in ``vit-tiny``, ``"s-2"`` in ``dit-s-2``). Options a builder does not know are an error.
+BUILDERS: dict[tuple[str, str], str] = {
+    ("vit", "classification"): "vision.vit:build_classify_task",
+    ("vit", "masked_autoencoding"): "vision.mae:build_mae_task",
+    ("vit", "autoregressive"): "vision.causal:build_causal_task",
+    ("dit", "denoising"): "vision.dit:build_task",
+}
+#: Model names offered on the command line (``family-preset``).
+MODELS = ("vit-tiny", "vit-ti", "vit-s", "vit-b", "dit-tiny", "dit-s-2", "dit-s-4", "dit-b-2", "dit-b-4",
+          "dit-l-2", "dit-l-4", "dit-xl-2", "dit-xl-4")  # fmt: skip
+
+
+def split_model_name(model: str) -> tuple[str, str]:
+    """``"vit-tiny"`` -> ``("vit", "tiny")``."""
+    family, _, preset = model.partition("-")
+    if not preset:
+        raise ValueError(f"model name {model!r} must look like family-preset, e.g. vit-tiny or dit-s-2")
+    return family.lower(), preset.lower()
+
+
+def build_task(model: str, objective: str, data: ImageData, **options) -> VisionTask:
+    """The task for ``model`` trained with ``objective`` (a name or alias of ``theory.objectives``).
+
+    Objective parameters (e.g. ``mask_ratio`` for ``mae``) go in ``options["objective_params"]``.
+    """
+    from theory.objectives import get_objective
+
+    family, preset = split_model_name(model)
+    obj = get_objective(objective, **options.pop("objective_params", {}) or {})
+    key = (family, obj.name)
+    if key not in BUILDERS:
+        offered = sorted(f"{f} + {o}" for f, o in BUILDERS)
+        raise ValueError(f"no task for model family {family!r} with objective {obj.name!r}; available: {offered}")
+    module, _, fn = BUILDERS[key].partition(":")
+    try:
+        builder = getattr(importlib.import_module(module), fn)
+    except (ImportError, AttributeError) as err:
+        raise ValueError(f"the {family} + {obj.name} task ({BUILDERS[key]}) is not available: {err}") from err
+    return builder(preset, obj, data, **options)

@@ -1,0 +1,65 @@
+"""Basis-free role check for special tokens: ``||M x_t||`` (key side) vs ``||x_t^T M||`` (query side).
+
+THEORY.md section 3: a token used as context grows ``M x_t``, a token whose output carries loss grows
+``x_t^T M``; unlike directionality this does not depend on the coordinate basis. ``x_t`` is the
+actual input of each attention layer at the token's position (after the block's LayerNorm),
+captured with forward pre-hooks while the task evaluates a fixed probe batch; norms are batch means.
+A task names its special tokens in ``special_tokens`` (e.g. ``{"cls": 0}``, ``{"bos": 0}``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from theory.factored import FactoredForms
+from vision.attention import Attention
+
+
+def attention_inputs(model: nn.Module, run: Callable[[], object]) -> list[torch.Tensor]:
+    """The input ``(B, N, d)`` of every :class:`Attention` of ``model`` (module order) during ``run()``."""
+    captured: list[torch.Tensor] = []
+    hooks = [m.register_forward_pre_hook(lambda _m, args: captured.append(args[0].detach()))
+             for m in model.modules() if isinstance(m, Attention)]  # fmt: skip
+    try:
+        run()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return captured
+
+
+def token_norms(forms: FactoredForms, x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Batch-mean ``||M x||`` and ``||x^T M||`` for token inputs ``x [L, B, d]``: per head ``[L, H]``, per layer ``[L]``.
+
+    Factored: ``M x = A (B^T x)`` and ``x^T M = (x^T A) B^T``, never a ``d x d`` matrix.
+    """
+    a, b = forms.q.double(), forms.k.double()  # [L, H, d, dh]
+    x = x.double()
+    key_h = torch.einsum("lhde,lhfe,lbf->lbhd", a, b, x)  # M_h x: A_h (B_h^T x)
+    query_h = torch.einsum("lbd,lhde,lhfe->lbhf", x, a, b)  # x^T M_h: (x^T A_h) B_h^T
+    return {
+        "key_head": key_h.norm(dim=-1).mean(1), "query_head": query_h.norm(dim=-1).mean(1),
+        "key_layer": key_h.sum(2).norm(dim=-1).mean(1), "query_layer": query_h.sum(2).norm(dim=-1).mean(1),
+    }  # fmt: skip
+
+
+def special_token_columns(forms: FactoredForms, inputs: list[torch.Tensor], tokens: dict[str, int]) -> dict[tuple, dict[str, float]]:
+    """``{(layer, head or "all"): {"<name>_key_norm": .., "<name>_query_norm": ..}}`` for every named token."""
+    if len(inputs) != forms.n_layers:
+        raise ValueError(f"captured {len(inputs)} attention inputs for {forms.n_layers} scored layers")
+    out: dict[tuple, dict[str, float]] = {}
+    for name, position in tokens.items():
+        x = torch.stack([inp[:, position] for inp in inputs]).to(forms.q.device)  # [L, B, d]
+        norms = token_norms(forms, x)
+        for layer in range(forms.n_layers):
+            for head in range(forms.n_heads):
+                cell = out.setdefault((layer, head), {})
+                cell[f"{name}_key_norm"] = float(norms["key_head"][layer, head])
+                cell[f"{name}_query_norm"] = float(norms["query_head"][layer, head])
+            cell = out.setdefault((layer, "all"), {})
+            cell[f"{name}_key_norm"] = float(norms["key_layer"][layer])
+            cell[f"{name}_query_norm"] = float(norms["query_layer"][layer])
+    return out

@@ -1,0 +1,677 @@
+"""One trainer for every vision task (:mod:`vision.task`): from a CPU test to multi-GPU runs.
+
+A run is a directory (ARCHITECTURE.md): ``config.json`` (every parameter, versions, git commit),
+``metrics.csv`` (tidy: one row per logged step x form x layer x head, with the score columns of
+``theory.report`` plus the training loss and the task's test metrics), checkpoints under ``ckpt/``
+(weights and EMA weights as ``.safetensors``; optimizer state and RNG states as a second
+``.safetensors``; a JSON sidecar written last, so a checkpoint without one is ignored), and
+artifacts (DiT sample grids). ``train`` resumes from the newest checkpoint and continues exactly:
+the data order is a pure function of ``(seed, step)`` and every random stream is checkpointed.
+
+Scale: bf16 autocast and optional ``torch.compile`` on CUDA; multi-process data parallelism through
+``torchrun`` (``DistributedDataParallel``; gloo on CPU, NCCL on GPUs); the global batch is split
+across processes, so a run's result does not depend on the number of processes.
+Run a saved config with ``python -m vision.train RUN/config.json`` (also under ``torchrun``).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from theory.factored import FactoredForms
+from theory.io import atomic_write_bytes, write_csv, write_json
+from theory.report import SCORE_COLUMNS, score_rows
+from vision.task import VisionTask, build_task, scored_forms
+
+CHECKPOINT_FORMAT = "wqk-vision-checkpoint/1"
+#: Columns of ``metrics.csv`` before the task's own metrics (the simulator's score columns plus ours).
+RUN_COLUMNS = ["step", "seed", "init", "form", *SCORE_COLUMNS, "loss"]
+# independent random streams derived from the seed
+_MODEL, _INIT, _DATA, _TASK, _EVAL, _ARTIFACTS = range(6)
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run depends on; saved as ``config.json`` and enough to repeat the run."""
+
+    model: str = "vit-tiny"
+    objective: str = "classify"
+    data: str = "digits"
+    init: str = "default"
+    seed: int = 0
+    steps: int = 400
+    batch_size: int = 64  # global: split across processes
+    optimizer: str = "adamw"  # adamw, or sgd (with momentum; the first-order theory of THEORY.md is for SGD)
+    lr: float = 1e-3
+    momentum: float = 0.9  # sgd only
+    min_lr_ratio: float = 0.1  # cosine decay from lr to lr * min_lr_ratio
+    warmup: int = 20
+    weight_decay: float = 0.05  # on Linear weights only
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0  # max global gradient norm; 0 = off
+    log_every: int = 25  # score the forms and evaluate every this many steps (and at 0 and the end)
+    eval_batch_size: int = 500
+    eval_limit: int = 0  # evaluate on at most this many test images (0 = all)
+    checkpoint_every: int = 0  # 0 = only at the end
+    keep_checkpoints: int = 2
+    artifacts_every: int = 0  # 0 = only at the end
+    ema_decay: float = 0.999  # for tasks with uses_ema
+    null_samples: int = 256
+    device: str = "auto"  # auto = cuda:LOCAL_RANK if available, else cpu
+    amp: bool = True  # bf16 autocast (CUDA only)
+    compile: bool = False  # torch.compile the training forward
+    threads: int = 0  # CPU intra-op threads for this process (0 = torch's default); 1 on a shared machine
+    test_fraction: float = 0.2
+    split_seed: int = 0
+    task_options: dict = field(default_factory=dict)  # to the task builder: patch, dim, depth, heads, ...
+    objective_params: dict = field(default_factory=dict)  # e.g. {"mask_ratio": 0.75}
+    init_params: dict = field(default_factory=dict)  # e.g. {"n_directions": 4, "strength": 0.5}
+    out_dir: str = "runs/train/run"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        self.betas = tuple(self.betas)
+        if self.steps < 1 or self.batch_size < 1 or self.log_every < 1:
+            raise ValueError(f"steps, batch_size and log_every must be >= 1; got {self.steps}, {self.batch_size}, {self.log_every}")
+        if self.optimizer not in ("adamw", "sgd"):
+            raise ValueError(f"optimizer must be 'adamw' or 'sgd', got {self.optimizer!r}")
+        if not 0 <= self.ema_decay < 1:
+            raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(values) - known
+        if unknown:
+            raise ValueError(f"unknown training options {sorted(unknown)}")
+        return cls(**values)
+
+
+# ---- randomness and schedule -----------------------------------------------------------------------
+def stream_seed(seed: int, *stream: int) -> int:
+    """An independent seed for a named random stream of a run (numpy's SeedSequence)."""
+    return int(np.random.SeedSequence([seed, *stream]).generate_state(1, dtype=np.uint64)[0])
+
+
+def generator(seed: int, *stream: int) -> torch.Generator:
+    return torch.Generator().manual_seed(stream_seed(seed, *stream))
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup to ``lr``, then cosine decay to ``lr * min_lr_ratio`` at ``steps``."""
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+class BatchOrder:
+    """Indices of the global batch at each step: epoch ``e`` is a permutation seeded by ``(seed, e)``."""
+
+    def __init__(self, n: int, batch_size: int, seed: int) -> None:
+        if batch_size > n:
+            raise ValueError(f"batch size {batch_size} exceeds the {n} training images")
+        self.n, self.batch_size, self.seed = n, batch_size, seed
+        self.per_epoch = n // batch_size
+        self._cached: tuple[int, torch.Tensor] | None = None
+
+    def __call__(self, step: int) -> torch.Tensor:
+        epoch, j = divmod(step, self.per_epoch)
+        if self._cached is None or self._cached[0] != epoch:
+            self._cached = (epoch, torch.randperm(self.n, generator=generator(self.seed, _DATA, epoch)))
+        return self._cached[1][j * self.batch_size : (j + 1) * self.batch_size]
+
+
+# ---- distributed -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Dist:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def main(self) -> bool:
+        return self.rank == 0
+
+
+def setup_distributed(device_kind: str) -> Dist:
+    """Join the ``torchrun`` process group if ``WORLD_SIZE > 1`` (gloo on CPU, NCCL on CUDA)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Dist()
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
+    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def resolve_device(spec: str, local_rank: int) -> torch.device:
+    if spec == "auto":
+        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
+    device = torch.device(spec)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device(f"cuda:{local_rank}")
+    return device
+
+
+# ---- EMA and model plumbing ------------------------------------------------------------------------
+class EMA:
+    """Exponential moving average of a model's floating-point state (float32 shadow copies).
+
+    The decay warms up as ``min(decay, (1 + n) / (10 + n))`` after ``n`` updates (TensorFlow's
+    ``num_updates`` rule), so a short CPU run is not evaluated on weights that are mostly its init.
+    """
+
+    def __init__(self, model: nn.Module, decay: float) -> None:
+        self.decay = decay
+        self.shadow = {k: v.detach().float().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
+
+    def decay_at(self, n_updates: int) -> float:
+        return min(self.decay, (1 + n_updates) / (10 + n_updates))
+
+    @torch.no_grad()
+    def update(self, model: nn.Module, n_updates: int | None = None) -> None:
+        """Blend in the current weights; ``n_updates`` (updates before this one) enables the warmup."""
+        decay = self.decay if n_updates is None else self.decay_at(n_updates)
+        state = model.state_dict()
+        for k, v in self.shadow.items():
+            v.lerp_(state[k].float(), 1 - decay)
+
+    @contextmanager
+    def swapped_in(self, model: nn.Module) -> Iterator[None]:
+        """Temporarily load the averaged weights into ``model``."""
+        backup = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        model.load_state_dict({**backup, **self.shadow})
+        try:
+            yield
+        finally:
+            model.load_state_dict(backup)
+
+
+@contextmanager
+def forward_through(task: VisionTask, wrapper: nn.Module) -> Iterator[None]:
+    """Let ``task.training_loss`` run the (DDP / compiled) wrapper; ``task.net`` stays the bare model."""
+    bare = task.model
+    if wrapper is bare:
+        yield
+        return
+    task._net, task.model = bare, wrapper
+    try:
+        yield
+    finally:
+        task.model = bare
+        del task._net
+
+
+def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on ``nn.Linear`` weights only (not biases, norms, tokens or embeddings)."""
+    decay = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
+    params = [p for p in model.parameters() if p.requires_grad]
+    return [{"params": [p for p in params if id(p) in decay], "weight_decay": weight_decay},
+            {"params": [p for p in params if id(p) not in decay], "weight_decay": 0.0}]  # fmt: skip
+
+
+def make_task(cfg: TrainConfig, data) -> VisionTask:
+    """Build the task with the seed's own init (deterministic even for modules that draw globally), then the scheme."""
+    from vision.init import apply_init
+
+    options = dict(cfg.task_options)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(stream_seed(cfg.seed, _MODEL))
+        task = build_task(cfg.model, cfg.objective, data, generator=generator(cfg.seed, _MODEL),
+                          objective_params=dict(cfg.objective_params), **options)  # fmt: skip
+    apply_init(task.model, cfg.init, generator(cfg.seed, _INIT), **cfg.init_params)
+    return task
+
+
+# ---- checkpoints -----------------------------------------------------------------------------------
+def _flatten_optimizer(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
+    sd = opt.state_dict()
+    tensors, scalars = {}, {}
+    for idx, state in sd["state"].items():
+        for key, val in state.items():
+            if torch.is_tensor(val):
+                tensors[f"optim.{idx}.{key}"] = val
+            else:
+                scalars[f"{idx}.{key}"] = val
+    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
+
+
+def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
+    state: dict[int, dict] = {}
+    for name, val in tensors.items():
+        if name.startswith("optim."):
+            _, idx, key = name.split(".", 2)
+            state.setdefault(int(idx), {})[key] = val
+    for name, val in meta["scalars"].items():
+        idx, key = name.split(".", 1)
+        state.setdefault(int(idx), {})[key] = val
+    return {"state": state, "param_groups": meta["param_groups"]}
+
+
+def checkpoint_paths(ckpt_dir: Path, step: int) -> tuple[Path, Path, Path]:
+    stem = ckpt_dir / f"step_{step:07d}"
+    return Path(f"{stem}.safetensors"), Path(f"{stem}.state.safetensors"), Path(f"{stem}.json")
+
+
+def latest_checkpoint(ckpt_dir: Path) -> Path | None:
+    """The newest complete checkpoint's sidecar (a checkpoint is complete once its sidecar exists)."""
+    sidecars = sorted(ckpt_dir.glob("step_*.json")) if ckpt_dir.is_dir() else []
+    return sidecars[-1] if sidecars else None
+
+
+def save_checkpoint(ckpt_dir: Path, step: int, model: nn.Module, ema: EMA | None, opt: torch.optim.Optimizer,
+                    rng: dict[str, torch.Tensor], meta: dict, keep: int) -> Path:  # fmt: skip
+    from safetensors.torch import save
+
+    weights_path, state_path, sidecar = checkpoint_paths(ckpt_dir, step)
+    weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    if ema is not None:
+        weights.update({f"ema.{k}": v.cpu().contiguous() for k, v in ema.shadow.items()})
+    opt_tensors, opt_meta = _flatten_optimizer(opt)
+    state = {k: v.detach().cpu().contiguous() for k, v in {**opt_tensors, **rng}.items()}
+    atomic_write_bytes(weights_path, save(weights))
+    atomic_write_bytes(state_path, save(state))
+    write_json(sidecar, {"format": CHECKPOINT_FORMAT, "step": step, "weights": weights_path.name,
+                         "state": state_path.name, "optimizer": opt_meta, **meta})  # fmt: skip
+    for old in sorted(ckpt_dir.glob("step_*.json"))[:-keep] if keep > 0 else []:
+        for path in checkpoint_paths(ckpt_dir, int(old.stem.split("_")[1])):
+            path.unlink(missing_ok=True)
+    return sidecar
+
+
+def load_weights(path: str | Path, model: nn.Module, ema: bool = False) -> dict:
+    """Load a checkpoint's weights (``ema=True``: its EMA weights) into ``model``; return the sidecar."""
+    from safetensors.torch import load_file
+
+    sidecar = Path(path)
+    meta = json.loads(sidecar.read_text())
+    tensors = load_file(str(sidecar.parent / meta["weights"]))
+    prefix = "ema." if ema else ""
+    state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix) and (ema or not k.startswith("ema."))}
+    if ema and not state:
+        raise ValueError(f"{sidecar} holds no EMA weights")
+    model.load_state_dict({**model.state_dict(), **state}, strict=True)
+    return meta
+
+
+# ---- evaluation and scores -------------------------------------------------------------------------
+def evaluate(task: VisionTask, images: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig, autocast) -> dict[str, float]:
+    """Task metrics averaged over the test set with a fresh generator seeded by the data split, not the run:
+    every evaluation of every seed and arm draws the same masks / noise / timesteps."""
+    gen = generator(cfg.split_seed, _EVAL)
+    totals: dict[str, float] = {}
+    was_training = task.model.training
+    task.model.eval()
+    with torch.no_grad(), autocast():
+        for start in range(0, len(images), cfg.eval_batch_size):
+            x, y = images[start : start + cfg.eval_batch_size], labels[start : start + cfg.eval_batch_size]
+            for key, value in task.evaluate(x, y, gen).items():
+                totals[key] = totals.get(key, 0.0) + float(value) * len(x)
+    task.model.train(was_training)
+    return {key: total / len(images) for key, total in totals.items()}
+
+
+def update_forms(now: FactoredForms, start: FactoredForms) -> FactoredForms:
+    """``M_t - M_0`` kept factored: ``[A_t, -A_0] [B_t, B_0]^T`` (rank ``2 d_h`` per head): what training added."""
+    return FactoredForms(torch.cat([now.q, -start.q], dim=-1), torch.cat([now.k, start.k], dim=-1))
+
+
+def is_metric(column: str) -> bool:
+    """A task metric column of ``metrics.csv`` (not a score, an identifier or a special-token norm)."""
+    return column not in RUN_COLUMNS and not column.endswith(("_key_norm", "_query_norm"))
+
+
+def score_table(task: VisionTask, step: int, cfg: TrainConfig, loss: float, metrics: dict[str, float],
+                initial: FactoredForms | None = None, token_inputs: list[torch.Tensor] | None = None) -> list[dict]:  # fmt: skip
+    """Rows for ``metrics.csv``: every scored form per layer and head, each score with its null.
+
+    With ``initial`` (the ``W_qk`` forms at step 0) also form ``update`` = ``M_t - M_0`` (from step 1 on);
+    with ``token_inputs`` (attention inputs of a probe batch) the ``<token>_key_norm`` / ``_query_norm``
+    columns of the task's ``special_tokens`` for forms ``W_qk`` and ``update`` (:mod:`vision.tokens`).
+    """
+    from vision.tokens import special_token_columns
+
+    forms_now = scored_forms(task)
+    if initial is not None and step > 0:
+        forms_now["update"] = update_forms(forms_now["W_qk"], initial)
+    tokens = getattr(task, "special_tokens", {})
+    rows = []
+    for label, forms in forms_now.items():
+        norms = special_token_columns(forms, token_inputs, tokens) if tokens and token_inputs and label in ("W_qk", "update") else {}
+        for row in score_rows(forms, "both", null_samples=cfg.null_samples):
+            rows.append({"step": step, "seed": cfg.seed, "init": cfg.init, "form": label, **row, "loss": loss,
+                         **norms.get((row["layer"], row["head"]), {}), **metrics})  # fmt: skip
+    return rows
+
+
+def read_rows(path: Path, up_to_step: int) -> list[dict]:
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        return [row for row in csv.DictReader(f) if int(row["step"]) <= up_to_step]
+
+
+# ---- run metadata ----------------------------------------------------------------------------------
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)  # fmt: skip
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def run_metadata(cfg: TrainConfig, data, task: VisionTask, device: torch.device, world: int) -> dict:
+    import einops
+    import safetensors
+
+    forms = {label: {"layers": f.n_layers, "heads": f.n_heads, "d_model": f.d_model, "d_head": f.d_head}
+             for label, f in scored_forms(task).items()}  # fmt: skip
+    return {"config": cfg.to_dict(), "data": data.summary(), "forms": forms,
+            "parameters": sum(p.numel() for p in task.model.parameters()),
+            "device": str(device), "world_size": world, "git_commit": _git_commit(),
+            "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+                         "einops": einops.__version__, "safetensors": safetensors.__version__}}  # fmt: skip
+
+
+# ---- the trainer -----------------------------------------------------------------------------------
+@dataclass
+class RunResult:
+    run_dir: Path
+    step: int
+    metrics: dict[str, float]  # the last evaluation
+    rows: list[dict]  # every metrics.csv row (strings for rows read back on resume)
+    replica_max_abs_diff: float | None = None  # multi-process runs: 0.0 when all replicas agree
+
+
+class Trainer:
+    """Holds the state of one run; :func:`train` is the entry point."""
+
+    PROBE = 64  # test images whose attention inputs give the special-token norms
+
+    def __init__(self, cfg: TrainConfig, data=None) -> None:
+        from vision.data import load_data
+
+        self.cfg = cfg
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        self.device = resolve_device(cfg.device, int(os.environ.get("LOCAL_RANK", "0")))
+        self.dist = setup_distributed(self.device.type)
+        self.device = resolve_device(cfg.device, self.dist.local_rank)
+        if cfg.batch_size % self.dist.world:
+            raise ValueError(f"global batch {cfg.batch_size} does not split over {self.dist.world} processes")
+        self.data = data if data is not None else load_data(cfg.data, cfg.test_fraction, cfg.split_seed)
+        self.task = make_task(cfg, self.data)
+        self.model = self.task.model.to(self.device)
+        start = scored_forms(self.task)["W_qk"]  # views of the live weights: copy; rebuilt identically on resume
+        self.initial_forms = FactoredForms(start.q.clone(), start.k.clone())
+        self.ema = EMA(self.model, cfg.ema_decay) if self.task.uses_ema else None
+        groups = parameter_groups(self.model, cfg.weight_decay)
+        if cfg.optimizer == "sgd":
+            self.opt = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
+        else:
+            self.opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
+        self.task_gen = generator(cfg.seed, _TASK, self.dist.rank)
+        self.order = BatchOrder(len(self.data.train_labels), cfg.batch_size, cfg.seed)
+        self.train_x, self.train_y = self.data.train_images.to(self.device), self.data.train_labels.to(self.device)
+        n_test = cfg.eval_limit or len(self.data.test_labels)
+        self.test_x, self.test_y = self.data.test_images[:n_test].to(self.device), self.data.test_labels[:n_test].to(self.device)
+        self.run_dir = Path(cfg.out_dir)
+        self.forward_model = self._wrap(self.model)
+        self.step = 0
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.loss_count = 0
+        self.rows: list[dict] = []
+        self.metrics: dict[str, float] = {}
+
+    def _wrap(self, model: nn.Module) -> nn.Module:
+        wrapped = model
+        if self.dist.world > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            wrapped = DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        if self.cfg.compile:
+            wrapped = torch.compile(wrapped)
+        return wrapped
+
+    def autocast(self):
+        if self.cfg.amp and self.device.type == "cuda":
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return nullcontext()
+
+    # -- state ------------------------------------------------------------------------------------
+    def _rng_states(self) -> dict[str, torch.Tensor]:
+        states = {"rng.torch": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            states["rng.cuda"] = torch.cuda.get_rng_state(self.device)
+        task_state = self.task_gen.get_state()
+        if self.dist.world > 1:
+            import torch.distributed as dist
+
+            on = self.device if self.device.type == "cuda" else torch.device("cpu")
+            gathered = [torch.empty_like(task_state, device=on) for _ in range(self.dist.world)]
+            dist.all_gather(gathered, task_state.to(on))
+            states.update({f"rng.task.rank{r}": s.cpu() for r, s in enumerate(gathered)})
+        else:
+            states["rng.task.rank0"] = task_state
+        return states
+
+    def save(self) -> None:
+        rng = self._rng_states()  # a collective under DDP: every rank takes part
+        if self.dist.main:
+            meta = {"world_size": self.dist.world, "loss_sum": float(self.loss_sum.item()), "loss_count": self.loss_count,
+                    "config": self.cfg.to_dict(), "uses_ema": self.ema is not None}  # fmt: skip
+            save_checkpoint(self.run_dir / "ckpt", self.step, self.model, self.ema, self.opt, rng, meta, self.cfg.keep_checkpoints)
+        self._barrier()
+
+    def resume(self, sidecar: Path) -> None:
+        from safetensors.torch import load_file
+
+        meta = load_weights(sidecar, self.model)
+        if meta.get("format") != CHECKPOINT_FORMAT:
+            raise ValueError(f"{sidecar} is not a checkpoint of this trainer (format {meta.get('format')!r})")
+        if meta["world_size"] != self.dist.world:
+            raise ValueError(f"{sidecar} was written by {meta['world_size']} processes; resume it with as many (now {self.dist.world})")
+        tensors = load_file(str(sidecar.parent / meta["weights"]))
+        if self.ema is not None:
+            self.ema.shadow = {k[4:]: v.to(self.device) for k, v in tensors.items() if k.startswith("ema.")}
+        state = load_file(str(sidecar.parent / meta["state"]))
+        self.opt.load_state_dict(_unflatten_optimizer({k: v for k, v in state.items() if k.startswith("optim.")}, meta["optimizer"]))
+        torch.set_rng_state(state["rng.torch"])
+        if "rng.cuda" in state and self.device.type == "cuda":
+            torch.cuda.set_rng_state(state["rng.cuda"], self.device)
+        self.task_gen.set_state(state[f"rng.task.rank{self.dist.rank}"])
+        self.step = meta["step"]
+        self.loss_sum.fill_(meta["loss_sum"])
+        self.loss_count = meta["loss_count"]
+        self.rows = read_rows(self.run_dir / "metrics.csv", self.step)
+        last = self.rows[-1] if self.rows else {}
+        self.metrics = {k: float(v) for k, v in last.items() if is_metric(k) and v not in ("", None)}
+
+    def _barrier(self) -> None:
+        if self.dist.world > 1:
+            import torch.distributed as dist
+
+            dist.barrier()
+
+    # -- logging ----------------------------------------------------------------------------------
+    def log(self) -> None:
+        """Evaluate, score every form and append the rows (main process); the mean train loss is over all processes."""
+        loss_sum = self.loss_sum.clone()
+        if self.dist.world > 1:
+            import torch.distributed as dist
+
+            dist.all_reduce(loss_sum)
+        count = self.loss_count * self.dist.world
+        loss = float(loss_sum.item()) / count if count else float("nan")
+        if count and not math.isfinite(loss):
+            raise FloatingPointError(f"training loss is {loss} at step {self.step} ({self.cfg.model}, {self.cfg.objective}, seed {self.cfg.seed})")
+        self.loss_sum.zero_()
+        self.loss_count = 0
+        if not self.dist.main:
+            return
+        with self.ema.swapped_in(self.model) if self.ema is not None else nullcontext():
+            self.metrics = evaluate(self.task, self.test_x, self.test_y, self.cfg, self.autocast)
+        self.rows += score_table(self.task, self.step, self.cfg, loss, self.metrics, self.initial_forms, self._token_inputs())
+        norms = sorted({k for row in self.rows for k in row if k.endswith(("_key_norm", "_query_norm"))})
+        write_csv(self.run_dir / "metrics.csv", self.rows, RUN_COLUMNS + norms + sorted(self.metrics))
+
+    def _token_inputs(self) -> list[torch.Tensor] | None:
+        """Attention inputs on a fixed probe batch (the first test images), for tasks with special tokens."""
+        if not getattr(self.task, "special_tokens", None):
+            return None
+        from vision.tokens import attention_inputs
+
+        x, y = self.test_x[: self.PROBE], self.test_y[: self.PROBE]
+        evaluate_probe = lambda: evaluate(self.task, x, y, self.cfg, self.autocast)  # noqa: E731
+        return attention_inputs(self.model, evaluate_probe)
+
+    def artifacts(self) -> list[Path]:
+        if not self.dist.main:
+            return []
+        self.model.eval()
+        with torch.no_grad(), (self.ema.swapped_in(self.model) if self.ema is not None else nullcontext()):
+            paths = self.task.write_artifacts(self.run_dir / "artifacts", self.step, generator(self.cfg.seed, _ARTIFACTS))
+        self.model.train()
+        return paths
+
+    # -- training ---------------------------------------------------------------------------------
+    def train_step(self) -> None:
+        for group in self.opt.param_groups:
+            group["lr"] = lr_at(self.step, self.cfg)
+        idx = self.order(self.step)[self.dist.rank :: self.dist.world].to(self.device)
+        images, labels = self.train_x[idx], self.train_y[idx]
+        with forward_through(self.task, self.forward_model), self.autocast():
+            loss = self.task.training_loss(images, labels, self.task_gen)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.grad_clip > 0:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.opt.step()
+        if self.ema is not None:
+            self.ema.update(self.model, self.step)
+        self.loss_sum += loss.detach().double()
+        self.loss_count += 1
+        self.step += 1
+
+    def replica_difference(self) -> float | None:
+        """Largest parameter difference between any process and the main one (None for one process)."""
+        if self.dist.world == 1:
+            return None
+        import torch.distributed as dist
+
+        flat = torch.cat([p.detach().reshape(-1).float() for p in self.model.parameters()])
+        ref = flat.clone()
+        dist.broadcast(ref, 0)
+        diff = (flat - ref).abs().max()
+        dist.all_reduce(diff, op=dist.ReduceOp.MAX)
+        return float(diff.item())
+
+    def run(self, resume: bool = True, until: int | None = None) -> RunResult:
+        """Train to ``cfg.steps``; ``until`` stops early with a checkpoint, as an interruption would."""
+        cfg = self.cfg
+        stop = cfg.steps if until is None else min(until, cfg.steps)
+        sidecar = latest_checkpoint(self.run_dir / "ckpt") if resume else None
+        if sidecar is not None:
+            _check_same_config(json.loads(sidecar.read_text())["config"], cfg, sidecar)
+            self.resume(sidecar)
+        elif self.dist.main:
+            write_json(self.run_dir / "config.json", run_metadata(cfg, self.data, self.task, self.device, self.dist.world))
+        if self.step >= cfg.steps:  # finished before: nothing to train, write or sample again
+            return RunResult(self.run_dir, self.step, self.metrics, self.rows)
+        self.model.train()
+        if self.step == 0:
+            self.log()
+        with _progress(cfg, self.dist.main, self.step) as advance:
+            while self.step < stop:
+                self.train_step()
+                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                    self.log()
+                if cfg.checkpoint_every and self.step % cfg.checkpoint_every == 0 and self.step < cfg.steps:
+                    self.save()
+                if cfg.artifacts_every and self.step % cfg.artifacts_every == 0 and self.step < cfg.steps:
+                    self.artifacts()
+                advance(self.metrics)
+        if latest_checkpoint(self.run_dir / "ckpt") != checkpoint_paths(self.run_dir / "ckpt", self.step)[2]:
+            self.save()
+        if self.step < cfg.steps:
+            return RunResult(self.run_dir, self.step, self.metrics, self.rows)
+        self.artifacts()
+        diff = self.replica_difference()
+        if self.dist.main and diff is not None:
+            write_json(self.run_dir / "replicas.json", {"world_size": self.dist.world, "max_abs_diff": diff})
+        return RunResult(self.run_dir, self.step, self.metrics, self.rows, diff)
+
+
+def _check_same_config(saved: dict, cfg: TrainConfig, sidecar: Path) -> None:
+    """Exact resume needs the same run: only presentation options may change."""
+    free = {"progress", "checkpoint_every", "keep_checkpoints", "device", "artifacts_every", "eval_batch_size", "out_dir", "threads"}
+    now = cfg.to_dict()
+    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # noqa: E731
+    diff = {k: (saved.get(k), now[k]) for k in now if k not in free and not same(saved.get(k), now[k])}
+    if diff:
+        changes = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items()))
+        raise ValueError(f"cannot resume {sidecar}: the configuration changed ({changes}); use a new out_dir")
+
+
+@contextmanager
+def _progress(cfg: TrainConfig, show: bool, start: int):
+    """A rich progress bar over the steps, showing the latest test metrics."""
+    if not (show and cfg.progress):
+        yield lambda metrics: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"))
+    with Progress(*columns, transient=False) as bar:
+        job = bar.add_task(f"{cfg.model} {cfg.objective} {cfg.init} seed {cfg.seed}", total=cfg.steps, completed=start, info="")
+
+        def advance(metrics: dict[str, float]) -> None:
+            bar.update(job, advance=1, info="  ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+
+        yield advance
+
+
+def train(cfg: TrainConfig, data=None, resume: bool = True) -> RunResult:
+    """Train one run (resuming from its newest checkpoint if there is one) and return its result."""
+    return Trainer(cfg, data).run(resume)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m vision.train CONFIG.json`` (a run's config.json, or a dict of TrainConfig fields)."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        raise SystemExit("usage: python -m vision.train CONFIG.json   (also: torchrun --nproc_per_node N -m vision.train CONFIG.json)")
+    values = json.loads(Path(args[0]).read_text())
+    result = train(TrainConfig.from_dict(values.get("config", values)))
+    if int(os.environ.get("RANK", "0")) == 0:
+        print(json.dumps({"run_dir": str(result.run_dir), "step": result.step, "metrics": result.metrics,
+                          "replica_max_abs_diff": result.replica_max_abs_diff}))  # fmt: skip
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        import torch.distributed as dist
+
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
