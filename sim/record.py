@@ -36,33 +36,26 @@ def _dense_forms(m: torch.Tensor) -> FactoredForms:
     return FactoredForms(m.double().reshape(s * L, H, d, d), eye)
 
 
-def _token_norms(m: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(||M x||, ||x^T M||)`` per seed, layer and head ``[S, L, H]`` and per layer ``[S, L]``."""
-    x = x.double()
-    key = torch.einsum("slhde,se->slhd", m, x)
-    query = torch.einsum("slhde,sd->slhe", m, x)
-    return (key.norm(dim=-1), query.norm(dim=-1)), (key.sum(2).norm(dim=-1), query.sum(2).norm(dim=-1))
-
-
 def form_rows(
-    forms: FactoredForms, dense: torch.Tensor, n_seeds: int, form: str, step: int, seeds: list[int],
+    forms: FactoredForms, n_seeds: int, form: str, step: int, seeds: list[int],
     losses: list[float], specials: dict[str, torch.Tensor], null_samples: int,
 ) -> list[dict]:  # fmt: skip
-    """Rows for one form of all seeds. ``forms`` stacks seeds on the layer axis; ``dense`` is ``[S, L, H, d, d]``."""
+    """Rows for one form of all seeds; ``forms`` stacks seeds on the layer axis (``S L`` layers)."""
     n_layers = forms.n_layers // n_seeds
     rows = score_rows(forms, "both", null_samples=null_samples)
-    norms = {name: _token_norms(dense, vec) for name, vec in specials.items()}
+    # each seed's token vector [S, d], repeated for its layers: [S L, 1, d]
+    norms = {name: forms.token_norms(vec.repeat_interleave(n_layers, 0)[:, None]) for name, vec in specials.items()}
     for row in rows:
-        s, layer = divmod(row["layer"], n_layers)
+        stacked = row["layer"]
+        s, layer = divmod(stacked, n_layers)
         row.update(step=step, seed=seeds[s], layer=layer, form=form, loss=losses[s])
         for name in ("bos", "mask"):
             if name not in norms:
                 row[f"{name}_key_norm"] = row[f"{name}_query_norm"] = math.nan
                 continue
-            (head_key, head_query), (layer_key, layer_query) = norms[name]
-            key, query = (layer_key[s, layer], layer_query[s, layer]) if row["head"] == "all" else \
-                (head_key[s, layer, row["head"]], head_query[s, layer, row["head"]])  # fmt: skip
-            row[f"{name}_key_norm"], row[f"{name}_query_norm"] = float(key), float(query)
+            per, index = ("layer", (stacked,)) if row["head"] == "all" else ("head", (stacked, row["head"]))
+            row[f"{name}_key_norm"] = float(norms[name][f"key_{per}"][index])
+            row[f"{name}_query_norm"] = float(norms[name][f"query_{per}"][index])
     return rows
 
 
@@ -75,10 +68,10 @@ def record_rows(
     A dense form that is exactly zero for some head (nothing accumulated yet, e.g. at step 0) is skipped.
     """
     m = model.matrices()
-    rows = form_rows(model.forms(), m, model.n_seeds, "W_qk", step, seeds, losses, specials, null_samples)
+    rows = form_rows(model.forms(), model.n_seeds, "W_qk", step, seeds, losses, specials, null_samples)
     parts = {"update": m - m0, "grad_self": grad_self, "grad_cross": grad_cross}
     for name, dense in parts.items():
         if dense is None or not bool((dense.flatten(3).abs().amax(-1) > 0).all()):
             continue
-        rows += form_rows(_dense_forms(dense), dense.double(), model.n_seeds, name, step, seeds, losses, specials, null_samples)
+        rows += form_rows(_dense_forms(dense), model.n_seeds, name, step, seeds, losses, specials, null_samples)
     return rows

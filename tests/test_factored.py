@@ -114,3 +114,33 @@ def test_lower_dimensional_factors_are_lifted():
 def test_bad_shapes_raise(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(2, 7), st.integers(1, 4), st.integers(1, 4), st.integers(0, 10**6))
+def test_token_norms_factored_equal_dense(layers, heads, d, dh, batch, seed):
+    g = torch.Generator().manual_seed(seed)
+    forms = FactoredForms(torch.randn(layers, heads, d, dh, generator=g), torch.randn(layers, heads, d, dh, generator=g))
+    x = torch.randn(layers, batch, d, generator=g, dtype=torch.float64)
+    got = forms.token_norms(x)
+    m = forms.matrices("head")  # [L, H, d, d]: rows = query side
+    want = {
+        "key_head": torch.einsum("lhij,lbj->lbhi", m, x).norm(dim=-1).mean(1),  # ||M x||
+        "query_head": torch.einsum("lbi,lhij->lbhj", x, m).norm(dim=-1).mean(1),  # ||x^T M||
+        "key_layer": torch.einsum("lij,lbj->lbi", m.sum(1), x).norm(dim=-1).mean(1),
+        "query_layer": torch.einsum("lbi,lij->lbj", x, m.sum(1)).norm(dim=-1).mean(1),
+    }
+    for name, value in want.items():
+        diff = (got[name] - value).abs().max().item()
+        assert diff < 1e-9 * (1 + value.abs().max().item()), f"{name}: max |factored - dense| = {diff:.2e}"
+
+
+def test_token_norms_tell_key_side_from_query_side():
+    """M = u e_0^T: token e_0 is only ever a key (||M e_0|| = ||u||, ||e_0^T M|| = |u_0|)."""
+    d = 6
+    u = torch.arange(1.0, d + 1)
+    forms = FactoredForms(u.reshape(d, 1), torch.eye(d)[:, :1])
+    norms = forms.token_norms(torch.eye(d)[None, :1])
+    assert norms["key_head"].item() == pytest.approx(u.norm().item())
+    assert norms["query_head"].item() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="token inputs"):
+        forms.token_norms(torch.zeros(1, 1, d + 1))

@@ -149,6 +149,24 @@ class FactoredForms:
         a, b = self.factors(per)
         return a.double() @ b.double().transpose(-2, -1)
 
+    def token_norms(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Key-side ``||M x||`` and query-side ``||x^T M||`` of token inputs ``x [L, B, d]``, averaged over ``B``.
+
+        THEORY.md section 3: a token used as context grows ``M x_t``, a token that is predicted grows
+        ``x_t^T M``; unlike directionality this does not depend on the basis. Returns ``key_head``,
+        ``query_head`` ``[L, H]`` and ``key_layer``, ``query_layer`` ``[L]``, computed from the factors:
+        ``M x = A (B^T x)``, ``x^T M = (x^T A) B^T``.
+        """
+        a, b, x = self.q.double(), self.k.double(), torch.as_tensor(x).double().to(self.q.device)
+        if x.ndim != 3 or x.shape[0] != self.n_layers or x.shape[2] != self.d_model:
+            raise ValueError(f"token inputs must be [L={self.n_layers}, B, d={self.d_model}]; got {tuple(x.shape)}")
+        key = torch.einsum("lhde,lhfe,lbf->lbhd", a, b, x)  # (L, B, H, d): M_h x
+        query = torch.einsum("lbd,lhde,lhfe->lbhf", x, a, b)  # (L, B, H, d): x^T M_h
+        return {
+            "key_head": key.norm(dim=-1).mean(1), "query_head": query.norm(dim=-1).mean(1),
+            "key_layer": key.sum(2).norm(dim=-1).mean(1), "query_layer": query.sum(2).norm(dim=-1).mean(1),
+        }  # fmt: skip
+
     def scores(self, per: Per = "head", k: float = DEFAULT_K) -> Scores:
         """Symmetry and directionality per head ``[L, H]`` or per layer ``[L]``, without building ``d x d``."""
         return factored_scores(*self.factors(per), k=k)

@@ -33,8 +33,8 @@ class Attention(nn.Module):
         return self.proj(rearrange(out, "b h n dh -> b n (h dh)"))  # (B, N, d)
 
     def forms(self) -> FactoredForms:
-        """This layer's per-head factors ``[1, H, d, d_h]`` (biases are not part of the bilinear form)."""
-        return FactoredForms.from_fused_qkv(self.qkv.weight.detach(), self.n_heads)
+        """This layer's per-head factors ``[1, H, d, d_h]``, a snapshot (biases are not part of the form)."""
+        return FactoredForms.from_fused_qkv(self.qkv.weight.detach().clone(), self.n_heads)
 
 
 def attention_forms(model: nn.Module) -> FactoredForms:

@@ -31,21 +31,6 @@ def attention_inputs(model: nn.Module, run: Callable[[], object]) -> list[torch.
     return captured
 
 
-def token_norms(forms: FactoredForms, x: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Batch-mean ``||M x||`` and ``||x^T M||`` for token inputs ``x [L, B, d]``: per head ``[L, H]``, per layer ``[L]``.
-
-    Factored: ``M x = A (B^T x)`` and ``x^T M = (x^T A) B^T``, never a ``d x d`` matrix.
-    """
-    a, b = forms.q.double(), forms.k.double()  # [L, H, d, dh]
-    x = x.double()
-    key_h = torch.einsum("lhde,lhfe,lbf->lbhd", a, b, x)  # M_h x: A_h (B_h^T x)
-    query_h = torch.einsum("lbd,lhde,lhfe->lbhf", x, a, b)  # x^T M_h: (x^T A_h) B_h^T
-    return {
-        "key_head": key_h.norm(dim=-1).mean(1), "query_head": query_h.norm(dim=-1).mean(1),
-        "key_layer": key_h.sum(2).norm(dim=-1).mean(1), "query_layer": query_h.sum(2).norm(dim=-1).mean(1),
-    }  # fmt: skip
-
-
 def special_token_columns(forms: FactoredForms, inputs: list[torch.Tensor], tokens: dict[str, int]) -> dict[tuple, dict[str, float]]:
     """``{(layer, head or "all"): {"<name>_key_norm": .., "<name>_query_norm": ..}}`` for every named token."""
     if len(inputs) != forms.n_layers:
@@ -53,7 +38,7 @@ def special_token_columns(forms: FactoredForms, inputs: list[torch.Tensor], toke
     out: dict[tuple, dict[str, float]] = {}
     for name, position in tokens.items():
         x = torch.stack([inp[:, position] for inp in inputs]).to(forms.q.device)  # [L, B, d]
-        norms = token_norms(forms, x)
+        norms = forms.token_norms(x)
         for layer in range(forms.n_layers):
             for head in range(forms.n_heads):
                 cell = out.setdefault((layer, head), {})
