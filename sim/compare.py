@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from sim.model import TableInputs
-from sim.report import mean_ci
+from sim.report import mean_ci, plus_minus
 from sim.tasks import ClassificationTask, DenoisingTask, stack
 from sim.train import SimConfig, Simulation, derive_seed, intra_op_threads
 from theory.expectation import AttentionBatch, LinearReadout, SoftmaxReadout, gaussian_update, monte_carlo_update
@@ -114,6 +114,16 @@ def _scores(m: torch.Tensor) -> tuple[float, float]:
     return float(s.symmetry), float(s.directionality)
 
 
+def model_supported(cfg: SimConfig) -> str | None:
+    """None if the theory's one-head readout describes the model of ``cfg``; else why not."""
+    m = cfg.model
+    if m.layers != 1 or m.residual or m.mlp or m.attention != "softmax":
+        return ("--compare-theory needs one softmax attention layer without residual or MLP (the theory's head is "
+                f"attention -> value -> readout); got layers={m.layers}, residual={m.residual}, mlp={m.mlp}, "
+                f"attention={m.attention}")
+    return None
+
+
 def exact_applicable(cfg: SimConfig) -> str | None:
     """None if the exact Gaussian expectation applies to ``cfg``; else why not."""
     m, dcfg = cfg.model, cfg.data
@@ -129,8 +139,7 @@ def exact_applicable(cfg: SimConfig) -> str | None:
 def compare_one(name: str, cfg: SimConfig, steps: int, mc_sequences: int, exact: bool) -> list[dict]:
     """Rows (one per part and theory kind) for one config, aggregated over its seeds."""
     sim = Simulation(cfg)
-    heads = [make_head(sim, s) for s in range(cfg.seeds)]
-    measured = measure(sim, steps)
+    heads = [make_head(sim, s) for s in range(cfg.seeds)]  # the value/readout maps at initialisation
     theories: dict[str, list] = {"monte_carlo": []}
     for s in range(cfg.seeds):
         gen = torch.Generator().manual_seed(derive_seed(cfg.seed_list[s], 2))
@@ -142,6 +151,7 @@ def compare_one(name: str, cfg: SimConfig, steps: int, mc_sequences: int, exact:
         batch = min(256, mc_sequences)
         theories["monte_carlo"].append(monte_carlo_update(sampler, heads[s], max(1, mc_sequences // batch), batch, gen,
                                                           d_h=cfg.model.head_dim))  # fmt: skip
+    measured = measure(sim, steps)  # trains: after the theory, whose batches read the model's (initial) embeddings
     if exact:
         proc = sim.task.process
         cov = proc.cov.reshape(proc.n, proc.channels, proc.n, proc.channels)
@@ -162,14 +172,10 @@ def compare_one(name: str, cfg: SimConfig, steps: int, mc_sequences: int, exact:
             agg = [mean_ci(c) for c in cols]
             rows.append({
                 "objective": name, "part": part, "theory": kind, "seeds": cfg.seeds,
-                **{key: _pm(*agg[i]) for i, key in enumerate(
+                **{key: plus_minus(*agg[i]) for i, key in enumerate(
                     ("s_measured", "delta_measured", "s_theory", "delta_theory", "rel_error", "rel_noise"))},
             })  # fmt: skip
     return rows
-
-
-def _pm(mean: float, ci: float) -> str:
-    return f"{mean:+.3f}" + ("" if not math.isfinite(ci) else f" ± {ci:.3f}")
 
 
 def exact_variant(cfg: SimConfig) -> SimConfig:
@@ -196,6 +202,9 @@ def compare_theory(configs: dict[str, SimConfig], out: Path | str, mc_sequences:
 
     Each config's ``steps`` is the number of first steps measured.
     """
+    for cfg in configs.values():
+        if (why := model_supported(cfg)) is not None:
+            raise ValueError(why)
     jobs = {name: (cfg, exact_applicable(cfg) is None) for name, cfg in configs.items()}
     if "denoising" in configs and not jobs["denoising"][1]:
         jobs["denoising (small, exact)"] = (exact_variant(configs["denoising"]), True)

@@ -348,6 +348,16 @@ class DataConfig:
     def continuous(self) -> bool:
         return self.process in CONTINUOUS_PROCESSES
 
+    def validate(self) -> None:
+        """Names and sizes, checked whether or not the objective uses them (a typo is never silently ignored)."""
+        if self.process not in TOKEN_PROCESSES + CONTINUOUS_PROCESSES:
+            raise ValueError(f"unknown process {self.process!r}; choose from {TOKEN_PROCESSES + CONTINUOUS_PROCESSES}")
+        if self.transition not in TRANSITIONS:
+            raise ValueError(f"unknown transition {self.transition!r}; choose from {TRANSITIONS}")
+        if self.vocab < 2 or self.channels < 1 or self.lag < 1 or self.patch < 1:
+            raise ValueError(f"need vocab >= 2, channels >= 1, lag >= 1 and patch >= 1; got vocab={self.vocab}, "
+                             f"channels={self.channels}, lag={self.lag}, patch={self.patch}")
+
 
 def build_process(cfg: DataConfig, n: int) -> TokenChain | GaussianSequence:
     """The process named in ``cfg`` for sequences of ``n`` data positions."""

@@ -15,11 +15,10 @@ import math
 import sys
 from pathlib import Path
 
-import torch
-
-from sim.report import mean_ci, summarize
+from sim.report import mean_ci, plus_minus, summarize
 from sim.simulate import default_config, figure_panel
 from sim.train import SimConfig, Simulation, run
+from theory.factored import FactoredForms
 from theory.io import write_csv
 
 
@@ -87,17 +86,14 @@ def bos_dominance(sim: Simulation) -> list[float]:
     vecs = sim.specials()
     if "bos" not in vecs:
         return [math.nan] * sim.cfg.seeds
-    m = sim.model.matrices()[:, 0].sum(1)  # (S, d, d): per-layer form of layer 0
+    stacked = sim.model.forms()  # layer axis = seed * L + layer
+    layer0 = FactoredForms(stacked.q[:: sim.cfg.model.layers], stacked.k[:: sim.cfg.model.layers])  # [S, H, d, r]
     vocab = sim.task.vocab
     table, pos = sim.model.table[:, :vocab].double(), sim.model.pos[:, 1: sim.cfg.n].double()
     data = (table[:, :, None] + pos[:, None]).flatten(1, 2)  # (S, V (N-1), d)
-    typical = torch.einsum("sde,sxe->sxd", m, data).norm(dim=-1).mean(-1)
-    bos = torch.einsum("sde,se->sd", m, vecs["bos"].double()).norm(dim=-1)
+    typical = layer0.token_norms(data)["key_layer"]  # mean ||M x|| over the data inputs
+    bos = layer0.token_norms(vecs["bos"].double()[:, None])["key_layer"]
     return (bos / typical).tolist()
-
-
-def _fmt(mean: float, ci: float) -> str:
-    return "" if not math.isfinite(mean) else f"{mean:+.3f}" + ("" if not math.isfinite(ci) else f" ± {ci:.3f}")
 
 
 def run_experiment(name: str, out: Path | str, progress: bool = True, steps: tuple[int, ...] | None = None,
@@ -122,10 +118,11 @@ def run_experiment(name: str, out: Path | str, progress: bool = True, steps: tup
                 if r["form"] not in ("W_qk", "grad_cross"):
                     continue
                 rows.append({"arm": arm, "layer": r["layer"], "form": r["form"], "step": r["step"],
-                             "s": _fmt(r["s"], r["s_ci"]), "s_z": f"{r['s_z']:.1f}",
-                             "delta": _fmt(r["delta"], r["delta_ci"]), "delta_z": f"{r['delta_z']:.1f}",
-                             "loss": f"{r['loss']:.4g}", "bos_key/query": _fmt(r["bos_key/query"], math.nan),
-                             "bos_key/typical": _fmt(*dominance) if r["form"] == "W_qk" and r["step"] == cfg.steps else ""})  # fmt: skip
+                             "s": plus_minus(r["s"], r["s_ci"]), "s_z": f"{r['s_z']:.1f}",
+                             "delta": plus_minus(r["delta"], r["delta_ci"]), "delta_z": f"{r['delta_z']:.1f}",
+                             "loss": f"{r['loss']:.4g}", "bos_key/query": plus_minus(r["bos_key/query"], math.nan),
+                             "bos_key/typical": plus_minus(*dominance) if r["form"] == "W_qk" and r["step"] == cfg.steps
+                             else ""})  # fmt: skip
         panels[arm] = figure_panel(sim)
     write_csv(out / name / "summary.csv", rows, EXPERIMENT_COLUMNS)
     write_json_index(out / name / "arms.json", arms)

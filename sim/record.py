@@ -29,13 +29,6 @@ NORM_COLUMNS = ["bos_key_norm", "bos_query_norm", "mask_key_norm", "mask_query_n
 METRIC_COLUMNS = ["step", "seed", "layer", "head", "form", *SCORE_COLUMNS[2:], "loss", *NORM_COLUMNS]
 
 
-def _dense_forms(m: torch.Tensor) -> FactoredForms:
-    """Dense ``[S, L, H, d, d]`` as factors ``A = M``, ``B = I`` on a stacked ``S L`` layer axis."""
-    s, L, H, d, _ = m.shape
-    eye = torch.eye(d, dtype=torch.float64).expand(s * L, H, d, d)
-    return FactoredForms(m.double().reshape(s * L, H, d, d), eye)
-
-
 def form_rows(
     forms: FactoredForms, n_seeds: int, form: str, step: int, seeds: list[int],
     losses: list[float], specials: dict[str, torch.Tensor], null_samples: int,
@@ -73,5 +66,6 @@ def record_rows(
     for name, dense in parts.items():
         if dense is None or not bool((dense.flatten(3).abs().amax(-1) > 0).all()):
             continue
-        rows += form_rows(_dense_forms(dense), model.n_seeds, name, step, seeds, losses, specials, null_samples)
+        stacked = FactoredForms.from_dense(dense.flatten(0, 1))  # [S, L, H, d, d] -> A = M, B = I on S L layers
+        rows += form_rows(stacked, model.n_seeds, name, step, seeds, losses, specials, null_samples)
     return rows

@@ -51,6 +51,13 @@ def mean_ci(values: list[float] | np.ndarray, level: float = 0.95) -> tuple[floa
     return float(x.mean()), float(half)
 
 
+def plus_minus(mean: float, ci: float, digits: int = 3, sep: str = " ± ") -> str:
+    """``+0.123 ± 0.045`` (empty for a missing mean, no interval for a missing half-width)."""
+    if not math.isfinite(mean):
+        return ""
+    return f"{mean:+.{digits}f}" + ("" if not math.isfinite(ci) else f"{sep}{ci:.{digits}f}")
+
+
 def summarize(rows: list[dict], objective: str, head: str | int = "all", step: int | None = None) -> list[dict]:
     """One summary row per ``(layer, form)`` at ``step`` (default: the last recorded step)."""
     rows = [parse_row(r) if isinstance(r["step"], str) else r for r in rows]
@@ -86,13 +93,11 @@ DISPLAY_COLUMNS = ["objective", "form", "s", "z(s)", "δ", "z(δ)", "loss", "BOS
 
 def format_summary(rows: list[dict]) -> list[dict]:
     """Summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`): ``mean±ci`` strings, layer in the form."""
-    def pm(m: float, ci: float) -> str:
-        return f"{m:+.2f}" + ("" if not math.isfinite(ci) else f"±{ci:.2f}")
-
     multi = len({r["layer"] for r in rows}) > 1
     return [{"objective": r["objective"], "form": f"{r['form']} L{r['layer']}" if multi else r["form"],
-             "s": pm(r["s"], r["s_ci"]), "z(s)": f"{r['s_z']:.1f}", "δ": pm(r["delta"], r["delta_ci"]),
-             "z(δ)": f"{r['delta_z']:.1f}", "loss": f"{r['loss']:.3g}",
+             "s": plus_minus(r["s"], r["s_ci"], 2, "±"), "z(s)": f"{r['s_z']:.1f}",
+             "δ": plus_minus(r["delta"], r["delta_ci"], 2, "±"), "z(δ)": f"{r['delta_z']:.1f}",
+             "loss": f"{r['loss']:.3g}",
              "BOS k/q": "" if not math.isfinite(r["bos_key/query"]) else f"{r['bos_key/query']:.1f}"}
             for r in rows]  # fmt: skip
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from sim.data import DataConfig
 from sim.model import ModelConfig
 from sim.train import SimConfig, run
+from theory.factored import FactoredForms
 from theory.io import write_csv
 
 DEFAULT_MODEL = ModelConfig(d=64, layers=1, heads=2, d_head=32)
@@ -65,13 +66,12 @@ class SimulateResult:
     summary_csv: Path
 
 
-def null_band(cfg: SimConfig, null_samples: int) -> dict[str, tuple[float, float]]:
-    """Mean and sd of both scores' nulls for the per-layer ``W_qk`` of ``cfg``."""
+def null_band(forms: FactoredForms, null_samples: int) -> dict[str, tuple[float, float]]:
+    """Mean and sd of both scores' nulls for the per-layer forms (the null :func:`theory.report.score_rows` uses)."""
     from theory.nulls import null_distribution
 
-    m = cfg.model
-    rank = m.d if m.param == "direct" else min(m.d, m.heads * m.head_dim)
-    stats = null_distribution(m.d, rank, n_samples=null_samples).summary()
+    d = forms.d_model
+    stats = null_distribution(d, min(forms.rank("layer"), d), n_samples=null_samples).summary()
     return {name: (v["mean"], v["std"]) for name, v in stats.items()}
 
 
@@ -79,8 +79,8 @@ def figure_panel(sim) -> dict:
     """What :func:`sim.report.plot_runs` draws for one run: its rows, nulls, and the first seed's last-layer ``W_qk``."""
     cfg = sim.cfg
     matrix = sim.model.matrices()[0, -1].sum(0).numpy()  # first seed, last layer, sum over heads
-    return {"rows": sim.rows, "matrix": matrix, "null": null_band(cfg, cfg.null_samples), "layers": cfg.model.layers,
-            "seed": cfg.first_seed}
+    return {"rows": sim.rows, "matrix": matrix, "null": null_band(sim.model.forms(), cfg.null_samples),
+            "layers": cfg.model.layers, "seed": cfg.first_seed}
 
 
 def simulate(configs: dict[str, SimConfig], out: Path | str, resume: bool = False, progress: bool = True,

@@ -26,7 +26,7 @@ from sim.data import DataConfig
 from sim.model import ModelConfig, SeedBatchedAttention, pair_split
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS, record_rows
-from sim.tasks import DenoisingTask, TokenTask, build_task, stack, task_shapes
+from sim.tasks import MASK_SCHEMES, DenoisingTask, TokenTask, build_task, stack, task_shapes
 from theory.io import atomic_write_bytes, write_csv, write_json
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -62,6 +62,14 @@ class SimConfig:
     def validate(self) -> None:
         if self.seeds < 1 or self.steps < 1 or self.batch < 1:
             raise ValueError(f"need seeds, steps and batch >= 1; got {self.seeds}, {self.steps}, {self.batch}")
+        if self.n < 2:
+            raise ValueError(f"need n >= 2 positions per sequence, got {self.n}")
+        if self.mask_scheme not in MASK_SCHEMES:
+            raise ValueError(f"unknown mask scheme {self.mask_scheme!r}; choose from {sorted(MASK_SCHEMES)}")
+        if not 0 < self.mask_ratio <= 1:
+            raise ValueError(f"mask_ratio must be in (0, 1], got {self.mask_ratio}")
+        if self.target not in ("eps", "x0", "v"):
+            raise ValueError(f"denoising target must be 'eps', 'x0' or 'v', got {self.target!r}")
         if self.record_every < 1 or self.checkpoint_every < 1 or self.checkpoint_every % self.record_every:
             raise ValueError(f"checkpoint_every ({self.checkpoint_every}) must be a positive multiple of "
                              f"record_every ({self.record_every})")
@@ -72,6 +80,7 @@ class SimConfig:
         if self.lr <= 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
         self.model.validate()
+        self.data.validate()
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -195,15 +204,22 @@ class Simulation:
         from safetensors.torch import save
 
         write_csv(out / "metrics.csv", self.rows, METRIC_COLUMNS)
-        atomic_write_bytes(out / "checkpoint.safetensors", save(self.tensors()))
+        # each file is written atomically; the step in both lets load() detect a save interrupted between them
+        atomic_write_bytes(out / "checkpoint.safetensors", save(self.tensors(), metadata={"step": str(self.step)}))
         write_json(out / "checkpoint.json", self.sidecar())
 
     def load(self, out: Path) -> None:
+        from safetensors import safe_open
         from safetensors.torch import load_file
 
         meta = json.loads((out / "checkpoint.json").read_text())
         if meta["config"] != self.cfg.to_dict():
             raise ValueError(f"{out} holds a run with a different configuration; use a new --out or drop --resume")
+        with safe_open(str(out / "checkpoint.safetensors"), "pt") as f:
+            saved_step = (f.metadata() or {}).get("step")
+        if saved_step is not None and saved_step != str(meta["step"]):  # None: written before the step was stored
+            raise ValueError(f"{out}: checkpoint.safetensors (step {saved_step}) and checkpoint.json "
+                             f"(step {meta['step']}) disagree, a save was interrupted; start again without --resume")
         tensors = load_file(str(out / "checkpoint.safetensors"))
         self.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
         self.m0, self.loss_sum = tensors["m0"], tensors["loss_sum"]

@@ -110,3 +110,16 @@ def test_per_layer_null_of_grouped_query_attention_has_rank_h_kv_d_h(tmp_path):
     transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
     _, plan = describe(tmp_path)
     assert [(p, r) for p, _, r, _ in null_shapes(plan, "both")] == [("head", plan.d_head), ("layer", 2 * plan.d_head)]
+
+
+def test_7b_benchmark_script_runs_at_a_tiny_size(tmp_path, monkeypatch, capsys):
+    """benchmarks/analyze.py end to end on a small sharded checkpoint (the 7B shapes are its default)."""
+    import runpy
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "analyze.py"
+    monkeypatch.setattr("sys.argv", [str(script), "--d", "32", "--layers", "3", "--heads", "4", "--dir", str(tmp_path)])
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "2 shards" in out and "cold" in out and "warm" in out, out
+    assert not list(tmp_path.iterdir()), "the temporary checkpoint must be removed"

@@ -364,3 +364,18 @@ def test_gpu_benchmark_smoke_runs_on_cpu(monkeypatch, capsys):
     runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
     assert "images/s" in out and "MFU" in out and "smoke run" in out, out
+
+
+def test_task_options_from_the_command_line_are_checked():
+    """``--set`` / ``--objective-param`` values arrive as JSON: wrong types are clear errors, a schedule dict is built."""
+    data = _toy_data()
+    task = build_task("dit-tiny", "denoise", data, objective_params={"schedule": {"steps": 50, "kind": "cosine"}},
+                      dim=16, n_heads=2, depth=1)  # fmt: skip
+    assert task.objective.schedule == NoiseSchedule(steps=50, kind="cosine")
+    bad = [({"sampler": 3}, "sampler must be"), ({"sampler": {"stpes": 3}}, "unknown sampler options"),
+           ({"form_timesteps": 5}, "form_timesteps must be a list"), ({"conditional": "maybe"}, "conditional must be"),
+           ({"objective_params": {"schedule": {"stepz": 9}}}, "unknown noise schedule options"),
+           ({"objective_params": {"mask_ratio": 0.5}}, r"objective 'denoising' takes parameters")]  # fmt: skip
+    for options, message in bad:
+        with pytest.raises(ValueError, match=message):
+            build_task("dit-tiny", "denoise", data, dim=16, n_heads=2, depth=1, **options)

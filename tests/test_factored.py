@@ -95,6 +95,21 @@ def test_layer_view_is_the_sum_over_heads(seed, n_layers, n_heads, d, d_h):
     assert forms.scores("head").symmetry.shape == (n_layers, n_heads)
 
 
+def test_from_dense_scores_and_norms_like_the_matrices():
+    gen = torch.Generator().manual_seed(3)
+    m = torch.randn(2, 3, 7, 7, generator=gen, dtype=torch.float64)
+    forms = FactoredForms.from_dense(m)
+    assert torch.equal(forms.matrices("head"), m)
+    dense, fact = dense_scores(m.sum(1)), forms.scores("layer")
+    assert (dense.symmetry - fact.symmetry).abs().max() < 1e-12
+    assert (dense.directionality - fact.directionality).abs().max() < 1e-12
+    x = torch.randn(2, 1, 7, generator=gen, dtype=torch.float64)
+    key = torch.einsum("lhij,lbj->lhi", m, x).norm(dim=-1)  # ||M x||: key side
+    assert torch.allclose(forms.token_norms(x)["key_head"], key, rtol=1e-12, atol=0)
+    with pytest.raises(ValueError, match="dense forms"):
+        FactoredForms.from_dense(torch.zeros(3, 4))
+
+
 def test_lower_dimensional_factors_are_lifted():
     assert FactoredForms(torch.randn(6, 2), torch.randn(6, 2)).q.shape == (1, 1, 6, 2)
     assert FactoredForms(torch.randn(3, 6, 2), torch.randn(3, 6, 2)).q.shape == (1, 3, 6, 2)

@@ -83,6 +83,18 @@ def test_scores_command_reports_bad_files(tmp_path, content, message):
     assert result.exit_code == 2 and message in result.output, result.output
 
 
+@pytest.mark.parametrize("suffix", ["npy", "npz"])
+def test_scores_command_refuses_an_unknown_per(tmp_path, suffix):
+    forms = _forms(3)
+    path = tmp_path / f"forms.{suffix}"
+    if suffix == "npy":
+        np.save(path, forms.matrices("head").numpy())
+    else:
+        np.savez(path, q=forms.q.numpy(), k=forms.k.numpy())
+    result = runner.invoke(app, ["scores", str(path), "--per", "heads", "--null-samples", "16"])
+    assert result.exit_code == 2 and "per must be" in result.output, result.output
+
+
 def test_scores_command_refuses_unknown_suffix_and_missing_file(tmp_path):
     (tmp_path / "x.txt").write_text("1")
     assert runner.invoke(app, ["scores", str(tmp_path / "x.txt")]).exit_code == 2

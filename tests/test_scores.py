@@ -153,6 +153,7 @@ def test_accepts_float32_and_torch_and_accumulates_in_float64():
         pytest.param(lambda: factored_scores(np.zeros((6, 2)), np.ones((6, 2))), "zero", id="zero-factor"),
         pytest.param(lambda: factored_scores(np.full((6, 2), np.nan), np.ones((6, 2))), "NaN or Inf", id="nan-factor"),
         pytest.param(lambda: symmetry(np.ones((1, 1))), "d >= 2", id="1x1"),
+        pytest.param(lambda: directionality(np.eye(3), k=-1.0), "k", id="negative-k"),
     ],
 )
 def test_bad_input_raises_a_clear_error(call, message):

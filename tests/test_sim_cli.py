@@ -19,7 +19,7 @@ def test_simulate_all_objectives_side_by_side(tmp_path) -> None:
         assert max(r["step"] for r in rows) == 4
     assert (tmp_path / "scores.png").stat().st_size > 10_000
     assert (tmp_path / "summary.csv").read_text().count("\n") == 1 + 4 * 4  # 4 objectives x 4 forms
-    assert "symmetry" in result.output or "s" in result.output
+    assert "per-layer s" in result.output and "W_qk" in result.output and "grad_self" in result.output
 
 
 def test_simulate_single_objective_with_options(tmp_path) -> None:
@@ -46,6 +46,12 @@ def test_bad_input_fails_cleanly(tmp_path) -> None:
     for args, message in ((["--objective", "nope"], "unknown objective"),
                           (["--objective", "denoising", "--process", "lag"], "continuous process"),
                           (["--objective", "autoregressive", "--d", "8"], "one coordinate"),
+                          (["--objective", "denoising", "--lag", "0"], "lag >= 1"),
+                          (["--objective", "denoising", "--n", "1"], "n >= 2"),
+                          (["--objective", "autoregressive", "--process", "iid", "--vocab", "1"], "vocab >= 2"),
+                          (["--objective", "denoising", "--mask-scheme", "bret"], "unknown mask scheme"),
+                          (["--objective", "denoising", "--process", "nope"], "unknown process"),
+                          (["--objective", "denoising", "--compare-theory", "--residual"], "one softmax attention layer"),
                           (["--experiment", "nope"], "unknown experiment")):  # fmt: skip
         result = runner.invoke(app, ["simulate", "--out", str(tmp_path), "--steps", "2", "--no-progress", *args])
         assert result.exit_code == 2, result.output

@@ -121,3 +121,15 @@ def test_onehot_inputs_use_their_own_coordinates() -> None:
         expected[i, tok] = expected[i, 11 + p] = 1.0
     assert torch.equal(x, expected)
     assert math.isclose(float(model.special_vectors()["bos"][0].norm()), math.sqrt(2))
+
+
+def test_bos_dominance_is_the_bos_key_norm_over_the_typical_data_key_norm() -> None:
+    from sim.experiments import bos_dominance
+
+    sim = Simulation(small("autoregressive", model__layers=2))
+    m = sim.model.matrices()[:, 0].sum(1)  # (S, d, d): layer 0, summed over heads; rows = query side
+    table, pos = sim.model.table[:, : sim.task.vocab].double(), sim.model.pos[:, 1:].double()
+    data = (table[:, :, None] + pos[:, None]).flatten(1, 2)  # every data token at every position after BOS
+    typical = (data @ m.transpose(-2, -1)).norm(dim=-1).mean(-1)  # mean ||M x||
+    bos = (m @ sim.specials()["bos"].double()[..., None]).norm(dim=(-2, -1))
+    assert torch.allclose(torch.tensor(bos_dominance(sim), dtype=torch.float64), bos / typical, rtol=1e-10, atol=0)

@@ -71,6 +71,17 @@ def test_resume_equals_uninterrupted(objective: str, tmp_path) -> None:
     assert torch.equal(whole.grad_cross, resumed.grad_cross)
 
 
+def test_resume_refuses_a_checkpoint_whose_files_disagree(tmp_path) -> None:
+    """A save interrupted between the tensors and the sidecar must not resume from mixed steps."""
+    cfg = tiny("autoregressive", steps=40, record_every=20, checkpoint_every=20)
+    run(cfg, tmp_path, progress=False, stop_at=20)
+    sidecar = json.loads((tmp_path / "checkpoint.json").read_text())
+    sidecar["step"] = 0  # as if the step-20 tensors were written but not their sidecar
+    (tmp_path / "checkpoint.json").write_text(json.dumps(sidecar))
+    with pytest.raises(ValueError, match="disagree"):
+        run(cfg, tmp_path, progress=False, resume=True)
+
+
 def test_resume_refuses_another_configuration(tmp_path) -> None:
     run(tiny("autoregressive", steps=20), tmp_path, progress=False)
     with pytest.raises(ValueError, match="different configuration"):
@@ -108,6 +119,16 @@ def test_summary_has_intervals_over_seeds(tmp_path) -> None:
     w = next(r for r in rows if r["form"] == "W_qk")
     per_seed = [r["symmetry"] for r in sim.rows if r["step"] == 20 and r["form"] == "W_qk" and r["head"] == "all"]
     assert (w["s"], w["s_ci"]) == mean_ci(per_seed) and w["seeds"] == 3 and w["s_ci"] > 0
+
+
+def test_mean_ci_is_the_t_interval() -> None:
+    from scipy import stats
+
+    x = [0.3, -0.1, 0.25, 0.4, 0.05]
+    mean, half = mean_ci(x)
+    lo, hi = stats.t.interval(0.95, len(x) - 1, loc=stats.tmean(x), scale=stats.sem(x))
+    assert math.isclose(mean - half, lo, rel_tol=1e-12) and math.isclose(mean + half, hi, rel_tol=1e-12)
+    assert math.isnan(mean_ci([0.2])[1]) and mean_ci([0.2, math.nan, 0.4])[0] == pytest.approx(0.3)
 
 
 def test_config_validation() -> None:

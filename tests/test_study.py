@@ -89,3 +89,14 @@ def test_tiny_study_runs_end_to_end(tmp_path):
         assert all(len(a["steps"]) == 2 for a in task["arms"])
         assert "step_ratio" in task["arms"][1] and "step_ratio" not in task["arms"][0]
     assert (tmp_path / "vit_metrics.png").exists() and report["files"]
+
+
+def test_unknown_scheme_is_refused_before_any_training():
+    with pytest.raises(ValueError, match=r"unknown init scheme\(s\) \['orthogonal'\]"):
+        StudyConfig(schemes=("default", "orthogonal"))
+
+
+def test_bootstrap_of_an_undefined_statistic_is_nan_not_an_error():
+    pairs = np.array([[10.0, 0.0], [20.0, 0.0]])  # the baseline reached the target at step 0: no ratio
+    lo, hi = bootstrap_ci(pairs, lambda p: p[:, 0].mean() / p[:, 1].mean() if p[:, 1].mean() else math.nan, 50, 0.9)
+    assert math.isnan(lo) and math.isnan(hi)

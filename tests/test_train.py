@@ -206,3 +206,35 @@ def test_summary_over_seeds_combines_null_z_and_token_ratios():
     assert layer["symmetry_z"] == pytest.approx(2.0) and layer["symmetry_z_combined"] == pytest.approx(4.0 / 2**0.5)
     assert layer["cls_key_query_ratio"] == pytest.approx(3.0)
     assert metrics[0]["test_accuracy"] == pytest.approx(1.0) and "cls_key_norm" not in metrics[0]
+
+
+def test_bad_device_and_counts_are_clear_errors():
+    from vision.train import resolve_device
+
+    with pytest.raises(ValueError, match="threads, warmup"):
+        TrainConfig(threads=-1)
+    with pytest.raises(ValueError, match="unknown device"):
+        resolve_device("tpu:0", 0)
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no CUDA GPU"):
+            resolve_device("cuda", 0)
+
+
+def test_cli_train_runs_and_reports_bad_input_without_a_traceback(tmp_path):
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    runner = CliRunner()
+    tiny = ["--set", "dim=16", "--set", "depth=1", "--set", "heads=2", "--steps", "2", "--log-every", "1",
+            "--seeds", "1", "--no-progress", "--out", str(tmp_path)]  # fmt: skip
+    result = runner.invoke(app, ["train", "--objective", "mae", "--set", "decoder_dim=8", *tiny])
+    assert result.exit_code == 0, result.output
+    assert "test metrics at the last step" in result.output and "per-layer scores" in result.output
+    assert (tmp_path / "vit-tiny-masked_autoencoding-digits" / "summary.csv").exists()
+    bad = [(["--objective-param", "foo=1"], "takes parameters"), (["--device", "tpu"], "unknown device"),
+           (["--set", "dim"], "key=value"), (["--init", "orthogonal"], "unknown init scheme"),
+           (["--threads", "-1"], "must be >= 0"), (["--model", "dit-tiny"], "no task for model family 'dit'")]  # fmt: skip
+    for extra, message in bad:
+        result = runner.invoke(app, ["train", *tiny, "--out", str(tmp_path / "bad"), *extra])
+        assert result.exit_code == 2 and message in result.output, (extra, result.output[-500:])

@@ -70,3 +70,8 @@ def test_image_folder_reads_classes_in_sorted_order_and_resizes(tmp_path):
 def test_unknown_data_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown data"):
         load_data("cifar-please-download")
+
+
+def test_missing_npz_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="no such .npz file"):
+        load_data(str(tmp_path / "absent.npz"))

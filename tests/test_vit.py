@@ -5,7 +5,6 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.factored import FactoredForms
 from theory.objectives import MaskedAutoencoding
 from vision.attention import Attention
 from vision.causal import CausalViT
@@ -21,6 +20,36 @@ def fake_data(n=12, size=8, channels=1, classes=3) -> ImageData:
     x = torch.rand(n, channels, size, size, generator=g) * 2 - 1
     y = torch.arange(n) % classes
     return ImageData("fake", x, y, x[:4], y[:4], classes)
+
+
+@given(heads=st.sampled_from([1, 2, 4]), d_head=st.sampled_from([2, 3, 8]), n=st.integers(1, 6),
+       causal=st.booleans(), seed=st.integers(0, 10_000))  # fmt: skip
+def test_attention_forward_applies_the_forms_it_reports(heads, d_head, n, causal, seed):
+    """Per head, ``Attention`` computes ``softmax(x M_h x^T / sqrt(d_h)) V_h`` with ``M_h`` from ``forms()``
+    (rows = queries): the fused-qkv split of ``forward`` and that of the scores agree (float64, no bias)."""
+    g = torch.Generator().manual_seed(seed)
+    d = heads * d_head
+    attn = Attention(d, heads, qkv_bias=False).double()
+    with torch.no_grad():
+        for p in attn.parameters():
+            p.copy_(torch.randn(p.shape, generator=g, dtype=torch.float64))
+    x = torch.randn(2, n, d, generator=g, dtype=torch.float64)
+    m = attn.forms().matrices("head")[0]  # (H, d, d)
+    logits = torch.einsum("bid,hde,bje->bhij", x, m, x) / d_head**0.5  # (B, H, N, N)
+    if causal:
+        logits = logits.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf"))
+    values = x @ attn.qkv.weight[2 * d :].T  # (B, N, H d_h): the value third
+    mixed = torch.einsum("bhij,bjhe->bihe", logits.softmax(-1), values.reshape(2, n, heads, d_head))
+    expected = attn.proj(mixed.reshape(2, n, d))
+    got = attn(x, causal=causal)
+    diff = (got - expected).norm().item()
+    assert diff <= 1e-9 * expected.norm().item(), f"||forward - forms|| = {diff:.3g} (||expected|| = {expected.norm():.3g})"
+
+
+def test_attention_refuses_a_mask_and_causal_together():
+    attn = Attention(8, 2)
+    with pytest.raises(ValueError, match="either a mask or causal"):
+        attn(torch.zeros(1, 3, 8), mask=torch.ones(1, 1, 3, 3, dtype=torch.bool), causal=True)
 
 
 def small(**kw) -> ViTConfig:
@@ -63,9 +92,8 @@ def test_same_generator_state_gives_the_same_model():
 
 def test_causal_vit_prediction_depends_only_on_earlier_patches():
     """Changing patch j must leave the predictions of patches 0..j unchanged (they see BOS and patches < i)."""
-    torch.manual_seed(0)
     model = CausalViT(small(), torch.Generator().manual_seed(0)).eval()
-    x = torch.rand(2, 1, 8, 8)
+    x = torch.rand(2, 1, 8, 8, generator=torch.Generator().manual_seed(1))
     y = x.clone()
     y[:, :, 2:4, 4:6] += 1.0  # patch 6 of the 4x4 raster grid (row 1, column 2)
     with torch.no_grad():
@@ -80,7 +108,7 @@ def test_mae_encoder_ignores_masked_patches():
     model = MAE(cfg, DecoderConfig(dim=16, depth=1, heads=2), torch.Generator().manual_seed(0)).eval()
     visible = MaskedAutoencoding(0.75).visible(cfg.n_patches, (2,), torch.Generator().manual_seed(1))
     assert (visible.sum(1) == 4).all()
-    x = torch.rand(2, 1, 8, 8)
+    x = torch.rand(2, 1, 8, 8, generator=torch.Generator().manual_seed(2))
     y = x.clone()
     masked = int((~visible[0]).nonzero()[0])
     r, c = divmod(masked, 4)
@@ -121,10 +149,26 @@ def test_registry_rejects_a_mismatched_pair():
 
 def test_attention_inputs_are_the_normalised_block_inputs():
     model = ViT(small(), torch.Generator().manual_seed(0)).eval()
-    x = torch.rand(3, 1, 8, 8)
+    x = torch.rand(3, 1, 8, 8, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         inputs = attention_inputs(model, lambda: model(x))
         tokens = torch.cat([model.cls.expand(3, -1, -1), model.embed(x)], dim=1)
         first = model.encoder.blocks[0].norm1(tokens)
     assert len(inputs) == 2 and inputs[0].shape == (3, 17, 32)
     assert torch.allclose(inputs[0], first, atol=1e-6)
+
+
+def test_speed_benchmark_runs_at_a_tiny_size(monkeypatch, capsys):
+    """benchmarks/vision.py end to end (our ViT / DiT against transformers / diffusers): it runs and prints ratios."""
+    import runpy
+    from pathlib import Path
+
+    pytest.importorskip("transformers")
+    pytest.importorskip("diffusers")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "vision.py"
+    args = "--dim 16 --depth 1 --heads 2 --image-size 8 --patch 4 --batch 4 --steps 1 --warmup 0 --rounds 1"
+    monkeypatch.setattr("sys.argv", [str(script), *args.split()])
+    runpy.run_path(str(script), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "ratio ours/transformers" in out and "ratio ours/diffusers" in out, out
+    assert "DIFFER" not in out, "the compared models must have the same parameter count"

@@ -38,6 +38,7 @@ from theory.expectation import (
     objective_sampler,
     reverse_covariance,
 )
+from theory.factored import FactoredForms
 from theory.objectives import Autoregressive, ContextChoice, Objective
 
 MASKS = ("causal", "symmetric")
@@ -53,6 +54,12 @@ def own_mask(objective: Objective) -> str:
 
 def skew(m: torch.Tensor) -> torch.Tensor:
     return (m - m.transpose(-2, -1)) / 2
+
+
+def skew_fraction(m: torch.Tensor) -> float:
+    """``||(M - M^T) / 2|| / ||M||``: 0 for a symmetric form, 1 for a skew one (NaN for ``M = 0``)."""
+    norm = float(m.norm())
+    return float(skew(m).norm()) / norm if norm > 0 else float("nan")
 
 
 @dataclass(frozen=True)
@@ -78,11 +85,9 @@ class Attribution:
         for (mask, data), upd in self.updates.items():
             scores = upd.scores(k)
             for part in PARTS:
-                m = upd.part(part)
-                norm = float(m.norm())
                 rows.append({"objective": self.objective, "mask": mask, "data": data, "part": part,
                              "symmetry": scores[part]["symmetry"], "directionality": scores[part]["directionality"],
-                             "skew_fraction": float(skew(m).norm()) / norm if norm > 0 else float("nan")})
+                             "skew_fraction": skew_fraction(upd.part(part))})
         return rows
 
 
@@ -224,9 +229,9 @@ def predict_first_update(
                 continue
             row = {"data": data, **row, "objective": label}
             if mean is not None and data == "bos":
-                m = upd.part(row["part"])
-                query = float((mean[0] @ m).norm())
-                row["key/query"] = float((m @ mean[0]).norm()) / query if query > 0 else float("inf")
+                norms = FactoredForms.from_dense(upd.part(row["part"])).token_norms(mean[0][None, None])
+                key, query = float(norms["key_head"]), float(norms["query_head"])  # ||E x_BOS||, ||x_BOS^T E||
+                row["key/query"] = key / query if query > 0 else float("inf")
             score_rows.append(row)
         attribution_rows.append({"data": data, **attr.summary(), "objective": label})
     return score_rows, attribution_rows

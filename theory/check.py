@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass
 import torch
 from scipy.stats import norm
 
+from theory.attribution import data_setting, skew_fraction
 from theory.expectation import (
     Corruption,
     LinearReadout,
-    ar1_covariance,
     bos_gaussian,
     gaussian_sequences,
     gaussian_update,
@@ -33,9 +33,8 @@ from theory.expectation import (
     monte_carlo_update,
     objective_sampler,
     reverse_covariance,
-    rotation_ar1,
-    separable_covariance,
 )
+from theory.factored import FactoredForms
 from theory.gradients import attention_output, form_gradient, logit_gradient, sgd_step_form, tie_residual
 from theory.nulls import sample_null
 from theory.objectives import (
@@ -70,10 +69,6 @@ def _gen(seed: int, stream: int) -> torch.Generator:
 
 def _max_dev(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
     return max(float((a - b).abs().max()) for a, b in pairs)
-
-
-def _rel_skew(m: torch.Tensor) -> float:
-    return float((m - m.T).norm() / (2 * m.norm()))
 
 
 def _planted(n: int, d: int, gen: torch.Generator) -> torch.Tensor:
@@ -214,11 +209,6 @@ SWAP_SYMMETRIC = (Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0
                   Denoising(t_min=100, t_max=110), MaskedAutoencoding(mask_ratio=0.5))
 
 
-def _feature_cov(d: int, gen: torch.Generator) -> torch.Tensor:
-    a = torch.randn(d, d, generator=gen, dtype=torch.float64)
-    return a @ a.T / d + 0.1 * torch.eye(d, dtype=torch.float64)
-
-
 def mc_agreement(seed: int, objective, n_batches: int = 40, batch_size: int = 500) -> tuple[float, float, float]:
     """Exact vs Monte Carlo on random Gaussian data: (max |z| over entries and parts, Bonferroni bound, max rel SE)."""
     gen = _gen(seed, 40)
@@ -238,33 +228,28 @@ def mc_agreement(seed: int, objective, n_batches: int = 40, batch_size: int = 50
 
 
 def claim_expectation(seed: int) -> list[ClaimResult]:
-    gen = _gen(seed, 4)
     n, d = 5, 3
     rows = []
-    exch = separable_covariance(0.6 * torch.eye(n, dtype=torch.float64) + 0.4, _feature_cov(d, gen))
-    sym_a = torch.randn(d, d, generator=gen, dtype=torch.float64)
-    sym_a = sym_a + sym_a.T
-    sym_a = 0.7 * sym_a / torch.linalg.eigvalsh(sym_a).abs().max()
-    reversible = ar1_covariance(sym_a, torch.eye(d), n)
-    for label, cov in (("exchangeable (separable covariance)", exch), ("reversible AR(1)", reversible)):
-        worst = max(_rel_skew(head_averaged_update(o, cov).mean) for o in SWAP_SYMMETRIC)
+    for label, name in (("exchangeable (separable covariance)", "exchangeable"), ("reversible AR(1)", "reversible")):
+        cov, _ = data_setting(name, n, d, seed)
+        worst = max(skew_fraction(head_averaged_update(o, cov).mean) for o in SWAP_SYMMETRIC)
         rows.append(ClaimResult(4, f"swap-symmetric patterns + {label}: E[dL/dM] symmetric (head-averaged init)",
                                 "skew / norm = 0", f"{worst:.1e}", "<= 1e-10", worst <= 1e-10))
-    irrev = ar1_covariance(rotation_ar1(d), torch.eye(d), n)
+    irrev, _ = data_setting("irreversible", n, d, seed)
     reversal = max(float((head_averaged_update(o, irrev).mean - head_averaged_update(o, reverse_covariance(irrev)).mean)
                          .norm() / head_averaged_update(o, irrev).mean.norm()) for o in SWAP_SYMMETRIC)
     rows.append(ClaimResult(4, "swap-symmetric patterns ignore the arrow of time (irreversible AR(1) vs reversed)",
                             "rel. change 0", f"{reversal:.1e}", "<= 1e-10", reversal <= 1e-10))
-    sym_irrev = max(_rel_skew(head_averaged_update(o, irrev).mean) for o in SWAP_SYMMETRIC)
+    sym_irrev = max(skew_fraction(head_averaged_update(o, irrev).mean) for o in SWAP_SYMMETRIC)
     rows.append(ClaimResult(4, "swap-symmetric patterns + irreversible rotation AR(1): symmetric", "skew / norm = 0",
                             f"{sym_irrev:.1e}", "<= 1e-10", sym_irrev <= 1e-10))
-    causal = _rel_skew(head_averaged_update(Autoregressive(), irrev).mean)
+    causal = skew_fraction(head_averaged_update(Autoregressive(), irrev).mean)
     rows.append(ClaimResult(4, "causal mask + the same irreversible AR(1): not symmetric", "skew / norm > 0",
                             f"{causal:.3f}", "> 0.1", causal > 0.1))
     cov, mean = bos_gaussian(8, 10)
     upd = head_averaged_update(Autoregressive(), cov, mean=mean)
-    bos = mean[0]
-    key, query = float((upd.cross_pair @ bos).norm()), float((bos @ upd.cross_pair).norm())
+    norms = FactoredForms.from_dense(upd.cross_pair).token_norms(mean[0][None, None])  # x_BOS = mean[0]
+    key, query = float(norms["key_head"]), float(norms["query_head"])
     delta = float(dense_scores(upd.mean).directionality)
     rows.append(ClaimResult(4, "causal + BOS token: cross-pair update grows only the key side of x_BOS",
                             "||E x_BOS|| > 0 = ||x_BOS^T E||", f"{key:.3f} vs {query:.1e}", "query <= 1e-12 key",

@@ -100,6 +100,19 @@ class FactoredForms:
         return cls.from_linear(q, k, n_heads)
 
     @classmethod
+    def from_dense(cls, m: torch.Tensor) -> FactoredForms:
+        """Dense forms ``[d, d]``, ``[H, d, d]`` or ``[L, H, d, d]`` as factors ``A = M``, ``B = I`` (float64).
+
+        For forms that exist only densely (an accumulated gradient, an expected update), so that their
+        scores and token norms go through the same code as factored ones.
+        """
+        m = torch.as_tensor(m)
+        if m.ndim not in (2, 3, 4) or m.shape[-1] != m.shape[-2]:
+            raise ValueError(f"dense forms must be [d, d], [H, d, d] or [L, H, d, d]; got shape {tuple(m.shape)}")
+        m = _as_stack(m, "M").double()
+        return cls(m, torch.eye(m.shape[-1], dtype=torch.float64, device=m.device).expand_as(m))
+
+    @classmethod
     def stack(cls, forms: list[FactoredForms]) -> FactoredForms:
         """Concatenate the layers of several forms (all with the same H, H_kv, d, d_h)."""
         n_kv = {f.n_kv_heads for f in forms}
@@ -160,8 +173,10 @@ class FactoredForms:
         a, b, x = self.q.double(), self.k.double(), torch.as_tensor(x).double().to(self.q.device)
         if x.ndim != 3 or x.shape[0] != self.n_layers or x.shape[2] != self.d_model:
             raise ValueError(f"token inputs must be [L={self.n_layers}, B, d={self.d_model}]; got {tuple(x.shape)}")
-        key = torch.einsum("lhde,lhfe,lbf->lbhd", a, b, x)  # (L, B, H, d): M_h x
-        query = torch.einsum("lbd,lhde,lhfe->lbhf", x, a, b)  # (L, B, H, d): x^T M_h
+        # two contractions each, through the d_h-sized middle: torch.einsum (without opt_einsum) would
+        # otherwise contract A with B first and build every d x d form
+        key = torch.einsum("lhde,lbhe->lbhd", a, torch.einsum("lhfe,lbf->lbhe", b, x))  # (L, B, H, d): A (B^T x)
+        query = torch.einsum("lbhe,lhfe->lbhf", torch.einsum("lbd,lhde->lbhe", x, a), b)  # (L, B, H, d): (x^T A) B^T
         return {
             "key_head": key.norm(dim=-1).mean(1), "query_head": query.norm(dim=-1).mean(1),
             "key_layer": key.sum(2).norm(dim=-1).mean(1), "query_layer": query.sum(2).norm(dim=-1).mean(1),

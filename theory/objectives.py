@@ -34,10 +34,6 @@ class RolePattern:
     def n(self) -> int:
         return self.loss.shape[-1]
 
-    def query_counts(self) -> torch.Tensor:
-        """How often position ``i`` is a query whose output carries loss: ``P_i * |D_i| > 0``, per position."""
-        return (self.loss & self.context.any(-1)).long()
-
     def context_counts(self) -> torch.Tensor:
         """How often position ``j`` serves as context for a loss-carrying query: ``#{i in P : j in D_i}``."""
         return self.pairs().long().sum(-2)
@@ -59,15 +55,6 @@ class RolePattern:
         if how == "symmetric":
             return RolePattern(self.loss, self.context | self.context.transpose(-2, -1))
         raise ValueError(f"context must be 'objective', 'causal' or 'symmetric'; got {how!r}")
-
-    def is_swap_symmetric(self) -> bool:
-        """True when this draw's pair set is closed under ``(i, j) -> (j, i)``.
-
-        Random masks (bidirectional) are swap-symmetric in distribution, not per draw: average
-        :meth:`pairs` over draws to see it.
-        """
-        pair = self.pairs()
-        return bool(torch.equal(pair, pair.transpose(-2, -1)))
 
 
 def _full_context(n: int, batch: tuple[int, ...], attend_self: bool) -> torch.Tensor:

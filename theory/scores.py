@@ -81,6 +81,8 @@ def _excess(norms: torch.Tensor, k: float) -> torch.Tensor:
 
 def directionality_from_norms(row_norms: torch.Tensor, col_norms: torch.Tensor, k: float = DEFAULT_K) -> torch.Tensor:
     """``delta = (E_r - E_c) / (E_r + E_c)``; negative means dominant columns (key side), 0 if none."""
+    if not k >= 0:
+        raise ValueError(f"the outlier threshold k (mean + k * std of the norms) must be >= 0; got {k}")
     e_r, e_c = _excess(row_norms, k), _excess(col_norms, k)
     total = e_r + e_c
     return torch.where(total > 0, (e_r - e_c) / torch.where(total > 0, total, 1.0), torch.zeros_like(total))

@@ -29,7 +29,7 @@ from theory.objectives import (
     expected_pairs,
 )
 
-MAX_SIZE = 4  # N and d above this make the rational cancellation slow (minutes)
+MAX_SIZE = 4  # the rational cancellation takes ~10 s at N = 3, d = 2 and minutes at N = 4, d = 3
 
 
 # ---- the symbolic role pattern ------------------------------------------------------------------

@@ -27,9 +27,11 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
-        """``x (B, N, d)``; ``mask (B or 1, 1 or H, N, N)`` bool, True = may attend."""
+        """``x (B, N, d)``; ``mask (B or 1, 1 or H, N, N)`` bool, True = may attend; or ``causal`` instead of a mask."""
+        if causal and mask is not None:
+            raise ValueError("pass either a mask or causal=True, not both (fold the causal mask into the mask)")
         q, k, v = rearrange(self.qkv(x), "b n (three h dh) -> three b h n dh", three=3, h=self.n_heads)  # (B, H, N, d_h)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         return self.proj(rearrange(out, "b h n dh -> b n (h dh)"))  # (B, N, d)
 
     def forms(self) -> FactoredForms:

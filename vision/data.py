@@ -204,7 +204,9 @@ def load_data(spec: str, test_fraction: float = 0.2, split_seed: int = 0, image_
         x, y = _mnist5k_arrays()
         return _make("mnist5k", x, y, 255.0, test_fraction, split_seed, str(mnist5k_path()))
     path = Path(spec)
-    if path.suffix == ".npz" and path.is_file():
+    if path.suffix == ".npz" and not path.is_file():
+        raise ValueError(f"no such .npz file: {path}")
+    if path.suffix == ".npz":
         return load_npz(path, test_fraction, split_seed)
     if path.is_dir():
         return load_folder(path, test_fraction, split_seed, image_size)

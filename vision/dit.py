@@ -25,7 +25,7 @@ from theory.objectives import Denoising
 from theory.scores import DEFAULT_K
 from vision.attention import Attention, attention_forms
 from vision.diffusion import Sampler, diffusion_loss, sample, save_image_grid
-from vision.patches import patchify, sincos_2d, unpatchify
+from vision.patches import check_geometry, patchify, sincos_2d, unpatchify
 from vision.task import TaskBase
 
 
@@ -46,10 +46,7 @@ class DiTConfig:
     freq_dim: int = 256
 
     def __post_init__(self) -> None:
-        if self.image_size % self.patch:
-            raise ValueError(f"image size {self.image_size} is not divisible by patch size {self.patch}")
-        if self.dim % self.n_heads or self.dim % 4:
-            raise ValueError(f"dim {self.dim} must be divisible by n_heads {self.n_heads} and by 4 (sin-cos positions)")
+        check_geometry(self.image_size, self.patch, self.dim, self.n_heads)  # positions are always sin-cos
         if not 0 <= self.label_dropout < 1:
             raise ValueError(f"label_dropout must be in [0, 1), got {self.label_dropout}")
 
@@ -207,11 +204,14 @@ class DiT(nn.Module):
         self.y_embedder = LabelEmbedder(cfg.n_classes, cfg.dim, cfg.label_dropout) if cfg.n_classes else None
         self.blocks = nn.ModuleList(DiTBlock(cfg.dim, cfg.n_heads, cfg.mlp_ratio) for _ in range(cfg.depth))
         self.final_layer = FinalLayer(cfg.dim, cfg.patch, cfg.out_channels)
-        self.initialize_weights(generator)
+        self.initialize_weights(generator or torch.Generator().manual_seed(0))
 
     @torch.no_grad()
-    def initialize_weights(self, generator: torch.Generator | None = None) -> None:
-        """DiT's init: Xavier-uniform linears, zero biases, N(0, 0.02) embeddings, zero adaLN and output layer."""
+    def initialize_weights(self, generator: torch.Generator) -> None:
+        """DiT's init: Xavier-uniform linears, zero biases, N(0, 0.02) embeddings, zero adaLN and output layer.
+
+        Every draw comes from ``generator`` (never the global RNG), as in :func:`vision.vit.init_vit_weights`.
+        """
         for module in self.modules():
             if isinstance(module, nn.Linear):
                 nn.init.xavier_uniform_(module.weight, generator=generator)
@@ -400,10 +400,21 @@ def build_task(preset: str, objective: Denoising, data, generator: torch.Generat
 
     if not isinstance(objective, Denoising):
         raise ValueError(f"the DiT trains objective 'denoising', not {objective.name!r}")
+    if not isinstance(conditional, bool):
+        raise ValueError(f"conditional must be true or false, got {conditional!r}")
+    if form_timesteps is not None and not (
+        isinstance(form_timesteps, list | tuple) and all(isinstance(t, int) for t in form_timesteps)
+    ):
+        raise ValueError(f"form_timesteps must be a list of integer timesteps, e.g. [100, 500, 900]; got {form_timesteps!r}")
     if patch is None and _preset_key(preset) == "tiny":
         patch = default_patch(data.image_size)
     fields = dict(image_size=data.image_size, channels=data.channels, n_classes=data.n_classes if conditional else 0)
     cfg = dit_config(preset, **fields, **({"patch": patch} if patch else {}), **overrides)
     if isinstance(sampler, dict):
+        unknown = set(sampler) - set(Sampler.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown sampler options {sorted(unknown)}; known: {sorted(Sampler.__dataclass_fields__)}")
         sampler = Sampler(**sampler)
+    elif sampler is not None and not isinstance(sampler, Sampler):
+        raise ValueError(f"sampler must be a Sampler or a dict of its fields, e.g. {{'method': 'ddpm'}}; got {sampler!r}")
     return DenoiseTask(DiT(cfg, generator), objective, sampler or Sampler(), form_timesteps, samples_per_class)

@@ -78,7 +78,7 @@ def plot_layer_scores(runs: dict[tuple[str, int], list[dict]], path: str | Path,
     axes[0, -1].legend(fontsize=7, loc="best")
     fig.suptitle(title or f"{form}: per-layer scores, seed mean and min-max")
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_metric_curves(runs: dict[tuple[str, int], list[dict]], metrics: list[str], path: str | Path, title: str = "",
@@ -110,10 +110,11 @@ def plot_metric_curves(runs: dict[tuple[str, int], list[dict]], metrics: list[st
     axes[0, 0].legend(fontsize=8)
     fig.suptitle(title or "metrics per init: seed mean and min-max")
     fig.tight_layout()
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _save(fig, path: str | Path) -> Path:
+def save_figure(fig, path: str | Path, dpi: int = 130) -> Path:
+    """Write a matplotlib figure atomically in the format of ``path``'s suffix (PNG by default) and close it."""
     import io
 
     import matplotlib.pyplot as plt
@@ -122,7 +123,7 @@ def _save(fig, path: str | Path) -> Path:
 
     path = Path(path)
     buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix.lstrip(".") or "png", dpi=130)
+    fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
     plt.close(fig)
     atomic_write_bytes(path, buf.getvalue())
     return path

@@ -119,15 +119,20 @@ def run_experiment(base: TrainConfig, inits: list[str], seeds: list[int], root: 
                    resume: bool = True, figures: bool = True) -> dict:  # fmt: skip
     """Train inits x seeds, then write ``summary.csv``, ``metrics_summary.csv`` and the figures.
 
-    Returns ``{"layers": rows, "metrics": rows, "files": paths, "dir": experiment dir}``.
+    Returns ``{"layers": rows, "metrics": rows, "files": paths, "dir": experiment dir}``. Under ``torchrun``
+    every process trains, and only the main one (``RANK`` 0, which wrote the metrics) summarises.
     """
+    import os
+
     from theory.io import write_csv
     from vision.figures import plot_layer_scores, plot_metric_curves
 
     results = train_grid(base, inits, seeds, root, data, resume)
+    out = experiment_dir(root, base)
+    if int(os.environ.get("RANK", "0")):
+        return {"layers": [], "metrics": [], "files": [], "dir": out}
     runs = {key: read_metrics(res.run_dir / "metrics.csv") for key, res in results.items()}
     layer_rows, metric_rows = summarize(runs)
-    out = experiment_dir(root, base)
     files = [out / "summary.csv", out / "metrics_summary.csv"]
     write_csv(files[0], layer_rows)
     write_csv(files[1], metric_rows)

@@ -65,6 +65,11 @@ class StudyConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
+        from vision.init import SCHEMES
+
+        unknown = [s for s in self.schemes if s not in SCHEMES]
+        if unknown:
+            raise ValueError(f"unknown init scheme(s) {unknown}; choose from {list(SCHEMES)}")
         if self.baseline not in self.schemes:
             raise ValueError(f"the baseline scheme {self.baseline!r} must be one of the studied schemes {self.schemes}")
         if self.seeds < 2:
@@ -101,6 +106,8 @@ def bootstrap_ci(samples: np.ndarray, stat, n_boot: int, confidence: float, seed
     idx = rng.integers(0, len(samples), size=(n_boot, len(samples)))
     stats = np.array([stat(samples[i]) for i in idx])
     stats = stats[np.isfinite(stats)]
+    if not len(stats):
+        return math.nan, math.nan
     alpha = (1 - confidence) / 2
     return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
 

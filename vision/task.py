@@ -35,6 +35,7 @@ from torch import nn
 from theory.factored import FactoredForms
 
 if TYPE_CHECKING:
+    from theory.objectives import Objective
     from vision.data import ImageData
 
 
@@ -123,15 +124,37 @@ def split_model_name(model: str) -> tuple[str, str]:
     return family.lower(), preset.lower()
 
 
+def make_objective(name: str, params: dict) -> Objective:
+    """``theory.objectives.get_objective(name, **params)``, with JSON-friendly parameters checked first.
+
+    An unknown parameter is a ValueError naming the known ones, and a ``schedule`` given as a dict
+    (as ``config.json`` and ``--objective-param schedule='{"steps": 100}'`` hold it) becomes a ``NoiseSchedule``.
+    """
+    import dataclasses
+
+    from theory.objectives import ALIASES, OBJECTIVES, NoiseSchedule, get_objective
+
+    cls = OBJECTIVES.get(ALIASES.get(name, name))
+    if cls is not None:
+        known = sorted(f.name for f in dataclasses.fields(cls))
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            raise ValueError(f"objective {cls.name!r} takes parameters {known or 'none'}, not {unknown}")
+    if isinstance(params.get("schedule"), dict):
+        fields = set(NoiseSchedule.__dataclass_fields__)
+        if set(params["schedule"]) - fields:
+            raise ValueError(f"unknown noise schedule options {sorted(set(params['schedule']) - fields)}; known: {sorted(fields)}")
+        params = {**params, "schedule": NoiseSchedule(**params["schedule"])}
+    return get_objective(name, **params)
+
+
 def build_task(model: str, objective: str, data: ImageData, **options) -> VisionTask:
     """The task for ``model`` trained with ``objective`` (a name or alias of ``theory.objectives``).
 
     Objective parameters (e.g. ``mask_ratio`` for ``mae``) go in ``options["objective_params"]``.
     """
-    from theory.objectives import get_objective
-
     family, preset = split_model_name(model)
-    obj = get_objective(objective, **options.pop("objective_params", {}) or {})
+    obj = make_objective(objective, options.pop("objective_params", {}) or {})
     key = (family, obj.name)
     if key not in BUILDERS:
         offered = sorted(f"{f} + {o}" for f, o in BUILDERS)

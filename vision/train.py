@@ -10,7 +10,9 @@ the data order is a pure function of ``(seed, step)`` and every random stream is
 
 Scale: bf16 autocast and optional ``torch.compile`` on CUDA; multi-process data parallelism through
 ``torchrun`` (``DistributedDataParallel``; gloo on CPU, NCCL on GPUs); the global batch is split
-across processes, so a run's result does not depend on the number of processes.
+across processes, so every step sees the same images whatever the number of processes. A task's own
+random draws (masks, noise, timesteps) come from one generator per process, so only a task that draws
+none (classification) gives the same run on any number of processes; a run resumes on as many as it started.
 Run a saved config with ``python -m vision.train RUN/config.json`` (also under ``torchrun``).
 """
 
@@ -86,8 +88,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)
-        if self.steps < 1 or self.batch_size < 1 or self.log_every < 1:
-            raise ValueError(f"steps, batch_size and log_every must be >= 1; got {self.steps}, {self.batch_size}, {self.log_every}")
+        if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.eval_batch_size < 1:
+            raise ValueError(f"steps, batch_size, log_every and eval_batch_size must be >= 1; got {self.steps}, "
+                             f"{self.batch_size}, {self.log_every}, {self.eval_batch_size}")
+        if self.threads < 0 or self.warmup < 0 or self.eval_limit < 0 or self.checkpoint_every < 0:
+            raise ValueError(f"threads, warmup, eval_limit and checkpoint_every must be >= 0; got "
+                             f"{self.threads}, {self.warmup}, {self.eval_limit}, {self.checkpoint_every}")
         if self.optimizer not in ("adamw", "sgd"):
             raise ValueError(f"optimizer must be 'adamw' or 'sgd', got {self.optimizer!r}")
         if not 0 <= self.ema_decay < 1:
@@ -165,9 +171,15 @@ def setup_distributed(device_kind: str) -> Dist:
 
 
 def resolve_device(spec: str, local_rank: int) -> torch.device:
+    """``auto`` -> ``cuda:LOCAL_RANK`` if CUDA is available, else the CPU; a bare ``cuda`` gets the local rank."""
     if spec == "auto":
         return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    device = torch.device(spec)
+    try:
+        device = torch.device(spec)
+    except RuntimeError as err:
+        raise ValueError(f"unknown device {spec!r}: use auto, cpu, cuda or cuda:N") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {spec!r} asked for, but this torch sees no CUDA GPU (use --device cpu or auto)")
     if device.type == "cuda" and device.index is None:
         device = torch.device(f"cuda:{local_rank}")
     return device
@@ -235,8 +247,8 @@ def make_task(cfg: TrainConfig, data) -> VisionTask:
     from vision.init import apply_init
 
     options = dict(cfg.task_options)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(stream_seed(cfg.seed, _MODEL))
+    with torch.random.fork_rng(devices=[]):  # the CPU RNG only: modules are built on the CPU
+        torch.random.default_generator.manual_seed(stream_seed(cfg.seed, _MODEL))  # restored on exit
         task = build_task(cfg.model, cfg.objective, data, generator=generator(cfg.seed, _MODEL),
                           objective_params=dict(cfg.objective_params), **options)  # fmt: skip
     apply_init(task.model, cfg.init, generator(cfg.seed, _INIT), **cfg.init_params)
@@ -416,8 +428,9 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         self.device = resolve_device(cfg.device, int(os.environ.get("LOCAL_RANK", "0")))
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)  # NCCL collectives (barrier) run on the current device
         self.dist = setup_distributed(self.device.type)
-        self.device = resolve_device(cfg.device, self.dist.local_rank)
         if cfg.batch_size % self.dist.world:
             raise ValueError(f"global batch {cfg.batch_size} does not split over {self.dist.world} processes")
         self.data = data if data is not None else load_data(cfg.data, cfg.test_fraction, cfg.split_seed)
@@ -439,6 +452,7 @@ class Trainer:
         self.run_dir = Path(cfg.out_dir)
         self.forward_model = self._wrap(self.model)
         self.step = 0
+        self.saved_step: int | None = None  # step of the newest checkpoint of this run (same on every rank)
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self.loss_count = 0
         self.rows: list[dict] = []
@@ -482,6 +496,7 @@ class Trainer:
             meta = {"world_size": self.dist.world, "loss_sum": float(self.loss_sum.item()), "loss_count": self.loss_count,
                     "config": self.cfg.to_dict(), "uses_ema": self.ema is not None}  # fmt: skip
             save_checkpoint(self.run_dir / "ckpt", self.step, self.model, self.ema, self.opt, rng, meta, self.cfg.keep_checkpoints)
+        self.saved_step = self.step
         self._barrier()
 
     def resume(self, sidecar: Path) -> None:
@@ -501,7 +516,7 @@ class Trainer:
         if "rng.cuda" in state and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng.cuda"], self.device)
         self.task_gen.set_state(state[f"rng.task.rank{self.dist.rank}"])
-        self.step = meta["step"]
+        self.step = self.saved_step = meta["step"]
         self.loss_sum.fill_(meta["loss_sum"])
         self.loss_count = meta["loss_count"]
         self.rows = read_rows(self.run_dir / "metrics.csv", self.step)
@@ -516,7 +531,12 @@ class Trainer:
 
     # -- logging ----------------------------------------------------------------------------------
     def log(self) -> None:
-        """Evaluate, score every form and append the rows (main process); the mean train loss is over all processes."""
+        """Evaluate, score every form and append the rows (main process); the mean train loss is over all processes.
+
+        Test metrics (and sample grids) use the EMA weights when the task keeps them; the scores are of the
+        trained weights themselves, whose updates the theory describes (``cli.py analyze`` of a checkpoint
+        scores its EMA weights).
+        """
         loss_sum = self.loss_sum.clone()
         if self.dist.world > 1:
             import torch.distributed as dist
@@ -612,7 +632,7 @@ class Trainer:
                 if cfg.artifacts_every and self.step % cfg.artifacts_every == 0 and self.step < cfg.steps:
                     self.artifacts()
                 advance(self.metrics)
-        if latest_checkpoint(self.run_dir / "ckpt") != checkpoint_paths(self.run_dir / "ckpt", self.step)[2]:
+        if self.saved_step != self.step:  # decided without the file system: every rank must agree (save is collective)
             self.save()
         if self.step < cfg.steps:
             return RunResult(self.run_dir, self.step, self.metrics, self.rows)

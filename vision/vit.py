@@ -16,7 +16,7 @@ from torch import nn
 
 from theory.objectives import Classification
 from vision.attention import Attention
-from vision.patches import patchify, sincos_2d
+from vision.patches import check_geometry, patchify, sincos_2d
 from vision.task import TaskBase
 
 #: Width, depth, heads of the standard ViT sizes (Dosovitskiy et al.; DeiT for Ti/S) and a CPU tiny.
@@ -48,12 +48,7 @@ class ViTConfig:
     weight_init: Literal["xavier", "trunc_normal"] = "xavier"
 
     def __post_init__(self) -> None:
-        if self.image_size % self.patch:
-            raise ValueError(f"image size {self.image_size} is not divisible by patch size {self.patch}")
-        if self.dim % self.heads:
-            raise ValueError(f"width {self.dim} is not divisible by {self.heads} heads")
-        if self.pos == "sincos" and self.dim % 4:
-            raise ValueError(f"sin-cos position embeddings need a width divisible by 4, got {self.dim}")
+        check_geometry(self.image_size, self.patch, self.dim, self.heads, sincos=self.pos == "sincos")
         if self.pos not in ("sincos", "learned") or self.pool not in ("cls", "mean") or self.weight_init not in ("xavier", "trunc_normal"):
             raise ValueError(f"pos must be sincos/learned, pool cls/mean, weight_init xavier/trunc_normal; "
                              f"got {self.pos!r}, {self.pool!r}, {self.weight_init!r}")

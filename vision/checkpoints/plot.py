@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
-from theory.io import atomic_write_bytes
 from theory.nulls import SCORE_NAMES, NullDistribution
+from vision.figures import save_figure
 
 _STYLE = {"head": {"color": "0.55", "label": "per head M_h"}, "layer": {"color": "C0", "label": "per layer M"}}
 
@@ -39,7 +38,4 @@ def plot_scores(rows: list[dict], nulls: dict[str, NullDistribution], out: str |
     axes[1].legend(fontsize=7, loc="lower right")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format=Path(out).suffix.lstrip(".").lower() or "png", dpi=150)
-    plt.close(fig)
-    atomic_write_bytes(out, buf.getvalue())
+    save_figure(fig, out, dpi=150)

@@ -1,0 +1,113 @@
+"""Objectives as data: role patterns, masking draws, the exact expected pair counts, lookup by name."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from theory.objectives import (
+    ALIASES,
+    Autoregressive,
+    Bidirectional,
+    Classification,
+    Denoising,
+    MaskedAutoencoding,
+    RolePattern,
+    expected_pairs,
+    get_objective,
+)
+
+
+@given(st.integers(1, 12))
+def test_causal_pattern_and_role_counts(n):
+    """Claim 5: every position carries loss, attends to j <= i, and position j (0-based) is context n - j times."""
+    pat = Autoregressive().pattern(n)
+    assert bool(pat.loss.all())
+    assert torch.equal(pat.context, torch.ones(n, n, dtype=torch.bool).tril())
+    assert pat.context_counts().tolist() == [n - j for j in range(n)]
+
+
+def test_classification_loss_is_the_cls_position_only():
+    pat = Classification().pattern(5, (2,))
+    assert pat.loss.tolist() == [[True, False, False, False, False]] * 2 and bool(pat.context.all())
+
+
+def test_bidirectional_never_draws_an_empty_loss_set_and_replaces_80_10_10():
+    gen = torch.Generator().manual_seed(0)
+    obj = Bidirectional(mask_ratio=0.15)
+    pat = obj.pattern(4, (20_000,), gen)  # (1 - 0.15)^4 = 52% of the draws select nothing at first
+    assert bool(pat.loss.any(-1).all())
+    kind = obj.replacement(pat.loss, gen)
+    assert bool((kind[~pat.loss] == 0).all()), "unselected positions are never replaced"
+    selected = kind[pat.loss]
+    for k, p in ((1, 0.8), (2, 0.1), (0, 0.1)):
+        freq = float((selected == k).double().mean())
+        assert abs(freq - p) <= 5 * math.sqrt(p * (1 - p) / len(selected)), f"kind {k}: {freq:.4f} vs {p}"
+
+
+def test_bidirectional_without_self_attention():
+    ctx = Bidirectional(attend_self=False).pattern(4).context
+    assert not bool(ctx.diagonal().any()) and int(ctx.sum()) == 12
+
+
+@given(st.integers(2, 16), st.floats(0.05, 0.95), st.integers(0, 2**31 - 1))
+def test_mae_shows_exactly_round_n_times_one_minus_ratio(n, ratio, seed):
+    obj = MaskedAutoencoding(mask_ratio=ratio)
+    vis = obj.visible(n, (50,), torch.Generator().manual_seed(seed))
+    keep = max(1, round(n * (1 - ratio)))
+    assert (vis.sum(-1) == keep).all()
+    pat = obj.pattern(n, (3,), torch.Generator().manual_seed(seed))
+    assert torch.equal(pat.context, pat.loss[..., :, None] & pat.loss[..., None, :])
+
+
+@pytest.mark.parametrize(
+    "objective",
+    [Bidirectional(mask_ratio=0.3), Bidirectional(mask_ratio=0.1, attend_self=False), MaskedAutoencoding(0.6),
+     Autoregressive(), Classification(), Denoising()],
+    ids=["bidirectional", "bidirectional-no-self", "mae", "autoregressive", "classification", "denoising"],
+)
+def test_expected_pairs_equal_the_average_of_many_draws(objective):
+    n, draws = 6, 20_000
+    exact = expected_pairs(objective, n)
+    mean = objective.pattern(n, (draws,), torch.Generator().manual_seed(1)).pairs().double().mean(0)
+    se = (exact * (1 - exact) / draws).sqrt()
+    worst = float(((mean - exact).abs() - 5 * se).max())
+    assert worst <= 1e-12, f"max |sampled - exact| exceeds 5 SE by {worst:.3g}"
+
+
+def test_with_context_swaps_only_the_mask():
+    pat = Classification().pattern(4)
+    causal = pat.with_context("causal")
+    assert torch.equal(causal.loss, pat.loss) and torch.equal(causal.context, pat.context.tril())
+    sym = Autoregressive().pattern(4).with_context("symmetric")
+    assert bool(sym.context.all())
+    assert pat.with_context("objective") is pat
+    with pytest.raises(ValueError, match="context must be"):
+        pat.with_context("reversed")
+
+
+def test_names_and_aliases_mean_one_objective_each():
+    for alias, name in ALIASES.items():
+        assert get_objective(alias).name == name == get_objective(name).name
+    assert get_objective("masked", mask_ratio=0.5) == Bidirectional(mask_ratio=0.5)
+    with pytest.raises(ValueError, match="unknown objective"):
+        get_objective("diffusion")
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: Bidirectional(mask_ratio=0.0), "mask_ratio"),
+        (lambda: Bidirectional(mask_token=0.8, random_token=0.3), "sum to <= 1"),
+        (lambda: MaskedAutoencoding(mask_ratio=1.0), "mask_ratio"),
+        (lambda: Denoising(target="score"), "target"),
+        (lambda: Denoising(t_min=10, t_max=5), "t_min < t_max"),
+        (lambda: RolePattern(torch.ones(3, dtype=torch.bool), torch.ones(3, 4, dtype=torch.bool)), "context must be"),
+    ],
+    ids=["mask-ratio-0", "replacement-over-1", "mae-ratio-1", "denoising-target", "timestep-range", "pattern-shape"],
+)
+def test_bad_parameters_raise(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
