@@ -160,11 +160,6 @@ def iid_tokens(v: int, probs: torch.Tensor | None = None) -> TokenChain:
     return TokenChain(probs.expand(v, v).clone(), 1, probs)
 
 
-def zipf(v: int, exponent: float = 1.0) -> torch.Tensor:
-    w = 1.0 / torch.arange(1, v + 1, dtype=torch.float64) ** exponent
-    return w / w.sum()
-
-
 # ---- Gaussian sequences -------------------------------------------------------------------------
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 import base64
 import csv
 import json
-import platform
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -27,7 +25,7 @@ from sim.model import ModelConfig, SeedBatchedAttention, pair_split
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS, record_rows
 from sim.tasks import MASK_SCHEMES, DenoisingTask, TokenTask, build_task, stack, task_shapes
-from theory.io import atomic_write_bytes, write_csv, write_json
+from theory.io import atomic_write_bytes, provenance, write_csv, write_json
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -105,21 +103,8 @@ def derive_seed(seed: int, stream: int) -> int:
     return int((int(a) << 31) ^ int(b)) & ((1 << 63) - 1)
 
 
-def _git_commit() -> str:
-    try:
-        root = Path(__file__).resolve().parent.parent
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True, timeout=5).stdout
-        return f"{head}{'-dirty' if dirty.strip() else ''}" if head else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def run_metadata(cfg: SimConfig) -> dict:
-    return {
-        "sim": cfg.to_dict(), "seed_values": cfg.seed_list, "git_commit": _git_commit(),
-        "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__},
-    }  # fmt: skip
+    return {"sim": cfg.to_dict(), "seed_values": cfg.seed_list, **provenance()}
 
 
 class Simulation:

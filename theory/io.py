@@ -71,3 +71,26 @@ def load_arrays(path: str | Path) -> dict[str, np.ndarray]:
 
             return {name: t.float().numpy() for name, t in load_torch(str(path)).items()}
     raise ValueError(f"unsupported file type {suffix!r} for {path}: expected .npy, .npz or .safetensors")
+
+
+def provenance() -> dict[str, Any]:
+    """What a run's ``config.json`` records about the code: the git commit (``-dirty`` if modified) and versions."""
+    import platform
+    import subprocess
+
+    import torch
+
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=5).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    head = git("rev-parse", "HEAD")
+    commit = f"{head}{'-dirty' if git('status', '--porcelain') else ''}" if head else "unknown"
+    versions = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__}
+    for name in ("einops", "safetensors"):
+        versions[name] = __import__(name).__version__
+    return {"git_commit": commit, "versions": versions}

@@ -23,8 +23,6 @@ import dataclasses
 import json
 import math
 import os
-import platform
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -36,7 +34,7 @@ import torch
 from torch import nn
 
 from theory.factored import FactoredForms
-from theory.io import atomic_write_bytes, write_csv, write_json
+from theory.io import atomic_write_bytes, provenance, write_csv, write_json
 from theory.report import SCORE_COLUMNS, score_rows
 from vision.task import VisionTask, build_task, scored_forms
 
@@ -384,26 +382,12 @@ def read_rows(path: Path, up_to_step: int) -> list[dict]:
 
 
 # ---- run metadata ----------------------------------------------------------------------------------
-def _git_commit() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                             cwd=Path(__file__).resolve().parent)  # fmt: skip
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
 def run_metadata(cfg: TrainConfig, data, task: VisionTask, device: torch.device, world: int) -> dict:
-    import einops
-    import safetensors
-
     forms = {label: {"layers": f.n_layers, "heads": f.n_heads, "d_model": f.d_model, "d_head": f.d_head}
              for label, f in scored_forms(task).items()}  # fmt: skip
     return {"config": cfg.to_dict(), "data": data.summary(), "forms": forms,
             "parameters": sum(p.numel() for p in task.model.parameters()),
-            "device": str(device), "world_size": world, "git_commit": _git_commit(),
-            "versions": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-                         "einops": einops.__version__, "safetensors": safetensors.__version__}}  # fmt: skip
+            "device": str(device), "world_size": world, **provenance()}
 
 
 # ---- the trainer -----------------------------------------------------------------------------------
