@@ -1,9 +1,16 @@
-"""Shared test settings: a private null cache per session and a hypothesis profile sized for 2 cores."""
+"""Shared test settings: a private null cache per session and hypothesis profiles sized for 2 cores.
+
+The default profile is derandomized, so every run (and CI) draws the same examples and a failure
+reproduces. ``pytest --hypothesis-profile explore`` draws fresh random examples, ten times as many:
+run it after touching a property, since a fixed sample cannot find new counterexamples.
+"""
 
 import pytest
 from hypothesis import HealthCheck, settings
 
-settings.register_profile("default", max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("default", max_examples=40, derandomize=True, **_common)
+settings.register_profile("explore", max_examples=400, **_common)
 settings.load_profile("default")
 
 

@@ -88,11 +88,16 @@ def test_value_third_and_other_parameters_are_untouched():
 def test_symmetric_schemes_score_one_per_head_at_step_zero(heads, d_head, seed, scheme):
     model = build(dim=heads * d_head * 2 if heads * d_head < 8 else heads * d_head, heads=heads, seed=seed)
     apply_init(model, scheme, torch.Generator().manual_seed(seed))
-    scores = attention_forms(model).scores("head")
-    err = (scores.symmetry - 1).abs().max().item()
+    forms = attention_forms(model)
+    err = (forms.scores("head").symmetry - 1).abs().max().item()
     assert err < 1e-6, f"{scheme}: max |s - 1| over heads = {err:.2e}"
-    # delta = 0 for symmetric M; W_q = c W_k is rounded to float32, which moves delta by ~1e-6
-    assert scores.directionality.abs().max() < 1e-4, f"max |delta| = {scores.directionality.abs().max():.2e}"
+    # Symmetric M has equal row and column norms, so delta = 0. W_q = c W_k S is rounded to float32,
+    # which moves the norms by ~1e-7 relative; delta itself divides by the total excess above the
+    # threshold, which can be arbitrarily small, so the norms (not delta) are what we bound.
+    m = forms.matrices("head")
+    rows, cols = m.norm(dim=-1), m.norm(dim=-2)
+    gap = ((rows - cols).abs().amax(-1) / rows.amax(-1)).max().item()
+    assert gap < 1e-5, f"{scheme}: max |row norm - column norm| / max norm = {gap:.2e}"
 
 
 def test_symmetric_is_positive_semidefinite_and_indefinite_is_not():
