@@ -101,6 +101,24 @@ def test_run_directory_checkpoint_and_metrics(tmp_path, digits):
     assert not any(r["form"] == "update" for r in rows if r["step"] == 0)
 
 
+def test_analyze_reads_the_head_counts_of_our_checkpoints_from_their_sidecar(tmp_path, digits):
+    """``cli.py analyze RUN/ckpt/step_K.safetensors`` needs no --heads: encoder and MAE decoder differ in heads."""
+    from vision.attention import attention_forms
+    from vision.checkpoints.analyze import all_forms, describe
+
+    cfg = small_config(tmp_path, objective="mae", task_options={**SMALL["vit"], "decoder_dim": 8, "decoder_heads": 1})
+    train(cfg, digits)
+    meta, _, _ = final_files(tmp_path / "run")
+    weights = tmp_path / "run" / "ckpt" / meta["weights"]
+    model = Trainer(cfg, digits).model
+    load_weights(latest_checkpoint(tmp_path / "run" / "ckpt"), model)
+    for prefix, part, heads in (("encoder.", model.encoder, 2), ("decoder.", model.decoder, 1)):
+        ckpt, plan = describe(weights, prefix=prefix)
+        assert plan.heads.n_heads == heads and "step_0000006.json" in plan.heads.source, plan.heads
+        ours, read = attention_forms(part), all_forms(ckpt, plan)
+        assert torch.allclose(read.q, ours.q) and torch.allclose(read.k, ours.k), prefix
+
+
 def test_update_form_scores_what_training_added(tmp_path, digits):
     """Form ``update`` is ``M_t - M_0``: compare with dense scores of the difference of the actual weights."""
     from theory.scores import dense_scores

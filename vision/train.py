@@ -36,6 +36,7 @@ from torch import nn
 from theory.factored import FactoredForms
 from theory.io import atomic_write_bytes, provenance, write_csv, write_json
 from theory.report import SCORE_COLUMNS, score_rows
+from vision.attention import Attention
 from vision.task import VisionTask, build_task, scored_forms
 
 CHECKPOINT_FORMAT = "wqk-vision-checkpoint/1"
@@ -309,6 +310,17 @@ def save_checkpoint(ckpt_dir: Path, step: int, model: nn.Module, ema: EMA | None
     return sidecar
 
 
+def head_counts(model: nn.Module) -> dict[str, int]:
+    """``num_attention_heads`` (and ``decoder_num_attention_heads`` for an MAE decoder) in the keys a
+    Hugging Face config uses, so that ``cli.py analyze`` reads a checkpoint's heads from its sidecar."""
+    counts = {}
+    for name, module in model.named_modules():
+        if isinstance(module, Attention):
+            key = "decoder_num_attention_heads" if name.startswith("decoder.") else "num_attention_heads"
+            counts.setdefault(key, module.n_heads)
+    return counts
+
+
 def load_weights(path: str | Path, model: nn.Module, ema: bool = False) -> dict:
     """Load a checkpoint's weights (``ema=True``: its EMA weights) into ``model``; return the sidecar."""
     from safetensors.torch import load_file
@@ -478,7 +490,7 @@ class Trainer:
         rng = self._rng_states()  # a collective under DDP: every rank takes part
         if self.dist.main:
             meta = {"world_size": self.dist.world, "loss_sum": float(self.loss_sum.item()), "loss_count": self.loss_count,
-                    "config": self.cfg.to_dict(), "uses_ema": self.ema is not None}  # fmt: skip
+                    "config": self.cfg.to_dict(), "uses_ema": self.ema is not None, **head_counts(self.model)}  # fmt: skip
             save_checkpoint(self.run_dir / "ckpt", self.step, self.model, self.ema, self.opt, rng, meta, self.cfg.keep_checkpoints)
         self.saved_step = self.step
         self._barrier()

@@ -4,6 +4,7 @@ Formats: ``.safetensors`` (single, or sharded through its ``*.index.json``), ``.
 ``.bin`` (``torch.load(..., weights_only=True)``: tensors and plain containers only), ``.gguf``
 (dequantised through the ``gguf`` package; its metadata becomes a config), or a directory holding
 one of those next to a ``config.json`` (a diffusers pipeline directory is read from ``transformer/``).
+A single file without a ``config.json`` takes its config from a JSON of the same stem, if any.
 Only the tensors an adapter asks for are ever read (memory maps, never a whole-file load).
 """
 
@@ -240,6 +241,16 @@ def _model_name(path: Path) -> str:
     return path.parent.name if path.is_file() and (stem in _GENERIC_STEMS or stem.startswith("model-")) else stem
 
 
+def _config_file(path: Path) -> Path | None:
+    """``config.json`` next to the weights, else a JSON sidecar of the same stem (``vision.train``'s
+    ``step_K.json`` beside ``step_K.safetensors``, which states the head counts)."""
+    folder = path if path.is_dir() else path.parent
+    if (folder / "config.json").exists():
+        return folder / "config.json"
+    sidecar = path.with_suffix(".json")
+    return sidecar if path.is_file() and sidecar != path and sidecar.exists() else None
+
+
 def open_checkpoint(path: str | Path) -> Checkpoint:
     """Open a file or directory for reading tensor by tensor; the config comes from ``config.json`` or GGUF."""
     path = Path(path)
@@ -250,8 +261,8 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
     if path.is_dir() and (path / "model_index.json").exists() and (path / "transformer").is_dir():
         notes.append(f"{path.name} is a diffusers pipeline: reading its transformer/ folder")
         path = path / "transformer"
-    config_path = (path if path.is_dir() else path.parent) / "config.json"
-    config = json.loads(config_path.read_text()) if config_path.exists() else {}
+    config_path = _config_file(path)
+    config = json.loads(config_path.read_text()) if config_path else {}
     files = _weight_files(path) if path.is_dir() else [path]
     if not files:
         raise CheckpointError(f"{path} holds no weights (.safetensors, .bin, .pt, .pth or .gguf, or a shard index)")
@@ -273,7 +284,7 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
     else:
         raise CheckpointError(f"unsupported file type {suffix!r} for {path}: expected .safetensors, "
                               f"{', '.join(_TORCH_SUFFIXES)}, .gguf, a shard index or a directory")
-    if not config_path.exists() and fmt != "gguf":
+    if config_path is None and fmt != "gguf":
         notes.append("no config.json next to the weights: head counts come from --heads or known presets")
-    source = "GGUF metadata" if fmt == "gguf" and not config_path.exists() else "config.json"
+    source = config_path.name if config_path else "GGUF metadata" if fmt == "gguf" else "config.json"
     return Checkpoint(path, name, fmt, shapes, config, read, notes, source)
