@@ -30,11 +30,12 @@ import torch
 from sim.model import TableInputs
 from sim.report import mean_ci, plus_minus
 from sim.tasks import ClassificationTask, DenoisingTask, stack
-from sim.train import SimConfig, Simulation, derive_seed, intra_op_threads
+from sim.train import COMPARE_STREAM, SimConfig, Simulation, intra_op_threads
 from theory.expectation import AttentionBatch, LinearReadout, SoftmaxReadout, gaussian_update, monte_carlo_update
 from theory.io import write_csv
 from theory.objectives import RolePattern
 from theory.scores import dense_scores
+from theory.seeding import generator
 
 PARTS = ("whole", "self", "cross")
 COMPARE_COLUMNS = ["objective", "part", "theory", "seeds", "s_measured", "s_theory", "delta_measured",
@@ -142,7 +143,7 @@ def compare_one(name: str, cfg: SimConfig, steps: int, mc_sequences: int, exact:
     heads = [make_head(sim, s) for s in range(cfg.seeds)]  # the value/readout maps at initialisation
     theories: dict[str, list] = {"monte_carlo": []}
     for s in range(cfg.seeds):
-        gen = torch.Generator().manual_seed(derive_seed(cfg.seed_list[s], 2))
+        gen = generator(cfg.seed_list[s], COMPARE_STREAM)
 
         def sampler(batch: int, g: torch.Generator, s: int = s) -> AttentionBatch:
             raw = stack([sim.task.draw(g, batch)])

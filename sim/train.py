@@ -17,7 +17,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from sim.data import DataConfig
@@ -26,8 +25,10 @@ from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS, record_rows
 from sim.tasks import MASK_SCHEMES, DenoisingTask, TokenTask, build_task, stack, task_shapes
 from theory.io import atomic_write_bytes, provenance, write_csv, write_json
+from theory.seeding import generator
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+INIT_STREAM, DATA_STREAM, COMPARE_STREAM = 0, 1, 2  # the random streams of one seed (theory.seeding)
 
 
 @dataclass(frozen=True)
@@ -97,12 +98,6 @@ class SimConfig:
         return replace(self, **top, model=replace(self.model, **model), data=replace(self.data, **data))
 
 
-def derive_seed(seed: int, stream: int) -> int:
-    """An independent 63-bit seed for one stream (0 = init, 1 = data) of one training seed."""
-    a, b = np.random.SeedSequence([seed, stream]).generate_state(2)
-    return int((int(a) << 31) ^ int(b)) & ((1 << 63) - 1)
-
-
 def run_metadata(cfg: SimConfig) -> dict:
     return {"sim": cfg.to_dict(), "seed_values": cfg.seed_list, **provenance()}
 
@@ -116,8 +111,8 @@ class Simulation:
         self.dtype = DTYPES[cfg.dtype]
         self.task = build_task(cfg.objective, cfg.data, cfg.n, cfg.mask_scheme, cfg.mask_ratio, cfg.target, self.dtype)
         self.model = SeedBatchedAttention(cfg.model, cfg.seeds, cfg.n, dtype=self.dtype, **task_shapes(self.task))
-        self.model.initialize([torch.Generator().manual_seed(derive_seed(s, 0)) for s in cfg.seed_list])
-        self.data_gens = [torch.Generator().manual_seed(derive_seed(s, 1)) for s in cfg.seed_list]
+        self.model.initialize([generator(s, INIT_STREAM) for s in cfg.seed_list])
+        self.data_gens = [generator(s, DATA_STREAM) for s in cfg.seed_list]
         params = {k: p for k, p in self.model.named_parameters() if p.requires_grad}
         self.optimizer = ElementwiseOptimizer(params, cfg.optimizer, cfg.lr)
         self.m0 = self.model.matrices()

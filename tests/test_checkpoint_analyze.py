@@ -5,14 +5,10 @@ from __future__ import annotations
 import csv
 
 import pytest
-import torch
-from hypothesis import given
-from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from checkpoint_builders import H, L, NULL_SAMPLES, SMALL
 from cli import app
-from theory.factored import FactoredForms, expand_kv_heads
 from vision.checkpoints.analyze import (
     ANALYZE_COLUMNS, analyze, default_null_samples, describe, null_shapes, summarise,
 )  # fmt: skip

@@ -46,6 +46,7 @@ from theory.objectives import (
     expected_pairs,
 )
 from theory.scores import dense_scores, directionality, factored_scores, symmetry
+from theory.seeding import generator
 
 COLUMNS = ["claim", "check", "prediction", "measured", "tolerance", "passed"]
 
@@ -63,10 +64,6 @@ class ClaimResult:
         return asdict(self)
 
 
-def _gen(seed: int, stream: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed * 1000 + stream)
-
-
 def _max_dev(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> float:
     return max(float((a - b).abs().max()) for a, b in pairs)
 
@@ -82,7 +79,7 @@ def _planted(n: int, d: int, gen: torch.Generator) -> torch.Tensor:
 
 
 def claim_scores(seed: int) -> list[ClaimResult]:
-    gen = _gen(seed, 1)
+    gen = generator(seed, 1)
     d, n = 16, 64
     m = _planted(n, d, gen)
     q, _ = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))
@@ -211,7 +208,7 @@ SWAP_SYMMETRIC = (Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0
 
 def mc_agreement(seed: int, objective, n_batches: int = 40, batch_size: int = 500) -> tuple[float, float, float]:
     """Exact vs Monte Carlo on random Gaussian data: (max |z| over entries and parts, Bonferroni bound, max rel SE)."""
-    gen = _gen(seed, 40)
+    gen = generator(seed, 40)
     n, d = 4, 3
     a = torch.randn(n * d, n * d, generator=gen, dtype=torch.float64)
     cov = (a @ a.T / (n * d)).reshape(n, d, n, d)
@@ -220,7 +217,7 @@ def mc_agreement(seed: int, objective, n_batches: int = 40, batch_size: int = 50
     corruption = Corruption.random(d, gen)
     exact = gaussian_update(objective, cov, head, corruption, mean=mean)
     mc = monte_carlo_update(objective_sampler(objective, gaussian_sequences(cov, mean), corruption), head,
-                            n_batches, batch_size, _gen(seed, 41))
+                            n_batches, batch_size, generator(seed, 41))
     worst = max_abs_z(exact, mc)
     rel = max(float(mc.part_stderr(p).max() / exact.part(p).abs().max()) for p in ("whole", "self", "cross"))
     bound = float(norm.ppf(1 - 1e-3 / (2 * 3 * d * d)))  # family-wise 0.1% over all entries
@@ -275,7 +272,7 @@ def claim_roles(seed: int) -> list[ClaimResult]:
         counts = Autoregressive().pattern(n).context_counts()
         worst = max(worst, int((counts - torch.arange(n, 0, -1)).abs().max()))
     count, formula = causal_context_count()
-    gen = _gen(seed, 5)
+    gen = generator(seed, 5)
     mc_dev = 0.0
     for objective in (Bidirectional(mask_ratio=0.3), MaskedAutoencoding(mask_ratio=0.5)):
         draws = objective.pattern(8, (20000,), gen).pairs().double().mean(0)
@@ -296,7 +293,7 @@ def claim_roles(seed: int) -> list[ClaimResult]:
 
 
 def claim_tied(seed: int) -> list[ClaimResult]:
-    gen = _gen(seed, 6)
+    gen = generator(seed, 6)
     d, dh = 12, 4
     w = torch.randn(32, d, dh, generator=gen, dtype=torch.float64)
     tied = w @ w.mT

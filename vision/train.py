@@ -29,13 +29,13 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 
 from theory.factored import FactoredForms
 from theory.io import atomic_write_bytes, provenance, write_csv, write_json
 from theory.report import SCORE_COLUMNS, score_rows
+from theory.seeding import generator, stream_seed
 from vision.attention import Attention
 from vision.task import VisionTask, build_task, scored_forms
 
@@ -110,16 +110,7 @@ class TrainConfig:
         return cls(**values)
 
 
-# ---- randomness and schedule -----------------------------------------------------------------------
-def stream_seed(seed: int, *stream: int) -> int:
-    """An independent seed for a named random stream of a run (numpy's SeedSequence)."""
-    return int(np.random.SeedSequence([seed, *stream]).generate_state(1, dtype=np.uint64)[0])
-
-
-def generator(seed: int, *stream: int) -> torch.Generator:
-    return torch.Generator().manual_seed(stream_seed(seed, *stream))
-
-
+# ---- schedule -----------------------------------------------------------------------
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warmup to ``lr``, then cosine decay to ``lr * min_lr_ratio`` at ``steps``."""
     if step < cfg.warmup:
