@@ -174,22 +174,22 @@ def _key_values(pairs: list[str], what: str) -> dict:
     return out
 
 
-def _pm(mean: float, sd: float) -> str:
-    return f"{mean:.3f}" if sd != sd else f"{mean:.3f}±{sd:.3f}"
-
-
 def _print_run_summary(result: dict) -> None:
-    """Final test metrics per init and final per-layer scores (mean ± sd over seeds, mean null z)."""
+    """Final test metrics per init and final per-layer scores (mean ± 95% CI over seeds, combined null z)."""
+    from theory.summary import plus_minus
+
     metrics = [{"init": r["init"], "seeds": r["seeds"], "step": r["step"],
-                **{k: _pm(v, r[f"{k}_sd"]) for k, v in r.items() if f"{k}_sd" in r}} for r in result["metrics"]]  # fmt: skip
-    print_table(metrics, list(metrics[0]), title="test metrics at the last step: mean ± sd over seeds")
+                **{k: plus_minus(v, r[f"{k}_ci"], 3, "±") for k, v in r.items() if f"{k}_ci" in r}}
+               for r in result["metrics"]]  # fmt: skip
+    print_table(metrics, list(metrics[0]), title="test metrics at the last step: mean ± 95% CI over seeds")
     layers = [{"init": r["init"], "form": r["form"], "layer": r["layer"], "n": r["seeds"],
-               "s": _pm(r["symmetry"], r["symmetry_sd"]), "s z": f"{r['symmetry_z_combined']:.1f}",
-               "delta": _pm(r["directionality"], r["directionality_sd"]), "delta z": f"{r['directionality_z_combined']:.1f}",
+               "s": plus_minus(r["symmetry"], r["symmetry_ci"], 3, "±"), "s z": f"{r['symmetry_z']:.1f}",
+               "delta": plus_minus(r["directionality"], r["directionality_ci"], 3, "±"),
+               "delta z": f"{r['directionality_z']:.1f}",
                **{f"{k.split('_')[0]} key/query": f"{v:.2f}" for k, v in r.items() if k.endswith("_key_query_ratio")}}
               for r in result["layers"]]  # fmt: skip
     columns = list(dict.fromkeys(k for row in layers for k in row))
-    print_table(layers, columns, title="per-layer scores at the last step: mean ± sd over seeds; z = the seeds' null "
+    print_table(layers, columns, title="per-layer scores at the last step: mean ± 95% CI over seeds; z = the seeds' null "
                                        "z-scores combined, sum / sqrt(n); update = M_t - M_0; key/query = "
                                        "||M x_t|| / ||x_t^T M|| of a special token")  # fmt: skip
 
@@ -300,7 +300,7 @@ def simulate(
     """Train minimal attention models (all seeds batched) under an objective and score W_qk as it learns.
 
     Prints final symmetry s and directionality delta of the per-layer form: mean +- 95% CI over seeds and
-    the mean null z, for the learned W_qk, its update M_t - M_0, and the self-pair / cross-pair parts of the
+    the seeds' null z-scores combined (Stouffer, sum / sqrt(n)), for the learned W_qk, its update M_t - M_0, and the self-pair / cross-pair parts of the
     accumulated gradient. Writes metrics.csv, summary.csv and scores.png under --out. Defaults and their
     reasons: sim/simulate.py.
     """
@@ -349,7 +349,8 @@ def simulate(
     shown = format_summary(result.summary)
     print_table(shown, [c for c in DISPLAY_COLUMNS if any(row[c] for row in shown)],
                 title=f"step {result.summary[0]['step']}, {result.summary[0]['seeds']} seeds: per-layer s and δ, mean±95% CI; "
-                      "z = mean null z; W_qk learned, update = M_t - M_0, grad_* = self/cross pairs of sum dL/dM")
+                      "z = the seeds' null z combined, sum / sqrt(n); W_qk learned, update = M_t - M_0, "
+                      "grad_* = self/cross pairs of sum dL/dM")
     for path in (*[p / "metrics.csv" for p in result.run_dirs.values()], result.summary_csv, result.figure):
         console.print(f"wrote {path}", highlight=False)
 

@@ -28,13 +28,13 @@ from pathlib import Path
 import torch
 
 from sim.model import TableInputs
-from sim.report import mean_ci, plus_minus
 from sim.tasks import ClassificationTask, DenoisingTask, stack
 from sim.train import COMPARE_STREAM, SimConfig, Simulation, intra_op_threads
 from theory.expectation import AttentionBatch, LinearReadout, SoftmaxReadout, gaussian_update, monte_carlo_update
 from theory.io import write_csv
 from theory.objectives import RolePattern
 from theory.scores import dense_scores
+from theory.summary import mean_ci, plus_minus
 from theory.seeding import generator
 
 PARTS = ("whole", "self", "cross")

@@ -2,7 +2,7 @@
 
 ``python cli.py simulate --experiment NAME`` (or ``python -m sim.experiments NAME ...``) runs the arms of
 one experiment (8 seeds each, the defaults of :mod:`sim.simulate` unless the arm says otherwise),
-prints and writes a table of per-layer scores, mean ± 95% CI over seeds with the mean null z, and a
+prints and writes a table of per-layer scores, mean ± 95% CI over seeds with the seeds' null z combined (Stouffer), and a
 figure. Arms with the same configuration share one run directory (``OUT/runs/<config hash>``), so
 experiments that reuse an arm do not train it twice and an interrupted experiment resumes.
 """
@@ -15,11 +15,12 @@ import math
 import sys
 from pathlib import Path
 
-from sim.report import mean_ci, plus_minus, summarize
+from sim.report import summarize
 from sim.simulate import default_config, figure_panel
 from sim.train import SimConfig, Simulation, run
 from theory.factored import FactoredForms
 from theory.io import write_csv
+from theory.summary import mean_ci, plus_minus
 
 
 def _arms_claim7() -> dict[str, SimConfig]:

@@ -1,7 +1,8 @@
 """Summaries and figures of simulation runs: final scores with 95% CIs over seeds, and scores vs steps.
 
 A summary row aggregates the per-seed rows of one ``(objective, layer, form)`` at the final step:
-mean and 95% t-interval over seeds of ``s`` and ``delta``, the mean null z-score, the final loss and,
+mean and 95% t-interval over seeds of ``s`` and ``delta``, the seeds' null z-scores combined
+(Stouffer, ``theory.summary.combined_z``), the final loss and,
 with a BOS (or CLS) token, the mean ratio ``||M x_BOS|| / ||x_BOS^T M||`` (> 1: a key-side BOS direction).
 """
 
@@ -13,6 +14,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+
+from theory.summary import combined_z, mean_ci, plus_minus
 
 NUMERIC = ("symmetry", "directionality", "symmetry_z", "directionality_z", "symmetry_p", "directionality_p",
            "loss", "bos_key_norm", "bos_query_norm", "mask_key_norm", "mask_query_norm")  # fmt: skip
@@ -37,27 +40,6 @@ def parse_row(row: dict) -> dict:
     return out
 
 
-def mean_ci(values: list[float] | np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """Mean and half-width of the t-interval over seeds (half-width NaN for a single seed)."""
-    from scipy import stats
-
-    x = np.asarray(values, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    if len(x) == 0:
-        return math.nan, math.nan
-    if len(x) < 2:
-        return float(x.mean()), math.nan
-    half = stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
-    return float(x.mean()), float(half)
-
-
-def plus_minus(mean: float, ci: float, digits: int = 3, sep: str = " ± ") -> str:
-    """``+0.123 ± 0.045`` (empty for a missing mean, no interval for a missing half-width)."""
-    if not math.isfinite(mean):
-        return ""
-    return f"{mean:+.{digits}f}" + ("" if not math.isfinite(ci) else f"{sep}{ci:.{digits}f}")
-
-
 def summarize(rows: list[dict], objective: str, head: str | int = "all", step: int | None = None) -> list[dict]:
     """One summary row per ``(layer, form)`` at ``step`` (default: the last recorded step)."""
     rows = [parse_row(r) if isinstance(r["step"], str) else r for r in rows]
@@ -74,8 +56,8 @@ def summarize(rows: list[dict], objective: str, head: str | int = "all", step: i
                  if r["bos_query_norm"] > 0 and math.isfinite(r["bos_key_norm"])]  # fmt: skip
         out.append({
             "objective": objective, "layer": layer, "form": form, "seeds": len(group), "step": step,
-            "s": s, "s_ci": s_ci, "s_z": float(np.mean([r["symmetry_z"] for r in group])),
-            "delta": dl, "delta_ci": dl_ci, "delta_z": float(np.mean([r["directionality_z"] for r in group])),
+            "s": s, "s_ci": s_ci, "s_z": combined_z(r["symmetry_z"] for r in group),
+            "delta": dl, "delta_ci": dl_ci, "delta_z": combined_z(r["directionality_z"] for r in group),
             "loss": float(np.nanmean([r["loss"] for r in group])),
             "bos_key/query": float(np.mean(ratio)) if ratio else math.nan,
         })  # fmt: skip

@@ -12,9 +12,10 @@ import torch
 
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS
-from sim.report import load_metrics, mean_ci, summarize
+from sim.report import load_metrics, summarize
 from sim.simulate import default_config
 from sim.train import SimConfig, Simulation, run
+from theory.summary import combined_z, mean_ci
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
 
@@ -119,16 +120,8 @@ def test_summary_has_intervals_over_seeds(tmp_path) -> None:
     w = next(r for r in rows if r["form"] == "W_qk")
     per_seed = [r["symmetry"] for r in sim.rows if r["step"] == 20 and r["form"] == "W_qk" and r["head"] == "all"]
     assert (w["s"], w["s_ci"]) == mean_ci(per_seed) and w["seeds"] == 3 and w["s_ci"] > 0
-
-
-def test_mean_ci_is_the_t_interval() -> None:
-    from scipy import stats
-
-    x = [0.3, -0.1, 0.25, 0.4, 0.05]
-    mean, half = mean_ci(x)
-    lo, hi = stats.t.interval(0.95, len(x) - 1, loc=stats.tmean(x), scale=stats.sem(x))
-    assert math.isclose(mean - half, lo, rel_tol=1e-12) and math.isclose(mean + half, hi, rel_tol=1e-12)
-    assert math.isnan(mean_ci([0.2])[1]) and mean_ci([0.2, math.nan, 0.4])[0] == pytest.approx(0.3)
+    z = [r["symmetry_z"] for r in sim.rows if r["step"] == 20 and r["form"] == "W_qk" and r["head"] == "all"]
+    assert w["s_z"] == combined_z(z)
 
 
 def test_config_validation() -> None:

@@ -221,7 +221,8 @@ def test_summary_over_seeds_combines_null_z_and_token_ratios():
     layers, metrics = summarize(runs)
     (layer,) = layers
     assert layer["symmetry"] == pytest.approx(0.2) and layer["symmetry_sd"] == pytest.approx(0.1414213562)
-    assert layer["symmetry_z"] == pytest.approx(2.0) and layer["symmetry_z_combined"] == pytest.approx(4.0 / 2**0.5)
+    assert layer["symmetry_ci"] == pytest.approx(12.7062047 * 0.1414213562 / 2**0.5)  # t_{0.975, 1} sd / sqrt(2)
+    assert layer["symmetry_z"] == pytest.approx(4.0 / 2**0.5)  # Stouffer, not the mean 2.0
     assert layer["cls_key_query_ratio"] == pytest.approx(3.0)
     assert metrics[0]["test_accuracy"] == pytest.approx(1.0) and "cls_key_norm" not in metrics[0]
 

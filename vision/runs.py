@@ -7,12 +7,12 @@ Layout: ``ROOT/<model>-<objective>-<data>/<init>/seed<k>/`` is one run directory
 from __future__ import annotations
 
 import csv
-import math
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from theory.summary import combined_z, mean_ci, mean_sd
 from vision.train import RunResult, TrainConfig, is_metric, train
 
 
@@ -66,14 +66,15 @@ def final_rows(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["step"] == last]
 
 
-def _mean_sd(values: list[float]) -> tuple[float, float]:
-    arr = np.asarray(values, dtype=np.float64)
-    return float(arr.mean()), float(arr.std(ddof=1)) if len(arr) > 1 else math.nan
+def _over_seeds(name: str, values: list[float]) -> dict[str, float]:
+    (mean, sd), (_, ci) = mean_sd(values), mean_ci(values)
+    return {name: mean, f"{name}_sd": sd, f"{name}_ci": ci}
 
 
 def summarize(runs: dict[tuple[str, int], list[dict]]) -> tuple[list[dict], list[dict]]:
-    """Per ``(init, form, layer)``: final per-layer scores, mean and sd over seeds, mean and combined null z;
-    per init: final test metrics, mean and sd over seeds. ``runs`` maps ``(init, seed)`` to metrics rows."""
+    """Per ``(init, form, layer)``: final per-layer scores over seeds (mean, sd, 95% t half-width ``_ci``)
+    and the seeds' null z combined (Stouffer); per init: final test metrics, the same three.
+    ``runs`` maps ``(init, seed)`` to metrics rows."""
     by_layer: dict[tuple, list[dict]] = {}
     by_init: dict[str, list[dict]] = {}
     for (init, _seed), rows in runs.items():
@@ -86,10 +87,8 @@ def summarize(runs: dict[tuple[str, int], list[dict]]) -> tuple[list[dict], list
     for (init, form, layer), rs in by_layer.items():
         row = {"init": init, "form": form, "layer": layer, "seeds": len(rs)}
         for score in ("symmetry", "directionality"):
-            row[score], row[f"{score}_sd"] = _mean_sd([r[score] for r in rs])
-            zs = [r[f"{score}_z"] for r in rs]
-            row[f"{score}_z"] = float(np.mean(zs))
-            row[f"{score}_z_combined"] = float(np.sum(zs) / math.sqrt(len(zs)))  # Stouffer: ~N(0, 1) under the null
+            row.update(_over_seeds(score, [r[score] for r in rs]))
+            row[f"{score}_z"] = combined_z(r[f"{score}_z"] for r in rs)
         for key in (k for k in rs[0] if k.endswith("_key_norm") and isinstance(rs[0][k], float)):
             token = key.removesuffix("_key_norm")  # ||M x_t|| / ||x_t^T M||: > 1 = the token is used as context
             row[f"{token}_key_query_ratio"] = float(np.mean([r[key] / r[f"{token}_query_norm"] for r in rs]))
@@ -98,7 +97,7 @@ def summarize(runs: dict[tuple[str, int], list[dict]]) -> tuple[list[dict], list
     for init, lasts in by_init.items():
         row = {"init": init, "seeds": len(lasts), "step": lasts[0]["step"]}
         for name in metric_names(lasts):
-            row[name], row[f"{name}_sd"] = _mean_sd([r[name] for r in lasts])
+            row.update(_over_seeds(name, [r[name] for r in lasts]))
         metric_rows.append(row)
     return layer_rows, metric_rows
 
