@@ -293,7 +293,7 @@ def simulate(
     compare_theory: Annotated[bool, typer.Option(help="Compare the first --steps steps' update with the theory's expected update at init "
                                                      "(defaults then: 2 steps, batch 1024, 4 seeds; one softmax layer, no residual/MLP).")] = False,
     mc_sequences: Annotated[int, typer.Option(help="Monte Carlo sequences per seed for the theory's expectation (--compare-theory).")] = 2048,
-    experiment: Annotated[str | None, typer.Option(help="Run a named experiment of sim/experiments.py instead ('list' to list them).")] = None,
+    experiment: Annotated[str | None, typer.Option(help="Run named experiments of sim/experiments.py instead: NAME[,NAME...], 'all', or 'list' to list them.")] = None,
     threads: Annotated[int, typer.Option(help="torch threads while training (1 is fastest for these small ops).")] = 1,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
@@ -312,11 +312,15 @@ def simulate(
         if experiment == "list":
             print_table([{"experiment": k, "what": v.__doc__.splitlines()[0]} for k, v in EXPERIMENTS.items()], ["experiment", "what"])
             return
-        if experiment not in EXPERIMENTS:
-            fail(f"unknown experiment {experiment!r}; choose from {sorted(EXPERIMENTS)}")
-        rows = run_experiment(experiment, out, progress=progress, threads=threads)
-        print_table(rows, list(rows[0]), title=f"experiment {experiment}: final per-layer scores, mean ± 95% CI over seeds")
-        console.print(f"wrote {out / experiment}", highlight=False)
+        names = list(EXPERIMENTS) if experiment == "all" else [n.strip() for n in experiment.split(",")]
+        unknown = [n for n in names if n not in EXPERIMENTS]
+        if unknown:
+            fail(f"unknown experiment {', '.join(map(repr, unknown))}; choose from {sorted(EXPERIMENTS)} or all")
+        for name in names:
+            rows = run_experiment(name, out, progress=progress, threads=threads)
+            print_table(rows, list(rows[0]), title=f"experiment {name}: {EXPERIMENTS[name].__doc__.splitlines()[0]} "
+                                                   "(mean ± 95% CI over seeds; z combined over seeds)")
+            console.print(f"wrote {out / name}", highlight=False)
         return
     from sim.simulate import configs_from_options
 

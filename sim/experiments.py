@@ -1,6 +1,6 @@
 """Named experiments for the closing note: THEORY.md claims 7 and 8, and the attributions of section 3/7.
 
-``python cli.py simulate --experiment NAME`` (or ``python -m sim.experiments NAME ...``) runs the arms of
+``python cli.py simulate --experiment NAME[,NAME...]`` (or ``all``) runs the arms of
 one experiment (8 seeds each, the defaults of :mod:`sim.simulate` unless the arm says otherwise),
 prints and writes a table of per-layer scores, mean ± 95% CI over seeds with the seeds' null z combined (Stouffer), and a
 figure. Arms with the same configuration share one run directory (``OUT/runs/<config hash>``), so
@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import sys
 from pathlib import Path
 
 from sim.report import summarize
@@ -136,28 +135,3 @@ def write_json_index(path: Path, arms: dict[str, SimConfig]) -> None:
     from theory.io import write_json
 
     write_json(path, {arm: {"run": f"../runs/{config_key(cfg)}", "config": cfg.to_dict()} for arm, cfg in arms.items()})
-
-
-def main(argv: list[str]) -> None:
-    """``python -m sim.experiments NAME [NAME ...] [--out DIR]``: run experiments and print their tables."""
-    from rich.console import Console
-    from rich.table import Table
-
-    out = Path("runs/experiments")
-    if "--out" in argv:
-        i = argv.index("--out")
-        out, argv = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
-    names = argv or list(EXPERIMENTS)
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    for name in names:
-        rows = run_experiment(name, out)
-        table = Table(title=f"{name}: {EXPERIMENTS[name].__doc__.splitlines()[0]}")
-        for col in EXPERIMENT_COLUMNS:
-            table.add_column(col)
-        for r in rows:
-            table.add_row(*(str(r[c]) for c in EXPERIMENT_COLUMNS))
-        console.print(table)
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

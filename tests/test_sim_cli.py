@@ -52,7 +52,8 @@ def test_bad_input_fails_cleanly(tmp_path) -> None:
                           (["--objective", "denoising", "--mask-scheme", "bret"], "unknown mask scheme"),
                           (["--objective", "denoising", "--process", "nope"], "unknown process"),
                           (["--objective", "denoising", "--compare-theory", "--residual"], "one softmax attention layer"),
-                          (["--experiment", "nope"], "unknown experiment")):  # fmt: skip
+                          (["--experiment", "nope"], "unknown experiment"),
+                          (["--experiment", "claim7,nope"], "unknown experiment 'nope'")):  # fmt: skip
         result = runner.invoke(app, ["simulate", "--out", str(tmp_path), "--steps", "2", "--no-progress", *args])
         assert result.exit_code == 2, result.output
         assert message in result.output, result.output
