@@ -90,7 +90,7 @@ def dit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str
     from vision.dit import DiT, DiTConfig
 
     cfg = DiTConfig(image_size=args.image_size, channels=args.channels, patch=args.patch, dim=args.dim,
-                    depth=args.depth, n_heads=args.heads, n_classes=args.classes, label_dropout=0.1)  # fmt: skip
+                    depth=args.depth, heads=args.heads, n_classes=args.classes, label_dropout=0.1)  # fmt: skip
     ours = DiT(cfg, gen)
     theirs = DiTTransformer2DModel(num_attention_heads=args.heads, attention_head_dim=args.dim // args.heads,
                                    in_channels=args.channels, out_channels=args.channels, num_layers=args.depth,

@@ -38,7 +38,7 @@ def _perturbed(config: DiTConfig, seed: int = 0, std: float = 0.3) -> DiT:
     return model
 
 
-TINY = DiTConfig(image_size=8, channels=1, patch=2, dim=32, depth=3, n_heads=4, n_classes=5)
+TINY = DiTConfig(image_size=8, channels=1, patch=2, dim=32, depth=3, heads=4, n_classes=5)
 
 
 # ---- presets ------------------------------------------------------------------------------------
@@ -47,7 +47,7 @@ def test_preset_table_has_the_reference_sizes():
     for size, (dim, depth, heads) in sizes.items():
         for p in (2, 4, 8):
             cfg = PRESETS[f"DiT-{size}/{p}"]
-            assert (cfg.dim, cfg.depth, cfg.n_heads, cfg.patch) == (dim, depth, heads, p), f"DiT-{size}/{p}: {cfg}"
+            assert (cfg.dim, cfg.depth, cfg.heads, cfg.patch) == (dim, depth, heads, p), f"DiT-{size}/{p}: {cfg}"
             assert (cfg.image_size, cfg.channels, cfg.n_classes, cfg.learn_sigma) == (32, 4, 1000, False)
     assert "dit-tiny" in PRESETS
 
@@ -68,13 +68,13 @@ def test_preset_names_in_every_spelling():
 def test_every_preset_maps_images_to_images_at_tiny_width(name, learn_sigma):
     """Each preset's patch and head count, at a tiny width (4 per head) and depth 1."""
     base = PRESETS[name]
-    cfg = dit_config(name, image_size=16, dim=4 * base.n_heads, depth=1, n_classes=7, learn_sigma=learn_sigma)
+    cfg = dit_config(name, image_size=16, dim=4 * base.heads, depth=1, n_classes=7, learn_sigma=learn_sigma)
     model = DiT(cfg, _gen())
     x = torch.randn(3, cfg.channels, 16, 16, generator=_gen(1))
     out = model(x, torch.tensor([0, 10, 999]), torch.tensor([0, 6, 3]))
     assert out.shape == (3, cfg.channels * (2 if learn_sigma else 1), 16, 16)
     forms = attention_forms(model)
-    assert (forms.n_layers, forms.n_heads, forms.d_model, forms.d_head) == (1, base.n_heads, cfg.dim, 4)
+    assert (forms.n_layers, forms.n_heads, forms.d_model, forms.d_head) == (1, base.heads, cfg.dim, 4)
 
 
 FLOP_CASES = [{}, {"learn_sigma": True, "patch": 4, "mlp_ratio": 2.0}]
@@ -95,7 +95,7 @@ def test_analytic_flops_match_torch_flop_counter(overrides):
 
 # ---- adaLN-Zero init ----------------------------------------------------------------------------
 def test_adaln_zero_init_gives_zero_output_and_identity_blocks():
-    model = build_dit("tiny", _gen(), dim=32, n_heads=4, n_classes=5)
+    model = build_dit("tiny", _gen(), dim=32, heads=4, n_classes=5)
     x = torch.randn(4, 1, 8, 8, generator=_gen(1))
     t, y = torch.tensor([1, 200, 500, 999]), torch.tensor([0, 1, 4, 5])  # 5 = the null class
     assert model(x, t, y).abs().max().item() == 0.0
@@ -107,7 +107,7 @@ def test_adaln_zero_init_gives_zero_output_and_identity_blocks():
 
 def test_at_init_only_the_output_layer_gets_a_gradient():
     """adaLN-Zero: the output linear is zero, so at step 0 no gradient reaches anything before it."""
-    model = build_dit("tiny", _gen(), dim=32, n_heads=4, n_classes=5)
+    model = build_dit("tiny", _gen(), dim=32, heads=4, n_classes=5)
     x = torch.randn(4, 1, 8, 8, generator=_gen(1))
     loss = (model(x, torch.tensor([1, 2, 3, 4]), torch.tensor([0, 1, 2, 3])) - x).pow(2).mean()
     loss.backward()
@@ -184,7 +184,7 @@ def test_attention_forms_are_the_blocks_fused_qkv():
     forms = attention_forms(model)
     assert sum(isinstance(m, Attention) for m in model.modules()) == TINY.depth
     for l, block in enumerate(model.blocks):
-        ref = FactoredForms.from_fused_qkv(block.attn.qkv.weight.detach(), TINY.n_heads)
+        ref = FactoredForms.from_fused_qkv(block.attn.qkv.weight.detach(), TINY.heads)
         _close(forms.q[l], ref.q[0], 0.0, f"layer {l} query factors")
         _close(forms.k[l], ref.k[0], 0.0, f"layer {l} key factors")
 
@@ -219,7 +219,7 @@ def test_modulation_changes_the_scores_of_a_general_form():
 
 def test_modulated_forms_equal_the_raw_forms_at_init():
     """adaLN-Zero: ``scale_t = 0`` at init, so ``D = I`` and the modulated form is the raw one."""
-    model = build_dit("tiny", _gen(), dim=32, n_heads=4, n_classes=5)
+    model = build_dit("tiny", _gen(), dim=32, heads=4, n_classes=5)
     raw = attention_forms(model).matrices("head")
     _close(modulated_forms(model, 300, 2).matrices("head"), raw, 1e-12, "modulated vs raw at init")
 
@@ -235,14 +235,14 @@ def test_modulated_form_is_d_m_d_and_averages_over_classes():
         _close(got, expected, 1e-10, f"diag(1+s) M diag(1+s) for class {c}")
         per_class.append(got)
     avg = modulated_forms(model, 250, [0, 2, 4])
-    assert avg.d_head == 3 * TINY.dim // TINY.n_heads, "the class average is factored at rank C d_h"
+    assert avg.d_head == 3 * TINY.dim // TINY.heads, "the class average is factored at rank C d_h"
     _close(avg.matrices("head"), torch.stack(per_class).mean(0), 1e-6, "average over classes (scales are float32)")
 
 
 def test_modulated_form_reproduces_the_block_attention_logits():
     """Against the module itself: with the shift and the qkv bias removed, logits = LN(x) M_eff LN(x)^T."""
     model = _perturbed(TINY, seed=3)
-    d, heads, dh = TINY.dim, TINY.n_heads, TINY.dim // TINY.n_heads
+    d, heads, dh = TINY.dim, TINY.heads, TINY.dim // TINY.heads
     with torch.no_grad():
         for block in model.blocks:
             block.attn.qkv.bias.zero_()
@@ -273,7 +273,7 @@ def test_modulated_null_without_modulation_is_the_gaussian_null():
     """At init ``D = I``: the modulated null must match ``theory.nulls`` at the same ``(d, rank)`` in distribution."""
     from theory.nulls import null_distribution
 
-    model = build_dit("tiny", _gen(), dim=32, n_heads=4, depth=2, n_classes=5)
+    model = build_dit("tiny", _gen(), dim=32, heads=4, depth=2, n_classes=5)
     nulls = modulated_null(model, 100, 2, per="layer", n_samples=200, seed=1)
     plain = null_distribution(32, 32, n_samples=400, seed=2)
     assert len(nulls) == 2 and all(n.rank == 32 and n.d == 32 for n in nulls)
@@ -287,7 +287,7 @@ def test_modulated_null_without_modulation_is_the_gaussian_null():
 
 def test_modulation_on_one_coordinate_makes_every_form_symmetric():
     """``D`` supported on one coordinate turns any ``M`` into ``M_aa e_a e_a^T``: the modulated null sits at s = 1."""
-    model = build_dit("tiny", _gen(), dim=32, n_heads=4, depth=2, n_classes=0)
+    model = build_dit("tiny", _gen(), dim=32, heads=4, depth=2, n_classes=0)
     d = model.config.dim
     with torch.no_grad():
         for block in model.blocks:
@@ -324,7 +324,7 @@ def test_task_trains_evaluates_scores_and_samples(tmp_path):
     data = _toy_data()
     obj_params = {"schedule": NoiseSchedule(steps=100)}
     task = build_task("dit-tiny", "denoise", data, generator=_gen(), objective_params=obj_params,
-                      dim=32, n_heads=4, depth=2, sampler=Sampler(steps=5), samples_per_class=2)  # fmt: skip
+                      dim=32, heads=4, depth=2, sampler=Sampler(steps=5), samples_per_class=2)  # fmt: skip
     assert task.uses_ema and task.net.config.n_classes == 3 and task.net.config.patch == 2
     loss = task.training_loss(data.train_images, data.train_labels, _gen(1))
     assert loss.ndim == 0 and torch.isfinite(loss)
@@ -345,7 +345,7 @@ def test_task_rejects_other_objectives_and_unconditional_forms_have_full_rank():
     data = _toy_data()
     with pytest.raises(ValueError, match="denoising"):
         build_dit_task("tiny", Classification(), data)  # type: ignore[arg-type]
-    task = build_dit_task("tiny", Denoising(), data, conditional=False, dim=32, n_heads=4, depth=1,
+    task = build_dit_task("tiny", Denoising(), data, conditional=False, dim=32, heads=4, depth=1,
                           form_timesteps=[0, 999], sampler={"method": "ddpm", "steps": 7})  # fmt: skip
     assert task.sampler == Sampler("ddpm", steps=7)
     extra = task.extra_forms()
@@ -370,7 +370,7 @@ def test_task_options_from_the_command_line_are_checked():
     """``--set`` / ``--objective-param`` values arrive as JSON: wrong types are clear errors, a schedule dict is built."""
     data = _toy_data()
     task = build_task("dit-tiny", "denoise", data, objective_params={"schedule": {"steps": 50, "kind": "cosine"}},
-                      dim=16, n_heads=2, depth=1)  # fmt: skip
+                      dim=16, heads=2, depth=1)  # fmt: skip
     assert task.objective.schedule == NoiseSchedule(steps=50, kind="cosine")
     bad = [({"sampler": 3}, "sampler must be"), ({"sampler": {"stpes": 3}}, "unknown sampler options"),
            ({"form_timesteps": 5}, "form_timesteps must be a list"), ({"conditional": "maybe"}, "conditional must be"),
@@ -378,4 +378,4 @@ def test_task_options_from_the_command_line_are_checked():
            ({"objective_params": {"mask_ratio": 0.5}}, r"objective 'denoising' takes parameters")]  # fmt: skip
     for options, message in bad:
         with pytest.raises(ValueError, match=message):
-            build_task("dit-tiny", "denoise", data, dim=16, n_heads=2, depth=1, **options)
+            build_task("dit-tiny", "denoise", data, dim=16, heads=2, depth=1, **options)

@@ -75,7 +75,7 @@ def test_tiny_study_runs_end_to_end(tmp_path):
     tiny = {"dim": 16, "depth": 1, "heads": 2}
     tasks = (StudyTask("vit", "vit-tiny", "classification", "test_accuracy", True, 4, task_options=tiny),
              StudyTask("dit", "dit-tiny", "denoising", "test_loss", False, 4,
-                       task_options={"dim": 16, "depth": 1, "n_heads": 2, "samples_per_class": 1}))  # fmt: skip
+                       task_options={"dim": 16, "depth": 1, "heads": 2, "samples_per_class": 1}))  # fmt: skip
     cfg = StudyConfig(tasks=tasks, schemes=("default", "symmetric"), seeds=2, log_every=2, n_boot=50,
                       null_samples=16, out=str(tmp_path), progress=False)  # fmt: skip
     try:

@@ -14,7 +14,7 @@ from vision.train import (
 
 SMALL = {
     "vit": {"dim": 16, "depth": 2, "heads": 2},
-    "dit": {"dim": 16, "depth": 2, "n_heads": 2, "samples_per_class": 1},
+    "dit": {"dim": 16, "depth": 2, "heads": 2, "samples_per_class": 1},
 }
 
 

@@ -38,7 +38,7 @@ class DiTConfig:
     patch: int = 2
     dim: int = 64
     depth: int = 4
-    n_heads: int = 4
+    heads: int = 4
     mlp_ratio: float = 4.0
     n_classes: int = 10
     label_dropout: float = 0.1
@@ -46,7 +46,7 @@ class DiTConfig:
     freq_dim: int = 256
 
     def __post_init__(self) -> None:
-        check_geometry(self.image_size, self.patch, self.dim, self.n_heads)  # positions are always sin-cos
+        check_geometry(self.image_size, self.patch, self.dim, self.heads)  # positions are always sin-cos
         if not 0 <= self.label_dropout < 1:
             raise ValueError(f"label_dropout must be in [0, 1), got {self.label_dropout}")
 
@@ -70,7 +70,7 @@ class DiTConfig:
 # (the reference learns it); pass learn_sigma=True for the reference's hybrid loss.
 _SIZES = {"S": (384, 12, 6), "B": (768, 12, 12), "L": (1024, 24, 16), "XL": (1152, 28, 16)}
 PRESETS: dict[str, DiTConfig] = {
-    f"DiT-{size}/{p}": DiTConfig(image_size=32, channels=4, patch=p, dim=d, depth=n, n_heads=h, n_classes=1000)
+    f"DiT-{size}/{p}": DiTConfig(image_size=32, channels=4, patch=p, dim=d, depth=n, heads=h, n_classes=1000)
     for size, (d, n, h) in _SIZES.items() for p in (2, 4, 8)
 }  # fmt: skip
 PRESETS["dit-tiny"] = DiTConfig()  # CPU: 8 x 8 digits, 16 tokens, 4 layers of width 64
@@ -202,7 +202,7 @@ class DiT(nn.Module):
         self.register_buffer("pos_embed", sincos_2d(cfg.dim, cfg.grid)[None], persistent=False)  # (1, N, d), fixed
         self.t_embedder = TimestepEmbedder(cfg.dim, cfg.freq_dim)
         self.y_embedder = LabelEmbedder(cfg.n_classes, cfg.dim, cfg.label_dropout) if cfg.n_classes else None
-        self.blocks = nn.ModuleList(DiTBlock(cfg.dim, cfg.n_heads, cfg.mlp_ratio) for _ in range(cfg.depth))
+        self.blocks = nn.ModuleList(DiTBlock(cfg.dim, cfg.heads, cfg.mlp_ratio) for _ in range(cfg.depth))
         self.final_layer = FinalLayer(cfg.dim, cfg.patch, cfg.out_channels)
         self.initialize_weights(generator or torch.Generator().manual_seed(0))
 
