@@ -247,6 +247,9 @@ def train(
         result = run_experiment(base, inits, list(range(seed_start, seed_start + seeds)), out, resume=resume)
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
+    from vision.train import shutdown_distributed
+
+    shutdown_distributed()  # after success only: a failed process exits, and torchrun stops its peers
     if int(os.environ.get("RANK", "0")):
         return
     _print_run_summary(result)

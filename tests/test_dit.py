@@ -326,10 +326,13 @@ def test_task_trains_evaluates_scores_and_samples(tmp_path):
     task = build_task("dit-tiny", "denoise", data, generator=_gen(), objective_params=obj_params,
                       dim=32, heads=4, depth=2, sampler=Sampler(steps=5), samples_per_class=2)  # fmt: skip
     assert task.uses_ema and task.net.config.n_classes == 3 and task.net.config.patch == 2
-    loss = task.training_loss(data.train_images, data.train_labels, _gen(1))
+    batch = len(data.train_labels)
+    draws = task.draw(batch, _gen(1))
+    assert set(draws) == {"drop", "t", "noise"} and all(len(v) == batch for v in draws.values())
+    loss = task.training_loss(data.train_images, data.train_labels, draws)
     assert loss.ndim == 0 and torch.isfinite(loss)
     loss.backward()
-    assert task.training_loss(data.train_images, data.train_labels, _gen(1)).item() == loss.item()
+    assert task.training_loss(data.train_images, data.train_labels, task.draw(batch, _gen(1))).item() == loss.item()
     metrics = task.evaluate(data.test_images, data.test_labels, _gen(2))
     assert set(metrics) == {"test_loss", "test_mse"}
     forms = scored_forms(task)

@@ -83,7 +83,7 @@ def test_run_directory_checkpoint_and_metrics(tmp_path, digits):
     meta, weights, state = final_files(run)
     model = Trainer(cfg, digits).model
     assert set(weights) == set(model.state_dict())
-    assert {"rng.torch", "rng.task.rank0"} <= set(state) and any(k.startswith("optim.") for k in state)
+    assert {"rng.torch", "rng.task"} <= set(state) and any(k.startswith("optim.") for k in state)
     load_weights(latest_checkpoint(run / "ckpt"), model)
     assert torch.equal(model.encoder.blocks[0].attn.qkv.weight, weights["encoder.blocks.0.attn.qkv.weight"])
 

@@ -128,7 +128,7 @@ def test_registry_builds_tasks_that_train_and_evaluate(objective):
     task = build_task("vit-tiny", objective, data, generator=torch.Generator().manual_seed(0), dim=32, depth=2, heads=4)
     assert isinstance(task, VisionTask)
     g = torch.Generator().manual_seed(0)
-    loss = task.training_loss(data.train_images, data.train_labels, g)
+    loss = task.training_loss(data.train_images, data.train_labels, task.draw(len(data.train_labels), g))
     loss.backward()
     assert loss.ndim == 0 and torch.isfinite(loss)
     assert task.model.encoder.blocks[0].attn.qkv.weight.grad.abs().sum() > 0

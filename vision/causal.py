@@ -48,7 +48,7 @@ class CausalTask(TaskBase):
     def _mse(self, images: torch.Tensor) -> torch.Tensor:
         return F.mse_loss(self.model(images).float(), patchify(images, self.net.cfg.patch))
 
-    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
         return self._mse(images)
 
     def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:

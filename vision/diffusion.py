@@ -97,9 +97,10 @@ def _discretized_log_likelihood(x: torch.Tensor, mean: torch.Tensor, log_scale: 
 
 def diffusion_loss(
     model: Model, x0: torch.Tensor, y: torch.Tensor | None, objective: Denoising,
-    generator: torch.Generator | None = None, t: torch.Tensor | None = None,
+    generator: torch.Generator | None = None, t: torch.Tensor | None = None, noise: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
-    """``{"loss", "mse"}`` (and ``"vb"`` for a learned sigma) for clean ``x0 (B, C, H, W)`` at random (or given) ``t``.
+    """``{"loss", "mse"}`` (and ``"vb"`` for a learned sigma) for clean ``x0 (B, C, H, W)`` at random (or given)
+    ``t`` with random (or given) ``noise``; what is not given is drawn from ``generator``, ``t`` first.
 
     ``mse`` is the mean squared error of the objective's target (``eps`` by default). With a learned
     sigma, ``loss = mse + vb * T / 1000``: the variational bound in bits per dimension with the
@@ -107,7 +108,9 @@ def diffusion_loss(
     """
     if t is None:
         t = objective.sample_t((x0.shape[0],), generator).to(x0.device)
-    z, target = objective.corrupt(x0, t, _randn(tuple(x0.shape), generator, x0.device))
+    if noise is None:
+        noise = _randn(tuple(x0.shape), generator, x0.device)
+    z, target = objective.corrupt(x0, t, noise)
     pred, v = _split(model(z, t, y), x0.shape[1])
     mse = ((pred.float() - target.float()) ** 2).mean()
     if v is None:

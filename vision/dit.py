@@ -144,13 +144,18 @@ class LabelEmbedder(nn.Module):
         self.n_classes, self.dropout = n_classes, dropout
         self.table = nn.Embedding(n_classes + (dropout > 0), dim)
 
-    def drop(self, labels: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-        """Replace each label by the null class with probability ``dropout`` (classifier-free guidance training)."""
+    def draw_drops(self, batch: int, generator: torch.Generator | None = None) -> torch.Tensor | None:
+        """Which of ``batch`` labels become the null class, each with probability ``dropout`` (on the
+        generator's device; ``None`` without label dropout, which draws nothing)."""
         if self.dropout == 0:
+            return None
+        return torch.rand(batch, generator=generator, device=generator.device if generator is not None else None) < self.dropout
+
+    def drop(self, labels: torch.Tensor, dropped: torch.Tensor | None) -> torch.Tensor:
+        """``labels`` with the ``dropped`` ones replaced by the null class (classifier-free guidance training)."""
+        if dropped is None:
             return labels
-        gen_device = generator.device if generator is not None else labels.device
-        dropped = (torch.rand(labels.shape, generator=generator, device=gen_device) < self.dropout).to(labels.device)
-        return torch.where(dropped, torch.full_like(labels, self.n_classes), labels)
+        return torch.where(dropped.to(labels.device), torch.full_like(labels, self.n_classes), labels)
 
     def forward(self, labels: torch.Tensor) -> torch.Tensor:
         return self.table(labels)
@@ -228,7 +233,9 @@ class DiT(nn.Module):
 
     def drop_labels(self, y: torch.Tensor | None, generator: torch.Generator | None = None) -> torch.Tensor | None:
         """Label dropout for training: each label becomes the null class with probability ``label_dropout``."""
-        return y if y is None or self.y_embedder is None else self.y_embedder.drop(y, generator)
+        if y is None or self.y_embedder is None:
+            return y
+        return self.y_embedder.drop(y, self.y_embedder.draw_drops(len(y), generator))
 
     def condition(self, t: torch.Tensor, y: torch.Tensor | None) -> torch.Tensor:
         """The conditioning vector ``c = emb(t) + emb(y)`` ``(B, d)``; ``y = None`` means the null class."""
@@ -360,9 +367,22 @@ class DenoiseTask(TaskBase):
     def _labels(self, labels: torch.Tensor) -> torch.Tensor | None:
         return labels if self.net.config.n_classes else None
 
-    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        y = self.net.drop_labels(self._labels(labels), generator)
-        return diffusion_loss(self.model, images, y, self.objective, generator)["loss"]
+    def draw(self, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """Label drops (with label dropout), timesteps and noise, in this order."""
+        cfg, out = self.net.config, {}
+        drops = self.net.y_embedder.draw_drops(batch, generator) if self.net.y_embedder is not None else None
+        if drops is not None:
+            out["drop"] = drops
+        out["t"] = self.objective.sample_t((batch,), generator)
+        out["noise"] = torch.randn(batch, cfg.channels, cfg.image_size, cfg.image_size, generator=generator, device=generator.device)
+        return out
+
+    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
+        y = self._labels(labels)
+        if y is not None:
+            y = self.net.y_embedder.drop(y, draws.get("drop"))
+        t, noise = draws["t"].to(images.device), draws["noise"].to(images.device)
+        return diffusion_loss(self.model, images, y, self.objective, t=t, noise=noise)["loss"]
 
     def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
         losses = diffusion_loss(self.model, images, self._labels(labels), self.objective, generator)

@@ -71,19 +71,22 @@ class MAETask(TaskBase):
     def __init__(self, model: MAE, objective: MaskedAutoencoding) -> None:
         self.model, self.objective = model, objective
 
-    def _masked_mse(self, images: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        n = self.net.cfg.n_patches
-        visible = self.objective.visible(n, (len(images),), generator=generator).to(images.device)
+    def draw(self, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """The visible patches of each image (``[batch, N]`` bool)."""
+        return {"visible": self.objective.visible(self.net.cfg.n_patches, (batch,), generator=generator)}
+
+    def _masked_mse(self, images: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        visible = visible.to(images.device)
         pred = self.model(images, visible_indices(visible))  # (B, N, p*p*C)
         err = (pred.float() - patchify(images, self.net.cfg.patch)).pow(2).mean(-1)  # (B, N)
         masked = (~visible).float()
         return (err * masked).sum() / masked.sum().clamp(min=1)
 
-    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        return self._masked_mse(images, generator)
+    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self._masked_mse(images, draws["visible"])
 
     def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
-        return {"test_loss": self._masked_mse(images, generator).item()}
+        return {"test_loss": self._masked_mse(images, self.draw(len(images), generator)["visible"]).item()}
 
     def forms(self) -> dict[str, FactoredForms]:
         """The encoder's attention as ``"W_qk"`` (what MAE's objective shapes), the narrow decoder apart."""

@@ -10,10 +10,12 @@ Rules a task follows so that the trainer can scale it (DDP, ``torch.compile``, e
 - ``training_loss`` runs the network only through ``self.model(...)`` (its ``forward``): during the
   call the trainer may substitute a ``DistributedDataParallel`` or compiled wrapper for ``self.model``.
   Call other methods of the network (sampling, config) elsewhere, or on ``self.net``.
-- All randomness (masks, noise, timesteps, label dropout) comes from the ``generator`` argument,
-  a CPU ``torch.Generator`` (the draws of ``theory.objectives`` are made on the CPU; move them to
-  ``images.device``). The same seed thus gives the same draws on any device; the trainer
-  checkpoints the generator's state.
+- All of a training step's randomness (masks, noise, timesteps, label dropout) comes from ``draw``:
+  tensors whose leading axis is the batch, drawn from a CPU ``torch.Generator`` (the draws of
+  ``theory.objectives`` are made on the CPU; ``training_loss`` moves them to ``images.device``).
+  The trainer draws for the global batch and gives each DDP process the rows of its examples, so a
+  run is the same on any device and any number of processes; it checkpoints the generator's state.
+  ``evaluate`` draws from the ``generator`` it is given (through ``draw`` where it needs randomness).
 - ``evaluate`` returns per-example *means* over the batch it is given (the trainer averages batches
   weighted by size); it runs under ``torch.no_grad`` with ``model.eval()`` and, when ``uses_ema``,
   with the EMA weights swapped in.
@@ -46,8 +48,12 @@ class VisionTask(Protocol):
     model: nn.Module  # contains vision.attention.Attention layers
     uses_ema: bool  # keep an exponential moving average of the weights, evaluate with it
 
-    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """Scalar loss (mean over the batch) for ``images (B, C, H, W)``, ``labels (B,)``."""
+    def draw(self, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """The randomness of a training step for ``batch`` examples, each tensor ``[batch, ...]``."""
+        ...
+
+    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scalar loss (mean over the batch) for ``images (B, C, H, W)``, ``labels (B,)`` and ``draw(B, ...)``."""
         ...
 
     def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
@@ -74,6 +80,9 @@ class TaskBase:
         """The bare network, even while the trainer has substituted a wrapper for ``self.model``."""
         bare = self.__dict__.get("_net")
         return self.model if bare is None else bare
+
+    def draw(self, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        return {}  # a deterministic loss (classification, next-patch prediction)
 
     def extra_forms(self) -> dict[str, FactoredForms]:
         return {}

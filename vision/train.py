@@ -10,9 +10,10 @@ the data order is a pure function of ``(seed, step)`` and every random stream is
 
 Scale: bf16 autocast and optional ``torch.compile`` on CUDA; multi-process data parallelism through
 ``torchrun`` (``DistributedDataParallel``; gloo on CPU, NCCL on GPUs); the global batch is split
-across processes, so every step sees the same images whatever the number of processes. A task's own
-random draws (masks, noise, timesteps) come from one generator per process, so only a task that draws
-none (classification) gives the same run on any number of processes; a run resumes on as many as it started.
+across processes, so every step sees the same images whatever the number of processes, and a task's
+random draws (masks, noise, timesteps, label drops) are made for the global batch from one generator
+that every process holds, each process taking the rows of its images: a run is the same on any number
+of processes, up to the order of floating-point reductions. A run resumes on as many as it started.
 Run a saved config with ``python -m vision.train RUN/config.json`` (also under ``torchrun``).
 """
 
@@ -158,6 +159,24 @@ def setup_distributed(device_kind: str) -> Dist:
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
     return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def shutdown_distributed() -> None:
+    """Leave the ``torchrun`` process group, if any, once every process is done.
+
+    Collect the finished trainers first (their DDP wrappers hold Gloo work objects), then meet at a
+    barrier and destroy the group: a process that exits while its peer still talks to it, or with
+    Gloo threads alive at interpreter teardown, dies with ``terminate called without an active exception``.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    import gc
+
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def resolve_device(spec: str, local_rank: int) -> torch.device:
@@ -431,7 +450,8 @@ class Trainer:
             self.opt = torch.optim.SGD(groups, lr=cfg.lr, momentum=cfg.momentum)
         else:
             self.opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
-        self.task_gen = generator(cfg.seed, _TASK, self.dist.rank)
+        # One stream for the global batch, the same in every process (sub-stream 0, as single-process runs had).
+        self.task_gen = generator(cfg.seed, _TASK, 0)
         self.order = BatchOrder(len(self.data.train_labels), cfg.batch_size, cfg.seed)
         self.train_x, self.train_y = self.data.train_images.to(self.device), self.data.train_labels.to(self.device)
         n_test = cfg.eval_limit or len(self.data.test_labels)
@@ -465,20 +485,11 @@ class Trainer:
         states = {"rng.torch": torch.get_rng_state()}
         if self.device.type == "cuda":
             states["rng.cuda"] = torch.cuda.get_rng_state(self.device)
-        task_state = self.task_gen.get_state()
-        if self.dist.world > 1:
-            import torch.distributed as dist
-
-            on = self.device if self.device.type == "cuda" else torch.device("cpu")
-            gathered = [torch.empty_like(task_state, device=on) for _ in range(self.dist.world)]
-            dist.all_gather(gathered, task_state.to(on))
-            states.update({f"rng.task.rank{r}": s.cpu() for r, s in enumerate(gathered)})
-        else:
-            states["rng.task.rank0"] = task_state
+        states["rng.task"] = self.task_gen.get_state()  # the same in every process
         return states
 
     def save(self) -> None:
-        rng = self._rng_states()  # a collective under DDP: every rank takes part
+        rng = self._rng_states()
         if self.dist.main:
             meta = {"world_size": self.dist.world, "loss_sum": float(self.loss_sum.item()), "loss_count": self.loss_count,
                     "config": self.cfg.to_dict(), "uses_ema": self.ema is not None, **head_counts(self.model)}  # fmt: skip
@@ -502,7 +513,7 @@ class Trainer:
         torch.set_rng_state(state["rng.torch"])
         if "rng.cuda" in state and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng.cuda"], self.device)
-        self.task_gen.set_state(state[f"rng.task.rank{self.dist.rank}"])
+        self.task_gen.set_state(state["rng.task"])
         self.step = self.saved_step = meta["step"]
         self.loss_sum.fill_(meta["loss_sum"])
         self.loss_count = meta["loss_count"]
@@ -566,10 +577,12 @@ class Trainer:
     def train_step(self) -> None:
         for group in self.opt.param_groups:
             group["lr"] = lr_at(self.step, self.cfg)
-        idx = self.order(self.step)[self.dist.rank :: self.dist.world].to(self.device)
+        mine = slice(self.dist.rank, None, self.dist.world)  # this process's examples of the global batch
+        idx = self.order(self.step)[mine].to(self.device)
         images, labels = self.train_x[idx], self.train_y[idx]
+        draws = {k: v[mine].to(self.device) for k, v in self.task.draw(self.cfg.batch_size, self.task_gen).items()}
         with forward_through(self.task, self.forward_model), self.autocast():
-            loss = self.task.training_loss(images, labels, self.task_gen)
+            loss = self.task.training_loss(images, labels, draws)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.grad_clip > 0:
@@ -674,10 +687,7 @@ def main(argv: list[str] | None = None) -> None:
     if int(os.environ.get("RANK", "0")) == 0:
         print(json.dumps({"run_dir": str(result.run_dir), "step": result.step, "metrics": result.metrics,
                           "replica_max_abs_diff": result.replica_max_abs_diff}))  # fmt: skip
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
+    shutdown_distributed()
 
 
 if __name__ == "__main__":

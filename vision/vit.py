@@ -197,7 +197,7 @@ class ClassifyTask(TaskBase):
         self.model = model
         self.special_tokens = {"cls": 0} if model.cls is not None else {}  # position in the attention input
 
-    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
         return F.cross_entropy(self.model(images), labels)
 
     def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
