@@ -189,8 +189,8 @@ def _print_run_summary(result: dict) -> None:
                **{f"{k.split('_')[0]} key/query": f"{v:.2f}" for k, v in r.items() if k.endswith("_key_query_ratio")}}
               for r in result["layers"]]  # fmt: skip
     columns = list(dict.fromkeys(k for row in layers for k in row))
-    print_table(layers, columns, title="per-layer scores at the last step: mean ± 95% CI over seeds; z = the seeds' null "
-                                       "z-scores combined, sum / sqrt(n); update = M_t - M_0; key/query = "
+    print_table(layers, columns, title="per-layer scores at the last step: mean ± 95% CI over seeds; "
+                                       "z = the seeds' null z-scores combined, sum / sqrt(n); update = M_t - M_0; key/query = "
                                        "||M x_t|| / ||x_t^T M|| of a special token")  # fmt: skip
 
 
@@ -303,9 +303,9 @@ def simulate(
     """Train minimal attention models (all seeds batched) under an objective and score W_qk as it learns.
 
     Prints final symmetry s and directionality delta of the per-layer form: mean +- 95% CI over seeds and
-    the seeds' null z-scores combined (Stouffer, sum / sqrt(n)), for the learned W_qk, its update M_t - M_0, and the self-pair / cross-pair parts of the
-    accumulated gradient. Writes metrics.csv, summary.csv and scores.png under --out. Defaults and their
-    reasons: sim/simulate.py.
+    the seeds' null z-scores combined (Stouffer, sum / sqrt(n)), for the learned W_qk, its update M_t - M_0,
+    and the self-pair / cross-pair parts of the accumulated gradient. Writes metrics.csv, summary.csv and
+    scores.png under --out. Defaults and their reasons: sim/simulate.py.
     """
     options = {k: v for k, v in locals().items() if k not in
                ("objective", "out", "resume", "compare_theory", "mc_sequences", "experiment", "threads", "progress")}  # fmt: skip

@@ -130,7 +130,8 @@ def test_unknown_layout_lists_the_attention_looking_keys(tmp_path):
 
 
 def test_keys_of_a_known_layout_with_a_foreign_model_type_are_not_guessed(tmp_path):
-    _save({f"transformer.h.{i}.attn.c_attn.weight": torch.randn(D, 3 * D) for i in range(L)}, tmp_path / "model.safetensors")
+    weights = {f"transformer.h.{i}.attn.c_attn.weight": torch.randn(D, 3 * D) for i in range(L)}
+    _save(weights, tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt_bigcode", "n_head": H}))
     with pytest.raises(CheckpointError, match="gpt_bigcode.*not guessing"):
         describe(tmp_path)

@@ -149,7 +149,8 @@ class LabelEmbedder(nn.Module):
         generator's device; ``None`` without label dropout, which draws nothing)."""
         if self.dropout == 0:
             return None
-        return torch.rand(batch, generator=generator, device=generator.device if generator is not None else None) < self.dropout
+        device = generator.device if generator is not None else None
+        return torch.rand(batch, generator=generator, device=device) < self.dropout
 
     def drop(self, labels: torch.Tensor, dropped: torch.Tensor | None) -> torch.Tensor:
         """``labels`` with the ``dropped`` ones replaced by the null class (classifier-free guidance training)."""
@@ -374,7 +375,8 @@ class DenoiseTask(TaskBase):
         if drops is not None:
             out["drop"] = drops
         out["t"] = self.objective.sample_t((batch,), generator)
-        out["noise"] = torch.randn(batch, cfg.channels, cfg.image_size, cfg.image_size, generator=generator, device=generator.device)
+        shape = (batch, cfg.channels, cfg.image_size, cfg.image_size)
+        out["noise"] = torch.randn(shape, generator=generator, device=generator.device)
         return out
 
     def training_loss(self, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -111,7 +111,7 @@ class TrainConfig:
         return cls(**values)
 
 
-# ---- schedule -----------------------------------------------------------------------
+# ---- schedule and batch order ----------------------------------------------------------------------
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warmup to ``lr``, then cosine decay to ``lr * min_lr_ratio`` at ``steps``."""
     if step < cfg.warmup:
@@ -492,7 +492,8 @@ class Trainer:
         rng = self._rng_states()
         if self.dist.main:
             meta = {"world_size": self.dist.world, "loss_sum": float(self.loss_sum.item()), "loss_count": self.loss_count,
-                    "config": self.cfg.to_dict(), "uses_ema": self.ema is not None, **head_counts(self.model)}  # fmt: skip
+                    "config": self.cfg.to_dict(), "uses_ema": self.ema is not None,
+                    **head_counts(self.model)}  # fmt: skip
             save_checkpoint(self.run_dir / "ckpt", self.step, self.model, self.ema, self.opt, rng, meta, self.cfg.keep_checkpoints)
         self.saved_step = self.step
         self._barrier()
