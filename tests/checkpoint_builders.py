@@ -16,9 +16,7 @@ import torch
 from torch import nn
 
 from theory.factored import FactoredForms
-from theory.nulls import SCORE_NAMES, null_distribution
 from theory.report import score_rows
-from theory.scores import DEFAULT_K
 from vision.attention import Attention
 
 D, H, L = 32, 4, 2
@@ -63,7 +61,7 @@ def separate_reference(model: nn.Module, n_heads: int = H, n_kv: int | None = No
         q.append(split_heads_hf(probe(q_mod, d), n_heads))
         k.append(repeat_kv(split_heads_hf(probe(k_mod, d), n_kv)[None], n_heads // n_kv)[0])
     assert q, f"no query/key modules found in {type(model).__name__}"
-    return FactoredForms(torch.stack(q), torch.stack(k))
+    return FactoredForms(torch.stack(q), torch.stack(k), n_kv)
 
 
 def gpt2_reference(blocks: nn.ModuleList, n_heads: int = H) -> FactoredForms:
@@ -164,18 +162,9 @@ def assert_forms_equal(got: FactoredForms, want: FactoredForms, atol: float = 1e
     assert diff <= atol * scale, f"||M_got - M_ref|| = {diff:.3g} (||M_ref|| = {scale:.3g})"
 
 
-def assert_rows_match(
-    rows: list[dict], want: FactoredForms, per: str = "both", atol: float = 1e-9, layer_rank: int | None = None
-) -> None:
-    """Analysis rows equal scoring the reference factors directly (same nulls: same z-scores).
-
-    ``layer_rank``: the rank of the per-layer null when it is not ``H d_h`` (grouped-query attention).
-    """
+def assert_rows_match(rows: list[dict], want: FactoredForms, per: str = "both", atol: float = 1e-9) -> None:
+    """Analysis rows equal scoring the reference factors directly (same nulls: same z-scores)."""
     expected = score_rows(want, per, null_samples=NULL_SAMPLES)
-    if layer_rank is not None:
-        null = null_distribution(want.d_model, layer_rank, DEFAULT_K, NULL_SAMPLES)
-        for row in (r for r in expected if r["head"] == "all"):
-            row |= {f"{name}_z": float(null.z(name, row[name])) for name in SCORE_NAMES}
     assert len(rows) == len(expected)
     for got, exp in zip(rows, expected, strict=True):
         assert (got["layer"], got["head"]) == (exp["layer"], exp["head"])

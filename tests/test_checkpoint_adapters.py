@@ -126,6 +126,15 @@ def _decoder(name):
     }[name]()
 
 
+def _mod_paired(model, n_kv: int) -> FactoredForms:
+    """The model's forms with query head ``h`` paired with key head ``h mod H_kv`` (the reference code's pairing)."""
+    layers = model.model.layers
+    q = torch.stack([l.self_attn.q_proj.weight.detach() for l in layers])
+    k = torch.stack([l.self_attn.k_proj.weight.detach() for l in layers])
+    k_heads = k.reshape(L, n_kv, D // H, D)
+    return FactoredForms.from_linear(q, k_heads[:, [h % n_kv for h in range(H)]].reshape(L, D, D), H)
+
+
 @pytest.mark.parametrize("name", ["llama-gqa", "mistral-gqa", "qwen2-gqa-qk-bias", "qwen3-qk-norm", "llama-mha"])
 def test_q_proj_k_proj_families_pair_key_heads_as_the_model_does(name, tmp_path):
     model = _decoder(name)
@@ -137,20 +146,9 @@ def test_q_proj_k_proj_families_pair_key_heads_as_the_model_does(name, tmp_path)
     assert any("rotary" in w for w in result.plan.warnings)
     assert any("q/k normalisation" in w for w in result.plan.warnings) == (name == "qwen3-qk-norm")
     assert_forms_equal(adapted(tmp_path), reference)
-    assert_rows_match(result.rows, reference, layer_rank=n_kv * D // H)
-
-
-def test_gqa_pairs_query_head_h_with_key_head_h_div_group_not_h_mod(tmp_path):
-    model = _decoder("llama-gqa")
-    model.save_pretrained(tmp_path)
-    layers = model.model.layers
-    q = torch.stack([l.self_attn.q_proj.weight.detach() for l in layers])
-    k = torch.stack([l.self_attn.k_proj.weight.detach() for l in layers])
-    k_heads = k.reshape(L, 2, D // H, D)
-    mod_paired = k_heads[:, [h % 2 for h in range(H)]].reshape(L, H * D // H, D)  # the reference code's pairing
-    wrong = FactoredForms.from_linear(q, mod_paired, H)
-    assert _differs(wrong, separate_reference(model, H, 2))
-    assert_forms_equal(adapted(tmp_path), separate_reference(model, H, 2))
+    assert_rows_match(result.rows, reference)
+    if n_kv < H:  # query head h pairs with key head h // (H / H_kv), not h mod H_kv as the reference code has it
+        assert _differs(_mod_paired(model, n_kv), reference)
 
 
 # ---- timm ViT and original DiT: blocks.{i}.attn.qkv, blocked (3, H, d_h) ---------------------------------
@@ -246,7 +244,7 @@ def test_gguf_row_permutation_leaves_every_head_form_unchanged(tmp_path):
     assert result.plan.heads.source.startswith("GGUF metadata")
     reference = separate_reference(model, H, 2)
     assert_forms_equal(adapted(path), reference)
-    assert_rows_match(result.rows, reference, layer_rank=2 * D // H)
+    assert_rows_match(result.rows, reference)
     # The invariance needs the same permutation on both sides: permuting Q alone changes the forms.
     _llama_gguf(tmp_path / "q-only.gguf", model, permute_k=False)
     assert _differs(adapted(tmp_path / "q-only.gguf"), reference)

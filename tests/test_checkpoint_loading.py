@@ -182,3 +182,21 @@ def test_heads_flag_overrides_the_config_with_a_warning(tmp_path):
     _llama(n_kv=4).save_pretrained(tmp_path)
     ckpt, plan = describe(tmp_path, heads=2)
     assert plan.heads.n_heads == 2 and any("overrides" in w for w in plan.warnings)
+
+
+@pytest.mark.parametrize("config, source", [
+    ({"num_attention_heads": H, "text_config": {"num_attention_heads": 2}}, "num_attention_heads"),
+    ({"text_config": {"num_attention_heads": H}, "vision_config": {"num_heads": H}}, "text_config.num_attention_heads"),
+    ({"model": {"n_heads": H}, "optimizer": {"lr": 1e-3}}, "model.n_heads"),
+    ({"text_config": {"num_attention_heads": 2}, "vision_config": {"num_attention_heads": H}}, None),
+], ids=["top-level-wins", "nested-agree", "one-nested", "nested-disagree"])  # fmt: skip
+def test_nested_head_counts_are_used_only_when_the_nested_configs_agree(config, source, tmp_path):
+    """A composite config (CLIP's text and vision towers) whose towers differ names no head count for either."""
+    _save(_llama().state_dict(), tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if source is None:
+        with pytest.raises(CheckpointError, match="does not say how many heads.*--heads"):
+            describe(tmp_path)
+        return
+    plan = describe(tmp_path)[1]
+    assert (plan.heads.n_heads, plan.heads.source) == (H, f"config.json ({source})")

@@ -18,7 +18,7 @@ import torch
 
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, SCORE_NAMES, null_distribution
-from theory.report import SCORE_COLUMNS, PerChoice, score_rows
+from theory.report import SCORE_COLUMNS, PerChoice, _check_per, score_rows
 from theory.scores import DEFAULT_K
 from vision.checkpoints.detect import Plan, plan_checkpoint
 from vision.checkpoints.loading import Checkpoint, open_checkpoint
@@ -39,8 +39,7 @@ def default_null_samples(d: int, rank: int) -> int:
 
 
 def _pers(per: PerChoice) -> tuple[str, ...]:
-    if per not in ("head", "layer", "both"):
-        raise ValueError(f"per must be 'head', 'layer' or 'both', got {per!r}")
+    _check_per(per)
     return ("head", "layer") if per == "both" else (per,)
 
 
@@ -116,7 +115,6 @@ def summarise(rows: list[dict]) -> list[dict]:
 
 @dataclass(frozen=True)
 class Analysis:
-    checkpoint: Checkpoint
     plan: Plan
     rows: list[dict]
 
@@ -153,4 +151,4 @@ def analyze(
 ) -> Analysis:
     """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``)."""
     ckpt, plan = describe(path, heads, kv_heads, prefix)
-    return Analysis(ckpt, plan, score(ckpt, plan, per, k, null_samples, null_seed))
+    return Analysis(plan, score(ckpt, plan, per, k, null_samples, null_seed))

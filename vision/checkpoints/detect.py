@@ -22,6 +22,7 @@ ATTENTION_LOOKING = re.compile(
 )
 QK_NORM = re.compile(r"(^|[._])(q|k|query|key)_?(norm|layernorm|ln)([._]|$)|(^|[._])norm_(added_)?[qk]([._]|$)")
 ADALN = re.compile(r"adaLN|adaln|\.norm1\.linear\.|\.norm1\.emb\.|scale_shift_table")
+_LAYER_NUMBER = re.compile(r"(?<![^.])\d+(?![^.])")  # a whole dotted component of digits
 ROTARY_CONFIG_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "rotary_pct", "rotary_dim",
                       "rotary_emb_base", "partial_rotary_factor", "rope_dimension_count")  # fmt: skip
 ROTARY_MODEL_TYPES = frozenset({
@@ -88,9 +89,14 @@ class Plan:
         ]
 
 
+def _key_pattern(key: str) -> str:
+    """``key`` with its layer (and other index) numbers as ``*``: ``blocks.3.attn.qkv`` -> ``blocks.*.attn.qkv``."""
+    return _LAYER_NUMBER.sub("*", key)
+
+
 def attention_keys_listing(keys: list[str], limit: int = 25) -> str:
     """The attention-looking keys, numbers collapsed to ``*``, for error messages."""
-    counts = Counter(re.sub(r"(?<![^.])\d+(?![^.])", "*", k) for k in keys if ATTENTION_LOOKING.search(k))
+    counts = Counter(_key_pattern(k) for k in keys if ATTENTION_LOOKING.search(k))
     lines = [f"  {pattern}" + (f"  ({n} keys)" if n > 1 else "") for pattern, n in sorted(counts.items())]
     more = [f"  ... and {len(lines) - limit} more patterns"] if len(lines) > limit else []
     return "\n".join(lines[:limit] + more) or "  (none: no key mentions attn, attention, query, key or qkv)"
@@ -133,8 +139,8 @@ def _choose(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[Stack, list
 def _resolve_heads(
     stack: Stack, dims: tuple[int, int, int], config: Mapping[str, Any], source: str,
     heads: int | None, kv_heads: int | None,
-) -> tuple[HeadCounts, list[str]]:
-    """Head counts from --heads/--kv-heads, the config, or (fused ViT/DiT only) the standard presets."""
+) -> tuple[HeadCounts, int, list[str]]:
+    """Head counts and head size from --heads/--kv-heads, the config, or (fused ViT/DiT only) the presets."""
     d, q_rows, k_rows = dims
     warnings = []
     stated = config_head_counts(config, source, "decoder" if stack.prefix.startswith("decoder.") else "")
@@ -163,7 +169,7 @@ def _resolve_heads(
                               f"{k_rows} rows = {inferred} heads of size {d_head}")
     if counts.n_heads % inferred:
         raise CheckpointError(f"{counts.n_heads} query heads cannot be grouped over {inferred} key heads")
-    return HeadCounts(counts.n_heads, inferred, counts.source), warnings
+    return HeadCounts(counts.n_heads, inferred, counts.source), d_head, warnings
 
 
 def _check_model_type(layout: Layout, config: Mapping[str, Any]) -> None:
@@ -188,11 +194,11 @@ def _rotary_warning(layout: Layout, config: Mapping[str, Any]) -> str | None:
 
 def _key_warnings(keys: list[str], config: Mapping[str, Any]) -> list[str]:
     out = []
-    norms = sorted({re.sub(r"\d+", "*", k) for k in keys if QK_NORM.search(k)})
+    norms = sorted({_key_pattern(k) for k in keys if QK_NORM.search(k)})
     if norms or any(config.get(k) for k in ("qk_norm", "use_qk_norm", "qk_layernorm")):
         out.append(f"q/k normalisation ({', '.join(norms[:3]) or 'config'}): logits are taken between normalised "
                    "queries and keys with learned gains, which the scored W_q W_k^T does not include")
-    adaln = sorted({re.sub(r"\d+", "*", k) for k in keys if ADALN.search(k)})
+    adaln = sorted({_key_pattern(k) for k in keys if ADALN.search(k)})
     if adaln or str(config.get("norm_type", "")).startswith("ada_norm"):
         out.append(f"adaLN modulation ({', '.join(adaln[:3]) or 'config'}): the effective form on the normalised "
                    "tokens is diag(1 + s_t) M diag(1 + s_t), set by timestep and class; the scores are for M itself")
@@ -213,7 +219,7 @@ def _skipped(keys: list[str], used: set[str], chosen: Stack, stacks: list[Stack]
         else:
             reason = next((why for rule, why in SKIP_REASONS if rule.search(key)),
                           f"attention-looking, not read by the {chosen.layout.name} adapter")
-        counts[(re.sub(r"(?<![^.])\d+(?![^.])", "*", key), reason)] += 1
+        counts[(_key_pattern(key), reason)] += 1
     return tuple((pattern, n, reason) for (pattern, reason), n in sorted(counts.items()))
 
 
@@ -260,13 +266,13 @@ def plan_checkpoint(
             raise CheckpointError(f"{group[0]}: {err}") from err
     if len(dims) > 1:
         raise CheckpointError(f"layers of '{stack.prefix}' differ in shape (d, q rows, k rows): {sorted(dims)}")
-    counts, head_warnings = _resolve_heads(stack, dims.pop(), config, ckpt.config_source, heads, kv_heads)
+    shape = dims.pop()  # (d, q rows, k rows), the same in every layer
+    counts, d_head, head_warnings = _resolve_heads(stack, shape, config, ckpt.config_source, heads, kv_heads)
     stack_keys = [k for k in keys if k.startswith(stack.prefix)]
     warnings = [w for w in [_rotary_warning(layout, config)] if w] + _key_warnings(stack_keys, config)
-    d, q_rows = layout.shapes(*(ckpt.shapes[k] for k in layer_keys[0]))[:2]
     return Plan(
         model=ckpt.name, family=_family(stack, keys, config), layout=layout, prefix=stack.prefix,
-        layer_keys=layer_keys, heads=counts, d_model=d, d_head=q_rows // counts.n_heads,
+        layer_keys=layer_keys, heads=counts, d_model=shape[0], d_head=d_head,
         warnings=tuple(notes + head_warnings + warnings), notes=tuple(ckpt.notes),
         skipped=_skipped(keys, {k for g in layer_keys for k in g}, stack, all_stacks),
     )  # fmt: skip

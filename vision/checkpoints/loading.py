@@ -80,15 +80,27 @@ _HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_
 _KV_HEAD_KEYS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "n_kv_heads")
 
 
-def _first(config: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, int] | None:
-    """The first of ``names`` holding an int, at the top level or one level down (run configs nest ``model``)."""
-    scopes = [("", config)] + [(f"{k}.", v) for k, v in config.items() if isinstance(v, Mapping)]
-    for where, scope in scopes:
-        for name in names:
-            value = scope.get(name)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return f"{where}{name}", value
+def _first_in(scope: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, int] | None:
+    """The first of ``names`` that ``scope`` maps to a positive int."""
+    for name in names:
+        value = scope.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return name, value
     return None
+
+
+def _first(config: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, int] | None:
+    """The first of ``names`` holding an int at the top level, else one level down (run configs nest ``model``).
+
+    One level down, the nested configs that state a value must agree: a composite config whose towers
+    differ (CLIP's ``text_config`` and ``vision_config``) gives None rather than one tower's count.
+    """
+    found = _first_in(config, names)
+    if found:
+        return found
+    nested = [(f"{key}.{hit[0]}", hit[1])
+              for key, scope in config.items() if isinstance(scope, Mapping) and (hit := _first_in(scope, names))]
+    return nested[0] if len({value for _, value in nested}) == 1 else None
 
 
 def config_head_counts(config: Mapping[str, Any], source: str = "config.json", role: str = "") -> HeadCounts | None:
@@ -267,8 +279,8 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
     if not files:
         raise CheckpointError(f"{path} holds no weights (.safetensors, .bin, .pt, .pth or .gguf, or a shard index)")
     if files[0].name.endswith(".index.json"):
-        notes.append(f"sharded: {files[0].name} -> {len(_index_files(files[0]))} files")
-        files = _index_files(files[0])
+        index, files = files[0], _index_files(files[0])
+        notes.append(f"sharded: {index.name} -> {len(files)} files")
     suffix = files[0].suffix.lower()
     if suffix == ".safetensors":
         shapes, read = _safetensors_files(files)
