@@ -85,10 +85,16 @@ def test_beta_sums_to_zero_and_lives_on_the_pattern(case):
 
 
 @given(cases())
-def test_self_and_cross_parts_add_up_and_self_is_symmetric(case):
+def test_self_and_cross_parts_are_the_beta_sums_and_self_is_symmetric(case):
     _, x, form, value, target, pattern, d_h = case
     grad = form_gradient(x, form, value, target, pattern, d_h)
-    assert float((grad.self_pair + grad.cross_pair - grad.total).abs().max()) <= 1e-12 * (1 + float(grad.total.abs().max()))
+    # beta already carries 1 / sqrt(d_h): dL/dM = sum_b sum_ij beta_ij x_i x_j^T, split at j = i
+    beta = logit_gradient(x, form, value, target, pattern, d_h)
+    diagonal = torch.eye(x.shape[1], dtype=torch.bool)
+    self_pair = torch.einsum("b...ij,bip,bjq->...pq", beta.masked_fill(~diagonal, 0), x, x)
+    cross_pair = torch.einsum("b...ij,bip,bjq->...pq", beta.masked_fill(diagonal, 0), x, x)
+    for mine, direct in ((grad.self_pair, self_pair), (grad.cross_pair, cross_pair)):
+        assert float((mine - direct).abs().max()) <= 1e-12 * (1 + float(direct.abs().max()))
     skew = grad.self_pair - grad.self_pair.transpose(-2, -1)
     assert float(skew.abs().max()) <= 1e-12 * (1 + float(grad.self_pair.abs().max()))
 
@@ -116,6 +122,16 @@ def test_zero_form_means_uniform_attention():
         assert torch.allclose(fn(None), fn(zero), atol=1e-14, rtol=0)
 
 
+def test_zero_form_takes_the_heads_from_the_value():
+    x, value, _, gen = small_problem(2, 2, 4)
+    pattern = Bidirectional(mask_ratio=0.5).pattern(4, (2,), gen)
+    heads = torch.stack([value, -2 * value, value.flip(0)])  # (H, d_v, d)
+    y = attention_output(x, None, heads, pattern, 1)
+    assert y.shape == (2, 3, 4, value.shape[0])
+    for h in range(3):
+        assert torch.allclose(y[:, h], attention_output(x, None, heads[h], pattern, 1), atol=1e-14, rtol=0)
+
+
 def test_upstream_outside_the_loss_positions_is_ignored():
     x, value, g, gen = small_problem(1, 1, 4)
     pattern = Classification().pattern(4)
@@ -129,7 +145,7 @@ def test_split_self_cross_of_pair_terms():
     pairs = torch.randn(3, 3, 2, 2, dtype=torch.float64)
     self_pair, cross = split_self_cross(pairs)
     assert torch.allclose(self_pair, pairs[0, 0] + pairs[1, 1] + pairs[2, 2])
-    assert torch.allclose(self_pair + cross, pairs.sum((0, 1)))
+    assert torch.allclose(cross, sum(pairs[i, j] for i in range(3) for j in range(3) if i != j))
 
 
 @given(st.integers(0, 2**31 - 1), st.integers(2, 6), st.integers(1, 4))

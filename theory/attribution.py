@@ -32,14 +32,26 @@ from theory.expectation import (
     LinearReadout,
     SequenceSampler,
     Sequences,
+    ar1_covariance,
+    bos_gaussian,
     gaussian_update,
     head_averaged_update,
     monte_carlo_update,
     objective_sampler,
     reverse_covariance,
+    rotation_ar1,
+    separable_covariance,
 )
 from theory.factored import FactoredForms
-from theory.objectives import Autoregressive, ContextChoice, Objective
+from theory.objectives import (
+    Autoregressive,
+    Bidirectional,
+    Classification,
+    ContextChoice,
+    Denoising,
+    MaskedAutoencoding,
+    Objective,
+)
 
 MASKS = ("causal", "symmetric")
 DATA = ("forward", "reversed")
@@ -164,8 +176,6 @@ DATA_SETTINGS = {
 
 def data_setting(name: str, n: int, d: int, seed: int) -> tuple[torch.Tensor, torch.Tensor | None]:
     """``(covariance [N, d, N, d], mean [N, d] or None)`` of a named setting (:data:`DATA_SETTINGS`)."""
-    from theory.expectation import ar1_covariance, bos_gaussian, rotation_ar1, separable_covariance
-
     gen = torch.Generator().manual_seed(seed)
     eye = torch.eye(d, dtype=torch.float64)
     if name == "exchangeable":
@@ -188,15 +198,11 @@ def data_setting(name: str, n: int, d: int, seed: int) -> tuple[torch.Tensor, to
 
 def default_objectives() -> list[Objective]:
     """Every objective, with bidirectional both keep-as-is (the clean role swap) and BERT's 80/10/10."""
-    from theory.objectives import Bidirectional, Classification, Denoising, MaskedAutoencoding
-
     return [Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0), Bidirectional(mask_ratio=0.3),
             Autoregressive(), Denoising(), Classification(), MaskedAutoencoding(mask_ratio=0.5)]
 
 
 def _label(objective: Objective) -> str:
-    from theory.objectives import Bidirectional
-
     if isinstance(objective, Bidirectional):
         return f"bidirectional {objective.mask_token:g}/{objective.random_token:g} mask/random"
     return objective.name
@@ -211,8 +217,6 @@ def predict_first_update(
     ``head="averaged"`` averages over the value/readout init; ``"random"`` uses one seeded draw.
     Returns ``(score_rows, attribution_rows)``; a BOS setting adds ``key/query = ||E x_BOS|| / ||x_BOS^T E||``.
     """
-    from theory.expectation import Corruption
-
     cov, mean = data_setting(data, n, d, seed)
     gen = torch.Generator().manual_seed(seed + 1)
     corruption = Corruption.random(d, gen)

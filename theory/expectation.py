@@ -82,7 +82,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from theory.gradients import attention_output, form_gradient
+from theory.gradients import attention_output, form_gradient, split_self_cross
 from theory.objectives import (
     Autoregressive,
     Bidirectional,
@@ -147,7 +147,7 @@ def max_abs_z(reference: ExpectedUpdate, estimate: ExpectedUpdate, rel_floor: fl
     Standard errors are floored at ``rel_floor`` times the part's largest entry, so entries that are
     zero in every sample (e.g. a diagonal that cancels exactly) compare to rounding, not to 0/0.
     """
-    if estimate.stderr is None:
+    if estimate.exact:
         raise ValueError("the estimate has no standard errors (it is exact); compare exact results directly")
     worst = 0.0
     for name in PARTS:
@@ -643,8 +643,7 @@ def _bidirectional_scenarios(obj: Bidirectional, sig: torch.Tensor, mu: torch.Te
 def _denoising_scenarios(obj: Denoising, sig: torch.Tensor, mu: torch.Tensor, timesteps: Sequence[int] | None,
                          max_scenarios: int) -> Iterator[_Scenarios]:
     n, d = mu.shape
-    t_max = obj.schedule.steps if obj.t_max is None else obj.t_max
-    steps = torch.as_tensor(list(range(obj.t_min, t_max)) if timesteps is None else list(timesteps))
+    steps = torch.as_tensor(list(range(obj.t_min, obj.t_end)) if timesteps is None else list(timesteps))
     if len(steps) > max_scenarios:
         raise ValueError(f"{len(steps)} timesteps > max_scenarios={max_scenarios}; pass fewer timesteps")
     pattern = obj.pattern(n)
@@ -666,7 +665,7 @@ def _denoising_scenarios(obj: Denoising, sig: torch.Tensor, mu: torch.Tensor, ti
 def _mae_scenarios(obj: MaskedAutoencoding, sig: torch.Tensor, mu: torch.Tensor,
                    max_scenarios: int) -> Iterator[_Scenarios]:
     n, d = mu.shape
-    keep = max(1, round(n * (1 - obj.mask_ratio)))
+    keep = obj.n_visible(n)
     if keep == n:
         raise ValueError("masked autoencoding with no masked position has no target; raise mask_ratio")
     total = math.comb(n, keep)
@@ -791,9 +790,7 @@ def gaussian_update(
         sc = replace(sc, context=RolePattern(sc.loss, sc.context).with_context(context).context)
         part = _pair_expectations(sc, head, d_h)
         pairs = part if pairs is None else pairs + part
-    self_pair = pairs.diagonal(0, 0, 1).sum(-1)
-    total = pairs.sum((0, 1))
-    return ExpectedUpdate(total, self_pair, total - self_pair)
+    return ExpectedUpdate(pairs.sum((0, 1)), *split_self_cross(pairs))
 
 
 def head_averaged_update(

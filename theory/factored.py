@@ -55,6 +55,11 @@ def expand_kv_heads(k: torch.Tensor, n_heads: int) -> torch.Tensor:
     return k.repeat_interleave(n_heads // n_kv, dim=1)
 
 
+def _check_per(per: str) -> None:
+    if per not in ("head", "layer"):
+        raise ValueError(f"per must be 'head' or 'layer', got {per!r}")
+
+
 @dataclass(frozen=True)
 class FactoredForms:
     """Factors ``q = W_q^h`` and ``k = W_k^h`` of shape ``[L, H, d, d_h]`` (key heads already paired).
@@ -139,7 +144,8 @@ class FactoredForms:
 
     def rank(self, per: Per) -> int:
         """Number of columns of the factors of a per-head (``d_h``) or per-layer (``H_kv d_h``) form."""
-        return self.factors(per)[0].shape[-1]
+        _check_per(per)
+        return self.d_head if per == "head" else self.n_kv_heads * self.d_head
 
     # ---- views --------------------------------------------------------------------------------
     def factors(self, per: Per = "head") -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,10 +154,9 @@ class FactoredForms:
         Per layer, the query heads sharing a key head are summed first:
         ``sum_h W_q^h W_k^{g(h)T} = sum_g (sum_{h in g} W_q^h) W_k^{gT}``, so the factors have the true rank.
         """
+        _check_per(per)
         if per == "head":
             return self.q, self.k
-        if per != "layer":
-            raise ValueError(f"per must be 'head' or 'layer', got {per!r}")
         q = self.q if self.n_kv_heads == self.n_heads else self.q.double()  # sum heads in float64
         q = rearrange(q, "l (g r) d dh -> l g r d dh", g=self.n_kv_heads).sum(2)  # (L, H_kv, d, d_h)
         k = self.k[:, :: self.n_heads // self.n_kv_heads]  # one copy of each repeated key head

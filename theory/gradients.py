@@ -40,26 +40,26 @@ class FormGradient:
     beta: torch.Tensor
 
 
-def _head_stack(t: torch.Tensor, ndim: int, name: str) -> tuple[torch.Tensor, bool]:
-    """Lift a one-head tensor of ``ndim`` dims to a stack ``[H, ...]``; report whether it was lifted."""
+def _head_stack(t: torch.Tensor, ndim: int, name: str) -> torch.Tensor:
+    """Lift a one-head tensor of ``ndim`` dims to a stack ``[H, ...]``."""
     if t.ndim == ndim:
-        return t.unsqueeze(0), True
+        return t.unsqueeze(0)
     if t.ndim == ndim + 1:
-        return t, False
+        return t
     raise ValueError(f"{name} must have {ndim} dims (one head) or {ndim + 1} (heads first); got shape {tuple(t.shape)}")
 
 
 def attention_logits(x: torch.Tensor, form: Form, d_h: int) -> torch.Tensor:
     """Logits ``[B, H, N, N]`` for inputs ``x [B, N, d]`` and a form ``M [H?, d, d]`` or factors ``(W_q, W_k) [H?, d, d_h]``."""
     if isinstance(form, tuple):
-        q, _ = _head_stack(form[0], 2, "W_q")
-        k, _ = _head_stack(form[1], 2, "W_k")
+        q = _head_stack(form[0], 2, "W_q")
+        k = _head_stack(form[1], 2, "W_k")
         if q.shape != k.shape:
             raise ValueError(f"W_q and W_k disagree: {tuple(q.shape)} vs {tuple(k.shape)}")
         qx = x[:, None] @ q  # (B, H, N, d_h)
         kx = x[:, None] @ k
         return qx @ kx.transpose(-2, -1) / d_h**0.5
-    m, _ = _head_stack(form, 2, "M")
+    m = _head_stack(form, 2, "M")
     return x[:, None] @ m @ x[:, None].transpose(-2, -1) / d_h**0.5
 
 
@@ -99,11 +99,12 @@ def attention_output(
 ) -> torch.Tensor:
     """``y_i = sum_{j in D_i} alpha_ij W_v x_j``: ``[B, N, d_v]`` for one head, ``[B, H, N, d_v]`` for several.
 
-    ``form=None`` means ``M = 0`` (uniform attention over each context set).
+    ``form=None`` means ``M = 0`` (uniform attention over each context set). The output has a head
+    axis when the form or ``value`` has one (with ``form=None``, ``H`` comes from ``value [H, d_v, d]``).
     """
-    _, single = _heads_of(form)
+    single = _heads_of(form)[1] and value.ndim == 2
     b, n, _ = x.shape
-    v, _ = _head_stack(value, 2, "W_v")
+    v = _head_stack(value, 2, "W_v")
     _, context = _pattern_masks(pattern, b, n)
     y = _weights(x, form, context, d_h) @ (x[:, None] @ v.transpose(-2, -1))  # (B, H, N, d_v)
     return y[:, 0] if single else y
@@ -119,7 +120,7 @@ def logit_gradient(
     """
     n_heads, single = _heads_of(form)
     b, n, _ = x.shape
-    v, _ = _head_stack(value, 2, "W_v")
+    v = _head_stack(value, 2, "W_v")
     g = upstream.unsqueeze(1) if upstream.ndim == 3 else upstream  # (B, H, N, d_v)
     if g.shape[:3] != (b, n_heads, n) or v.shape[0] != n_heads or g.shape[-1] != v.shape[1]:
         raise ValueError(

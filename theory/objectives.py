@@ -162,16 +162,19 @@ class Denoising:
     def __post_init__(self) -> None:
         if self.target not in ("eps", "x0", "v"):
             raise ValueError(f"denoising target must be 'eps', 'x0' or 'v', got {self.target!r}")
-        t_max = self.schedule.steps if self.t_max is None else self.t_max
-        if not 0 <= self.t_min < t_max <= self.schedule.steps:
-            raise ValueError(f"need 0 <= t_min < t_max <= {self.schedule.steps}; got {self.t_min}, {t_max}")
+        if not 0 <= self.t_min < self.t_end <= self.schedule.steps:
+            raise ValueError(f"need 0 <= t_min < t_max <= {self.schedule.steps}; got {self.t_min}, {self.t_end}")
+
+    @property
+    def t_end(self) -> int:
+        """The exclusive upper timestep: ``t_max``, or the schedule's length when it is None."""
+        return self.schedule.steps if self.t_max is None else self.t_max
 
     def pattern(self, n: int, batch: tuple[int, ...] = (), generator: torch.Generator | None = None) -> RolePattern:
         return RolePattern(torch.ones(*batch, n, dtype=torch.bool), _full_context(n, batch, True))
 
     def sample_t(self, batch: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
-        t_max = self.schedule.steps if self.t_max is None else self.t_max
-        return torch.randint(self.t_min, t_max, batch, generator=generator)
+        return torch.randint(self.t_min, self.t_end, batch, generator=generator)
 
     def coefficients(self, t: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(sqrt(abar_t), sqrt(1 - abar_t))`` at timesteps ``t [B]``, shaped to broadcast against ``like [B, ...]``."""
@@ -228,11 +231,14 @@ class MaskedAutoencoding:
         if not 0 <= self.mask_ratio < 1:
             raise ValueError(f"mask_ratio must be in [0, 1), got {self.mask_ratio}")
 
+    def n_visible(self, n: int) -> int:
+        """How many of ``n`` positions are visible: ``round(n (1 - mask_ratio))``, at least one."""
+        return max(1, round(n * (1 - self.mask_ratio)))
+
     def visible(self, n: int, batch: tuple[int, ...] = (), generator: torch.Generator | None = None) -> torch.Tensor:
-        """Exactly ``round(n (1 - mask_ratio))`` (at least one) visible positions per sequence."""
-        keep = max(1, round(n * (1 - self.mask_ratio)))
+        """Exactly :meth:`n_visible` visible positions per sequence, uniformly at random."""
         order = torch.rand(*batch, n, generator=generator).argsort(-1)
-        return order.argsort(-1) < keep
+        return order.argsort(-1) < self.n_visible(n)
 
     def pattern(self, n: int, batch: tuple[int, ...] = (), generator: torch.Generator | None = None) -> RolePattern:
         vis = self.visible(n, batch, generator)
@@ -259,7 +265,7 @@ def expected_pairs(objective: Objective, n: int) -> torch.Tensor:
         p_loss = objective.mask_ratio + (1 - objective.mask_ratio) ** n / n  # the at-least-one rule
         return p_loss * _full_context(n, (), objective.attend_self).double()
     if isinstance(objective, MaskedAutoencoding):
-        keep = max(1, round(n * (1 - objective.mask_ratio)))
+        keep = objective.n_visible(n)
         both = keep * (keep - 1) / (n * (n - 1)) if n > 1 else 0.0
         return torch.full((n, n), both, dtype=torch.float64).fill_diagonal_(keep / n)
     return objective.pattern(n).pairs().double()

@@ -23,7 +23,8 @@ SCORE_COLUMNS = [
 ]  # fmt: skip
 
 
-def _check_per(per: str) -> None:
+def check_per(per: str) -> None:
+    """``per`` names a report choice: one row per head, per layer, or both."""
     if per not in ("head", "layer", "both"):
         raise ValueError(f"per must be 'head', 'layer' or 'both', got {per!r}")
 
@@ -62,7 +63,7 @@ def score_rows(
     null_samples: int = DEFAULT_SAMPLES, null_seed: int = 0,
 ) -> list[dict]:
     """Rows with the columns of :data:`SCORE_COLUMNS` for a factored stack."""
-    _check_per(per)
+    check_per(per)
     cols = {
         p: with_null(forms.scores(p, k), forms.d_model, forms.rank(p), k, null_samples, null_seed)
         for p in ("head", "layer") if per in (p, "both")
@@ -78,7 +79,7 @@ def dense_score_rows(
 
     The null of each form uses its numerical rank (a dense matrix carries no nominal head size).
     """
-    _check_per(per)
+    check_per(per)
     m = torch.as_tensor(matrices, dtype=torch.float64)
     if m.ndim not in (2, 3, 4):
         raise ValueError(f"dense forms must be [d, d], [H, d, d] or [L, H, d, d]; got shape {tuple(m.shape)}")

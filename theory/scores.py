@@ -33,8 +33,6 @@ class Scores:
 
 def _as_float64(x: ArrayLike, name: str) -> torch.Tensor:
     t = torch.as_tensor(x)
-    if not (t.is_floating_point() or t.is_complex()):
-        t = t.to(torch.float64)
     if t.is_complex():
         raise ValueError(f"{name} must be real, got dtype {t.dtype}")
     t = t.to(torch.float64)
@@ -95,22 +93,29 @@ def _dense_form(m: ArrayLike) -> torch.Tensor:
     return m
 
 
-def symmetry(m: ArrayLike) -> torch.Tensor:
-    """``s(M) = tr(M M) / ||M||_F^2`` in ``[-1, 1]`` for ``M`` of shape ``[..., d, d]``."""
-    m = _dense_form(m)
+def _symmetry(m: torch.Tensor) -> torch.Tensor:
     return (m * m.transpose(-2, -1)).sum((-2, -1)) / (m * m).sum((-2, -1))
 
 
-def directionality(m: ArrayLike, k: float = DEFAULT_K) -> torch.Tensor:
-    """``delta(M)`` of THEORY.md section 2 for ``M`` of shape ``[..., d, d]``."""
-    m = _dense_form(m)
+def _directionality(m: torch.Tensor, k: float) -> torch.Tensor:
     # Columns as rows of a contiguous M^T: the same reduction order, so symmetric M gives delta = 0 exactly.
     return directionality_from_norms(m.norm(dim=-1), m.transpose(-2, -1).contiguous().norm(dim=-1), k)
 
 
+def symmetry(m: ArrayLike) -> torch.Tensor:
+    """``s(M) = tr(M M) / ||M||_F^2`` in ``[-1, 1]`` for ``M`` of shape ``[..., d, d]``."""
+    return _symmetry(_dense_form(m))
+
+
+def directionality(m: ArrayLike, k: float = DEFAULT_K) -> torch.Tensor:
+    """``delta(M)`` of THEORY.md section 2 for ``M`` of shape ``[..., d, d]``."""
+    return _directionality(_dense_form(m), k)
+
+
 def dense_scores(m: ArrayLike, k: float = DEFAULT_K) -> Scores:
-    """Both scores of dense forms ``[..., d, d]``."""
-    return Scores(symmetry(m), directionality(m, k))
+    """Both scores of dense forms ``[..., d, d]`` (validated once)."""
+    m = _dense_form(m)
+    return Scores(_symmetry(m), _directionality(m, k))
 
 
 def factored_scores(a: ArrayLike, b: ArrayLike, k: float = DEFAULT_K) -> Scores:

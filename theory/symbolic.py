@@ -88,7 +88,7 @@ def symbolic_pattern(objective: Objective, n: int) -> SymbolicPattern:
     if isinstance(objective, MaskedAutoencoding):
         v = sp.symbols(f"v_1:{n + 1}")
         ctx = [[v[i] * v[j] for j in range(n)] for i in range(n)]
-        notes = [f"v_i = 1 if position i is visible ({max(1, round(n * (1 - objective.mask_ratio)))} of {n}); "
+        notes = [f"v_i = 1 if position i is visible ({objective.n_visible(n)} of {n}); "
                  "visible outputs feed the decoder"]
         return SymbolicPattern(list(v), ctx, "x_i (visible only)", "decoder target", notes, v)
     raise ValueError(f"unknown objective {objective!r}")
@@ -107,6 +107,11 @@ def _matrix(name: str, rows: int, cols: int) -> sp.Matrix:
     return sp.Matrix(rows, cols, lambda a, b: sp.Symbol(f"{name}_{a + 1}{b + 1}"))
 
 
+def _cancel(expr: sp.Expr, exp_symbols: dict) -> sp.Expr:
+    """``expr`` with ``exp(a_ij) -> E_ij``, as one cancelled, expanded rational function (0 iff it vanishes)."""
+    return sp.expand(sp.cancel(expr.subs(exp_symbols)))
+
+
 @dataclass(frozen=True)
 class GradientDerivation:
     """Both forms of ``dL/dM`` for one pattern and whether each entry's difference cancels to 0."""
@@ -121,7 +126,7 @@ class GradientDerivation:
 
     def cancel(self, expr: sp.Expr) -> sp.Expr:
         """``expr`` with ``exp(a_ij) -> E_ij``, as one cancelled, expanded rational function (0 iff it vanishes)."""
-        return sp.expand(sp.cancel(expr.subs(self.exp_symbols)))
+        return _cancel(expr, self.exp_symbols)
 
     @property
     def verified(self) -> bool:
@@ -154,7 +159,7 @@ def derive_gradient(pat: SymbolicPattern, d: int) -> GradientDerivation:
                     itertools.product(range(n), repeat=2), sp.zeros(d, d))
     # exp(a_ij) -> positive symbols E_ij: both forms become rational functions; cancel() decides zero
     e_sym = {sp.exp(logits[i][j]): sp.Symbol(f"E_{i + 1}{j + 1}", positive=True) for i in range(n) for j in range(n)}
-    residuals = [sp.expand(sp.cancel((autodiff[k] - closed[k]).subs(e_sym))) for k in range(d * d)]
+    residuals = [_cancel(autodiff[k] - closed[k], e_sym) for k in range(d * d)]
     pairs = pat.pairs()
     terms = [(i, j, pairs[i, j]) for i in range(n) for j in range(n) if pairs[i, j] != 0]
     return GradientDerivation(pat, d, autodiff, closed, terms, residuals, e_sym)

@@ -18,7 +18,7 @@ import torch
 
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, SCORE_NAMES, null_distribution
-from theory.report import SCORE_COLUMNS, PerChoice, _check_per, score_rows
+from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
 from theory.scores import DEFAULT_K
 from vision.checkpoints.detect import Plan, plan_checkpoint
 from vision.checkpoints.loading import Checkpoint, open_checkpoint
@@ -39,7 +39,7 @@ def default_null_samples(d: int, rank: int) -> int:
 
 
 def _pers(per: PerChoice) -> tuple[str, ...]:
-    _check_per(per)
+    check_per(per)
     return ("head", "layer") if per == "both" else (per,)
 
 
