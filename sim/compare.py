@@ -75,7 +75,6 @@ def attention_batch(sim: Simulation, seed: int, raw: dict[str, torch.Tensor]) ->
         loss[..., 0] = True
     else:
         ids, targets, loss, context = task.inputs(raw)
-        targets = targets.clamp_max(task.vocab - 1)  # BOS targets carry no loss
     x = TableInputs(ids, None, table, pos[:, : ids.shape[-1]]).dense()
     return AttentionBatch(x[0].double(), targets[0], RolePattern(loss[0], context))
 
@@ -137,8 +136,8 @@ def exact_applicable(cfg: SimConfig) -> str | None:
     return None
 
 
-def compare_one(name: str, cfg: SimConfig, steps: int, mc_sequences: int, exact: bool) -> list[dict]:
-    """Rows (one per part and theory kind) for one config, aggregated over its seeds."""
+def compare_one(name: str, cfg: SimConfig, mc_sequences: int, exact: bool) -> list[dict]:
+    """Rows (one per part and theory kind) for one config, aggregated over its seeds; measures its first ``steps``."""
     sim = Simulation(cfg)
     heads = [make_head(sim, s) for s in range(cfg.seeds)]  # the value/readout maps at initialisation
     theories: dict[str, list] = {"monte_carlo": []}
@@ -152,7 +151,7 @@ def compare_one(name: str, cfg: SimConfig, steps: int, mc_sequences: int, exact:
         batch = min(256, mc_sequences)
         theories["monte_carlo"].append(monte_carlo_update(sampler, heads[s], max(1, mc_sequences // batch), batch, gen,
                                                           d_h=cfg.model.head_dim))  # fmt: skip
-    measured = measure(sim, steps)  # trains: after the theory, whose batches read the model's (initial) embeddings
+    measured = measure(sim, cfg.steps)  # trains: after the theory, whose batches read the model's (initial) embeddings
     if exact:
         proc = sim.task.process
         cov = proc.cov.reshape(proc.n, proc.channels, proc.n, proc.channels)
@@ -166,7 +165,7 @@ def compare_one(name: str, cfg: SimConfig, steps: int, mc_sequences: int, exact:
                 e, meas = expected[s].part(part), measured[part][s]
                 mc = theories["monte_carlo"][s]
                 se = mc.part_stderr(part)  # sampling noise of the measured mean, plus the Monte Carlo one for a MC theory
-                noise = se * math.sqrt(mc.n_samples / (steps * cfg.batch) + (1.0 if kind == "monte_carlo" else 0.0))
+                noise = se * math.sqrt(mc.n_samples / (cfg.steps * cfg.batch) + (1.0 if kind == "monte_carlo" else 0.0))
                 norm = float(e.norm())
                 per_seed.append((*_scores(meas), *_scores(e), float((meas - e).norm()) / norm, float(noise.norm()) / norm))
             cols = list(zip(*per_seed))
@@ -216,6 +215,6 @@ def compare_theory(configs: dict[str, SimConfig], out: Path | str, mc_sequences:
                 from rich.console import Console
 
                 Console(stderr=True).print(f"compare-theory: {name}", highlight=False)
-            rows += compare_one(name, cfg, cfg.steps, mc_sequences, exact)
+            rows += compare_one(name, cfg, mc_sequences, exact)
     write_csv(Path(out) / "compare_theory.csv", rows, COMPARE_COLUMNS)
     return [{c: r[c] for c in COMPARE_COLUMNS if c != "seeds"} for r in rows]

@@ -110,6 +110,8 @@ class TokenChain:
     transition: torch.Tensor
     lag: int = 1
     initial: torch.Tensor | None = None
+    init_cdf: torch.Tensor = field(init=False, repr=False, compare=False)  # (v,), last entry exactly 1
+    cdf: torch.Tensor = field(init=False, repr=False, compare=False)  # (v, v): row a is the CDF of P[a]
 
     def __post_init__(self) -> None:
         p = torch.as_tensor(self.transition, dtype=torch.float64)
@@ -120,8 +122,11 @@ class TokenChain:
         if self.lag < 1:
             raise ValueError(f"lag must be >= 1, got {self.lag}")
         init = stationary_distribution(p) if self.initial is None else torch.as_tensor(self.initial, dtype=torch.float64)
-        object.__setattr__(self, "transition", p)
-        object.__setattr__(self, "initial", init / init.sum())
+        init = init / init.sum()
+        init_cdf, cdf = init.cumsum(0), p.cumsum(1)
+        init_cdf[-1] = cdf[:, -1] = 1.0
+        for name, value in (("transition", p), ("initial", init), ("init_cdf", init_cdf), ("cdf", cdf)):
+            object.__setattr__(self, name, value)
 
     @property
     def vocab(self) -> int:
@@ -131,21 +136,8 @@ class TokenChain:
         return torch.rand(*batch, n, generator=generator, dtype=torch.float64)
 
     def from_noise(self, u: torch.Tensor) -> torch.Tensor:
-        """Tokens ``[..., n]`` (long) by inverse-CDF sampling from uniforms ``[..., n]``."""
-        n = u.shape[-1]
-        init_cdf = self.initial.cumsum(0)
-        cdf = self.transition.cumsum(1)
-        cdf[:, -1] = 1.0
-        init_cdf[-1] = 1.0
-        x = torch.empty(u.shape, dtype=torch.long)
-        k = self.lag
-        x[..., :k] = torch.searchsorted(init_cdf, u[..., :k].contiguous(), right=True).clamp_max(self.vocab - 1)
-        for start in range(k, n, k):  # each block of k positions depends only on the block before it
-            stop = min(start + k, n)
-            prev = x[..., start - k: stop - k]
-            rows = cdf[prev]  # (..., width, v)
-            x[..., start:stop] = (u[..., start:stop, None] >= rows).sum(-1).clamp_max(self.vocab - 1)
-        return x
+        """Tokens ``[..., n]`` (long) by inverse-CDF sampling from uniforms ``[..., n]`` in ``[0, 1)``."""
+        return _inverse_cdf(u, self.init_cdf, self.cdf, 0, self.lag)
 
     def sample(self, batch: tuple[int, ...], n: int, generator: torch.Generator | None = None) -> torch.Tensor:
         return self.from_noise(self.noise(batch, n, generator))
@@ -158,6 +150,34 @@ def iid_tokens(v: int, probs: torch.Tensor | None = None) -> TokenChain:
     """I.i.d. tokens (uniform unless ``probs`` is given): a chain whose rows all equal ``probs``."""
     probs = torch.full((v,), 1.0 / v, dtype=torch.float64) if probs is None else torch.as_tensor(probs, dtype=torch.float64)
     return TokenChain(probs.expand(v, v).clone(), 1, probs)
+
+
+def _inverse_cdf(u: torch.Tensor, init_cdf: torch.Tensor, cdf: torch.Tensor, row: torch.Tensor | int,
+                 lag: int) -> torch.Tensor:  # fmt: skip
+    """Lag-``k`` chain tokens ``[..., n]`` from uniforms ``u [..., n]``: the first ``k`` from ``init_cdf`` (``[v]``,
+    or ``[..., v]`` per sequence), then ``x_i`` from row ``row + x_{i-k}`` of the CDF table ``cdf [R, v]``.
+
+    Each CDF ends in exactly 1 and ``u < 1``, so every token is below ``v``.
+    """
+    n = u.shape[-1]
+    x = torch.empty(u.shape, dtype=torch.long)
+    x[..., :lag] = torch.searchsorted(init_cdf, u[..., :lag].contiguous(), right=True)
+    for start in range(lag, n, lag):  # each block of k positions depends only on the block before it
+        stop = min(start + lag, n)
+        rows = cdf[row + x[..., start - lag: stop - lag]]  # (..., width, v)
+        x[..., start:stop] = (u[..., start:stop, None] >= rows).sum(-1)
+    return x
+
+
+def mixture_from_noise(chains: list[TokenChain], u: torch.Tensor, which: torch.Tensor) -> torch.Tensor:
+    """Tokens ``[..., n]`` of chain ``which[...]`` from uniforms ``[..., n]``: the same tokens as
+    ``chains[c].from_noise(u)`` where ``which == c``, without sampling every chain."""
+    lag, v = chains[0].lag, chains[0].vocab
+    if any(c.lag != lag or c.vocab != v for c in chains):
+        raise ValueError("a mixture needs chains of one vocabulary and lag")
+    init_cdf = torch.stack([c.init_cdf for c in chains])[which]  # (..., v)
+    cdf = torch.cat([c.cdf for c in chains])  # (C v, v): row c v + a is chain c's row a
+    return _inverse_cdf(u, init_cdf, cdf, (which * v)[..., None], lag)
 
 
 # ---- Gaussian sequences -------------------------------------------------------------------------
@@ -225,13 +245,18 @@ class VARSequence(GaussianSequence):
     a: torch.Tensor = None  # type: ignore[assignment]
     q: torch.Tensor = None  # type: ignore[assignment]
     lag: int = 1
+    chol_0: torch.Tensor = field(init=False, repr=False, compare=False)  # of the marginal E[x_0 x_0^T]
+    chol_q: torch.Tensor = field(init=False, repr=False, compare=False)  # of the innovation covariance Q
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "chol_0", torch.linalg.cholesky(self.block(0, 0)))
+        object.__setattr__(self, "chol_q", torch.linalg.cholesky(self.q))
 
     def from_noise(self, xi: torch.Tensor) -> torch.Tensor:
         c, k = self.channels, self.lag
         xi = xi.reshape(*xi.shape[:-1], self.n, c)
-        chol_0 = torch.linalg.cholesky(self.block(0, 0)).to(xi.dtype)
-        chol_q = torch.linalg.cholesky(self.q).to(xi.dtype)
-        a = self.a.to(xi.dtype)
+        chol_0, chol_q, a = self.chol_0.to(xi.dtype), self.chol_q.to(xi.dtype), self.a.to(xi.dtype)
         x = torch.empty_like(xi)
         x[..., :k, :] = xi[..., :k, :] @ chol_0.T
         for start in range(k, self.n, k):
@@ -246,13 +271,18 @@ class SeparableSequence(GaussianSequence):
 
     time_cov: torch.Tensor = None  # type: ignore[assignment]
     channel_cov: torch.Tensor = None  # type: ignore[assignment]
+    chol_time: torch.Tensor = field(init=False, repr=False, compare=False)
+    chol_channel: torch.Tensor = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        jitter = 1e-10 * torch.eye(self.n, dtype=torch.float64) * self.time_cov.diagonal().mean()
+        object.__setattr__(self, "chol_time", torch.linalg.cholesky(self.time_cov + jitter))
+        object.__setattr__(self, "chol_channel", torch.linalg.cholesky(self.channel_cov))
 
     def from_noise(self, xi: torch.Tensor) -> torch.Tensor:
         xi = xi.reshape(*xi.shape[:-1], self.n, self.channels)
-        jitter = 1e-10 * torch.eye(self.n, dtype=torch.float64)
-        l_t = torch.linalg.cholesky(self.time_cov + jitter * self.time_cov.diagonal().mean())
-        l_s = torch.linalg.cholesky(self.channel_cov)
-        return l_t.to(xi.dtype) @ xi @ l_s.to(xi.dtype).T
+        return self.chol_time.to(xi.dtype) @ xi @ self.chol_channel.to(xi.dtype).T
 
 
 def var1_sequence(a: torch.Tensor, n: int, q: torch.Tensor | None = None, lag: int = 1) -> GaussianSequence:

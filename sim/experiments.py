@@ -96,8 +96,7 @@ def bos_dominance(sim: Simulation) -> list[float]:
     return (bos / typical).tolist()
 
 
-def run_experiment(name: str, out: Path | str, progress: bool = True, steps: tuple[int, ...] | None = None,
-                   threads: int | None = 1) -> list[dict]:  # fmt: skip
+def run_experiment(name: str, out: Path | str, progress: bool = True, threads: int | None = 1) -> list[dict]:
     """Train (or reuse) every arm of experiment ``name``; rows for the W_qk and grad_cross forms at the final step.
 
     ``claim8`` also reports steps 25 and 100 (the early trend).
@@ -108,7 +107,7 @@ def run_experiment(name: str, out: Path | str, progress: bool = True, steps: tup
         raise ValueError(f"unknown experiment {name!r}; choose from {sorted(EXPERIMENTS)}")
     out = Path(out)
     arms = EXPERIMENTS[name]()
-    steps = steps or ((25, 100, None) if name == "claim8" else (None,))
+    steps = (25, 100, None) if name == "claim8" else (None,)
     rows, panels = [], {}
     for arm, cfg in arms.items():
         sim = run(cfg, out / "runs" / config_key(cfg), resume=True, progress=progress, description=arm, threads=threads)

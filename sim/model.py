@@ -187,23 +187,21 @@ class SeedBatchedAttention(nn.Module):
         return q @ k.transpose(-2, -1)
 
     def attend(self, h: torch.Tensor | TableInputs, context: torch.Tensor, layer: int, capture: list | None) -> torch.Tensor:
-        """One attention layer; ``context`` (``[N, N]``, or ``[S, B, N, N]`` per sequence) is True where query
-        ``i`` may attend to key ``j``."""
+        """One attention layer; ``context [N, N]`` (shared by all sequences) is True where query ``i`` may attend
+        to key ``j``."""
         a = self.logits(h, layer)  # (S, B, H, N, N)
         if capture is not None:
             a.retain_grad()
             capture.append((_dense(h), a))
-        ctx = context if context.ndim == 2 else context[:, :, None]
-        full = bool(ctx.all())  # no masking pass when every key is visible (bidirectional, denoising, CLS)
+        full = bool(context.all())  # no masking pass when every key is visible (bidirectional, denoising, CLS)
         if self.cfg.attention == "softmax":
-            w = (a if full else a.masked_fill(~ctx, float("-inf"))).softmax(-1)
+            w = (a if full else a.masked_fill(~context, float("-inf"))).softmax(-1)
         else:  # linear: logits averaged over the context
-            w = (a if full else a.masked_fill(~ctx, 0.0)) / ctx.sum(-1, keepdim=True).clamp_min(1)
+            w = (a if full else a.masked_fill(~context, 0.0)) / context.sum(-1, keepdim=True).clamp_min(1)
         y = w @ _project(h, self.w_v[:, layer])  # (S, B, H, N, d_h)
         return torch.einsum("sbhne,shed->sbnd", y, self.w_o[:, layer])  # (S, B, N, d)
 
     def forward(self, inputs: TableInputs, context: torch.Tensor, capture: list | None = None) -> torch.Tensor:
-        # context: [N, N] shared by all sequences, or [S, B, N, N]
         """Inputs of all seeds -> readout ``[S, B, N, d_out]``; ``capture`` collects ``(layer input, logits)``."""
         h: torch.Tensor | TableInputs = inputs
         for layer in range(self.cfg.layers):
@@ -212,7 +210,7 @@ class SeedBatchedAttention(nn.Module):
             if self.cfg.mlp:
                 u = torch.relu(torch.einsum("sbnd,sde->sbne", h, self.w_1[:, layer]))
                 h = h + torch.einsum("sbne,sed->sbnd", u, self.w_2[:, layer])
-        return torch.einsum("sbnd,sdo->sbno", _dense(h), self.w_out) + self.b_out[:, None, None]
+        return torch.einsum("sbnd,sdo->sbno", h, self.w_out) + self.b_out[:, None, None]  # h: dense after a layer
 
     # ---- the bilinear forms ------------------------------------------------------------------
     @torch.no_grad()

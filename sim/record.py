@@ -30,11 +30,11 @@ METRIC_COLUMNS = ["step", "seed", "layer", "head", "form", *SCORE_COLUMNS[2:], "
 
 
 def form_rows(
-    forms: FactoredForms, n_seeds: int, form: str, step: int, seeds: list[int],
+    forms: FactoredForms, form: str, step: int, seeds: list[int],
     losses: list[float], specials: dict[str, torch.Tensor], null_samples: int,
 ) -> list[dict]:  # fmt: skip
     """Rows for one form of all seeds; ``forms`` stacks seeds on the layer axis (``S L`` layers)."""
-    n_layers = forms.n_layers // n_seeds
+    n_layers = forms.n_layers // len(seeds)
     rows = score_rows(forms, "both", null_samples=null_samples)
     # each seed's token vector [S, d], repeated for its layers: [S L, 1, d]
     norms = {name: forms.token_norms(vec.repeat_interleave(n_layers, 0)[:, None]) for name, vec in specials.items()}
@@ -61,11 +61,11 @@ def record_rows(
     A dense form that is exactly zero for some head (nothing accumulated yet, e.g. at step 0) is skipped.
     """
     m = model.matrices()
-    rows = form_rows(model.forms(), model.n_seeds, "W_qk", step, seeds, losses, specials, null_samples)
+    rows = form_rows(model.forms(), "W_qk", step, seeds, losses, specials, null_samples)
     parts = {"update": m - m0, "grad_self": grad_self, "grad_cross": grad_cross}
     for name, dense in parts.items():
         if dense is None or not bool((dense.flatten(3).abs().amax(-1) > 0).all()):
             continue
         stacked = FactoredForms.from_dense(dense.flatten(0, 1))  # [S, L, H, d, d] -> A = M, B = I on S L layers
-        rows += form_rows(stacked, model.n_seeds, name, step, seeds, losses, specials, null_samples)
+        rows += form_rows(stacked, name, step, seeds, losses, specials, null_samples)
     return rows

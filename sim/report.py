@@ -40,13 +40,15 @@ def parse_row(row: dict) -> dict:
     return out
 
 
-def summarize(rows: list[dict], objective: str, head: str | int = "all", step: int | None = None) -> list[dict]:
-    """One summary row per ``(layer, form)`` at ``step`` (default: the last recorded step)."""
-    rows = [parse_row(r) if isinstance(r["step"], str) else r for r in rows]
+def summarize(rows: list[dict], objective: str, step: int | None = None) -> list[dict]:
+    """One summary row per ``(layer, form)`` of the per-layer forms at ``step`` (default: the last recorded step).
+
+    ``rows``: parsed metrics rows (as :func:`load_metrics` returns them).
+    """
     step = max(r["step"] for r in rows) if step is None else step
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        if r["step"] == step and r["head"] == head:
+        if r["step"] == step and r["head"] == "all":
             groups[(r["layer"], r["form"])].append(r)
     out = []
     for (layer, form), group in sorted(groups.items(), key=lambda kv: (kv[0][0], _form_order(kv[0][1]))):
@@ -101,7 +103,7 @@ def _curves(rows: list[dict], score: str, layer: int, form: str = "W_qk") -> tup
 def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
     """Scores vs steps (seed mean with 95% band, null mean +- 2 std band) and a ``W_qk`` heatmap per run.
 
-    ``runs`` maps a title to ``{"rows": metrics rows, "matrix": d x d array, "null": {score: (mean, std)},
+    ``runs`` maps a title to ``{"rows": parsed metrics rows, "matrix": d x d array, "null": {score: (mean, std)},
     "layers": L}``; one column per run.
     """
     import matplotlib
@@ -114,14 +116,13 @@ def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
     n = len(runs)
     fig, axes = plt.subplots(3, n, figsize=(4.2 * n, 10.5), squeeze=False)
     for col, (title, run) in enumerate(runs.items()):
-        rows = [parse_row(r) if isinstance(r["step"], str) else r for r in run["rows"]]
         for row_idx, (score, label) in enumerate((("symmetry", "symmetry s"), ("directionality", "directionality δ"))):
             ax = axes[row_idx, col]
             mean, std = run["null"][score]
             ax.axhspan(mean - 2 * std, mean + 2 * std, color="0.85", label="null ± 2 sd")
             for layer in range(run["layers"]):
                 for form, style in (("W_qk", "-"), ("grad_cross", ":")):
-                    steps, m, ci = _curves(rows, score, layer, form)
+                    steps, m, ci = _curves(run["rows"], score, layer, form)
                     if not len(steps):
                         continue
                     line, = ax.plot(steps, m, style, label=f"L{layer} {form}")

@@ -108,11 +108,10 @@ OPTION_FIELDS = {
     "init": "model__init", "init_scale": "model__init_scale", "embed": "model__embed",
     "positions": "model__positions", "learn_embed": "model__learn_embed",
     "process": "data__process", "transition": "data__transition", "strength": "data__strength", "lag": "data__lag",
-    "vocab": "data__vocab", "channels": "data__channels", "bos": "data__bos", "n_classes": "data__n_classes",
+    "vocab": "data__vocab", "channels": "data__channels", "bos": "data__bos",
     "n": "n", "steps": "steps", "seeds": "seeds", "first_seed": "first_seed", "batch": "batch", "lr": "lr",
     "optimizer": "optimizer", "mask_scheme": "mask_scheme", "mask_ratio": "mask_ratio", "target": "target",
-    "record_every": "record_every", "checkpoint_every": "checkpoint_every", "track_pairs": "track_pairs",
-    "null_samples": "null_samples",
+    "record_every": "record_every",
 }  # fmt: skip
 
 

@@ -9,11 +9,12 @@ for all seeds at once and returns one mean loss per seed.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 import torch.nn.functional as F
 
-from sim.data import DataConfig, GaussianSequence, TokenChain, build_process, class_processes
+from sim.data import DataConfig, GaussianSequence, TokenChain, build_process, class_processes, mixture_from_noise
 from sim.model import SeedBatchedAttention
 from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, get_objective
 
@@ -34,8 +35,19 @@ def stack(draws: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     return {key: torch.stack([d[key] for d in draws]) for key in draws[0]}
 
 
+class _SharedContext:
+    """The objective's context mask ``[n, n]``: the same for every sequence of these objectives, built once per task."""
+
+    objective: Bidirectional | Autoregressive | Classification | Denoising
+    n: int
+
+    @cached_property
+    def context(self) -> torch.Tensor:
+        return self.objective.pattern(self.n, (), torch.Generator().manual_seed(0)).context
+
+
 @dataclass
-class TokenTask:
+class TokenTask(_SharedContext):
     """Bidirectional masked prediction or next-token prediction on a token chain."""
 
     objective: Bidirectional | Autoregressive
@@ -63,7 +75,10 @@ class TokenTask:
         return out
 
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(input ids, targets, loss positions, context)``: ``[S, B, N]`` each and the shared ``[N, N]`` context."""
+        """``(input ids, targets, loss positions, context)``: ``[S, B, N]`` each and the shared ``[N, N]`` context.
+
+        Targets are data tokens (``< vocab``) everywhere, 0 at the BOS position, which carries no loss.
+        """
         data = self.process.from_noise(raw["u"])  # (S, B, n_data)
         s, b = data.shape[:2]
         bos = torch.full((s, b, 1), self.vocab, dtype=torch.long)  # BOS id = vocab
@@ -76,24 +91,20 @@ class TokenTask:
             ids = torch.where(kind == 1, self.vocab + 1, torch.where(kind == 2, raw["random"], data))  # MASK id = vocab + 1
             targets, loss = data, raw["loss"]
             if self.bos:
-                pad = torch.zeros((s, b, 1), dtype=torch.bool)
-                ids, targets, loss = torch.cat([bos, ids], -1), torch.cat([bos, targets], -1), torch.cat([pad, loss], -1)
-        return ids, targets, loss, _context(self.objective, self.n)
+                pad = torch.zeros((s, b, 1), dtype=torch.long)
+                ids, targets = torch.cat([bos, ids], -1), torch.cat([pad, targets], -1)
+                loss = torch.cat([pad.bool(), loss], -1)
+        return ids, targets, loss, self.context
 
     def loss(self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None) -> torch.Tensor:
         ids, targets, loss_at, context = self.inputs(raw)
         logits = model(model.embed_tokens(ids), context, capture)  # (S, B, N, V)
-        ce = F.cross_entropy(logits.flatten(0, 2), targets.clamp_max(self.vocab - 1).flatten(), reduction="none")
+        ce = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), reduction="none")
         return _per_seed_mean(ce.view(targets.shape), loss_at)
 
 
-def _context(objective: Bidirectional | Autoregressive | Classification | Denoising, n: int) -> torch.Tensor:
-    """The objective's context mask ``[n, n]``: the same for every sequence of these objectives."""
-    return objective.pattern(n, (), torch.Generator().manual_seed(0)).context
-
-
 @dataclass
-class ClassificationTask:
+class ClassificationTask(_SharedContext):
     """Classify which of ``C`` token processes generated the sequence, read out from a CLS token at position 0."""
 
     objective: Classification
@@ -109,12 +120,11 @@ class ClassificationTask:
                 "label": torch.randint(len(self.processes), (batch,), generator=gen)}  # fmt: skip
 
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        per_class = torch.stack([p.from_noise(raw["u"]) for p in self.processes])  # (C, S, B, n-1)
         label = raw["label"]
-        data = per_class.gather(0, label[None, ..., None].expand(1, *per_class.shape[1:]))[0]
+        data = mixture_from_noise(self.processes, raw["u"], label)  # (S, B, n-1), each sequence from its class
         cls = torch.full((*data.shape[:2], 1), self.vocab + 2, dtype=torch.long)  # CLS id = vocab + 2
         ids = torch.cat([cls, data], -1)
-        return ids, label, _context(self.objective, self.n)
+        return ids, label, self.context
 
     def loss(self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None) -> torch.Tensor:
         ids, label, context = self.inputs(raw)
@@ -124,7 +134,7 @@ class ClassificationTask:
 
 
 @dataclass
-class DenoisingTask:
+class DenoisingTask(_SharedContext):
     """Denoise stationary Gaussian sequences at a sampled noise level; MSE on the objective's target."""
 
     objective: Denoising
@@ -144,7 +154,7 @@ class DenoisingTask:
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x0 = self.process.from_noise(raw["xi"])  # (S, B, N, c)
         z, target = self.objective.corrupt(x0.flatten(0, 1), raw["t"].flatten(), raw["eps"].flatten(0, 1))
-        return z.view_as(x0), target.view_as(x0), _context(self.objective, self.n)
+        return z.view_as(x0), target.view_as(x0), self.context
 
     def loss(self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None) -> torch.Tensor:
         z, target, context = self.inputs(raw)

@@ -10,7 +10,6 @@ gradient splits, the per-seed data generators and the partial loss window are al
 from __future__ import annotations
 
 import base64
-import csv
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,6 +22,7 @@ from sim.data import DataConfig
 from sim.model import ModelConfig, SeedBatchedAttention, pair_split
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS, record_rows
+from sim.report import load_metrics
 from sim.tasks import MASK_SCHEMES, DenoisingTask, TokenTask, build_task, stack, task_shapes
 from theory.io import atomic_write_bytes, provenance, write_csv, write_json
 from theory.seeding import generator
@@ -47,7 +47,7 @@ class SimConfig:
     mask_ratio: float = 0.15
     target: str = "eps"
     record_every: int = 25
-    checkpoint_every: int = 100
+    checkpoint_every: int = 100  # a multiple of record_every (with_overrides rounds it up to one if not given)
     track_pairs: bool = True
     null_samples: int = 256
     dtype: str = "float32"
@@ -91,11 +91,24 @@ class SimConfig:
         return cls(**kwargs)
 
     def with_overrides(self, **kw) -> SimConfig:
-        """Replace top-level fields, or ``model.X`` / ``data.X`` fields given as ``model__X`` / ``data__X``."""
-        top = {k: v for k, v in kw.items() if "__" not in k}
-        model = {k.split("__", 1)[1]: v for k, v in kw.items() if k.startswith("model__")}
-        data = {k.split("__", 1)[1]: v for k, v in kw.items() if k.startswith("data__")}
-        return replace(self, **top, model=replace(self.model, **model), data=replace(self.data, **data))
+        """Replace top-level fields, or ``model.X`` / ``data.X`` fields given as ``model__X`` / ``data__X``.
+
+        A ``record_every`` given without ``checkpoint_every`` rounds ``checkpoint_every`` up to a multiple of it.
+        """
+        names = lambda cfg: {f.name for f in fields(cfg)}  # noqa: E731
+        known = {"": names(self) - {"model", "data"}, "model": names(self.model), "data": names(self.data)}
+        parts: dict[str, dict] = {part: {} for part in known}
+        for key, value in kw.items():
+            part, _, name = key.rpartition("__")
+            if name not in known.get(part, ()):
+                raise ValueError(f"unknown config key {key!r}: give a field of SimConfig, or model__X / data__X "
+                                 "for a field X of ModelConfig / DataConfig")
+            parts[part][name] = value
+        top, every = parts[""], parts[""].get("record_every")
+        if every is not None and every > 0 and "checkpoint_every" not in top:
+            top["checkpoint_every"] = -(-self.checkpoint_every // every) * every
+        model, data = replace(self.model, **parts["model"]), replace(self.data, **parts["data"])
+        return replace(self, **top, model=model, data=data)
 
 
 def run_metadata(cfg: SimConfig) -> dict:
@@ -178,7 +191,7 @@ class Simulation:
     def sidecar(self) -> dict:
         encode = lambda g: base64.b64encode(g.get_state().numpy().tobytes()).decode()  # noqa: E731
         return {"step": self.step, "loss_count": self.loss_count, "data_rng": [encode(g) for g in self.data_gens],
-                "optimizer_steps": self.optimizer.steps, "config": self.cfg.to_dict()}
+                "config": self.cfg.to_dict()}
 
     def save(self, out: Path) -> None:
         from safetensors.torch import save
@@ -205,12 +218,12 @@ class Simulation:
         self.m0, self.loss_sum = tensors["m0"], tensors["loss_sum"]
         if self.cfg.track_pairs:
             self.grad_self, self.grad_cross = tensors["grad_self"], tensors["grad_cross"]
-        self.optimizer.load_state({k[4:]: v for k, v in tensors.items() if k.startswith("opt.")}, meta["optimizer_steps"])
+        opt_state = {k[4:]: v for k, v in tensors.items() if k.startswith("opt.")}
+        self.optimizer.load_state(opt_state, meta["step"])  # one optimiser step per training step
         for gen, enc in zip(self.data_gens, meta["data_rng"], strict=True):
             gen.set_state(torch.frombuffer(bytearray(base64.b64decode(enc)), dtype=torch.uint8))
         self.step, self.loss_count = meta["step"], meta["loss_count"]
-        with open(out / "metrics.csv", newline="") as f:
-            self.rows = [row for row in csv.DictReader(f) if int(row["step"]) <= self.step]
+        self.rows = [row for row in load_metrics(out / "metrics.csv") if row["step"] <= self.step]
 
 
 def run(cfg: SimConfig, out: Path | str, resume: bool = False, stop_at: int | None = None,
@@ -255,8 +268,6 @@ def _run(cfg: SimConfig, out: Path, resume: bool, stop_at: int | None, progress:
             if sim.step % cfg.checkpoint_every == 0 or sim.step == cfg.steps:
                 sim.save(out)
             advance(float(losses.mean()))
-    if sim.step == cfg.steps:
-        write_csv(out / "metrics.csv", sim.rows, METRIC_COLUMNS)
     return sim
 
 

@@ -17,6 +17,7 @@ from sim.data import (
     detailed_balance_violation,
     gaussian_field_patches,
     iid_tokens,
+    mixture_from_noise,
     patch_reflection,
     rotation_blocks,
     separable_sequence,
@@ -166,3 +167,16 @@ def test_classes_differ_in_token_frequencies() -> None:
     inits = torch.stack([p.initial for p in procs])
     assert len({tuple(row.tolist()) for row in inits}) == 4
     assert torch.allclose(inits.sum(1), torch.ones(4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("lag", [1, 3])
+def test_a_mixture_samples_each_sequence_from_its_own_chain(lag: int) -> None:
+    """Token for token what each chain samples from the same uniforms (chains with distinct initial laws and rows)."""
+    laws = (("cycle", None), ("random_reversible", None), ("copy", torch.arange(1.0, 7.0)))
+    chains = [TokenChain(transition_matrix(kind, 6, 0.8, _gen(1)), lag, initial=init) for kind, init in laws]
+    u = chains[0].noise((5, 7), 11, _gen(2))
+    which = torch.randint(len(chains), (5, 7), generator=_gen(3))
+    alone = torch.stack([c.from_noise(u) for c in chains])  # (C, 5, 7, 11)
+    expected = alone.gather(0, which[None, ..., None].expand(1, *u.shape))[0]
+    assert torch.equal(mixture_from_noise(chains, u, which), expected)
+    assert int(alone.max()) < 6 and int(alone.min()) >= 0

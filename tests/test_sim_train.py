@@ -13,7 +13,7 @@ import torch
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS
 from sim.report import load_metrics, summarize
-from sim.simulate import default_config
+from sim.simulate import configs_from_options, default_config
 from sim.train import SimConfig, Simulation, run
 from theory.summary import combined_z, mean_ci
 
@@ -131,6 +131,21 @@ def test_config_validation() -> None:
         Simulation(tiny("denoising", data__process="lag"))
     with pytest.raises(ValueError, match="token process"):
         Simulation(tiny("bidirectional", data__process="var_reversible"))
+
+
+@pytest.mark.parametrize("key", ["modle__d", "model__dd", "dat__vocab", "stpes", "model", "model__d__x"])
+def test_unknown_config_keys_are_refused(key: str) -> None:
+    with pytest.raises(ValueError, match=f"unknown config key '{key}'"):
+        default_config("denoising", **{key: 8})
+
+
+def test_checkpoint_every_follows_record_every_unless_given() -> None:
+    """The CLI has no --checkpoint-every: a --record-every that does not divide the default 100 still runs."""
+    cfg = configs_from_options("denoising", {"record_every": 30})["denoising"]
+    assert (cfg.record_every, cfg.checkpoint_every) == (30, 120)
+    assert default_config("denoising", record_every=50).checkpoint_every == 100
+    assert default_config("denoising", record_every=200).checkpoint_every == 200
+    assert default_config("denoising", record_every=30, checkpoint_every=60).checkpoint_every == 60
 
 
 @pytest.mark.parametrize(
