@@ -1,7 +1,13 @@
 """DiT training throughput and model FLOPs utilisation (MFU) on one GPU: bf16 autocast, SDPA, optional torch.compile.
 
-A training step is the real one on synthetic data: draw timesteps and noise on the device, corrupt with
-``theory.objectives.Denoising``, label dropout, eps-prediction MSE, backward, fused AdamW, EMA update.
+What is timed is the trainer's own step, ``vision.train.Trainer.train_step``, on synthetic data (one batch of
+uniform images in [-1, 1] with random labels): set the step's learning rate, index the batch, draw the task's
+randomness for it (``DenoiseTask.draw``: label drops, timesteps, noise, on the run's CPU generator) and move it
+to the device, ``DenoiseTask.training_loss`` (label dropout, then ``vision.diffusion.diffusion_loss``:
+eps-prediction MSE) under bf16 autocast (``--dtype fp32``: none) and, with ``--compile``, through
+``torch.compile``; backward, gradient clipping, AdamW and the EMA update (``vision.train.EMA``). Scoring,
+evaluation and checkpoints (``Trainer.log``, ``save``) are not timed, and the adaLN-modulated forms, which
+only ``log`` scores, are off (``form_timesteps=[]``) so that building the trainer does not compute them.
 FLOPs are counted analytically by ``vision.dit.forward_flops`` (matmuls only, 2 per multiply-add, checked
 against torch's FLOP counter in tests/test_dit.py); a training step is 3x the forward (backward = 2x).
 MFU = (images/s x 3 x forward FLOPs per image) / peak, with the H200's dense bf16 peak of 989 TFLOP/s
@@ -13,7 +19,6 @@ Check on CPU:  python benchmarks/gpu_dit.py --smoke   (a tiny model, a few steps
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import time
 from pathlib import Path
@@ -24,28 +29,14 @@ import torch
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 
-def train_step_fn(forward, model, objective, opt, ema, batch: int, device: torch.device, dtype: torch.dtype | None):
-    """A closure doing one optimisation step of ``model``, run through ``forward`` (itself or compiled)."""
-    cfg = model.config
-    x0 = torch.rand(batch, cfg.channels, cfg.image_size, cfg.image_size, device=device) * 2 - 1
-    labels = torch.randint(max(cfg.n_classes, 1), (batch,), device=device)
-    params, ema_params = list(model.parameters()), list(ema.parameters())
+def synthetic_data(batch: int, image_size: int, channels: int, n_classes: int):
+    """One batch of uniform images in [-1, 1] with random labels (and one test image, which is never used)."""
+    from vision.data import ImageData
 
-    def step() -> None:
-        t = torch.randint(objective.schedule.steps, (batch,), device=device)
-        z, target = objective.corrupt(x0, t, torch.randn_like(x0))
-        y = model.drop_labels(labels if cfg.n_classes else None, None)
-        autocast = torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
-        with autocast:
-            out = forward(z, t, y)
-        loss = (out.float() - target).pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        with torch.no_grad():
-            torch._foreach_lerp_(ema_params, params, 1 - 0.9999)
-
-    return step
+    gen = torch.Generator().manual_seed(0)
+    images = torch.rand(batch + 1, channels, image_size, image_size, generator=gen) * 2 - 1
+    labels = torch.randint(max(n_classes, 1), (batch + 1,), generator=gen)
+    return ImageData("synthetic", images[:batch], labels[:batch], images[batch:], labels[batch:], n_classes)
 
 
 def timed(step, n: int, device: torch.device) -> float:
@@ -75,40 +66,33 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny model, 3 steps, on CPU if no GPU: checks the script")
     args = parser.parse_args()
 
-    from theory.objectives import Denoising
-    from vision.dit import DiT, dit_config, forward_flops
+    from vision.dit import _preset_key, dit_config, forward_flops
+    from vision.train import TrainConfig, Trainer
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    preset = "tiny" if args.smoke else args.preset
     if args.smoke:
-        cfg = dit_config("tiny")
+        size = dit_config("tiny")  # 8 x 8 x 1 images of 10 classes
+        args.image_size, args.channels, args.classes = size.image_size, size.channels, size.n_classes
         args.batch, args.steps, args.warmup = 8, 3, 1
-    else:
-        if device.type != "cuda":
-            raise SystemExit("no GPU found: run with --smoke to check the script on CPU")
-        cfg = dit_config(args.preset, image_size=args.image_size, channels=args.channels, n_classes=args.classes)
-    if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    gen = torch.Generator().manual_seed(0)
-    model = DiT(cfg, gen).to(device)
-    ema = DiT(cfg, gen).to(device).requires_grad_(False)
-    ema.load_state_dict(model.state_dict())
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.0, fused=device.type == "cuda")
-    net = torch.compile(model) if args.compile else model
-    dtype = torch.bfloat16 if args.dtype == "bf16" else None
-    step = train_step_fn(net, model, Denoising(), opt, ema, args.batch, device, dtype)
+    elif not torch.cuda.is_available():
+        raise SystemExit("no GPU found: run with --smoke to check the script on CPU")
+    cfg = TrainConfig(model="dit-" + _preset_key(preset), objective="denoise", steps=args.warmup + args.steps,
+                      batch_size=args.batch, lr=1e-4, warmup=0, ema_decay=0.9999, amp=args.dtype == "bf16",
+                      compile=args.compile, progress=False, task_options={"form_timesteps": []})  # fmt: skip
+    trainer = Trainer(cfg, synthetic_data(args.batch, args.image_size, args.channels, args.classes))
+    device, config, step = trainer.device, trainer.task.net.config, trainer.train_step
 
-    n_params = sum(p.numel() for p in model.parameters())
+    n_params = sum(p.numel() for p in trainer.model.parameters())
     name = "dit-tiny (smoke)" if args.smoke else args.preset
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"{name}: {n_params / 1e6:.1f}M parameters, {cfg.grid[0] * cfg.grid[1]} tokens, batch {args.batch}, "
+    print(f"{name}: {n_params / 1e6:.1f}M parameters, {config.grid[0] * config.grid[1]} tokens, batch {args.batch}, "
           f"{args.dtype}, compile={args.compile}, torch {torch.__version__}, {where}")  # fmt: skip
     timed(step, args.warmup, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     seconds = timed(step, args.steps, device)
     images_per_s = args.batch * args.steps / seconds
-    flops_per_image = 3 * forward_flops(cfg)
+    flops_per_image = 3 * forward_flops(config)
     achieved = images_per_s * flops_per_image / 1e12
     print(f"step {1000 * seconds / args.steps:.1f} ms, {images_per_s:,.0f} images/s, "
           f"{flops_per_image / 1e9:.2f} GFLOP per image (3 x forward), {achieved:.1f} TFLOP/s, "

@@ -28,9 +28,18 @@ def test_split_is_deterministic_disjoint_and_stratified():
     assert not np.array_equal(test, other)
 
 
-def test_split_does_not_depend_on_anything_but_split_seed():
-    a, b = load_data("digits", split_seed=0), load_data("digits", split_seed=0)
-    assert torch.equal(a.test_images, b.test_images) and torch.equal(a.test_labels, b.test_labels)
+def test_split_depends_on_split_seed_not_on_the_global_rngs():
+    """Reseeding torch's and numpy's global RNGs (as a run's seed might) leaves the split alone; split_seed moves it."""
+    numpy_state = np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        splits = []
+        for seed in (0, 1):
+            torch.manual_seed(seed)
+            np.random.seed(seed)
+            splits.append(load_data("digits", split_seed=0).test_images)
+    np.random.set_state(numpy_state)
+    assert torch.equal(splits[0], splits[1])
+    assert not torch.equal(splits[0], load_data("digits", split_seed=1).test_images)
 
 
 def test_npz_with_and_without_a_test_split(tmp_path):

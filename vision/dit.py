@@ -24,7 +24,7 @@ from theory.nulls import NullDistribution
 from theory.objectives import Denoising
 from theory.scores import DEFAULT_K
 from vision.attention import Attention, attention_forms
-from vision.diffusion import Sampler, diffusion_loss, sample, save_image_grid
+from vision.diffusion import Sampler, _randn, diffusion_loss, sample, save_image_grid
 from vision.patches import check_geometry, patchify, sincos_2d, unpatchify
 from vision.task import TaskBase
 
@@ -349,11 +349,13 @@ class DenoiseTask(TaskBase):
     """DiT + denoising for the trainer: the diffusion loss with label dropout, test denoising loss, samples.
 
     Besides the raw attention forms the trainer scores the adaLN-modulated forms at ``form_timesteps``
-    (labels ``adaln_t<t>``), averaged over all classes for a class-conditional model (see
-    :func:`modulated_forms`), and writes a sample grid with one row per class.
+    (labels ``adaln_t<t>``), for a class-conditional model averaged over its first ``FORM_CLASSES``
+    classes (all of them when there are fewer; see :func:`modulated_forms`: the average has rank
+    ``C d_h``, so 1,000 ImageNet classes would need tens of GB), and writes a sample grid with one row per class.
     """
 
     uses_ema = True
+    FORM_CLASSES = 16
 
     def __init__(self, model: DiT, objective: Denoising, sampler: Sampler = Sampler(),
                  form_timesteps: Sequence[int] | None = None, samples_per_class: int = 8) -> None:  # fmt: skip
@@ -376,7 +378,7 @@ class DenoiseTask(TaskBase):
             out["drop"] = drops
         out["t"] = self.objective.sample_t((batch,), generator)
         shape = (batch, cfg.channels, cfg.image_size, cfg.image_size)
-        out["noise"] = torch.randn(shape, generator=generator, device=generator.device)
+        out["noise"] = _randn(shape, generator, generator.device)
         return out
 
     def training_loss(self, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -392,7 +394,7 @@ class DenoiseTask(TaskBase):
 
     def extra_forms(self) -> dict[str, FactoredForms]:
         n_classes = self.net.config.n_classes
-        classes = list(range(n_classes)) if n_classes else None
+        classes = list(range(min(n_classes, self.FORM_CLASSES))) if n_classes else None
         return {f"adaln_t{t}": modulated_forms(self.net, t, classes) for t in self.form_timesteps}
 
     def write_artifacts(self, out_dir: Path, step: int, generator: torch.Generator) -> list[Path]:

@@ -76,8 +76,9 @@ class MAETask(TaskBase):
         return {"visible": self.objective.visible(self.net.cfg.n_patches, (batch,), generator=generator)}
 
     def _masked_mse(self, images: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        indices = visible_indices(visible).to(images.device)  # on the draw's device (the CPU): no device sync
         visible = visible.to(images.device)
-        pred = self.model(images, visible_indices(visible))  # (B, N, p*p*C)
+        pred = self.model(images, indices)  # (B, N, p*p*C)
         err = (pred.float() - patchify(images, self.net.cfg.patch)).pow(2).mean(-1)  # (B, N)
         masked = (~visible).float()
         return (err * masked).sum() / masked.sum().clamp(min=1)

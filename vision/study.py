@@ -19,7 +19,7 @@ percentile bootstraps over seeds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -136,12 +136,6 @@ def compare_arm(arm_steps: list[int | None], base_steps: list[int | None], arm_f
 
 
 # ---- running it ----------------------------------------------------------------------------------
-def _curve(rows: list[dict], metric: str) -> tuple[np.ndarray, np.ndarray]:
-    picked = sorted({r["step"]: r[metric] for r in rows if r["form"] == "W_qk"}.items())
-    steps, values = zip(*picked, strict=True)
-    return np.asarray(steps), np.asarray(values, dtype=np.float64)
-
-
 def analyse_task(task: StudyTask, curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]], cfg: StudyConfig) -> dict:
     """Target, per-run steps to target, per-arm summaries and comparisons against the baseline."""
     seeds = sorted({s for _, s in curves})
@@ -174,18 +168,20 @@ def run_study(cfg: StudyConfig) -> dict:
     """Train every task x scheme x seed (resuming finished runs), analyse, write study.json and figures."""
     from theory.io import write_json
     from vision.data import load_data
-    from vision.figures import plot_metric_curves
+    from vision.figures import _curves, plot_metric_curves
 
     data = load_data(cfg.data)
     out = Path(cfg.out)
-    report = {"config": _jsonable(cfg), "tasks": [], "files": []}
+    # one row per logged step (a step's test metrics are the same in all its rows)
+    first = lambda r: r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0  # noqa: E731
+    report = {"config": asdict(cfg), "tasks": [], "files": []}
     for task in cfg.tasks:
         base = TrainConfig(model=task.model, objective=task.objective, data=cfg.data, steps=task.steps,
                            log_every=cfg.log_every, threads=cfg.threads, null_samples=cfg.null_samples,
                            progress=cfg.progress, task_options=dict(task.task_options))  # fmt: skip
         results = train_grid(base, list(cfg.schemes), list(range(cfg.seeds)), out, data)
         runs = {key: read_metrics(res.run_dir / "metrics.csv") for key, res in results.items()}
-        analysis = analyse_task(task, {k: _curve(rows, task.metric) for k, rows in runs.items()}, cfg)
+        analysis = analyse_task(task, {k: _curves(rows, task.metric, first) for k, rows in runs.items()}, cfg)
         report["tasks"].append(analysis)
         figure = plot_metric_curves(runs, [task.metric], out / f"{task.name}_metrics.png",
                                     f"{task.model} {task.objective}: target {task.metric} = {analysis['target']:.4g}",
@@ -194,9 +190,3 @@ def run_study(cfg: StudyConfig) -> dict:
     write_json(out / "study.json", report)
     report["files"].append(str(out / "study.json"))
     return report
-
-
-def _jsonable(cfg: StudyConfig) -> dict:
-    import dataclasses
-
-    return dataclasses.asdict(cfg)

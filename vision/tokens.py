@@ -38,13 +38,13 @@ def special_token_columns(forms: FactoredForms, inputs: list[torch.Tensor], toke
     out: dict[tuple, dict[str, float]] = {}
     for name, position in tokens.items():
         x = torch.stack([inp[:, position] for inp in inputs]).to(forms.q.device)  # [L, B, d]
-        norms = forms.token_norms(x)
+        norms = {k: v.tolist() for k, v in forms.token_norms(x).items()}  # one transfer per tensor
         for layer in range(forms.n_layers):
             for head in range(forms.n_heads):
                 cell = out.setdefault((layer, head), {})
-                cell[f"{name}_key_norm"] = float(norms["key_head"][layer, head])
-                cell[f"{name}_query_norm"] = float(norms["query_head"][layer, head])
+                cell[f"{name}_key_norm"] = norms["key_head"][layer][head]
+                cell[f"{name}_query_norm"] = norms["query_head"][layer][head]
             cell = out.setdefault((layer, "all"), {})
-            cell[f"{name}_key_norm"] = float(norms["key_layer"][layer])
-            cell[f"{name}_query_norm"] = float(norms["query_layer"][layer])
+            cell[f"{name}_key_norm"] = norms["key_layer"][layer]
+            cell[f"{name}_query_norm"] = norms["query_layer"][layer]
     return out

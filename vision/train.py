@@ -214,8 +214,7 @@ class EMA:
         """Blend in the current weights; ``n_updates`` (updates before this one) enables the warmup."""
         decay = self.decay if n_updates is None else self.decay_at(n_updates)
         state = model.state_dict()
-        for k, v in self.shadow.items():
-            v.lerp_(state[k].float(), 1 - decay)
+        torch._foreach_lerp_(list(self.shadow.values()), [state[k].float() for k in self.shadow], 1 - decay)
 
     @contextmanager
     def swapped_in(self, model: nn.Module) -> Iterator[None]:
@@ -331,18 +330,28 @@ def head_counts(model: nn.Module) -> dict[str, int]:
     return counts
 
 
-def load_weights(path: str | Path, model: nn.Module, ema: bool = False) -> dict:
-    """Load a checkpoint's weights (``ema=True``: its EMA weights) into ``model``; return the sidecar."""
+def _read_weights(sidecar: Path, meta: dict) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """A checkpoint's weights file, read once: the model's tensors and the EMA's (``ema.`` prefix dropped)."""
     from safetensors.torch import load_file
 
+    tensors = load_file(str(sidecar.parent / meta["weights"]))
+    own = {k: v for k, v in tensors.items() if not k.startswith("ema.")}
+    return own, {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}
+
+
+def _load_over(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Load ``state`` into ``model`` (keys it lacks keep their values; keys the model lacks raise)."""
+    model.load_state_dict({**model.state_dict(), **state}, strict=True)
+
+
+def load_weights(path: str | Path, model: nn.Module, ema: bool = False) -> dict:
+    """Load a checkpoint's weights (``ema=True``: its EMA weights) into ``model``; return the sidecar."""
     sidecar = Path(path)
     meta = json.loads(sidecar.read_text())
-    tensors = load_file(str(sidecar.parent / meta["weights"]))
-    prefix = "ema." if ema else ""
-    state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix) and (ema or not k.startswith("ema."))}
-    if ema and not state:
+    own, averaged = _read_weights(sidecar, meta)
+    if ema and not averaged:
         raise ValueError(f"{sidecar} holds no EMA weights")
-    model.load_state_dict({**model.state_dict(), **state}, strict=True)
+    _load_over(model, averaged if ema else own)
     return meta
 
 
@@ -442,8 +451,7 @@ class Trainer:
         self.data = data if data is not None else load_data(cfg.data, cfg.test_fraction, cfg.split_seed)
         self.task = make_task(cfg, self.data)
         self.model = self.task.model.to(self.device)
-        start = scored_forms(self.task)["W_qk"]  # views of the live weights: copy; rebuilt identically on resume
-        self.initial_forms = FactoredForms(start.q.clone(), start.k.clone())
+        self.initial_forms = scored_forms(self.task)["W_qk"]  # a snapshot (Attention.forms clones); rebuilt on resume
         self.ema = EMA(self.model, cfg.ema_decay) if self.task.uses_ema else None
         groups = parameter_groups(self.model, cfg.weight_decay)
         if cfg.optimizer == "sgd":
@@ -501,14 +509,16 @@ class Trainer:
     def resume(self, sidecar: Path) -> None:
         from safetensors.torch import load_file
 
-        meta = load_weights(sidecar, self.model)
+        meta = json.loads(sidecar.read_text())
         if meta.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"{sidecar} is not a checkpoint of this trainer (format {meta.get('format')!r})")
+        _check_same_config(meta["config"], self.cfg, sidecar)
         if meta["world_size"] != self.dist.world:
             raise ValueError(f"{sidecar} was written by {meta['world_size']} processes; resume it with as many (now {self.dist.world})")
-        tensors = load_file(str(sidecar.parent / meta["weights"]))
+        own, averaged = _read_weights(sidecar, meta)
+        _load_over(self.model, own)
         if self.ema is not None:
-            self.ema.shadow = {k[4:]: v.to(self.device) for k, v in tensors.items() if k.startswith("ema.")}
+            self.ema.shadow = {k: v.to(self.device) for k, v in averaged.items()}
         state = load_file(str(sidecar.parent / meta["state"]))
         self.opt.load_state_dict(_unflatten_optimizer({k: v for k, v in state.items() if k.startswith("optim.")}, meta["optimizer"]))
         torch.set_rng_state(state["rng.torch"])
@@ -536,13 +546,12 @@ class Trainer:
         trained weights themselves, whose updates the theory describes (``cli.py analyze`` of a checkpoint
         scores its EMA weights).
         """
-        loss_sum = self.loss_sum.clone()
         if self.dist.world > 1:
             import torch.distributed as dist
 
-            dist.all_reduce(loss_sum)
+            dist.all_reduce(self.loss_sum)  # zeroed below
         count = self.loss_count * self.dist.world
-        loss = float(loss_sum.item()) / count if count else float("nan")
+        loss = float(self.loss_sum.item()) / count if count else float("nan")
         if count and not math.isfinite(loss):
             raise FloatingPointError(f"training loss is {loss} at step {self.step} ({self.cfg.model}, {self.cfg.objective}, seed {self.cfg.seed})")
         self.loss_sum.zero_()
@@ -614,7 +623,6 @@ class Trainer:
         stop = cfg.steps if until is None else min(until, cfg.steps)
         sidecar = latest_checkpoint(self.run_dir / "ckpt") if resume else None
         if sidecar is not None:
-            _check_same_config(json.loads(sidecar.read_text())["config"], cfg, sidecar)
             self.resume(sidecar)
         elif self.dist.main:
             write_json(self.run_dir / "config.json", run_metadata(cfg, self.data, self.task, self.device, self.dist.world))
