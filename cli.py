@@ -49,7 +49,7 @@ def scores(
     Factor arrays are W_q^h, W_k^h of shape [d, d_h], [H, d, d_h] or [L, H, d, d_h] (M_h = W_q^h W_k^h^T,
     rows = query side). The per-layer form is the sum over heads.
     """
-    from theory.io import write_csv
+    from common.io import write_csv
     from theory.report import SCORE_COLUMNS, score_file
 
     try:
@@ -109,11 +109,11 @@ def analyze(
     """
     from rich.progress import Progress
 
-    from theory.io import write_csv
+    from checkpoints import analyze as ana
+    from checkpoints.loading import CheckpointError
+    from checkpoints.plot import plot_scores
+    from common.io import write_csv
     from theory.nulls import null_distribution
-    from vision.checkpoints import analyze as ana
-    from vision.checkpoints.loading import CheckpointError
-    from vision.checkpoints.plot import plot_scores
 
     if per not in ("head", "layer", "both"):
         fail(f"--per must be head, layer or both; got {per!r}")
@@ -176,7 +176,7 @@ def _key_values(pairs: list[str], what: str) -> dict:
 
 def _print_run_summary(result: dict) -> None:
     """Final test metrics per init and final per-layer scores (mean ± 95% CI over seeds, combined null z)."""
-    from theory.summary import plus_minus
+    from common.summary import plus_minus
 
     metrics = [{"init": r["init"], "seeds": r["seeds"], "step": r["step"],
                 **{k: plus_minus(v, r[f"{k}_ci"], 3, "±") for k, v in r.items() if f"{k}_ci" in r}}
@@ -430,8 +430,8 @@ def theory_check(
     csv: Annotated[Path | None, typer.Option(help="Also write the table as CSV.")] = None,
 ) -> None:
     """Run claims 1-6 of THEORY.md section 4; print claim, prediction, measured, tolerance, pass; exit 1 on a failure."""
+    from common.io import write_csv
     from theory.check import CLAIMS, COLUMNS, run_checks
-    from theory.io import write_csv
 
     try:
         results = run_checks(seed, tuple(claim) if claim else tuple(CLAIMS))
@@ -485,8 +485,8 @@ def theory_predict(
     csv: Annotated[Path | None, typer.Option(help="Write the score rows as CSV.")] = None,
 ) -> None:
     """Exact expected first update at M = 0 per objective: s and delta of whole/self/cross parts, and attribution."""
+    from common.io import write_csv
     from theory.attribution import DATA_SETTINGS, predict_first_update
-    from theory.io import write_csv
 
     try:
         rows, attribution = predict_first_update(data, n, d, head, seed)

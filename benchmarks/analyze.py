@@ -29,7 +29,7 @@ def write_checkpoint(path: Path, d: int, n_layers: int, n_heads: int, per_shard:
     import torch
     from safetensors.torch import save_file
 
-    from theory.io import write_json
+    from common.io import write_json
 
     gen = torch.Generator().manual_seed(seed)
     weight_map = {}
@@ -52,8 +52,8 @@ def write_checkpoint(path: Path, d: int, n_layers: int, n_heads: int, per_shard:
 
 def child(checkpoint: str) -> None:
     """One timed analysis in this process; prints a JSON line."""
+    from checkpoints.analyze import describe, null_shapes, score, summarise
     from theory.nulls import null_distribution
-    from vision.checkpoints.analyze import describe, null_shapes, score, summarise
 
     t0 = time.perf_counter()
     ckpt, plan = describe(checkpoint)

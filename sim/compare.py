@@ -3,11 +3,11 @@
 Measured: the simulator trains ``K`` steps and accumulates ``dL/dM`` of layer 0 (summed over heads,
 i.e. the per-layer form), rescaled from its mean-over-positions loss to the theory's per-sequence
 loss ``L = sum_{i in P} l_i`` (cross-entropy) or ``1/2 sum_i ||p_i - t_i||^2`` (MSE), and averaged
-per sequence. Theory: :func:`theory.expectation.monte_carlo_update` at ``M = 0`` with the same
+per sequence. Theory: :func:`theory.montecarlo.monte_carlo_update` at ``M = 0`` with the same
 seed's value/readout map, fed by the simulator's own batches (same data, corruption, BOS, mask
 token and positions), so only the closed-form gradient and the linear regime are under test; and,
 where the data are Gaussian and the model's input is the data itself (no positions, one-hot
-channels, ``c = d``), :func:`theory.expectation.gaussian_update`, the exact Isserlis expectation.
+channels, ``c = d``), :func:`theory.gaussian.gaussian_update`, the exact Isserlis expectation.
 
 At ``M = 0`` every head attends uniformly, so the per-layer gradient equals that of one head whose
 value map stacks all heads' ``W_v`` and whose readout stacks ``w_out^T W_o^h``; the comparison is
@@ -27,15 +27,18 @@ from pathlib import Path
 
 import torch
 
+from common.io import write_csv
+from common.seeding import generator
+from common.summary import mean_ci, plus_minus
 from sim.model import TableInputs
 from sim.tasks import ClassificationTask, DenoisingTask, stack
 from sim.train import COMPARE_STREAM, SimConfig, Simulation, intra_op_threads
-from theory.expectation import AttentionBatch, LinearReadout, SoftmaxReadout, gaussian_update, monte_carlo_update
-from theory.io import write_csv
+from theory.corruption import AttentionBatch
+from theory.gaussian import gaussian_update
+from theory.heads import LinearReadout, SoftmaxReadout
+from theory.montecarlo import monte_carlo_update
 from theory.objectives import RolePattern
 from theory.scores import dense_scores
-from theory.summary import mean_ci, plus_minus
-from theory.seeding import generator
 
 PARTS = ("whole", "self", "cross")
 COMPARE_COLUMNS = ["objective", "part", "theory", "seeds", "s_measured", "s_theory", "delta_measured",

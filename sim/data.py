@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from theory.expectation import ar1_covariance, reversible_chain, separable_covariance, stationary_distribution
-from theory.expectation import cyclic_chain as theory_cyclic_chain
-
+from theory.processes import ar1_covariance, reversible_chain, separable_covariance, stationary_distribution
+from theory.processes import cyclic_chain as theory_cyclic_chain
 
 # ---- transition matrices ------------------------------------------------------------------------
 
@@ -54,7 +53,7 @@ def cyclic_chain(v: int, strength: float = 0.9) -> torch.Tensor:
 
     Uniform stationary distribution and the same entropy rate as :func:`involution_chain`, but a
     net probability flux around the cycle, so detailed balance fails (for ``v >= 3``). The matrix is
-    the theory layer's :func:`theory.expectation.cyclic_chain`.
+    the theory layer's :func:`theory.processes.cyclic_chain`.
     """
     if v < 3:
         raise ValueError(f"a cyclic drift needs at least 3 tokens, got {v}")

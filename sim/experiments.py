@@ -14,12 +14,12 @@ import json
 import math
 from pathlib import Path
 
+from common.io import write_csv
+from common.summary import mean_ci, plus_minus
 from sim.report import summarize
 from sim.simulate import default_config, figure_panel
 from sim.train import SimConfig, Simulation, run
 from theory.factored import FactoredForms
-from theory.io import write_csv
-from theory.summary import mean_ci, plus_minus
 
 
 def _arms_claim7() -> dict[str, SimConfig]:
@@ -131,6 +131,6 @@ def run_experiment(name: str, out: Path | str, progress: bool = True, threads: i
 
 def write_json_index(path: Path, arms: dict[str, SimConfig]) -> None:
     """Which run directory holds which arm (with its full configuration)."""
-    from theory.io import write_json
+    from common.io import write_json
 
     write_json(path, {arm: {"run": f"../runs/{config_key(cfg)}", "config": cfg.to_dict()} for arm, cfg in arms.items()})

@@ -2,7 +2,7 @@
 
 A summary row aggregates the per-seed rows of one ``(objective, layer, form)`` at the final step:
 mean and 95% t-interval over seeds of ``s`` and ``delta``, the seeds' null z-scores combined
-(Stouffer, ``theory.summary.combined_z``), the final loss and,
+(Stouffer, ``common.summary.combined_z``), the final loss and,
 with a BOS (or CLS) token, the mean ratio ``||M x_BOS|| / ||x_BOS^T M||`` (> 1: a key-side BOS direction).
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from theory.summary import combined_z, mean_ci, plus_minus
+from common.summary import combined_z, mean_ci, plus_minus
 
 NUMERIC = ("symmetry", "directionality", "symmetry_z", "directionality_z", "symmetry_p", "directionality_p",
            "loss", "bos_key_norm", "bos_query_norm", "mask_key_norm", "mask_query_norm")  # fmt: skip
@@ -106,13 +106,9 @@ def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
     ``runs`` maps a title to ``{"rows": parsed metrics rows, "matrix": d x d array, "null": {score: (mean, std)},
     "layers": L}``; one column per run.
     """
-    import matplotlib
+    from common.figures import pyplot, save_figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from theory.io import atomic_write_bytes
-
+    plt = pyplot()
     n = len(runs)
     fig, axes = plt.subplots(3, n, figsize=(4.2 * n, 10.5), squeeze=False)
     for col, (title, run) in enumerate(runs.items()):
@@ -140,9 +136,4 @@ def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
         ax.set_title(f"W_qk, seed {run.get('seed', 0)}, last layer (rows: query)", fontsize=9)
         fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
-    import io
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
+    save_figure(fig, path, dpi=110)

@@ -33,11 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.io import write_csv
 from sim.data import DataConfig
 from sim.model import ModelConfig
 from sim.train import SimConfig, run
 from theory.factored import FactoredForms
-from theory.io import write_csv
 
 DEFAULT_MODEL = ModelConfig(d=64, layers=1, heads=2, d_head=32)
 TOKEN_DATA = DataConfig(process="lag", vocab=28, transition="involution", strength=0.9, lag=4, bos=True)

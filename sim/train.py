@@ -18,17 +18,17 @@ from pathlib import Path
 
 import torch
 
+from common.io import atomic_write_bytes, provenance, write_csv, write_json
+from common.seeding import generator
 from sim.data import DataConfig
 from sim.model import ModelConfig, SeedBatchedAttention, pair_split
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS, record_rows
 from sim.report import load_metrics
 from sim.tasks import MASK_SCHEMES, DenoisingTask, TokenTask, build_task, stack, task_shapes
-from theory.io import atomic_write_bytes, provenance, write_csv, write_json
-from theory.seeding import generator
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
-INIT_STREAM, DATA_STREAM, COMPARE_STREAM = 0, 1, 2  # the random streams of one seed (theory.seeding)
+INIT_STREAM, DATA_STREAM, COMPARE_STREAM = 0, 1, 2  # the random streams of one seed (common.seeding)
 
 
 @dataclass(frozen=True)

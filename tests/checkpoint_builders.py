@@ -149,7 +149,7 @@ def write_gguf(path: Path, tensors: dict[str, np.ndarray], n_heads: int, n_kv: i
 
 def adapted(path, **kw) -> FactoredForms:
     """All layers of a checkpoint on disk through the adapter its layout is detected as."""
-    from vision.checkpoints.analyze import all_forms, describe
+    from checkpoints.analyze import all_forms, describe
 
     return all_forms(*describe(path, **kw))
 

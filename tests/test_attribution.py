@@ -13,8 +13,9 @@ from theory.attribution import (
     predict_first_update,
     reversed_sequences,
 )
-from theory.expectation import AveragedHead, ar1_covariance, gaussian_sequences, rotation_ar1, separable_covariance
+from theory.heads import AveragedHead
 from theory.objectives import Autoregressive, Bidirectional, Denoising, MaskedAutoencoding
+from theory.processes import ar1_covariance, gaussian_sequences, rotation_ar1, separable_covariance
 
 N, D = 5, 3
 SWAP_SYMMETRIC = [Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0), Denoising(t_min=100, t_max=103),

@@ -9,14 +9,27 @@ import json
 import numpy as np
 import pytest
 import torch
+from checkpoint_builders import (
+    NULL_SAMPLES,
+    SMALL,
+    VISION,
+    D,
+    H,
+    L,
+    TimmStack,
+    adapted,
+    assert_forms_equal,
+    assert_rows_match,
+    gguf_permute,
+    gpt2_reference,
+    neox_reference,
+    separate_reference,
+    write_gguf,
+)  # fmt: skip
 from safetensors.torch import save_file
 
-from checkpoint_builders import (
-    D, H, L, NULL_SAMPLES, SMALL, VISION, TimmStack, adapted, assert_forms_equal, assert_rows_match, gguf_permute,
-    gpt2_reference, neox_reference, separate_reference, write_gguf,
-)  # fmt: skip
+from checkpoints.analyze import analyze, describe
 from theory.factored import FactoredForms
-from vision.checkpoints.analyze import analyze, describe
 
 transformers = pytest.importorskip("transformers")
 

@@ -5,13 +5,18 @@ from __future__ import annotations
 import csv
 
 import pytest
+from checkpoint_builders import NULL_SAMPLES, SMALL, H, L
 from typer.testing import CliRunner
 
-from checkpoint_builders import H, L, NULL_SAMPLES, SMALL
-from cli import app
-from vision.checkpoints.analyze import (
-    ANALYZE_COLUMNS, analyze, default_null_samples, describe, null_shapes, summarise,
+from checkpoints.analyze import (
+    ANALYZE_COLUMNS,
+    analyze,
+    default_null_samples,
+    describe,
+    null_shapes,
+    summarise,
 )  # fmt: skip
+from cli import app
 
 transformers = pytest.importorskip("transformers")
 runner = CliRunner()

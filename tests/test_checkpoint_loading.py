@@ -8,11 +8,11 @@ import json
 import pytest
 import safetensors
 import torch
+from checkpoint_builders import SMALL, D, H, L, TimmStack, adapted, assert_forms_equal, separate_reference
 from safetensors.torch import save_file
 
-from checkpoint_builders import D, H, L, SMALL, TimmStack, adapted, assert_forms_equal, separate_reference
-from vision.checkpoints.analyze import describe, forms_from_state_dict
-from vision.checkpoints.loading import CheckpointError, open_checkpoint
+from checkpoints.analyze import describe, forms_from_state_dict
+from checkpoints.loading import CheckpointError, open_checkpoint
 
 transformers = pytest.importorskip("transformers")
 

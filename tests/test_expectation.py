@@ -9,32 +9,25 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 
 from theory.attribution import skew_fraction
-from theory.expectation import (
-    PARTS,
-    AveragedHead,
-    Corruption,
-    ExpectedUpdate,
-    LinearReadout,
-    SoftmaxReadout,
+from theory.corruption import Corruption, objective_batch, objective_sampler
+from theory.expected_update import PARTS, ExpectedUpdate, max_abs_z
+from theory.gaussian import gaussian_update, head_averaged_update
+from theory.heads import AveragedHead, LinearReadout, SoftmaxReadout
+from theory.montecarlo import monte_carlo_update
+from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
+from theory.processes import (
     Sequences,
     ar1_covariance,
     bos_gaussian,
     cyclic_chain,
     gaussian_sequences,
-    gaussian_update,
-    head_averaged_update,
     markov_sequences,
-    max_abs_z,
-    monte_carlo_update,
-    objective_batch,
-    objective_sampler,
     reverse_covariance,
     reversible_chain,
     rotation_ar1,
     separable_covariance,
     stationary_distribution,
 )
-from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
 
 OBJECTIVES = {
     "bidirectional-bert": Bidirectional(mask_ratio=0.4),

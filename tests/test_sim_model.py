@@ -12,7 +12,7 @@ from sim.model import ModelConfig, SeedBatchedAttention, TableInputs, pair_split
 from sim.simulate import default_config
 from sim.tasks import stack
 from sim.train import Simulation
-from theory.expectation import monte_carlo_update
+from theory.montecarlo import monte_carlo_update
 from theory.scores import dense_scores
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")

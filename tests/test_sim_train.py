@@ -10,12 +10,12 @@ import math
 import pytest
 import torch
 
+from common.summary import combined_z, mean_ci
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS
 from sim.report import load_metrics, summarize
 from sim.simulate import configs_from_options, default_config
 from sim.train import SimConfig, Simulation, run
-from theory.summary import combined_z, mean_ci
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
 

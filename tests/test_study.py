@@ -10,7 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vision.study import (
-    StudyConfig, StudyTask, analyse_task, baseline_target, bootstrap_ci, compare_arm, run_study, steps_to_target,
+    StudyConfig,
+    StudyTask,
+    analyse_task,
+    baseline_target,
+    bootstrap_ci,
+    compare_arm,
+    run_study,
+    steps_to_target,
 )  # fmt: skip
 
 

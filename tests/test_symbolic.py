@@ -4,7 +4,8 @@ import pytest
 import sympy as sp
 import torch
 
-from theory.expectation import LinearReadout, gaussian_update
+from theory.gaussian import gaussian_update
+from theory.heads import LinearReadout
 from theory.objectives import (
     Autoregressive,
     Bidirectional,

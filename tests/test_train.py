@@ -9,7 +9,15 @@ from safetensors.torch import load_file
 
 from vision.data import load_data
 from vision.train import (
-    EMA, RUN_COLUMNS, BatchOrder, TrainConfig, Trainer, latest_checkpoint, load_weights, lr_at, train,
+    EMA,
+    RUN_COLUMNS,
+    BatchOrder,
+    TrainConfig,
+    Trainer,
+    latest_checkpoint,
+    load_weights,
+    lr_at,
+    train,
 )  # fmt: skip
 
 SMALL = {
@@ -103,8 +111,8 @@ def test_run_directory_checkpoint_and_metrics(tmp_path, digits):
 
 def test_analyze_reads_the_head_counts_of_our_checkpoints_from_their_sidecar(tmp_path, digits):
     """``cli.py analyze RUN/ckpt/step_K.safetensors`` needs no --heads: encoder and MAE decoder differ in heads."""
+    from checkpoints.analyze import all_forms, describe
     from vision.attention import attention_forms
-    from vision.checkpoints.analyze import all_forms, describe
 
     cfg = small_config(tmp_path, objective="mae", task_options={**SMALL["vit"], "decoder_dim": 8, "decoder_heads": 1})
     train(cfg, digits)

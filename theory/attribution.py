@@ -24,25 +24,12 @@ from dataclasses import dataclass
 
 import torch
 
-from theory.expectation import (
-    PARTS,
-    Corruption,
-    ExpectedUpdate,
-    Head,
-    LinearReadout,
-    SequenceSampler,
-    Sequences,
-    ar1_covariance,
-    bos_gaussian,
-    gaussian_update,
-    head_averaged_update,
-    monte_carlo_update,
-    objective_sampler,
-    reverse_covariance,
-    rotation_ar1,
-    separable_covariance,
-)
+from theory.corruption import Corruption, objective_sampler
+from theory.expected_update import PARTS, ExpectedUpdate
 from theory.factored import FactoredForms
+from theory.gaussian import gaussian_update, head_averaged_update
+from theory.heads import Head, LinearReadout
+from theory.montecarlo import monte_carlo_update
 from theory.objectives import (
     Autoregressive,
     Bidirectional,
@@ -51,6 +38,15 @@ from theory.objectives import (
     Denoising,
     MaskedAutoencoding,
     Objective,
+)
+from theory.processes import (
+    Sequences,
+    SequenceSampler,
+    ar1_covariance,
+    bos_gaussian,
+    reverse_covariance,
+    rotation_ar1,
+    separable_covariance,
 )
 
 MASKS = ("causal", "symmetric")

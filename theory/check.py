@@ -4,7 +4,7 @@ Each line states a prediction, what was measured, the tolerance and pass/fail. E
 seeded (``seed``) and small enough to finish in well under a minute on two cores.
 
 Claim 4 is checked in the precise form the exact expectation at ``M = 0`` supports (see
-:mod:`theory.expectation`): averaged over the value/readout init, a swap-symmetric role pattern gives
+:mod:`theory.gaussian`): averaged over the value/readout init, a swap-symmetric role pattern gives
 a symmetric ``E[dL/dM]`` on exchangeable (separable) and on reversible data, and ignores the arrow of
 time; the causal mask breaks symmetry when the data are irreversible, and grows the key side of a
 BOS token (role counting). On exchangeable data the causal mask alone does *not* break symmetry at
@@ -22,20 +22,12 @@ from dataclasses import asdict, dataclass
 import torch
 from scipy.stats import norm
 
+from common.seeding import generator
 from theory.attribution import data_setting, skew_fraction
-from theory.expectation import (
-    Corruption,
-    LinearReadout,
-    bos_gaussian,
-    gaussian_sequences,
-    gaussian_update,
-    head_averaged_update,
-    max_abs_z,
-    monte_carlo_update,
-    objective_sampler,
-    reverse_covariance,
-)
+from theory.corruption import Corruption, objective_sampler
+from theory.expected_update import max_abs_z
 from theory.factored import FactoredForms
+from theory.gaussian import gaussian_update, head_averaged_update
 from theory.gradients import (
     attention_output,
     factor_gradients,
@@ -44,6 +36,8 @@ from theory.gradients import (
     sgd_step_form,
     tie_residual,
 )
+from theory.heads import LinearReadout
+from theory.montecarlo import monte_carlo_update
 from theory.nulls import NullDistribution, sample_null
 from theory.objectives import (
     Autoregressive,
@@ -53,8 +47,8 @@ from theory.objectives import (
     MaskedAutoencoding,
     expected_pairs,
 )
+from theory.processes import bos_gaussian, gaussian_sequences, reverse_covariance
 from theory.scores import dense_scores, directionality, factored_scores, symmetry
-from theory.seeding import generator
 
 COLUMNS = ["claim", "check", "prediction", "measured", "tolerance", "passed"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from theory.io import write_json
+from common.io import write_json
 from theory.scores import DEFAULT_K, factored_scores
 
 DEFAULT_SAMPLES = 256

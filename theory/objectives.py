@@ -14,7 +14,6 @@ from typing import ClassVar, Literal
 
 import torch
 
-
 ContextChoice = Literal["objective", "causal", "symmetric"]
 
 

@@ -11,8 +11,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from common.io import load_arrays
 from theory.factored import FactoredForms
-from theory.io import load_arrays
 from theory.nulls import DEFAULT_SAMPLES, SCORE_NAMES, null_distribution
 from theory.scores import DEFAULT_K, Scores, dense_scores
 

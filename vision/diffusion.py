@@ -18,7 +18,7 @@ from typing import Literal
 
 import torch
 
-from theory.io import atomic_write_bytes
+from common.io import atomic_write_bytes
 from theory.objectives import Denoising
 
 Model = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]

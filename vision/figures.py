@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from common.figures import pyplot, save_figure
 from theory.nulls import null_distribution
 
 SCORES = ("symmetry", "directionality")
@@ -48,10 +49,7 @@ def plot_layer_scores(runs: dict[tuple[str, int], list[dict]], path: str | Path,
 
     ``null_shape = (d, rank of the per-layer form)`` adds the null band.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     inits = list(dict.fromkeys(init for init, _ in runs))
     layers = sorted({r["layer"] for rows in runs.values() for r in rows if r["form"] == form and r["head"] == "all"})
@@ -87,10 +85,7 @@ def plot_metric_curves(runs: dict[tuple[str, int], list[dict]], metrics: list[st
 
     Losses are drawn on a log scale (late differences are small); ``targets`` adds dashed lines.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     inits = list(dict.fromkeys(init for init, _ in runs))
     colors = plt.cm.tab10(np.arange(len(inits)) % 10)
@@ -111,19 +106,3 @@ def plot_metric_curves(runs: dict[tuple[str, int], list[dict]], metrics: list[st
     fig.suptitle(title or "metrics per init: seed mean and min-max")
     fig.tight_layout()
     return save_figure(fig, path)
-
-
-def save_figure(fig, path: str | Path, dpi: int = 130) -> Path:
-    """Write a matplotlib figure atomically in the format of ``path``'s suffix (PNG by default) and close it."""
-    import io
-
-    import matplotlib.pyplot as plt
-
-    from theory.io import atomic_write_bytes
-
-    path = Path(path)
-    buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi)
-    plt.close(fig)
-    atomic_write_bytes(path, buf.getvalue())
-    return path

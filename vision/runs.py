@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from theory.summary import combined_z, mean_ci, mean_sd
+from common.summary import combined_z, mean_ci, mean_sd
 from vision.train import RunResult, TrainConfig, is_metric, train
 
 
@@ -123,7 +123,7 @@ def run_experiment(base: TrainConfig, inits: list[str], seeds: list[int], root: 
     """
     import os
 
-    from theory.io import write_csv
+    from common.io import write_csv
     from vision.figures import plot_layer_scores, plot_metric_curves
 
     results = train_grid(base, inits, seeds, root, data, resume)

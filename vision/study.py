@@ -166,7 +166,7 @@ def analyse_task(task: StudyTask, curves: dict[tuple[str, int], tuple[np.ndarray
 
 def run_study(cfg: StudyConfig) -> dict:
     """Train every task x scheme x seed (resuming finished runs), analyse, write study.json and figures."""
-    from theory.io import write_json
+    from common.io import write_json
     from vision.data import load_data
     from vision.figures import _curves, plot_metric_curves
 

@@ -33,10 +33,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from common.io import atomic_write_bytes, provenance, write_csv, write_json
+from common.seeding import generator, stream_seed
 from theory.factored import FactoredForms
-from theory.io import atomic_write_bytes, provenance, write_csv, write_json
 from theory.report import SCORE_COLUMNS, score_rows
-from theory.seeding import generator, stream_seed
 from vision.attention import Attention
 from vision.task import VisionTask, build_task, scored_forms
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vision.checkpoints.adapters import LAYOUTS, Layout
-from vision.checkpoints.loading import Checkpoint, CheckpointError, HeadCounts, config_head_counts
+from checkpoints.adapters import LAYOUTS, Layout
+from checkpoints.loading import Checkpoint, CheckpointError, HeadCounts, config_head_counts
 
 ATTENTION_LOOKING = re.compile(
     r"attn|attention|query|key|qkv|q_proj|k_proj|v_proj|to_q|to_k|c_attn|(^|\.)w[qkvo]\.", re.IGNORECASE

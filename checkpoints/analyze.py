@@ -16,12 +16,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from checkpoints.detect import Plan, plan_checkpoint
+from checkpoints.loading import Checkpoint, open_checkpoint
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, SCORE_NAMES, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
 from theory.scores import DEFAULT_K
-from vision.checkpoints.detect import Plan, plan_checkpoint
-from vision.checkpoints.loading import Checkpoint, open_checkpoint
 
 ANALYZE_COLUMNS = ["model", "family", *SCORE_COLUMNS]
 MIN_NULL_SAMPLES = 32

@@ -4,21 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.figures import pyplot, save_figure
 from theory.nulls import SCORE_NAMES, NullDistribution
-from vision.figures import save_figure
 
 _STYLE = {"head": {"color": "0.55", "label": "per head M_h"}, "layer": {"color": "C0", "label": "per layer M"}}
 
 
 def plot_scores(rows: list[dict], nulls: dict[str, NullDistribution], out: str | Path, title: str) -> None:
     """Symmetry and directionality against layer; ``nulls`` maps ``"head"`` / ``"layer"`` to the null used."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
+    fig, axes = pyplot().subplots(1, 2, figsize=(10, 3.8), sharex=True)
     for ax, name in zip(axes, SCORE_NAMES, strict=True):
         for per, null in nulls.items():
             band = null.summary()[name]
