@@ -8,7 +8,7 @@ eps-prediction MSE) under bf16 autocast (``--dtype fp32``: none) and, with ``--c
 ``torch.compile``; backward, gradient clipping, AdamW and the EMA update (``vision.train.EMA``). Scoring,
 evaluation and checkpoints (``Trainer.log``, ``save``) are not timed, and the adaLN-modulated forms, which
 only ``log`` scores, are off (``form_timesteps=[]``) so that building the trainer does not compute them.
-FLOPs are counted analytically by ``vision.dit.forward_flops`` (matmuls only, 2 per multiply-add, checked
+FLOPs are counted analytically by ``vision.models.dit.forward_flops`` (matmuls only, 2 per multiply-add, checked
 against torch's FLOP counter in tests/test_dit.py); a training step is 3x the forward (backward = 2x).
 MFU = (images/s x 3 x forward FLOPs per image) / peak, with the H200's dense bf16 peak of 989 TFLOP/s
 by default (the H100 SXM has the same; pass --peak-tflops for other chips).
@@ -66,7 +66,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny model, 3 steps, on CPU if no GPU: checks the script")
     args = parser.parse_args()
 
-    from vision.dit import _preset_key, dit_config, forward_flops
+    from vision.models.dit import dit_config, forward_flops, preset_key
     from vision.train import TrainConfig, Trainer
 
     preset = "tiny" if args.smoke else args.preset
@@ -76,11 +76,11 @@ def main() -> None:
         args.batch, args.steps, args.warmup = 8, 3, 1
     elif not torch.cuda.is_available():
         raise SystemExit("no GPU found: run with --smoke to check the script on CPU")
-    cfg = TrainConfig(model="dit-" + _preset_key(preset), objective="denoise", steps=args.warmup + args.steps,
+    cfg = TrainConfig(model="dit-" + preset_key(preset), objective="denoise", steps=args.warmup + args.steps,
                       batch_size=args.batch, lr=1e-4, warmup=0, ema_decay=0.9999, amp=args.dtype == "bf16",
                       compile=args.compile, progress=False, task_options={"form_timesteps": []})  # fmt: skip
     trainer = Trainer(cfg, synthetic_data(args.batch, args.image_size, args.channels, args.classes))
-    device, config, step = trainer.device, trainer.task.net.config, trainer.train_step
+    device, config, step = trainer.device, trainer.task.model.config, trainer.train_step
 
     n_params = sum(p.numel() for p in trainer.model.parameters())
     name = "dit-tiny (smoke)" if args.smoke else args.preset

@@ -65,7 +65,7 @@ def vit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str
     from transformers import ViTConfig as HFViTConfig
     from transformers import ViTForImageClassification
 
-    from vision.vit import ViT, vit_config
+    from vision.models.vit import ViT, vit_config
 
     ours = ViT(vit_config("tiny", args.image_size, args.channels, args.classes, args.patch, dim=args.dim,
                           depth=args.depth, heads=args.heads, pos="learned", pool="cls"), gen)  # fmt: skip
@@ -87,7 +87,7 @@ def dit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str
     """Our DiT and diffusers' DiTTransformer2DModel, eps prediction (no learned sigma), class-conditional."""
     from diffusers import DiTTransformer2DModel
 
-    from vision.dit import DiT, DiTConfig
+    from vision.models.dit import DiT, DiTConfig
 
     cfg = DiTConfig(image_size=args.image_size, channels=args.channels, patch=args.patch, dim=args.dim,
                     depth=args.depth, heads=args.heads, n_classes=args.classes, label_dropout=0.1)  # fmt: skip

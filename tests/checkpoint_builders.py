@@ -17,7 +17,7 @@ from torch import nn
 
 from theory.factored import FactoredForms
 from theory.report import score_rows
-from vision.attention import Attention
+from vision.models.attention import Attention
 
 D, H, L = 32, 4, 2
 NULL_SAMPLES = 16

@@ -10,7 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vision.train import TrainConfig, latest_checkpoint, train
+from vision.run_checkpoint import latest_checkpoint
+from vision.train import TrainConfig, train
 
 
 def _weights(run_dir):

@@ -8,12 +8,13 @@ from torch import nn
 
 from theory.factored import FactoredForms
 from theory.objectives import Classification, Denoising, NoiseSchedule
-from vision.attention import Attention, attention_forms
+from vision.adaln import modulated_forms, modulated_null
 from vision.data import ImageData
 from vision.diffusion import Sampler
-from vision.dit import PRESETS, DiT, DiTConfig, build_dit, dit_config, forward_flops, modulated_forms, modulated_null
-from vision.patches import patchify, unpatchify
-from vision.task import build_task, scored_forms
+from vision.models.attention import Attention, attention_forms
+from vision.models.dit import PRESETS, DiT, DiTConfig, build_dit, dit_config, forward_flops
+from vision.models.patches import patchify, unpatchify
+from vision.tasks import build_task, scored_forms
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, tol: float, what: str) -> None:
@@ -325,14 +326,14 @@ def test_task_trains_evaluates_scores_and_samples(tmp_path):
     obj_params = {"schedule": NoiseSchedule(steps=100)}
     task = build_task("dit-tiny", "denoise", data, generator=_gen(), objective_params=obj_params,
                       dim=32, heads=4, depth=2, sampler=Sampler(steps=5), samples_per_class=2)  # fmt: skip
-    assert task.uses_ema and task.net.config.n_classes == 3 and task.net.config.patch == 2
+    assert task.uses_ema and task.model.config.n_classes == 3 and task.model.config.patch == 2
     batch = len(data.train_labels)
     draws = task.draw(batch, _gen(1))
     assert set(draws) == {"drop", "t", "noise"} and all(len(v) == batch for v in draws.values())
-    loss = task.training_loss(data.train_images, data.train_labels, draws)
+    loss = task.training_loss(task.model, data.train_images, data.train_labels, draws)
     assert loss.ndim == 0 and torch.isfinite(loss)
     loss.backward()
-    assert task.training_loss(data.train_images, data.train_labels, task.draw(batch, _gen(1))).item() == loss.item()
+    assert task.training_loss(task.model, data.train_images, data.train_labels, task.draw(batch, _gen(1))).item() == loss.item()
     metrics = task.evaluate(data.test_images, data.test_labels, _gen(2))
     assert set(metrics) == {"test_loss", "test_mse"}
     forms = scored_forms(task)
@@ -343,7 +344,7 @@ def test_task_trains_evaluates_scores_and_samples(tmp_path):
 
 
 def test_task_rejects_other_objectives_and_unconditional_forms_have_full_rank():
-    from vision.dit import build_task as build_dit_task
+    from vision.tasks.denoise import build_task as build_dit_task
 
     data = _toy_data()
     with pytest.raises(ValueError, match="denoising"):

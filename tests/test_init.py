@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 from torch import nn
 
 from theory.report import score_rows
-from vision.attention import Attention, attention_forms
 from vision.init import SCHEMES, apply_init, thirds
-from vision.vit import ViT, ViTConfig
+from vision.models.attention import Attention, attention_forms
+from vision.models.vit import ViT, ViTConfig
 
 ARM_IDS = [s for s in SCHEMES if s != "default"]  # "default" leaves the baseline as it is: nothing to compare
 
@@ -149,7 +149,7 @@ def test_applies_to_every_attention_of_a_vit_and_rejects_unknown_schemes():
         apply_init(vit, "directional", torch.Generator(), strenght=0.3)
     with pytest.raises(ValueError, match="takes no parameters"):
         apply_init(vit, "symmetric", torch.Generator(), strength=0.3)
-    with pytest.raises(ValueError, match="no vision.attention.Attention"):
+    with pytest.raises(ValueError, match="no vision.models.attention.Attention"):
         apply_init(nn.Linear(3, 3), "symmetric", torch.Generator())
 
 

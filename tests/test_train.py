@@ -8,17 +8,9 @@ import torch
 from safetensors.torch import load_file
 
 from vision.data import load_data
-from vision.train import (
-    EMA,
-    RUN_COLUMNS,
-    BatchOrder,
-    TrainConfig,
-    Trainer,
-    latest_checkpoint,
-    load_weights,
-    lr_at,
-    train,
-)  # fmt: skip
+from vision.record import RUN_COLUMNS
+from vision.run_checkpoint import latest_checkpoint, load_weights
+from vision.train import EMA, BatchOrder, TrainConfig, Trainer, lr_at, train
 
 SMALL = {
     "vit": {"dim": 16, "depth": 2, "heads": 2},
@@ -112,7 +104,7 @@ def test_run_directory_checkpoint_and_metrics(tmp_path, digits):
 def test_analyze_reads_the_head_counts_of_our_checkpoints_from_their_sidecar(tmp_path, digits):
     """``cli.py analyze RUN/ckpt/step_K.safetensors`` needs no --heads: encoder and MAE decoder differ in heads."""
     from checkpoints.analyze import all_forms, describe
-    from vision.attention import attention_forms
+    from vision.models.attention import attention_forms
 
     cfg = small_config(tmp_path, objective="mae", task_options={**SMALL["vit"], "decoder_dim": 8, "decoder_heads": 1})
     train(cfg, digits)
@@ -130,7 +122,7 @@ def test_analyze_reads_the_head_counts_of_our_checkpoints_from_their_sidecar(tmp
 def test_update_form_scores_what_training_added(tmp_path, digits):
     """Form ``update`` is ``M_t - M_0``: compare with dense scores of the difference of the actual weights."""
     from theory.scores import dense_scores
-    from vision.attention import attention_forms
+    from vision.models.attention import attention_forms
 
     cfg = small_config(tmp_path, steps=4, init="symmetric")
     result = train(cfg, digits)
@@ -236,7 +228,7 @@ def test_summary_over_seeds_combines_null_z_and_token_ratios():
 
 
 def test_bad_device_and_counts_are_clear_errors():
-    from vision.train import resolve_device
+    from vision.distributed import resolve_device
 
     with pytest.raises(ValueError, match="threads, warmup"):
         TrainConfig(threads=-1)

@@ -6,13 +6,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from theory.objectives import MaskedAutoencoding
-from vision.attention import Attention
-from vision.causal import CausalViT
 from vision.data import ImageData
-from vision.mae import MAE, DecoderConfig, visible_indices
-from vision.task import VisionTask, build_task, scored_forms
+from vision.models.attention import Attention
+from vision.models.causal import CausalViT
+from vision.models.mae import MAE, DecoderConfig, visible_indices
+from vision.models.vit import PRESETS, ViT, ViTConfig, default_patch, vit_config
+from vision.tasks import VisionTask, build_task, scored_forms
 from vision.tokens import attention_inputs
-from vision.vit import PRESETS, ViT, ViTConfig, default_patch, vit_config
 
 
 def fake_data(n=12, size=8, channels=1, classes=3) -> ImageData:
@@ -128,7 +128,7 @@ def test_registry_builds_tasks_that_train_and_evaluate(objective):
     task = build_task("vit-tiny", objective, data, generator=torch.Generator().manual_seed(0), dim=32, depth=2, heads=4)
     assert isinstance(task, VisionTask)
     g = torch.Generator().manual_seed(0)
-    loss = task.training_loss(data.train_images, data.train_labels, task.draw(len(data.train_labels), g))
+    loss = task.training_loss(task.model, data.train_images, data.train_labels, task.draw(len(data.train_labels), g))
     loss.backward()
     assert loss.ndim == 0 and torch.isfinite(loss)
     assert task.model.encoder.blocks[0].attn.qkv.weight.grad.abs().sum() > 0

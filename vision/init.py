@@ -1,4 +1,4 @@
-"""Named initialisation schemes for ``W_qk``, applied after a model's own init to every ``vision.attention.Attention``.
+"""Named initialisation schemes for ``W_qk``, applied after a model's own init to every ``vision.models.attention.Attention``.
 
 Each scheme rewrites the query (and for ``directional`` the key) third of the fused ``qkv`` weight,
 rows blocked ``(3, H, d_h)``, and the matching bias third, then rescales the rewritten weight third so
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from vision.attention import Attention
+from vision.models.attention import Attention
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ def apply_init(model: nn.Module, scheme: str, generator: torch.Generator, **para
         raise ValueError(f"init scheme {scheme!r} takes {accepted or 'no parameters'}, not {sorted(unknown)}")
     layers = attention_modules(model)
     if not layers:
-        raise ValueError(f"{type(model).__name__} has no vision.attention.Attention layers to initialise")
+        raise ValueError(f"{type(model).__name__} has no vision.models.attention.Attention layers to initialise")
     for _, attn in layers:
         SCHEMES[scheme](attn, generator, **params)
     return [name for name, _ in layers]

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from common.summary import combined_z, mean_ci, mean_sd
-from vision.train import RunResult, TrainConfig, is_metric, train
+from vision.record import is_metric
+from vision.train import RunResult, TrainConfig, train
 
 
 def experiment_dir(root: str | Path, cfg: TrainConfig) -> Path:

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from theory.factored import FactoredForms
-from vision.attention import Attention
+from vision.models.attention import Attention
 
 
 def attention_inputs(model: nn.Module, run: Callable[[], object]) -> list[torch.Tensor]:

@@ -1,4 +1,4 @@
-"""One trainer for every vision task (:mod:`vision.task`): from a CPU test to multi-GPU runs.
+"""One trainer for every vision task (:mod:`vision.tasks`): from a CPU test to multi-GPU runs.
 
 A run is a directory (ARCHITECTURE.md): ``config.json`` (every parameter, versions, git commit),
 ``metrics.csv`` (tidy: one row per logged step x form x layer x head, with the score columns of
@@ -19,7 +19,6 @@ Run a saved config with ``python -m vision.train RUN/config.json`` (also under `
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import math
@@ -33,16 +32,21 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from common.io import atomic_write_bytes, provenance, write_csv, write_json
+from common.io import provenance, write_csv, write_json
 from common.seeding import generator, stream_seed
-from theory.factored import FactoredForms
-from theory.report import SCORE_COLUMNS, score_rows
-from vision.attention import Attention
-from vision.task import VisionTask, build_task, scored_forms
+from vision.distributed import resolve_device, setup_distributed, shutdown_distributed
+from vision.record import RUN_COLUMNS, is_metric, read_rows, score_table
+from vision.run_checkpoint import (
+    CHECKPOINT_FORMAT,
+    head_counts,
+    latest_checkpoint,
+    load_over,
+    read_weights,
+    save_checkpoint,
+    unflatten_optimizer,
+)
+from vision.tasks import VisionTask, build_task, scored_forms
 
-CHECKPOINT_FORMAT = "wqk-vision-checkpoint/1"
-#: Columns of ``metrics.csv`` before the task's own metrics (the simulator's score columns plus ours).
-RUN_COLUMNS = ["step", "seed", "init", "form", *SCORE_COLUMNS, "loss"]
 # independent random streams derived from the seed
 _MODEL, _INIT, _DATA, _TASK, _EVAL, _ARTIFACTS = range(6)
 
@@ -137,63 +141,6 @@ class BatchOrder:
         return self._cached[1][j * self.batch_size : (j + 1) * self.batch_size]
 
 
-# ---- distributed -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Dist:
-    rank: int = 0
-    world: int = 1
-    local_rank: int = 0
-
-    @property
-    def main(self) -> bool:
-        return self.rank == 0
-
-
-def setup_distributed(device_kind: str) -> Dist:
-    """Join the ``torchrun`` process group if ``WORLD_SIZE > 1`` (gloo on CPU, NCCL on CUDA)."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
-        return Dist()
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device_kind == "cuda" else "gloo")
-    return Dist(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
-
-
-def shutdown_distributed() -> None:
-    """Leave the ``torchrun`` process group, if any, once every process is done.
-
-    Collect the finished trainers first (their DDP wrappers hold Gloo work objects), then meet at a
-    barrier and destroy the group: a process that exits while its peer still talks to it, or with
-    Gloo threads alive at interpreter teardown, dies with ``terminate called without an active exception``.
-    """
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return
-    import gc
-
-    gc.collect()
-    dist.barrier()
-    dist.destroy_process_group()
-
-
-def resolve_device(spec: str, local_rank: int) -> torch.device:
-    """``auto`` -> ``cuda:LOCAL_RANK`` if CUDA is available, else the CPU; a bare ``cuda`` gets the local rank."""
-    if spec == "auto":
-        return torch.device(f"cuda:{local_rank}") if torch.cuda.is_available() else torch.device("cpu")
-    try:
-        device = torch.device(spec)
-    except RuntimeError as err:
-        raise ValueError(f"unknown device {spec!r}: use auto, cpu, cuda or cuda:N") from err
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {spec!r} asked for, but this torch sees no CUDA GPU (use --device cpu or auto)")
-    if device.type == "cuda" and device.index is None:
-        device = torch.device(f"cuda:{local_rank}")
-    return device
-
-
 # ---- EMA and model plumbing ------------------------------------------------------------------------
 class EMA:
     """Exponential moving average of a model's floating-point state (float32 shadow copies).
@@ -227,21 +174,6 @@ class EMA:
             model.load_state_dict(backup)
 
 
-@contextmanager
-def forward_through(task: VisionTask, wrapper: nn.Module) -> Iterator[None]:
-    """Let ``task.training_loss`` run the (DDP / compiled) wrapper; ``task.net`` stays the bare model."""
-    bare = task.model
-    if wrapper is bare:
-        yield
-        return
-    task._net, task.model = bare, wrapper
-    try:
-        yield
-    finally:
-        task.model = bare
-        del task._net
-
-
 def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Weight decay on ``nn.Linear`` weights only (not biases, norms, tokens or embeddings)."""
     decay = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
@@ -263,98 +195,6 @@ def make_task(cfg: TrainConfig, data) -> VisionTask:
     return task
 
 
-# ---- checkpoints -----------------------------------------------------------------------------------
-def _flatten_optimizer(opt: torch.optim.Optimizer) -> tuple[dict[str, torch.Tensor], dict]:
-    sd = opt.state_dict()
-    tensors, scalars = {}, {}
-    for idx, state in sd["state"].items():
-        for key, val in state.items():
-            if torch.is_tensor(val):
-                tensors[f"optim.{idx}.{key}"] = val
-            else:
-                scalars[f"{idx}.{key}"] = val
-    return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
-
-
-def _unflatten_optimizer(tensors: dict[str, torch.Tensor], meta: dict) -> dict:
-    state: dict[int, dict] = {}
-    for name, val in tensors.items():
-        if name.startswith("optim."):
-            _, idx, key = name.split(".", 2)
-            state.setdefault(int(idx), {})[key] = val
-    for name, val in meta["scalars"].items():
-        idx, key = name.split(".", 1)
-        state.setdefault(int(idx), {})[key] = val
-    return {"state": state, "param_groups": meta["param_groups"]}
-
-
-def checkpoint_paths(ckpt_dir: Path, step: int) -> tuple[Path, Path, Path]:
-    stem = ckpt_dir / f"step_{step:07d}"
-    return Path(f"{stem}.safetensors"), Path(f"{stem}.state.safetensors"), Path(f"{stem}.json")
-
-
-def latest_checkpoint(ckpt_dir: Path) -> Path | None:
-    """The newest complete checkpoint's sidecar (a checkpoint is complete once its sidecar exists)."""
-    sidecars = sorted(ckpt_dir.glob("step_*.json")) if ckpt_dir.is_dir() else []
-    return sidecars[-1] if sidecars else None
-
-
-def save_checkpoint(ckpt_dir: Path, step: int, model: nn.Module, ema: EMA | None, opt: torch.optim.Optimizer,
-                    rng: dict[str, torch.Tensor], meta: dict, keep: int) -> Path:  # fmt: skip
-    from safetensors.torch import save
-
-    weights_path, state_path, sidecar = checkpoint_paths(ckpt_dir, step)
-    weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    if ema is not None:
-        weights.update({f"ema.{k}": v.cpu().contiguous() for k, v in ema.shadow.items()})
-    opt_tensors, opt_meta = _flatten_optimizer(opt)
-    state = {k: v.detach().cpu().contiguous() for k, v in {**opt_tensors, **rng}.items()}
-    atomic_write_bytes(weights_path, save(weights))
-    atomic_write_bytes(state_path, save(state))
-    write_json(sidecar, {"format": CHECKPOINT_FORMAT, "step": step, "weights": weights_path.name,
-                         "state": state_path.name, "optimizer": opt_meta, **meta})  # fmt: skip
-    for old in sorted(ckpt_dir.glob("step_*.json"))[:-keep] if keep > 0 else []:
-        for path in checkpoint_paths(ckpt_dir, int(old.stem.split("_")[1])):
-            path.unlink(missing_ok=True)
-    return sidecar
-
-
-def head_counts(model: nn.Module) -> dict[str, int]:
-    """``num_attention_heads`` (and ``decoder_num_attention_heads`` for an MAE decoder) in the keys a
-    Hugging Face config uses, so that ``cli.py analyze`` reads a checkpoint's heads from its sidecar."""
-    counts = {}
-    for name, module in model.named_modules():
-        if isinstance(module, Attention):
-            key = "decoder_num_attention_heads" if name.startswith("decoder.") else "num_attention_heads"
-            counts.setdefault(key, module.n_heads)
-    return counts
-
-
-def _read_weights(sidecar: Path, meta: dict) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-    """A checkpoint's weights file, read once: the model's tensors and the EMA's (``ema.`` prefix dropped)."""
-    from safetensors.torch import load_file
-
-    tensors = load_file(str(sidecar.parent / meta["weights"]))
-    own = {k: v for k, v in tensors.items() if not k.startswith("ema.")}
-    return own, {k[4:]: v for k, v in tensors.items() if k.startswith("ema.")}
-
-
-def _load_over(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
-    """Load ``state`` into ``model`` (keys it lacks keep their values; keys the model lacks raise)."""
-    model.load_state_dict({**model.state_dict(), **state}, strict=True)
-
-
-def load_weights(path: str | Path, model: nn.Module, ema: bool = False) -> dict:
-    """Load a checkpoint's weights (``ema=True``: its EMA weights) into ``model``; return the sidecar."""
-    sidecar = Path(path)
-    meta = json.loads(sidecar.read_text())
-    own, averaged = _read_weights(sidecar, meta)
-    if ema and not averaged:
-        raise ValueError(f"{sidecar} holds no EMA weights")
-    _load_over(model, averaged if ema else own)
-    return meta
-
-
 # ---- evaluation and scores -------------------------------------------------------------------------
 def evaluate(task: VisionTask, images: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig, autocast) -> dict[str, float]:
     """Task metrics averaged over the test set with a fresh generator seeded by the data split, not the run:
@@ -370,46 +210,6 @@ def evaluate(task: VisionTask, images: torch.Tensor, labels: torch.Tensor, cfg: 
                 totals[key] = totals.get(key, 0.0) + float(value) * len(x)
     task.model.train(was_training)
     return {key: total / len(images) for key, total in totals.items()}
-
-
-def update_forms(now: FactoredForms, start: FactoredForms) -> FactoredForms:
-    """``M_t - M_0`` kept factored: ``[A_t, -A_0] [B_t, B_0]^T`` (rank ``2 d_h`` per head): what training added."""
-    return FactoredForms(torch.cat([now.q, -start.q], dim=-1), torch.cat([now.k, start.k], dim=-1))
-
-
-def is_metric(column: str) -> bool:
-    """A task metric column of ``metrics.csv`` (not a score, an identifier or a special-token norm)."""
-    return column not in RUN_COLUMNS and not column.endswith(("_key_norm", "_query_norm"))
-
-
-def score_table(task: VisionTask, step: int, cfg: TrainConfig, loss: float, metrics: dict[str, float],
-                initial: FactoredForms | None = None, token_inputs: list[torch.Tensor] | None = None) -> list[dict]:  # fmt: skip
-    """Rows for ``metrics.csv``: every scored form per layer and head, each score with its null.
-
-    With ``initial`` (the ``W_qk`` forms at step 0) also form ``update`` = ``M_t - M_0`` (from step 1 on);
-    with ``token_inputs`` (attention inputs of a probe batch) the ``<token>_key_norm`` / ``_query_norm``
-    columns of the task's ``special_tokens`` for forms ``W_qk`` and ``update`` (:mod:`vision.tokens`).
-    """
-    from vision.tokens import special_token_columns
-
-    forms_now = scored_forms(task)
-    if initial is not None and step > 0:
-        forms_now["update"] = update_forms(forms_now["W_qk"], initial)
-    tokens = getattr(task, "special_tokens", {})
-    rows = []
-    for label, forms in forms_now.items():
-        norms = special_token_columns(forms, token_inputs, tokens) if tokens and token_inputs and label in ("W_qk", "update") else {}
-        for row in score_rows(forms, "both", null_samples=cfg.null_samples):
-            rows.append({"step": step, "seed": cfg.seed, "init": cfg.init, "form": label, **row, "loss": loss,
-                         **norms.get((row["layer"], row["head"]), {}), **metrics})  # fmt: skip
-    return rows
-
-
-def read_rows(path: Path, up_to_step: int) -> list[dict]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        return [row for row in csv.DictReader(f) if int(row["step"]) <= up_to_step]
 
 
 # ---- run metadata ----------------------------------------------------------------------------------
@@ -502,7 +302,8 @@ class Trainer:
             meta = {"world_size": self.dist.world, "loss_sum": float(self.loss_sum.item()), "loss_count": self.loss_count,
                     "config": self.cfg.to_dict(), "uses_ema": self.ema is not None,
                     **head_counts(self.model)}  # fmt: skip
-            save_checkpoint(self.run_dir / "ckpt", self.step, self.model, self.ema, self.opt, rng, meta, self.cfg.keep_checkpoints)
+            shadow = None if self.ema is None else self.ema.shadow
+            save_checkpoint(self.run_dir / "ckpt", self.step, self.model, shadow, self.opt, rng, meta, self.cfg.keep_checkpoints)
         self.saved_step = self.step
         self._barrier()
 
@@ -515,12 +316,12 @@ class Trainer:
         _check_same_config(meta["config"], self.cfg, sidecar)
         if meta["world_size"] != self.dist.world:
             raise ValueError(f"{sidecar} was written by {meta['world_size']} processes; resume it with as many (now {self.dist.world})")
-        own, averaged = _read_weights(sidecar, meta)
-        _load_over(self.model, own)
+        own, averaged = read_weights(sidecar, meta)
+        load_over(self.model, own)
         if self.ema is not None:
             self.ema.shadow = {k: v.to(self.device) for k, v in averaged.items()}
         state = load_file(str(sidecar.parent / meta["state"]))
-        self.opt.load_state_dict(_unflatten_optimizer({k: v for k, v in state.items() if k.startswith("optim.")}, meta["optimizer"]))
+        self.opt.load_state_dict(unflatten_optimizer({k: v for k, v in state.items() if k.startswith("optim.")}, meta["optimizer"]))
         torch.set_rng_state(state["rng.torch"])
         if "rng.cuda" in state and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng.cuda"], self.device)
@@ -560,7 +361,8 @@ class Trainer:
             return
         with self.ema.swapped_in(self.model) if self.ema is not None else nullcontext():
             self.metrics = evaluate(self.task, self.test_x, self.test_y, self.cfg, self.autocast)
-        self.rows += score_table(self.task, self.step, self.cfg, loss, self.metrics, self.initial_forms, self._token_inputs())
+        self.rows += score_table(self.task, self.step, self.cfg.seed, self.cfg.init, self.cfg.null_samples, loss, self.metrics,
+                                 self.initial_forms, self._token_inputs())
         norms = sorted({k for row in self.rows for k in row if k.endswith(("_key_norm", "_query_norm"))})
         write_csv(self.run_dir / "metrics.csv", self.rows, RUN_COLUMNS + norms + sorted(self.metrics))
 
@@ -591,8 +393,8 @@ class Trainer:
         idx = self.order(self.step)[mine].to(self.device)
         images, labels = self.train_x[idx], self.train_y[idx]
         draws = {k: v[mine].to(self.device) for k, v in self.task.draw(self.cfg.batch_size, self.task_gen).items()}
-        with forward_through(self.task, self.forward_model), self.autocast():
-            loss = self.task.training_loss(images, labels, draws)
+        with self.autocast():
+            loss = self.task.training_loss(self.forward_model, images, labels, draws)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.grad_clip > 0:

@@ -1,32 +1,22 @@
 """Diffusion Transformer (Peebles & Xie, 2023): patch tokens, adaLN-Zero blocks, timestep and class conditioning.
 
 Follows the DiT reference ``models.py`` (its ``DiT-S/2 ... DiT-XL/8`` table and ``initialize_weights``),
-with the shared fused-qkv :class:`vision.attention.Attention` and einops patchify instead of a Conv2d
-patch embedding (the same linear map on each ``p x p x C`` patch). Besides the raw ``W_q^h (W_k^h)^T``,
-:func:`modulated_forms` gives the form the attention actually applies at a timestep: the input of
-the attention is ``LN(x) * (1 + scale_t) + shift_t``, so over ``LN(x)`` the bilinear form is
-``diag(1 + s_t) M diag(1 + s_t)`` (the shift only adds linear terms to the logits).
+with the shared fused-qkv :class:`vision.models.attention.Attention` and einops patchify instead of a Conv2d
+patch embedding (the same linear map on each ``p x p x C`` patch). The form the attention applies at a
+timestep, ``diag(1 + s_t) M diag(1 + s_t)``, is analysed in :mod:`vision.adaln`; the training task is
+:mod:`vision.tasks.denoise`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import torch
-from einops import rearrange
 from torch import nn
 
-from theory.factored import FactoredForms, Per
-from theory.nulls import NullDistribution
-from theory.objectives import Denoising
-from theory.scores import DEFAULT_K
-from vision.attention import Attention, attention_forms
-from vision.diffusion import Sampler, _randn, diffusion_loss, sample, save_image_grid
-from vision.patches import check_geometry, patchify, sincos_2d, unpatchify
-from vision.task import TaskBase
+from vision.models.attention import Attention
+from vision.models.patches import check_geometry, patchify, sincos_2d, unpatchify
 
 
 @dataclass(frozen=True)
@@ -76,7 +66,7 @@ PRESETS: dict[str, DiTConfig] = {
 PRESETS["dit-tiny"] = DiTConfig()  # CPU: 8 x 8 digits, 16 tokens, 4 layers of width 64
 
 
-def _preset_key(name: str) -> str:
+def preset_key(name: str) -> str:
     """``"DiT-B/4"``, ``"dit-b-4"`` and ``"b-4"`` all name ``"b-4"``; ``"dit-tiny"`` and ``"tiny"`` name ``"tiny"``."""
     key = name.lower().replace("/", "-")
     return key.removeprefix("dit-")
@@ -84,13 +74,13 @@ def _preset_key(name: str) -> str:
 
 def dit_config(name: str, **overrides) -> DiTConfig:
     """The preset ``name`` (``DiT-B/4``, ``dit-b-4``, ``dit-tiny``, ...) with fields replaced by ``overrides``."""
-    presets = {_preset_key(k): v for k, v in PRESETS.items()}
-    if _preset_key(name) not in presets:
+    presets = {preset_key(k): v for k, v in PRESETS.items()}
+    if preset_key(name) not in presets:
         raise ValueError(f"unknown DiT preset {name!r}; choose from {list(PRESETS)}")
     unknown = set(overrides) - set(DiTConfig.__dataclass_fields__)
     if unknown:
         raise ValueError(f"unknown DiT options {sorted(unknown)}; known: {sorted(DiTConfig.__dataclass_fields__)}")
-    return replace(presets[_preset_key(name)], **overrides)
+    return replace(presets[preset_key(name)], **overrides)
 
 
 def forward_flops(config: DiTConfig) -> int:
@@ -216,7 +206,7 @@ class DiT(nn.Module):
     def initialize_weights(self, generator: torch.Generator) -> None:
         """DiT's init: Xavier-uniform linears, zero biases, N(0, 0.02) embeddings, zero adaLN and output layer.
 
-        Every draw comes from ``generator`` (never the global RNG), as in :func:`vision.vit.init_vit_weights`.
+        Every draw comes from ``generator`` (never the global RNG), as in :func:`vision.models.vit.init_vit_weights`.
         """
         for module in self.modules():
             if isinstance(module, nn.Linear):
@@ -265,180 +255,6 @@ class DiT(nn.Module):
         return torch.stack([1 + block.modulation(c)[1] for block in self.blocks])
 
 
-def _unwrap(model: nn.Module) -> DiT:
-    """The DiT inside DistributedDataParallel (``.module``) or ``torch.compile`` (``._orig_mod``) wrappers."""
-    while not isinstance(model, DiT):
-        inner = getattr(model, "module", None)
-        inner = inner if inner is not None else getattr(model, "_orig_mod", None)
-        if inner is None:
-            raise TypeError(f"expected a DiT, got {type(model).__name__}")
-        model = inner
-    return model
-
-
-def _class_scales(dit: DiT, t: int, y: int | Sequence[int] | None) -> torch.Tensor:
-    """``1 + scale_msa`` per block and class, ``(L, C, d)`` float64 on the CPU (``C = 1`` for one class or none)."""
-    device = next(dit.parameters()).device
-    labels = None if y is None else torch.as_tensor([y] if isinstance(y, int) else list(y), device=device).long()
-    n = 1 if labels is None else len(labels)
-    if n == 0:
-        raise ValueError("y must name at least one class")
-    return dit.attention_scales(torch.full((n,), t, device=device), labels).double().cpu()
-
-
-def _modulate(q: torch.Tensor, k: torch.Tensor, scales: torch.Tensor) -> FactoredForms:
-    """Factors ``(L, H, d, d_h)`` through ``diag(1 + s_c)`` for each class ``c`` of ``scales (L, C, d)``, averaged."""
-    weight = scales[:, :, None, :, None] / math.sqrt(scales.shape[1])  # (L, C, 1, d, 1)
-    q, k = weight * q[:, None], weight * k[:, None]  # (L, C, H, d, d_h)
-    return FactoredForms(
-        rearrange(q, "l c h d dh -> l h d (c dh)"), rearrange(k, "l c h d dh -> l h d (c dh)")
-    )  # fmt: skip
-
-
-@torch.no_grad()
-def modulated_forms(model: nn.Module, t: int, y: int | Sequence[int] | None = None) -> FactoredForms:
-    """Effective per-head forms ``diag(1 + s) M_h diag(1 + s)`` over ``LN(x)`` at timestep ``t``.
-
-    Factors are ``(1 + s)[:, None] * W_q^h`` and ``(1 + s)[:, None] * W_k^h``. The scale ``s`` depends on
-    the class too: ``y`` an int uses that class, ``None`` the null class (or nothing for an unconditional
-    model), and a sequence of labels gives the *average form* over those classes,
-    ``(1/C) sum_c D_c M D_c``, kept factored by concatenating the classes' factors (scaled by
-    ``C^-1/2``) along the rank axis, so its rank is ``C d_h`` per head (the null is drawn at that rank).
-    A symmetric ``M`` stays exactly symmetric in every case; the scores of a general ``M`` change.
-    Judge them against :func:`modulated_null` as well as the Gaussian null.
-    """
-    dit = _unwrap(model)
-    raw = attention_forms(dit)
-    return _modulate(raw.q.double().cpu(), raw.k.double().cpu(), _class_scales(dit, t, y))
-
-
-@torch.no_grad()
-def modulated_null(
-    model: nn.Module, t: int, y: int | Sequence[int] | None = None, per: Per = "layer",
-    n_samples: int = 256, seed: int = 0, k: float = DEFAULT_K,
-) -> list[NullDistribution]:
-    """Per layer, the null of a modulated form: Gaussian ``A, B`` shaped like the model's factors, through its ``D``.
-
-    :func:`theory.nulls.null_distribution` asks whether a form is more symmetric than a random one.
-    For ``D M D`` that is not enough: a concentrated ``D = diag(1 + s)`` alone raises ``s`` (it weights
-    the diagonal entries of ``M``, which are symmetric), so a modulated score should also be compared
-    with random forms under the same modulation. Per head, the samples of a layer's heads are pooled.
-    """
-    dit = _unwrap(model)
-    raw = attention_forms(dit)
-    scales = _class_scales(dit, t, y)
-    gen = torch.Generator().manual_seed(seed)
-    sym, dirn, rank = [], [], 0
-    for _ in range(n_samples):
-        a = torch.randn(raw.q.shape, generator=gen, dtype=torch.float64)
-        b = torch.randn(raw.k.shape, generator=gen, dtype=torch.float64)
-        forms = _modulate(a, b, scales)
-        scores, rank = forms.scores(per, k), forms.rank(per)
-        sym.append(scores.symmetry.reshape(raw.n_layers, -1))
-        dirn.append(scores.directionality.reshape(raw.n_layers, -1))
-    sym, dirn = torch.cat(sym, dim=1).numpy(), torch.cat(dirn, dim=1).numpy()  # (L, samples [x H])
-    return [NullDistribution(raw.d_model, rank, k, seed, sym[l], dirn[l]) for l in range(raw.n_layers)]
-
-
 def build_dit(name: str = "dit-tiny", generator: torch.Generator | None = None, **overrides) -> DiT:
     """A freshly initialised DiT from a preset name, with config fields replaced by ``overrides``."""
     return DiT(dit_config(name, **overrides), generator)
-
-
-class DenoiseTask(TaskBase):
-    """DiT + denoising for the trainer: the diffusion loss with label dropout, test denoising loss, samples.
-
-    Besides the raw attention forms the trainer scores the adaLN-modulated forms at ``form_timesteps``
-    (labels ``adaln_t<t>``), for a class-conditional model averaged over its first ``FORM_CLASSES``
-    classes (all of them when there are fewer; see :func:`modulated_forms`: the average has rank
-    ``C d_h``, so 1,000 ImageNet classes would need tens of GB), and writes a sample grid with one row per class.
-    """
-
-    uses_ema = True
-    FORM_CLASSES = 16
-
-    def __init__(self, model: DiT, objective: Denoising, sampler: Sampler = Sampler(),
-                 form_timesteps: Sequence[int] | None = None, samples_per_class: int = 8) -> None:  # fmt: skip
-        self.model, self.objective, self.sampler = model, objective, sampler
-        last = objective.schedule.steps - 1
-        default = [round(f * last) for f in (0.1, 0.5, 0.9)]
-        self.form_timesteps = list(form_timesteps) if form_timesteps is not None else default
-        if any(not 0 <= t <= last for t in self.form_timesteps):
-            raise ValueError(f"form timesteps {self.form_timesteps} must lie in [0, {last}]")
-        self.samples_per_class = samples_per_class
-
-    def _labels(self, labels: torch.Tensor) -> torch.Tensor | None:
-        return labels if self.net.config.n_classes else None
-
-    def draw(self, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
-        """Label drops (with label dropout), timesteps and noise, in this order."""
-        cfg, out = self.net.config, {}
-        drops = self.net.y_embedder.draw_drops(batch, generator) if self.net.y_embedder is not None else None
-        if drops is not None:
-            out["drop"] = drops
-        out["t"] = self.objective.sample_t((batch,), generator)
-        shape = (batch, cfg.channels, cfg.image_size, cfg.image_size)
-        out["noise"] = _randn(shape, generator, generator.device)
-        return out
-
-    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
-        y = self._labels(labels)
-        if y is not None:
-            y = self.net.y_embedder.drop(y, draws.get("drop"))
-        t, noise = draws["t"].to(images.device), draws["noise"].to(images.device)
-        return diffusion_loss(self.model, images, y, self.objective, t=t, noise=noise)["loss"]
-
-    def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
-        losses = diffusion_loss(self.model, images, self._labels(labels), self.objective, generator)
-        return {"test_loss": losses["loss"].item(), "test_mse": losses["mse"].item()}
-
-    def extra_forms(self) -> dict[str, FactoredForms]:
-        n_classes = self.net.config.n_classes
-        classes = list(range(min(n_classes, self.FORM_CLASSES))) if n_classes else None
-        return {f"adaln_t{t}": modulated_forms(self.net, t, classes) for t in self.form_timesteps}
-
-    def write_artifacts(self, out_dir: Path, step: int, generator: torch.Generator) -> list[Path]:
-        cfg = self.net.config
-        per = self.samples_per_class
-        y = torch.arange(cfg.n_classes).repeat_interleave(per) if cfg.n_classes else None
-        n = per * max(cfg.n_classes, 1)
-        device = next(self.net.parameters()).device
-        images = sample(self.net, self.objective, (n, cfg.channels, cfg.image_size, cfg.image_size), y,
-                        self.sampler, generator, cfg.null_class, device)  # fmt: skip
-        if images.shape[1] not in (1, 3):  # latents: show the first channel
-            images = images[:, :1]
-        return [save_image_grid(images, Path(out_dir) / f"samples_step{step:07d}.png", nrow=per)]
-
-
-def build_task(preset: str, objective: Denoising, data, generator: torch.Generator | None = None,
-               patch: int | None = None, conditional: bool = True, sampler: Sampler | dict | None = None,
-               form_timesteps: Sequence[int] | None = None, samples_per_class: int = 8,
-               **overrides) -> DenoiseTask:  # fmt: skip
-    """``dit-<preset>`` + ``denoise`` on ``data`` (image size, channels and classes from the data).
-
-    ``patch`` defaults to the preset's (``b-4`` -> 4) and, for ``tiny``, to one that suits the image size.
-    ``conditional=False`` trains an unconditional model (no class embedding). ``sampler`` (a
-    :class:`vision.diffusion.Sampler` or its fields as a dict, e.g. ``{"guidance": 2}``) draws the sample grids.
-    """
-    from vision.vit import default_patch
-
-    if not isinstance(objective, Denoising):
-        raise ValueError(f"the DiT trains objective 'denoising', not {objective.name!r}")
-    if not isinstance(conditional, bool):
-        raise ValueError(f"conditional must be true or false, got {conditional!r}")
-    if form_timesteps is not None and not (
-        isinstance(form_timesteps, list | tuple) and all(isinstance(t, int) for t in form_timesteps)
-    ):
-        raise ValueError(f"form_timesteps must be a list of integer timesteps, e.g. [100, 500, 900]; got {form_timesteps!r}")
-    if patch is None and _preset_key(preset) == "tiny":
-        patch = default_patch(data.image_size)
-    fields = dict(image_size=data.image_size, channels=data.channels, n_classes=data.n_classes if conditional else 0)
-    cfg = dit_config(preset, **fields, **({"patch": patch} if patch else {}), **overrides)
-    if isinstance(sampler, dict):
-        unknown = set(sampler) - set(Sampler.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown sampler options {sorted(unknown)}; known: {sorted(Sampler.__dataclass_fields__)}")
-        sampler = Sampler(**sampler)
-    elif sampler is not None and not isinstance(sampler, Sampler):
-        raise ValueError(f"sampler must be a Sampler or a dict of its fields, e.g. {{'method': 'ddpm'}}; got {sampler!r}")
-    return DenoiseTask(DiT(cfg, generator), objective, sampler or Sampler(), form_timesteps, samples_per_class)

@@ -1,7 +1,7 @@
 """Vision Transformer: dataclass config, named presets (a CPU ``tiny`` and Ti/S/B), the shared encoder stack.
 
 The pieces here (:class:`Block`, :class:`Encoder`, :class:`PatchEmbed`, :func:`init_vit_weights`) are
-reused by the masked autoencoder (:mod:`vision.mae`) and the causal ViT (:mod:`vision.causal`), so
+reused by the masked autoencoder (:mod:`vision.models.mae`) and the causal ViT (:mod:`vision.models.causal`), so
 that the three objectives train the same architecture and their ``W_qk`` can be compared.
 """
 
@@ -14,10 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from theory.objectives import Classification
-from vision.attention import Attention
-from vision.patches import check_geometry, patchify, sincos_2d
-from vision.task import TaskBase
+from vision.models.attention import Attention
+from vision.models.patches import check_geometry, patchify, sincos_2d
 
 #: Width, depth, heads of the standard ViT sizes (Dosovitskiy et al.; DeiT for Ti/S) and a CPU tiny.
 PRESETS: dict[str, dict] = {
@@ -86,13 +84,6 @@ def vit_config(preset: str, image_size: int, channels: int, n_classes: int, patc
     base = ViTConfig(image_size=image_size, channels=channels, n_classes=n_classes,
                      patch=patch or default_patch(image_size), **PRESETS[preset])  # fmt: skip
     return replace(base, **overrides)
-
-
-def task_config(preset: str, objective, expected: type, data, patch: int | None, overrides: dict) -> ViTConfig:
-    """The config of a ViT-family task on ``data``, after checking that it trains the objective it can."""
-    if not isinstance(objective, expected):
-        raise ValueError(f"this ViT task trains objective {expected.name!r}, not {objective.name!r}")
-    return vit_config(preset, data.image_size, data.channels, data.n_classes, patch, **overrides)
 
 
 class Mlp(nn.Module):
@@ -188,25 +179,3 @@ class ViT(nn.Module):
         x = self.encoder(x)
         pooled = x[:, 0] if self.cls is not None else x.mean(1)  # (B, d)
         return self.head(pooled)  # (B, n_classes)
-
-
-class ClassifyTask(TaskBase):
-    """Cross-entropy on the class logits; evaluation reports test accuracy and loss."""
-
-    def __init__(self, model: ViT) -> None:
-        self.model = model
-        self.special_tokens = {"cls": 0} if model.cls is not None else {}  # position in the attention input
-
-    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
-        return F.cross_entropy(self.model(images), labels)
-
-    def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
-        logits = self.model(images)
-        return {"test_accuracy": (logits.argmax(-1) == labels).float().mean().item(),
-                "test_loss": F.cross_entropy(logits, labels).item()}  # fmt: skip
-
-
-def build_classify_task(preset: str, objective: Classification, data, generator: torch.Generator | None = None,
-                        patch: int | None = None, **overrides) -> ClassifyTask:  # fmt: skip
-    """``vit-<preset>`` + ``classify`` on ``data`` (an :class:`vision.data.ImageData`)."""
-    return ClassifyTask(ViT(task_config(preset, objective, Classification, data, patch, overrides), generator))

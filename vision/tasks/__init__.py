@@ -7,9 +7,9 @@ write. The trainer knows nothing else about the model. A family registers a buil
 
 Rules a task follows so that the trainer can scale it (DDP, ``torch.compile``, exact resume):
 
-- ``training_loss`` runs the network only through ``self.model(...)`` (its ``forward``): during the
-  call the trainer may substitute a ``DistributedDataParallel`` or compiled wrapper for ``self.model``.
-  Call other methods of the network (sampling, config) elsewhere, or on ``self.net``.
+- ``training_loss(net, ...)`` runs the network only as ``net(...)``: the trainer passes ``self.model`` itself
+  or the ``DistributedDataParallel`` / compiled wrapper of it that it trains, so the wrapper sees every
+  forward it must synchronise or compile. Everything else (config, sampling, forms) uses ``self.model``.
 - All of a training step's randomness (masks, noise, timesteps, label dropout) comes from ``draw``:
   tensors whose leading axis is the batch, drawn from a CPU ``torch.Generator`` (the draws of
   ``theory.objectives`` are made on the CPU; ``training_loss`` moves them to ``images.device``).
@@ -39,21 +39,24 @@ from theory.factored import FactoredForms
 if TYPE_CHECKING:
     from theory.objectives import Objective
     from vision.data import ImageData
+    from vision.models.vit import ViTConfig
 
 
 @runtime_checkable
 class VisionTask(Protocol):
     """What the trainer needs from a (model, objective) pair."""
 
-    model: nn.Module  # contains vision.attention.Attention layers
+    model: nn.Module  # the bare network; contains vision.models.attention.Attention layers
     uses_ema: bool  # keep an exponential moving average of the weights, evaluate with it
 
     def draw(self, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """The randomness of a training step for ``batch`` examples, each tensor ``[batch, ...]``."""
         ...
 
-    def training_loss(self, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]) -> torch.Tensor:
-        """Scalar loss (mean over the batch) for ``images (B, C, H, W)``, ``labels (B,)`` and ``draw(B, ...)``."""
+    def training_loss(self, net: nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                      draws: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Scalar loss (mean over the batch) of ``net`` (``self.model`` or a wrapper of it) for
+        ``images (B, C, H, W)``, ``labels (B,)`` and ``draw(B, ...)``."""
         ...
 
     def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
@@ -75,12 +78,6 @@ class TaskBase:
     model: nn.Module
     uses_ema: bool = False
 
-    @property
-    def net(self) -> nn.Module:
-        """The bare network, even while the trainer has substituted a wrapper for ``self.model``."""
-        bare = self.__dict__.get("_net")
-        return self.model if bare is None else bare
-
     def draw(self, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         return {}  # a deterministic loss (classification, next-patch prediction)
 
@@ -97,7 +94,7 @@ def scored_forms(task: VisionTask) -> dict[str, FactoredForms]:
     A task whose network has attention stacks of different widths (MAE's narrow decoder) defines
     ``forms()`` itself, still labelling the main stack ``"W_qk"``.
     """
-    from vision.attention import attention_forms
+    from vision.models.attention import attention_forms
 
     own = getattr(task, "forms", None)
     base = own() if callable(own) else {"W_qk": attention_forms(task.model)}
@@ -115,15 +112,11 @@ def scored_forms(task: VisionTask) -> dict[str, FactoredForms]:
 #: (image size, channels, class count), ``preset`` the part of the model name after the family
 #: (``"tiny"`` in ``vit-tiny``, ``"s-2"`` in ``dit-s-2``). Options a builder does not know are an error.
 BUILDERS: dict[tuple[str, str], str] = {
-    ("vit", "classification"): "vision.vit:build_classify_task",
-    ("vit", "masked_autoencoding"): "vision.mae:build_mae_task",
-    ("vit", "autoregressive"): "vision.causal:build_causal_task",
-    ("dit", "denoising"): "vision.dit:build_task",
+    ("vit", "classification"): "vision.tasks.classify:build_classify_task",
+    ("vit", "masked_autoencoding"): "vision.tasks.mae:build_mae_task",
+    ("vit", "autoregressive"): "vision.tasks.causal:build_causal_task",
+    ("dit", "denoising"): "vision.tasks.denoise:build_task",
 }
-#: Model names offered on the command line (``family-preset``).
-MODELS = ("vit-tiny", "vit-ti", "vit-s", "vit-b", "dit-tiny", "dit-s-2", "dit-s-4", "dit-b-2", "dit-b-4",
-          "dit-l-2", "dit-l-4", "dit-xl-2", "dit-xl-4")  # fmt: skip
-
 
 def split_model_name(model: str) -> tuple[str, str]:
     """``"vit-tiny"`` -> ``("vit", "tiny")``."""
@@ -174,3 +167,12 @@ def build_task(model: str, objective: str, data: ImageData, **options) -> Vision
     except (ImportError, AttributeError) as err:
         raise ValueError(f"the {family} + {obj.name} task ({BUILDERS[key]}) is not available: {err}") from err
     return builder(preset, obj, data, **options)
+
+
+def vit_task_config(preset: str, objective, expected: type, data, patch: int | None, overrides: dict) -> ViTConfig:
+    """The config of a ViT-family task on ``data``, after checking that it trains the objective it can."""
+    if not isinstance(objective, expected):
+        raise ValueError(f"this ViT task trains objective {expected.name!r}, not {objective.name!r}")
+    from vision.models.vit import vit_config
+
+    return vit_config(preset, data.image_size, data.channels, data.n_classes, patch, **overrides)

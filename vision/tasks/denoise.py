@@ -1,0 +1,116 @@
+"""DiT + denoising for the trainer: the diffusion loss with label dropout, the test denoising loss, sample grids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from theory.factored import FactoredForms
+from theory.objectives import Denoising
+from vision.adaln import modulated_forms
+from vision.diffusion import Sampler, _randn, diffusion_loss, sample, save_image_grid
+from vision.models.dit import DiT, dit_config, preset_key
+from vision.tasks import TaskBase
+
+
+class DenoiseTask(TaskBase):
+    """DiT + denoising for the trainer: the diffusion loss with label dropout, test denoising loss, samples.
+
+    Besides the raw attention forms the trainer scores the adaLN-modulated forms at ``form_timesteps``
+    (labels ``adaln_t<t>``), for a class-conditional model averaged over its first ``FORM_CLASSES``
+    classes (all of them when there are fewer; see :func:`modulated_forms`: the average has rank
+    ``C d_h``, so 1,000 ImageNet classes would need tens of GB), and writes a sample grid with one row per class.
+    """
+
+    uses_ema = True
+    FORM_CLASSES = 16
+
+    def __init__(self, model: DiT, objective: Denoising, sampler: Sampler = Sampler(),
+                 form_timesteps: Sequence[int] | None = None, samples_per_class: int = 8) -> None:  # fmt: skip
+        self.model, self.objective, self.sampler = model, objective, sampler
+        last = objective.schedule.steps - 1
+        default = [round(f * last) for f in (0.1, 0.5, 0.9)]
+        self.form_timesteps = list(form_timesteps) if form_timesteps is not None else default
+        if any(not 0 <= t <= last for t in self.form_timesteps):
+            raise ValueError(f"form timesteps {self.form_timesteps} must lie in [0, {last}]")
+        self.samples_per_class = samples_per_class
+
+    def _labels(self, labels: torch.Tensor) -> torch.Tensor | None:
+        return labels if self.model.config.n_classes else None
+
+    def draw(self, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
+        """Label drops (with label dropout), timesteps and noise, in this order."""
+        cfg, out = self.model.config, {}
+        drops = self.model.y_embedder.draw_drops(batch, generator) if self.model.y_embedder is not None else None
+        if drops is not None:
+            out["drop"] = drops
+        out["t"] = self.objective.sample_t((batch,), generator)
+        shape = (batch, cfg.channels, cfg.image_size, cfg.image_size)
+        out["noise"] = _randn(shape, generator, generator.device)
+        return out
+
+    def training_loss(self, net: nn.Module, images: torch.Tensor, labels: torch.Tensor,
+                      draws: dict[str, torch.Tensor]) -> torch.Tensor:
+        y = self._labels(labels)
+        if y is not None:
+            y = self.model.y_embedder.drop(y, draws.get("drop"))
+        t, noise = draws["t"].to(images.device), draws["noise"].to(images.device)
+        return diffusion_loss(net, images, y, self.objective, t=t, noise=noise)["loss"]
+
+    def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
+        losses = diffusion_loss(self.model, images, self._labels(labels), self.objective, generator)
+        return {"test_loss": losses["loss"].item(), "test_mse": losses["mse"].item()}
+
+    def extra_forms(self) -> dict[str, FactoredForms]:
+        n_classes = self.model.config.n_classes
+        classes = list(range(min(n_classes, self.FORM_CLASSES))) if n_classes else None
+        return {f"adaln_t{t}": modulated_forms(self.model, t, classes) for t in self.form_timesteps}
+
+    def write_artifacts(self, out_dir: Path, step: int, generator: torch.Generator) -> list[Path]:
+        cfg = self.model.config
+        per = self.samples_per_class
+        y = torch.arange(cfg.n_classes).repeat_interleave(per) if cfg.n_classes else None
+        n = per * max(cfg.n_classes, 1)
+        device = next(self.model.parameters()).device
+        images = sample(self.model, self.objective, (n, cfg.channels, cfg.image_size, cfg.image_size), y,
+                        self.sampler, generator, cfg.null_class, device)  # fmt: skip
+        if images.shape[1] not in (1, 3):  # latents: show the first channel
+            images = images[:, :1]
+        return [save_image_grid(images, Path(out_dir) / f"samples_step{step:07d}.png", nrow=per)]
+
+
+def build_task(preset: str, objective: Denoising, data, generator: torch.Generator | None = None,
+               patch: int | None = None, conditional: bool = True, sampler: Sampler | dict | None = None,
+               form_timesteps: Sequence[int] | None = None, samples_per_class: int = 8,
+               **overrides) -> DenoiseTask:  # fmt: skip
+    """``dit-<preset>`` + ``denoise`` on ``data`` (image size, channels and classes from the data).
+
+    ``patch`` defaults to the preset's (``b-4`` -> 4) and, for ``tiny``, to one that suits the image size.
+    ``conditional=False`` trains an unconditional model (no class embedding). ``sampler`` (a
+    :class:`vision.diffusion.Sampler` or its fields as a dict, e.g. ``{"guidance": 2}``) draws the sample grids.
+    """
+    from vision.models.vit import default_patch
+
+    if not isinstance(objective, Denoising):
+        raise ValueError(f"the DiT trains objective 'denoising', not {objective.name!r}")
+    if not isinstance(conditional, bool):
+        raise ValueError(f"conditional must be true or false, got {conditional!r}")
+    if form_timesteps is not None and not (
+        isinstance(form_timesteps, list | tuple) and all(isinstance(t, int) for t in form_timesteps)
+    ):
+        raise ValueError(f"form_timesteps must be a list of integer timesteps, e.g. [100, 500, 900]; got {form_timesteps!r}")
+    if patch is None and preset_key(preset) == "tiny":
+        patch = default_patch(data.image_size)
+    fields = dict(image_size=data.image_size, channels=data.channels, n_classes=data.n_classes if conditional else 0)
+    cfg = dit_config(preset, **fields, **({"patch": patch} if patch else {}), **overrides)
+    if isinstance(sampler, dict):
+        unknown = set(sampler) - set(Sampler.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown sampler options {sorted(unknown)}; known: {sorted(Sampler.__dataclass_fields__)}")
+        sampler = Sampler(**sampler)
+    elif sampler is not None and not isinstance(sampler, Sampler):
+        raise ValueError(f"sampler must be a Sampler or a dict of its fields, e.g. {{'method': 'ddpm'}}; got {sampler!r}")
+    return DenoiseTask(DiT(cfg, generator), objective, sampler or Sampler(), form_timesteps, samples_per_class)
