@@ -19,7 +19,6 @@ from common.summary import mean_ci, plus_minus
 from sim.report import summarize
 from sim.simulate import default_config, figure_panel
 from sim.train import SimConfig, Simulation, run
-from theory.factored import FactoredForms
 
 
 def _arms_claim7() -> dict[str, SimConfig]:
@@ -87,7 +86,7 @@ def bos_dominance(sim: Simulation) -> list[float]:
     if "bos" not in vecs:
         return [math.nan] * sim.cfg.seeds
     stacked = sim.model.forms()  # layer axis = seed * L + layer
-    layer0 = FactoredForms(stacked.q[:: sim.cfg.model.layers], stacked.k[:: sim.cfg.model.layers])  # [S, H, d, r]
+    layer0 = stacked.layers(slice(None, None, sim.cfg.model.layers))  # [S, H, d, r]
     vocab = sim.task.vocab
     table, pos = sim.model.table[:, :vocab].double(), sim.model.pos[:, 1: sim.cfg.n].double()
     data = (table[:, :, None] + pos[:, None]).flatten(1, 2)  # (S, V (N-1), d)

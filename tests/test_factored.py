@@ -159,3 +159,62 @@ def test_token_norms_tell_key_side_from_query_side():
     assert norms["query_head"].item() == pytest.approx(1.0)
     with pytest.raises(ValueError, match="token inputs"):
         forms.token_norms(torch.zeros(1, 1, d + 1))
+
+
+def _random_forms(gen: torch.Generator, layers: int, n_kv: int, group: int, d: int, d_h: int) -> FactoredForms:
+    heads = n_kv * group
+    q = torch.randn(layers, heads * d_h, d, generator=gen, dtype=torch.float64)
+    k = torch.randn(layers, n_kv * d_h, d, generator=gen, dtype=torch.float64)
+    return FactoredForms.from_linear(q, k, heads, n_kv)
+
+
+def _dense(forms: FactoredForms) -> torch.Tensor:
+    """The per-head d x d matrices built directly from the factors, head by head (the oracle)."""
+    return torch.stack([torch.stack([forms.q[l, h] @ forms.k[l, h].T for h in range(forms.n_heads)])
+                        for l in range(forms.n_layers)])
+
+
+@given(st.integers(1, 3), st.sampled_from([1, 2]), st.sampled_from([1, 2]), st.integers(3, 9), st.integers(1, 4),
+       st.integers(0, 2**31 - 1))
+def test_algebra_stays_factored_and_equals_the_dense_result(layers, n_kv, group, d, d_h, seed):
+    gen = torch.Generator().manual_seed(seed)
+    a, b = _random_forms(gen, layers, n_kv, group, d, d_h), _random_forms(gen, layers, n_kv, group, d, d_h)
+    ma, mb = _dense(a), _dense(b)
+    left, right = torch.randn(layers, d, generator=gen, dtype=torch.float64), torch.randn(d, generator=gen, dtype=torch.float64)
+    cases = {
+        "a + b": (a + b, ma + mb),
+        "a - b": (a - b, ma - mb),
+        "-a": (-a, -ma),
+        "2.5 a": (2.5 * a, 2.5 * ma),
+        "diag(l) a diag(r)": (a.diag_scaled(left, right), left[:, None, :, None] * ma * right),
+        "diag(l) a": (a.diag_scaled(left=left), left[:, None, :, None] * ma),
+        "a^T": (a.transposed(), ma.transpose(-2, -1)),
+        "layers 0": (a.layers([0]), ma[:1]),
+    }
+    wrong = []
+    for name, (forms, expected) in cases.items():
+        got = forms.matrices("head")
+        if got.shape != expected.shape or not torch.allclose(got, expected, atol=1e-10):
+            wrong.append(f"{name}: max |diff| {float((got - expected).abs().max()) if got.shape == expected.shape else got.shape}")
+        elif not torch.allclose(forms.matrices("layer"), expected.sum(1), atol=1e-10):
+            wrong.append(f"{name} (per layer): max |diff| {float((forms.matrices('layer') - expected.sum(1)).abs().max())}")
+    summed = a.summed_heads()
+    if summed.n_heads != 1 or not torch.allclose(summed.matrices("head")[:, 0], ma.sum(1), atol=1e-10):
+        wrong.append("summed_heads")
+    assert not wrong, "; ".join(wrong)
+
+
+def test_the_difference_has_twice_the_rank_and_the_sum_the_key_grouping():
+    gen = torch.Generator().manual_seed(0)
+    a, b = _random_forms(gen, 2, 2, 2, 16, 3), _random_forms(gen, 2, 2, 2, 16, 3)
+    diff = a - b
+    assert diff.d_head == 6 and diff.n_kv_heads == 2 and diff.rank("layer") == 12
+
+
+def test_algebra_refuses_mismatched_forms():
+    gen = torch.Generator().manual_seed(0)
+    a = _random_forms(gen, 1, 1, 2, 8, 2)
+    with pytest.raises(ValueError, match="cannot add"):
+        a + _random_forms(gen, 1, 1, 2, 9, 2)
+    with pytest.raises(ValueError, match="left scale"):
+        a.diag_scaled(left=torch.ones(7))

@@ -125,6 +125,62 @@ class FactoredForms:
             raise ValueError(f"cannot stack forms with different key-head counts {sorted(n_kv)}")
         return cls(torch.cat([f.q for f in forms]), torch.cat([f.k for f in forms]), n_kv.pop())
 
+    # ---- algebra (stays factored; each operation's factors multiply out to the dense result) ---
+    def __add__(self, other: FactoredForms) -> FactoredForms:
+        """``M + M'`` head by head: ``[A, A'] [B, B']^T`` (the ranks add)."""
+        if not isinstance(other, FactoredForms):
+            return NotImplemented
+        if self.q.shape[:3] != other.q.shape[:3] or self.n_kv_heads != other.n_kv_heads:
+            raise ValueError(f"cannot add forms of shapes [L, H, d] {tuple(self.q.shape[:3])} and {tuple(other.q.shape[:3])} "
+                             f"(key heads {self.n_kv_heads} and {other.n_kv_heads})")
+        dtype = torch.promote_types(self.q.dtype, other.q.dtype)
+        cat = lambda a, b: torch.cat([a.to(dtype), b.to(dtype)], dim=-1)  # noqa: E731
+        return FactoredForms(cat(self.q, other.q), cat(self.k, other.k), self.n_kv_heads)
+
+    def __neg__(self) -> FactoredForms:
+        return FactoredForms(-self.q, self.k, self.n_kv_heads)
+
+    def __sub__(self, other: FactoredForms) -> FactoredForms:
+        """``M - M'``, e.g. the update ``M_t - M_0``: ``[A, -A'] [B, B']^T``."""
+        return self + (-other)
+
+    def __mul__(self, c: float) -> FactoredForms:
+        """``c M`` (the scalar goes into the query factor)."""
+        return FactoredForms(self.q * c, self.k, self.n_kv_heads)
+
+    __rmul__ = __mul__
+
+    def diag_scaled(self, left: torch.Tensor | None = None, right: torch.Tensor | None = None) -> FactoredForms:
+        """``diag(l) M diag(r)``: rows of ``A`` times ``l``, rows of ``B`` times ``r``.
+
+        ``left`` / ``right`` are ``[d]`` (every layer) or ``[L, d]`` (per layer); ``None`` leaves that side alone.
+        E.g. a DiT's adaLN-modulated form ``diag(1 + s) M diag(1 + s)``.
+        """
+        def rows(x: torch.Tensor, scale: torch.Tensor | None, side: str) -> torch.Tensor:
+            if scale is None:
+                return x
+            scale = torch.as_tensor(scale).to(x.device)
+            if scale.shape not in ((self.d_model,), (self.n_layers, self.d_model)):
+                raise ValueError(f"{side} scale must be [d={self.d_model}] or [L={self.n_layers}, d]; got {tuple(scale.shape)}")
+            scale = scale.reshape(-1, 1, self.d_model, 1)  # (L or 1, 1, d, 1)
+            dtype = torch.promote_types(x.dtype, scale.dtype)
+            return x.to(dtype) * scale.to(dtype)
+
+        return FactoredForms(rows(self.q, left, "left"), rows(self.k, right, "right"), self.n_kv_heads)
+
+    def transposed(self) -> FactoredForms:
+        """``M^T = B A^T``: query and key factors swap (with grouped-query attention the heads are no longer grouped)."""
+        return FactoredForms(self.k, self.q)
+
+    def summed_heads(self) -> FactoredForms:
+        """The per-layer form ``sum_h M_h`` as a stack with one head: ``[L, 1, d, H_kv d_h]``."""
+        a, b = self.factors("layer")
+        return FactoredForms(a[:, None], b[:, None])
+
+    def layers(self, index: slice | list[int] | torch.Tensor) -> FactoredForms:
+        """The forms of the selected layers (e.g. ``layers(slice(0, None, L))`` for layer 0 of seed-stacked forms)."""
+        return FactoredForms(self.q[index], self.k[index], self.n_kv_heads)
+
     # ---- shape --------------------------------------------------------------------------------
     @property
     def n_layers(self) -> int:

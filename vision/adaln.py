@@ -9,11 +9,12 @@ alone raises ``s`` (it weights the diagonal of ``M``), so these forms are also j
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Sequence
 
 import torch
-from einops import rearrange
 from torch import nn
 
 from theory.factored import FactoredForms, Per
@@ -44,13 +45,11 @@ def _class_scales(dit: DiT, t: int, y: int | Sequence[int] | None) -> torch.Tens
     return dit.attention_scales(torch.full((n,), t, device=device), labels).double().cpu()
 
 
-def _modulate(q: torch.Tensor, k: torch.Tensor, scales: torch.Tensor) -> FactoredForms:
-    """Factors ``(L, H, d, d_h)`` through ``diag(1 + s_c)`` for each class ``c`` of ``scales (L, C, d)``, averaged."""
-    weight = scales[:, :, None, :, None] / math.sqrt(scales.shape[1])  # (L, C, 1, d, 1)
-    q, k = weight * q[:, None], weight * k[:, None]  # (L, C, H, d, d_h)
-    return FactoredForms(
-        rearrange(q, "l c h d dh -> l h d (c dh)"), rearrange(k, "l c h d dh -> l h d (c dh)")
-    )  # fmt: skip
+def _modulate(forms: FactoredForms, scales: torch.Tensor) -> FactoredForms:
+    """``(1/C) sum_c D_c M D_c`` for the classes ``c`` of ``scales (L, C, d)``, ``D_c = diag(scales[:, c])``: each class's
+    factors scaled by ``D_c / sqrt(C)`` and concatenated along the rank axis (rank ``C d_h`` per head)."""
+    weights = scales / math.sqrt(scales.shape[1])
+    return functools.reduce(operator.add, (forms.diag_scaled(w, w) for w in weights.unbind(1)))
 
 
 @torch.no_grad()
@@ -67,7 +66,7 @@ def modulated_forms(model: nn.Module, t: int, y: int | Sequence[int] | None = No
     """
     dit = _unwrap(model)
     raw = attention_forms(dit)
-    return _modulate(raw.q.double().cpu(), raw.k.double().cpu(), _class_scales(dit, t, y))
+    return _modulate(FactoredForms(raw.q.double().cpu(), raw.k.double().cpu()), _class_scales(dit, t, y))
 
 
 @torch.no_grad()
@@ -90,7 +89,7 @@ def modulated_null(
     for _ in range(n_samples):
         a = torch.randn(raw.q.shape, generator=gen, dtype=torch.float64)
         b = torch.randn(raw.k.shape, generator=gen, dtype=torch.float64)
-        forms = _modulate(a, b, scales)
+        forms = _modulate(FactoredForms(a, b), scales)
         scores, rank = forms.scores(per, k), forms.rank(per)
         sym.append(scores.symmetry.reshape(raw.n_layers, -1))
         dirn.append(scores.directionality.reshape(raw.n_layers, -1))

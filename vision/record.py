@@ -21,11 +21,6 @@ from vision.tasks import VisionTask, scored_forms
 RUN_COLUMNS = ["step", "seed", "init", "form", *SCORE_COLUMNS, "loss"]
 
 
-def update_forms(now: FactoredForms, start: FactoredForms) -> FactoredForms:
-    """``M_t - M_0`` kept factored: ``[A_t, -A_0] [B_t, B_0]^T`` (rank ``2 d_h`` per head): what training added."""
-    return FactoredForms(torch.cat([now.q, -start.q], dim=-1), torch.cat([now.k, start.k], dim=-1))
-
-
 def is_metric(column: str) -> bool:
     """A task metric column of ``metrics.csv`` (not a score, an identifier or a special-token norm)."""
     return column not in RUN_COLUMNS and not column.endswith(("_key_norm", "_query_norm"))
@@ -43,7 +38,7 @@ def score_table(task: VisionTask, step: int, seed: int, init: str, null_samples:
 
     forms_now = scored_forms(task)
     if initial is not None and step > 0:
-        forms_now["update"] = update_forms(forms_now["W_qk"], initial)
+        forms_now["update"] = forms_now["W_qk"] - initial  # M_t - M_0, factored with rank 2 d_h per head
     tokens = getattr(task, "special_tokens", {})
     rows = []
     for label, forms in forms_now.items():
