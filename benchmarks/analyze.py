@@ -45,9 +45,17 @@ def write_checkpoint(path: Path, d: int, n_layers: int, n_heads: int, per_shard:
                 weight_map[key] = name
         save_file(tensors, path / name)
     write_json(path / "model.safetensors.index.json", {"metadata": {}, "weight_map": weight_map})
-    write_json(path / "config.json", {"model_type": "llama", "hidden_size": d, "num_hidden_layers": n_layers,
-                                      "num_attention_heads": n_heads, "num_key_value_heads": n_heads,
-                                      "rope_theta": 10000.0})  # fmt: skip
+    write_json(
+        path / "config.json",
+        {
+            "model_type": "llama",
+            "hidden_size": d,
+            "num_hidden_layers": n_layers,
+            "num_attention_heads": n_heads,
+            "num_key_value_heads": n_heads,
+            "rope_theta": 10000.0,
+        },
+    )
 
 
 def child(checkpoint: str) -> None:
@@ -66,18 +74,29 @@ def child(checkpoint: str) -> None:
     t3 = time.perf_counter()
     summary = {s["score"]: round(s["median"], 4) for s in summarise(rows)}
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    print(json.dumps({
-        "describe_s": t1 - t0, "nulls_s": t2 - t1, "layers_s": t3 - t2, "total_s": t3 - t0,
-        "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024, "rows": len(rows),
-        "nulls": [f"{p}: d={d} rank={r} n={n}" for p, d, r, n in shapes], "median_per_layer": summary,
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "describe_s": t1 - t0,
+                "nulls_s": t2 - t1,
+                "layers_s": t3 - t2,
+                "total_s": t3 - t0,
+                "cpu_s": usage.ru_utime + usage.ru_stime,
+                "peak_rss_mb": usage.ru_maxrss / 1024,
+                "rows": len(rows),
+                "nulls": [f"{p}: d={d} rank={r} n={n}" for p, d, r, n in shapes],
+                "median_per_layer": summary,
+            }
+        )
+    )
 
 
 def measure(checkpoint: Path, cache: Path) -> dict:
     """Run :func:`child` in a fresh process (``-P``: this folder's scripts must not shadow the packages)."""
     env = {**os.environ, "WQK_CACHE_DIR": str(cache)}
-    out = subprocess.run([sys.executable, "-P", __file__, "--child", str(checkpoint)], cwd=ROOT, env=env,
-                         capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-P", __file__, "--child", str(checkpoint)], cwd=ROOT, env=env, capture_output=True, text=True
+    )
     if out.returncode:
         raise SystemExit(f"the timed analysis failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -100,20 +119,28 @@ def main() -> None:
         t0 = time.perf_counter()
         write_checkpoint(checkpoint, args.d, args.layers, args.heads)
         size = sum(f.stat().st_size for f in checkpoint.iterdir()) / 2**30
-        print(f"checkpoint: d={args.d}, {args.layers} layers, {args.heads} heads, float16 q/k/v/o, "
-              f"{size:.2f} GiB in {len(list(checkpoint.glob('*.safetensors')))} shards "
-              f"(written in {time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        print(
+            f"checkpoint: d={args.d}, {args.layers} layers, {args.heads} heads, float16 q/k/v/o, "
+            f"{size:.2f} GiB in {len(list(checkpoint.glob('*.safetensors')))} shards "
+            f"(written in {time.perf_counter() - t0:.1f} s)"
+        )
         results = {"cold": measure(checkpoint, cache), "warm": measure(checkpoint, cache)}
         print(f"nulls: {'; '.join(results['cold']['nulls'])}")
         head = ("cache", "describe s", "nulls s", "layers s", "total s", "CPU s", "peak RSS MiB", "rows")
         print("{:6} {:>10} {:>9} {:>9} {:>8} {:>8} {:>13} {:>5}".format(*head))
         for name, r in results.items():
-            print(f"{name:6} {r['describe_s']:10.2f} {r['nulls_s']:9.1f} {r['layers_s']:9.1f} {r['total_s']:8.1f} "
-                  f"{r['cpu_s']:8.1f} {r['peak_rss_mb']:13.0f} {r['rows']:5d}")  # fmt: skip
-        print(f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
-              "(wall times stretch with it; CPU s does not)")
-        print(f"cold / warm total: {results['cold']['total_s'] / results['warm']['total_s']:.2f}x; "
-              f"median per-layer scores: {results['warm']['median_per_layer']}")
+            print(
+                f"{name:6} {r['describe_s']:10.2f} {r['nulls_s']:9.1f} {r['layers_s']:9.1f} {r['total_s']:8.1f} "
+                f"{r['cpu_s']:8.1f} {r['peak_rss_mb']:13.0f} {r['rows']:5d}"
+            )
+        print(
+            f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
+            "(wall times stretch with it; CPU s does not)"
+        )
+        print(
+            f"cold / warm total: {results['cold']['total_s'] / results['warm']['total_s']:.2f}x; "
+            f"median per-layer scores: {results['warm']['median_per_layer']}"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -76,17 +76,29 @@ def main() -> None:
         args.batch, args.steps, args.warmup = 8, 3, 1
     elif not torch.cuda.is_available():
         raise SystemExit("no GPU found: run with --smoke to check the script on CPU")
-    cfg = TrainConfig(model="dit-" + preset_key(preset), objective="denoise", steps=args.warmup + args.steps,
-                      batch_size=args.batch, lr=1e-4, warmup=0, ema_decay=0.9999, amp=args.dtype == "bf16",
-                      compile=args.compile, progress=False, task_options={"form_timesteps": []})  # fmt: skip
+    cfg = TrainConfig(
+        model="dit-" + preset_key(preset),
+        objective="denoise",
+        steps=args.warmup + args.steps,
+        batch_size=args.batch,
+        lr=1e-4,
+        warmup=0,
+        ema_decay=0.9999,
+        amp=args.dtype == "bf16",
+        compile=args.compile,
+        progress=False,
+        task_options={"form_timesteps": []},
+    )
     trainer = Trainer(cfg, synthetic_data(args.batch, args.image_size, args.channels, args.classes))
     device, config, step = trainer.device, trainer.task.model.config, trainer.train_step
 
     n_params = sum(p.numel() for p in trainer.model.parameters())
     name = "dit-tiny (smoke)" if args.smoke else args.preset
     where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"{name}: {n_params / 1e6:.1f}M parameters, {config.grid[0] * config.grid[1]} tokens, batch {args.batch}, "
-          f"{args.dtype}, compile={args.compile}, torch {torch.__version__}, {where}")  # fmt: skip
+    print(
+        f"{name}: {n_params / 1e6:.1f}M parameters, {config.grid[0] * config.grid[1]} tokens, batch {args.batch}, "
+        f"{args.dtype}, compile={args.compile}, torch {torch.__version__}, {where}"
+    )
     timed(step, args.warmup, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
@@ -94,9 +106,11 @@ def main() -> None:
     images_per_s = args.batch * args.steps / seconds
     flops_per_image = 3 * forward_flops(config)
     achieved = images_per_s * flops_per_image / 1e12
-    print(f"step {1000 * seconds / args.steps:.1f} ms, {images_per_s:,.0f} images/s, "
-          f"{flops_per_image / 1e9:.2f} GFLOP per image (3 x forward), {achieved:.1f} TFLOP/s, "
-          f"MFU {100 * achieved / args.peak_tflops:.1f}% of {args.peak_tflops:g} TFLOP/s")  # fmt: skip
+    print(
+        f"step {1000 * seconds / args.steps:.1f} ms, {images_per_s:,.0f} images/s, "
+        f"{flops_per_image / 1e9:.2f} GFLOP per image (3 x forward), {achieved:.1f} TFLOP/s, "
+        f"MFU {100 * achieved / args.peak_tflops:.1f}% of {args.peak_tflops:g} TFLOP/s"
+    )
     if device.type == "cuda":
         print(f"peak memory {torch.cuda.max_memory_allocated(device) / 2**30:.1f} GiB")
     if args.smoke:

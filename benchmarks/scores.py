@@ -49,11 +49,13 @@ def main() -> None:
         gen = torch.Generator().manual_seed(0)
         q = torch.randn(n_heads, d, d_h, generator=gen, dtype=torch.float64)
         k = torch.randn(n_heads, d, d_h, generator=gen, dtype=torch.float64)
-        t_dense, dense = best_of(lambda: dense_per_head(q, k), args.repeats)
-        t_fact, fact = best_of(lambda: factored_all_heads(q, k), args.repeats)
+        t_dense, dense = best_of(lambda q=q, k=k: dense_per_head(q, k), args.repeats)
+        t_fact, fact = best_of(lambda q=q, k=k: factored_all_heads(q, k), args.repeats)
         diff = max((a - b).abs().max().item() for a, b in zip(dense, fact, strict=True))
-        print(f"d={d:5d} H={n_heads:3d} d_h={d_h}: dense {t_dense:8.3f} s  factored {t_fact:7.3f} s  "
-              f"ratio {t_dense / t_fact:6.1f}x  max |difference| {diff:.2e}")
+        print(
+            f"d={d:5d} H={n_heads:3d} d_h={d_h}: dense {t_dense:8.3f} s  factored {t_fact:7.3f} s  "
+            f"ratio {t_dense / t_fact:6.1f}x  max |difference| {diff:.2e}"
+        )
 
 
 if __name__ == "__main__":

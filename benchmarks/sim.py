@@ -22,7 +22,7 @@ import torch
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the package `sim`.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from sim.simulate import default_config  # noqa: E402
+from sim.config import default_config  # noqa: E402 (after the sys.path fix above)
 from sim.train import Simulation  # noqa: E402
 
 
@@ -34,13 +34,20 @@ def timed(fn) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--objective", default="denoising", help="bidirectional, autoregressive, classification, denoising")
+    parser.add_argument(
+        "--objective", default="denoising", help="bidirectional, autoregressive, classification, denoising"
+    )
     parser.add_argument("--seeds", type=int, default=32)
     parser.add_argument("--steps", type=int, default=10, help="training steps per seed in each timed round")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (the simulator's default is 1)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, e.g. batch=8 or model__d=32 (repeatable)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="config override, e.g. batch=8 or model__d=32 (repeatable)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -66,8 +73,10 @@ def main() -> None:
     work = args.seeds * args.steps
     rate = {k: work / statistics.median(v) for k, v in times.items()}
     m = cfg.model
-    print(f"{args.objective}: d={m.d}, heads={m.heads}x{m.head_dim}, layers={m.layers}, n={cfg.n}, batch={cfg.batch}, "
-          f"{args.seeds} seeds x {args.steps} steps per round, {args.rounds} rounds, {args.threads} thread(s)")
+    print(
+        f"{args.objective}: d={m.d}, heads={m.heads}x{m.head_dim}, layers={m.layers}, n={cfg.n}, batch={cfg.batch}, "
+        f"{args.seeds} seeds x {args.steps} steps per round, {args.rounds} rounds, {args.threads} thread(s)"
+    )
     print(f"batched    : {rate['batched']:8.1f} seed-steps/s")
     print(f"sequential : {rate['sequential']:8.1f} seed-steps/s")
     print(f"ratio batched / sequential: {rate['batched'] / rate['sequential']:.2f}x")

@@ -67,12 +67,34 @@ def vit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str
 
     from vision.models.vit import ViT, vit_config
 
-    ours = ViT(vit_config("tiny", args.image_size, args.channels, args.classes, args.patch, dim=args.dim,
-                          depth=args.depth, heads=args.heads, pos="learned", pool="cls"), gen)  # fmt: skip
-    hf_cfg = HFViTConfig(hidden_size=args.dim, num_hidden_layers=args.depth, num_attention_heads=args.heads,
-                         intermediate_size=4 * args.dim, image_size=args.image_size, patch_size=args.patch,
-                         num_channels=args.channels, num_labels=args.classes, hidden_act="gelu", qkv_bias=True,
-                         attn_implementation="sdpa")  # fmt: skip
+    ours = ViT(
+        vit_config(
+            "tiny",
+            args.image_size,
+            args.channels,
+            args.classes,
+            args.patch,
+            dim=args.dim,
+            depth=args.depth,
+            heads=args.heads,
+            pos="learned",
+            pool="cls",
+        ),
+        gen,
+    )
+    hf_cfg = HFViTConfig(
+        hidden_size=args.dim,
+        num_hidden_layers=args.depth,
+        num_attention_heads=args.heads,
+        intermediate_size=4 * args.dim,
+        image_size=args.image_size,
+        patch_size=args.patch,
+        num_channels=args.channels,
+        num_labels=args.classes,
+        hidden_act="gelu",
+        qkv_bias=True,
+        attn_implementation="sdpa",
+    )
     theirs = ViTForImageClassification(hf_cfg)
     x = torch.randn(args.batch, args.channels, args.image_size, args.image_size, generator=gen)
     y = torch.randint(args.classes, (args.batch,), generator=gen)
@@ -89,13 +111,27 @@ def dit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str
 
     from vision.models.dit import DiT, DiTConfig
 
-    cfg = DiTConfig(image_size=args.image_size, channels=args.channels, patch=args.patch, dim=args.dim,
-                    depth=args.depth, heads=args.heads, n_classes=args.classes, label_dropout=0.1)  # fmt: skip
+    cfg = DiTConfig(
+        image_size=args.image_size,
+        channels=args.channels,
+        patch=args.patch,
+        dim=args.dim,
+        depth=args.depth,
+        heads=args.heads,
+        n_classes=args.classes,
+        label_dropout=0.1,
+    )
     ours = DiT(cfg, gen)
-    theirs = DiTTransformer2DModel(num_attention_heads=args.heads, attention_head_dim=args.dim // args.heads,
-                                   in_channels=args.channels, out_channels=args.channels, num_layers=args.depth,
-                                   sample_size=args.image_size, patch_size=args.patch,
-                                   num_embeds_ada_norm=args.classes)  # fmt: skip
+    theirs = DiTTransformer2DModel(
+        num_attention_heads=args.heads,
+        attention_head_dim=args.dim // args.heads,
+        in_channels=args.channels,
+        out_channels=args.channels,
+        num_layers=args.depth,
+        sample_size=args.image_size,
+        patch_size=args.patch,
+        num_embeds_ada_norm=args.classes,
+    )
     x = torch.randn(args.batch, args.channels, args.image_size, args.image_size, generator=gen)
     target = torch.randn(x.shape, generator=gen)
     t = torch.randint(1000, (args.batch,), generator=gen)
@@ -109,23 +145,36 @@ def dit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str
 
 def diffusers_without_copied_embedders(model: nn.Module) -> int:
     """Parameters of diffusers' DiT minus the per-block copies of the conditioning embedders (block 0's is used)."""
-    copies = sum(p.numel() for name, p in model.named_parameters()
-                 if ".norm1.emb." in name and not name.startswith("transformer_blocks.0."))  # fmt: skip
+    copies = sum(
+        p.numel()
+        for name, p in model.named_parameters()
+        if ".norm1.emb." in name and not name.startswith("transformer_blocks.0.")
+    )
     return n_params(model) - copies
 
 
-def report(name: str, reference: str, ours: nn.Module, theirs: nn.Module, rates: dict[str, list[float]],
-           comparable: int | None = None) -> None:  # fmt: skip
+def report(
+    name: str,
+    reference: str,
+    ours: nn.Module,
+    theirs: nn.Module,
+    rates: dict[str, list[float]],
+    comparable: int | None = None,
+) -> None:
     n_ours, n_theirs = n_params(ours), n_params(theirs)
     same = comparable if comparable is not None else n_theirs
     gap = abs(n_ours - same) / same
     note = f" ({same:,} without per-block embedder copies)" if comparable is not None else ""
-    print(f"{name}: parameters ours {n_ours:,}, {reference} {n_theirs:,}{note}: "
-          f"{'match' if gap < 0.03 else 'DIFFER'} within {100 * gap:.2f}%")  # fmt: skip
+    print(
+        f"{name}: parameters ours {n_ours:,}, {reference} {n_theirs:,}{note}: "
+        f"{'match' if gap < 0.03 else 'DIFFER'} within {100 * gap:.2f}%"
+    )
     a, b = statistics.median(rates["ours"]), statistics.median(rates[reference])
     per_round = [x / y for x, y in zip(rates["ours"], rates[reference], strict=True)]
-    print(f"{name}: steps/s ours {a:.3f}, {reference} {b:.3f} (medians), ratio ours/{reference} {a / b:.2f}x "
-          f"(per round {min(per_round):.2f}x to {max(per_round):.2f}x)")  # fmt: skip
+    print(
+        f"{name}: steps/s ours {a:.3f}, {reference} {b:.3f} (medians), ratio ours/{reference} {a / b:.2f}x "
+        f"(per round {min(per_round):.2f}x to {max(per_round):.2f}x)"
+    )
 
 
 def main() -> None:
@@ -149,18 +198,28 @@ def main() -> None:
     import diffusers
     import transformers
 
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}, diffusers {diffusers.__version__}, "
-          f"{torch.get_num_threads()} threads, device cpu, float32")  # fmt: skip
-    print(f"size: dim {args.dim}, depth {args.depth}, heads {args.heads}, image {args.image_size}, "
-          f"patch {args.patch}, channels {args.channels}, batch {args.batch}")  # fmt: skip
+    print(
+        f"torch {torch.__version__}, transformers {transformers.__version__}, diffusers {diffusers.__version__}, "
+        f"{torch.get_num_threads()} threads, device cpu, float32"
+    )
+    print(
+        f"size: dim {args.dim}, depth {args.depth}, heads {args.heads}, image {args.image_size}, "
+        f"patch {args.patch}, channels {args.channels}, batch {args.batch}"
+    )
     gen = torch.Generator().manual_seed(0)
     if args.only in (None, "vit"):
         ours, theirs, steps = vit_pair(args, gen)
         report("ViT", "transformers", ours, theirs, race(steps, args.steps, args.warmup, args.rounds))
     if args.only in (None, "dit"):
         ours, theirs, steps = dit_pair(args, gen)
-        report("DiT", "diffusers", ours, theirs, race(steps, args.steps, args.warmup, args.rounds),
-               diffusers_without_copied_embedders(theirs))  # fmt: skip
+        report(
+            "DiT",
+            "diffusers",
+            ours,
+            theirs,
+            race(steps, args.steps, args.warmup, args.rounds),
+            diffusers_without_copied_embedders(theirs),
+        )
 
 
 if __name__ == "__main__":

@@ -73,8 +73,11 @@ def all_forms(ckpt: Checkpoint, plan: Plan) -> FactoredForms:
 
 
 def forms_from_state_dict(
-    state_dict: Mapping[str, torch.Tensor], config: Mapping[str, Any] | None = None, heads: int | None = None,
-    kv_heads: int | None = None, prefix: str | None = None,
+    state_dict: Mapping[str, torch.Tensor],
+    config: Mapping[str, Any] | None = None,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    prefix: str | None = None,
 ) -> FactoredForms:
     """The factored forms of an in-memory state dict (e.g. ``model.state_dict()``), any known layout."""
     ckpt = Checkpoint.from_state_dict(state_dict, dict(config or {}))
@@ -82,8 +85,12 @@ def forms_from_state_dict(
 
 
 def iter_rows(
-    ckpt: Checkpoint, plan: Plan, per: PerChoice = "both", k: float = DEFAULT_K,
-    null_samples: int | None = None, null_seed: int = 0,
+    ckpt: Checkpoint,
+    plan: Plan,
+    per: PerChoice = "both",
+    k: float = DEFAULT_K,
+    null_samples: int | None = None,
+    null_seed: int = 0,
 ) -> Iterator[list[dict]]:
     """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``)."""
     samples = {p: n for p, _, _, n in null_shapes(plan, per, null_samples)}
@@ -108,8 +115,16 @@ def summarise(rows: list[dict]) -> list[dict]:
         x = np.array([r[name] for r in items])
         z = np.array([r[f"{name}_z"] for r in items])
         q25, median, q75 = np.quantile(x, [0.25, 0.5, 0.75])
-        out.append({"score": name, "over": over, "median": float(median), "q25": float(q25), "q75": float(q75),
-                    "median_z": float(np.median(z))})
+        out.append(
+            {
+                "score": name,
+                "over": over,
+                "median": float(median),
+                "q25": float(q25),
+                "q75": float(q75),
+                "median_z": float(np.median(z)),
+            }
+        )
     return out
 
 
@@ -124,8 +139,13 @@ class Analysis:
 
 
 def score(
-    ckpt: Checkpoint, plan: Plan, per: PerChoice = "both", k: float = DEFAULT_K, null_samples: int | None = None,
-    null_seed: int = 0, on_null: Callable[[int, int, int], None] | None = None,
+    ckpt: Checkpoint,
+    plan: Plan,
+    per: PerChoice = "both",
+    k: float = DEFAULT_K,
+    null_samples: int | None = None,
+    null_seed: int = 0,
+    on_null: Callable[[int, int, int], None] | None = None,
     on_layer: Callable[[int, int], None] | None = None,
 ) -> list[dict]:
     """All rows of a planned checkpoint.
@@ -146,8 +166,14 @@ def score(
 
 
 def analyze(
-    path: str | Path, per: PerChoice = "both", heads: int | None = None, kv_heads: int | None = None,
-    prefix: str | None = None, k: float = DEFAULT_K, null_samples: int | None = None, null_seed: int = 0,
+    path: str | Path,
+    per: PerChoice = "both",
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    prefix: str | None = None,
+    k: float = DEFAULT_K,
+    null_samples: int | None = None,
+    null_seed: int = 0,
 ) -> Analysis:
     """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``)."""
     ckpt, plan = describe(path, heads, kv_heads, prefix)

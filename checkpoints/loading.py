@@ -71,8 +71,16 @@ class Checkpoint:
     ) -> Checkpoint:
         """Wrap an in-memory state dict (e.g. ``model.state_dict()``) so it is analysed like a file."""
         tensors, notes = _flatten(state_dict)
-        return cls(Path(name), name, "state dict", {k: tuple(t.shape) for k, t in tensors.items()},
-                   dict(config or {}), tensors.__getitem__, notes, "the given config")
+        return cls(
+            Path(name),
+            name,
+            "state dict",
+            {k: tuple(t.shape) for k, t in tensors.items()},
+            dict(config or {}),
+            tensors.__getitem__,
+            notes,
+            "the given config",
+        )
 
 
 # ---- head counts ---------------------------------------------------------------------------------
@@ -98,8 +106,11 @@ def _first(config: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, int]
     found = _first_in(config, names)
     if found:
         return found
-    nested = [(f"{key}.{hit[0]}", hit[1])
-              for key, scope in config.items() if isinstance(scope, Mapping) and (hit := _first_in(scope, names))]
+    nested = [
+        (f"{key}.{hit[0]}", hit[1])
+        for key, scope in config.items()
+        if isinstance(scope, Mapping) and (hit := _first_in(scope, names))
+    ]
     return nested[0] if len({value for _, value in nested}) == 1 else None
 
 
@@ -128,7 +139,7 @@ def _safetensors_files(files: list[Path]) -> tuple[dict[str, tuple[int, ...]], C
     shapes, where = {}, {}
     for path in files:
         with safe_open(str(path), framework="pt") as f:
-            for key in f.keys():
+            for key in f.keys():  # noqa: SIM118 (safe_open has keys() but is not iterable)
                 if key in where:
                     raise CheckpointError(f"tensor {key!r} is in both {where[key].name} and {path.name}")
                 shapes[key] = tuple(f.get_slice(key).get_shape())
@@ -207,15 +218,20 @@ def _gguf_file(path: Path) -> tuple[dict[str, tuple[int, ...]], Callable[[str], 
     tensors = {t.name: t for t in reader.tensors}
     arch = _gguf_field(reader, "general.architecture") or "unknown"
     config: dict[str, Any] = {"model_type": arch}
-    for ours, theirs in [("num_attention_heads", "attention.head_count"),
-                         ("num_key_value_heads", "attention.head_count_kv"), ("hidden_size", "embedding_length"),
-                         ("rope_dimension_count", "rope.dimension_count"), ("rope_theta", "rope.freq_base")]:  # fmt: skip
+    for ours, theirs in [
+        ("num_attention_heads", "attention.head_count"),
+        ("num_key_value_heads", "attention.head_count_kv"),
+        ("hidden_size", "embedding_length"),
+        ("rope_dimension_count", "rope.dimension_count"),
+        ("rope_theta", "rope.freq_base"),
+    ]:
         value = _gguf_field(reader, f"{arch}.{theirs}")
         if value is not None:
             config[ours] = value
     quantised = sorted({t.tensor_type.name for t in tensors.values()} - {"F32", "F16", "BF16"})
-    notes = [f"GGUF tensors stored as {', '.join(quantised)} are dequantised: "
-             "the scores include the quantisation error"] * bool(quantised)
+    notes = [
+        f"GGUF tensors stored as {', '.join(quantised)} are dequantised: the scores include the quantisation error"
+    ] * bool(quantised)
 
     def read(key: str) -> torch.Tensor:
         t = tensors[key]
@@ -294,8 +310,10 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
         shapes, read, gguf_config, more = _gguf_file(files[0])
         fmt, config, notes = "gguf", {**gguf_config, **config}, notes + more
     else:
-        raise CheckpointError(f"unsupported file type {suffix!r} for {path}: expected .safetensors, "
-                              f"{', '.join(_TORCH_SUFFIXES)}, .gguf, a shard index or a directory")
+        raise CheckpointError(
+            f"unsupported file type {suffix!r} for {path}: expected .safetensors, "
+            f"{', '.join(_TORCH_SUFFIXES)}, .gguf, a shard index or a directory"
+        )
     if config_path is None and fmt != "gguf":
         notes.append("no config.json next to the weights: head counts come from --heads or known presets")
     source = config_path.name if config_path else "GGUF metadata" if fmt == "gguf" else "config.json"

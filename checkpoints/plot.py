@@ -18,8 +18,9 @@ def plot_scores(rows: list[dict], nulls: dict[str, NullDistribution], out: str |
     for ax, name in zip(axes, SCORE_NAMES, strict=True):
         for per, null in nulls.items():
             band = null.summary()[name]
-            ax.axhspan(band["q025"], band["q975"], color=_STYLE[per]["color"], alpha=0.15,
-                       label=f"null 95%, rank {null.rank}")
+            ax.axhspan(
+                band["q025"], band["q975"], color=_STYLE[per]["color"], alpha=0.15, label=f"null 95%, rank {null.rank}"
+            )
             items = [r for r in rows if (r["head"] == "all") == (per == "layer")]
             x, y = [r["layer"] for r in items], [r[name] for r in items]
             if per == "head":

@@ -15,11 +15,16 @@ from common.io import atomic_write_bytes
 PALETTE = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
 #: One colour per objective (and its aliases), the same in every figure.
 OBJECTIVE_COLORS = {
-    "bidirectional": "#0072B2", "masked": "#0072B2",
-    "autoregressive": "#D55E00", "causal": "#D55E00",
-    "denoising": "#009E73", "denoise": "#009E73",
-    "classification": "#CC79A7", "classify": "#CC79A7",
-    "masked_autoencoding": "#56B4E9", "mae": "#56B4E9",
+    "bidirectional": "#0072B2",
+    "masked": "#0072B2",
+    "autoregressive": "#D55E00",
+    "causal": "#D55E00",
+    "denoising": "#009E73",
+    "denoise": "#009E73",
+    "classification": "#CC79A7",
+    "classify": "#CC79A7",
+    "masked_autoencoding": "#56B4E9",
+    "mae": "#56B4E9",
 }
 NULL_COLOR = "0.55"  # the null band, gray in every figure
 

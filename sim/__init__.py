@@ -1,1 +1,1 @@
-"""Minimal attention models trained on synthetic sequences, all seeds batched, to test the theory layer (``cli.py simulate``)."""
+"""Minimal attention models trained on synthetic sequences, all seeds batched, to test the theory."""

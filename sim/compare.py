@@ -30,9 +30,10 @@ import torch
 from common.io import write_csv
 from common.seeding import generator
 from common.summary import mean_ci, plus_minus
+from sim.config import SimConfig
 from sim.model import TableInputs
 from sim.tasks import ClassificationTask, DenoisingTask, stack
-from sim.train import COMPARE_STREAM, SimConfig, Simulation, intra_op_threads
+from sim.train import COMPARE_STREAM, Simulation, intra_op_threads
 from theory.corruption import AttentionBatch
 from theory.gaussian import gaussian_update
 from theory.heads import LinearReadout, SoftmaxReadout
@@ -41,8 +42,18 @@ from theory.objectives import RolePattern
 from theory.scores import dense_scores
 
 PARTS = ("whole", "self", "cross")
-COMPARE_COLUMNS = ["objective", "part", "theory", "seeds", "s_measured", "s_theory", "delta_measured",
-                   "delta_theory", "rel_error", "rel_noise"]  # fmt: skip
+COMPARE_COLUMNS = [
+    "objective",
+    "part",
+    "theory",
+    "seeds",
+    "s_measured",
+    "s_theory",
+    "delta_measured",
+    "delta_theory",
+    "rel_error",
+    "rel_noise",
+]
 
 
 def stacked_head(model, seed: int, dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,7 +75,7 @@ def make_head(sim: Simulation, seed: int):
 def attention_batch(sim: Simulation, seed: int, raw: dict[str, torch.Tensor]) -> AttentionBatch:
     """The simulator's batch of one seed (``raw`` with a seed axis of 1) as the theory's ``AttentionBatch``."""
     task, model = sim.task, sim.model
-    table, pos = model.table[seed: seed + 1].detach(), model.pos[seed: seed + 1].detach()
+    table, pos = model.table[seed : seed + 1].detach(), model.pos[seed : seed + 1].detach()
     if isinstance(task, DenoisingTask):
         z, target, context = task.inputs(raw)
         x = TableInputs(None, z, table, pos[:, : z.shape[-2]]).dense()
@@ -96,7 +107,9 @@ def loss_normaliser(sim: Simulation, raw: dict[str, torch.Tensor]) -> torch.Tens
 
 def measure(sim: Simulation, steps: int) -> dict[str, torch.Tensor]:
     """Per-sequence mean ``dL/dM`` of layer 0 over the first ``steps`` steps: parts -> ``[S, d, d]``."""
-    acc = {p: torch.zeros(sim.cfg.seeds, sim.cfg.model.d, sim.cfg.model.d, dtype=torch.float64) for p in ("self", "cross")}
+    acc = {
+        p: torch.zeros(sim.cfg.seeds, sim.cfg.model.d, sim.cfg.model.d, dtype=torch.float64) for p in ("self", "cross")
+    }
     for _ in range(steps):
         raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
         before_self, before_cross = sim.grad_self.clone(), sim.grad_cross.clone()
@@ -121,9 +134,11 @@ def model_supported(cfg: SimConfig) -> str | None:
     """None if the theory's one-head readout describes the model of ``cfg``; else why not."""
     m = cfg.model
     if m.layers != 1 or m.residual or m.mlp or m.attention != "softmax":
-        return ("--compare-theory needs one softmax attention layer without residual or MLP (the theory's head is "
-                f"attention -> value -> readout); got layers={m.layers}, residual={m.residual}, mlp={m.mlp}, "
-                f"attention={m.attention}")
+        return (
+            "--compare-theory needs one softmax attention layer without residual or MLP (the theory's head is "
+            f"attention -> value -> readout); got layers={m.layers}, residual={m.residual}, mlp={m.mlp}, "
+            f"attention={m.attention}"
+        )
     return None
 
 
@@ -152,14 +167,16 @@ def compare_one(name: str, cfg: SimConfig, mc_sequences: int, exact: bool) -> li
             return attention_batch(sim, s, raw)
 
         batch = min(256, mc_sequences)
-        theories["monte_carlo"].append(monte_carlo_update(sampler, heads[s], max(1, mc_sequences // batch), batch, gen,
-                                                          d_h=cfg.model.head_dim))  # fmt: skip
+        theories["monte_carlo"].append(
+            monte_carlo_update(sampler, heads[s], max(1, mc_sequences // batch), batch, gen, d_h=cfg.model.head_dim)
+        )
     measured = measure(sim, cfg.steps)  # trains: after the theory, whose batches read the model's (initial) embeddings
     if exact:
         proc = sim.task.process
         cov = proc.cov.reshape(proc.n, proc.channels, proc.n, proc.channels)
-        theories["exact_gaussian"] = [gaussian_update(sim.task.objective, cov, heads[s], d_h=cfg.model.head_dim)
-                                      for s in range(cfg.seeds)]  # fmt: skip
+        theories["exact_gaussian"] = [
+            gaussian_update(sim.task.objective, cov, heads[s], d_h=cfg.model.head_dim) for s in range(cfg.seeds)
+        ]
     rows = []
     for kind, expected in theories.items():
         for part in PARTS:
@@ -167,17 +184,30 @@ def compare_one(name: str, cfg: SimConfig, mc_sequences: int, exact: bool) -> li
             for s in range(cfg.seeds):
                 e, meas = expected[s].part(part), measured[part][s]
                 mc = theories["monte_carlo"][s]
-                se = mc.part_stderr(part)  # sampling noise of the measured mean, plus the Monte Carlo one for a MC theory
+                se = mc.part_stderr(
+                    part
+                )  # sampling noise of the measured mean, plus the Monte Carlo one for a MC theory
                 noise = se * math.sqrt(mc.n_samples / (cfg.steps * cfg.batch) + (1.0 if kind == "monte_carlo" else 0.0))
                 norm = float(e.norm())
-                per_seed.append((*_scores(meas), *_scores(e), float((meas - e).norm()) / norm, float(noise.norm()) / norm))
-            cols = list(zip(*per_seed))
+                per_seed.append(
+                    (*_scores(meas), *_scores(e), float((meas - e).norm()) / norm, float(noise.norm()) / norm)
+                )
+            cols = list(zip(*per_seed, strict=False))
             agg = [mean_ci(c) for c in cols]
-            rows.append({
-                "objective": name, "part": part, "theory": kind, "seeds": cfg.seeds,
-                **{key: plus_minus(*agg[i]) for i, key in enumerate(
-                    ("s_measured", "delta_measured", "s_theory", "delta_theory", "rel_error", "rel_noise"))},
-            })  # fmt: skip
+            rows.append(
+                {
+                    "objective": name,
+                    "part": part,
+                    "theory": kind,
+                    "seeds": cfg.seeds,
+                    **{
+                        key: plus_minus(*agg[i])
+                        for i, key in enumerate(
+                            ("s_measured", "delta_measured", "s_theory", "delta_theory", "rel_error", "rel_noise")
+                        )
+                    },
+                }
+            )
     return rows
 
 
@@ -188,20 +218,27 @@ def exact_variant(cfg: SimConfig) -> SimConfig:
     gives init logits of order 1 (attention far from uniform), i.e. outside the linear regime the
     theory describes.
     """
-    return cfg.with_overrides(n=6, model__d=8, model__heads=2, model__d_head=4, model__positions="none",
-                              model__embed="onehot", model__init_scale=0.1, data__channels=8, data__lag=2)  # fmt: skip
+    return cfg.with_overrides(
+        n=6,
+        model__d=8,
+        model__heads=2,
+        model__d_head=4,
+        model__positions="none",
+        model__embed="onehot",
+        model__init_scale=0.1,
+        data__channels=8,
+        data__lag=2,
+    )
 
 
-#: What ``--compare-theory`` uses for options not given: two steps, so the measured gradients are taken at
-#: (step 1) and within about one Adam step of (step 2) the initialisation; a large batch, so that the
-#: sampling noise of 2048 measured sequences is below the signal. (Over 20 Adam steps at lr 3e-3 the
-#: forms already move far out of the linear regime and the comparison fails by design.)
-COMPARE_DEFAULTS = {"steps": 2, "batch": 1024, "seeds": 4}
-
-
-def compare_theory(configs: dict[str, SimConfig], out: Path | str, mc_sequences: int = 2048,
-                   progress: bool = True, threads: int | None = 1) -> list[dict]:  # fmt: skip
-    """Rows of :data:`COMPARE_COLUMNS` for every config (and the exact small denoising case); writes ``compare_theory.csv``.
+def compare_theory(
+    configs: dict[str, SimConfig],
+    out: Path | str,
+    mc_sequences: int = 2048,
+    progress: bool = True,
+    threads: int | None = 1,
+) -> list[dict]:
+    """Rows of :data:`COMPARE_COLUMNS` per config (and the exact small denoising case); writes ``compare_theory.csv``.
 
     Each config's ``steps`` is the number of first steps measured.
     """

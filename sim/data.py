@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from sim.config import CONTINUOUS_PROCESSES, TOKEN_PROCESSES, TRANSITIONS, DataConfig
 from theory.processes import ar1_covariance, reversible_chain, separable_covariance, stationary_distribution
 from theory.processes import cyclic_chain as theory_cyclic_chain
 
@@ -77,10 +78,9 @@ def detailed_balance_violation(p: torch.Tensor, pi: torch.Tensor | None = None) 
     return float((flux - flux.T).norm() / flux.norm())
 
 
-TRANSITIONS = ("involution", "cycle", "copy", "random_reversible", "uniform")
-
-
-def transition_matrix(kind: str, v: int, strength: float = 0.9, generator: torch.Generator | None = None) -> torch.Tensor:
+def transition_matrix(
+    kind: str, v: int, strength: float = 0.9, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """A named transition matrix (see :data:`TRANSITIONS`)."""
     if kind == "involution":
         return involution_chain(v, strength)
@@ -120,7 +120,9 @@ class TokenChain:
             raise ValueError("transition rows must be probability distributions")
         if self.lag < 1:
             raise ValueError(f"lag must be >= 1, got {self.lag}")
-        init = stationary_distribution(p) if self.initial is None else torch.as_tensor(self.initial, dtype=torch.float64)
+        init = (
+            stationary_distribution(p) if self.initial is None else torch.as_tensor(self.initial, dtype=torch.float64)
+        )
         init = init / init.sum()
         init_cdf, cdf = init.cumsum(0), p.cumsum(1)
         init_cdf[-1] = cdf[:, -1] = 1.0
@@ -147,12 +149,15 @@ class TokenChain:
 
 def iid_tokens(v: int, probs: torch.Tensor | None = None) -> TokenChain:
     """I.i.d. tokens (uniform unless ``probs`` is given): a chain whose rows all equal ``probs``."""
-    probs = torch.full((v,), 1.0 / v, dtype=torch.float64) if probs is None else torch.as_tensor(probs, dtype=torch.float64)
+    probs = (
+        torch.full((v,), 1.0 / v, dtype=torch.float64) if probs is None else torch.as_tensor(probs, dtype=torch.float64)
+    )
     return TokenChain(probs.expand(v, v).clone(), 1, probs)
 
 
-def _inverse_cdf(u: torch.Tensor, init_cdf: torch.Tensor, cdf: torch.Tensor, row: torch.Tensor | int,
-                 lag: int) -> torch.Tensor:  # fmt: skip
+def _inverse_cdf(
+    u: torch.Tensor, init_cdf: torch.Tensor, cdf: torch.Tensor, row: torch.Tensor | int, lag: int
+) -> torch.Tensor:
     """Lag-``k`` chain tokens ``[..., n]`` from uniforms ``u [..., n]``: the first ``k`` from ``init_cdf`` (``[v]``,
     or ``[..., v]`` per sequence), then ``x_i`` from row ``row + x_{i-k}`` of the CDF table ``cdf [R, v]``.
 
@@ -163,7 +168,7 @@ def _inverse_cdf(u: torch.Tensor, init_cdf: torch.Tensor, cdf: torch.Tensor, row
     x[..., :lag] = torch.searchsorted(init_cdf, u[..., :lag].contiguous(), right=True)
     for start in range(lag, n, lag):  # each block of k positions depends only on the block before it
         stop = min(start + lag, n)
-        rows = cdf[row + x[..., start - lag: stop - lag]]  # (..., width, v)
+        rows = cdf[row + x[..., start - lag : stop - lag]]  # (..., width, v)
         x[..., start:stop] = (u[..., start:stop, None] >= rows).sum(-1)
     return x
 
@@ -195,7 +200,9 @@ class GaussianSequence:
         size = self.n * self.channels
         cov = torch.as_tensor(self.cov, dtype=torch.float64)
         if cov.shape != (size, size):
-            raise ValueError(f"covariance must be [{size}, {size}] for n={self.n}, channels={self.channels}; got {tuple(cov.shape)}")
+            raise ValueError(
+                f"covariance must be [{size}, {size}] for n={self.n}, channels={self.channels}; got {tuple(cov.shape)}"
+            )
         cov = (cov + cov.T) / 2
         jitter = 1e-10 * cov.diagonal().mean()
         object.__setattr__(self, "cov", cov)
@@ -204,7 +211,7 @@ class GaussianSequence:
     def block(self, i: int, j: int) -> torch.Tensor:
         """``E[x_i x_j^T]`` (``[c, c]``)."""
         c = self.channels
-        return self.cov[i * c:(i + 1) * c, j * c:(j + 1) * c]
+        return self.cov[i * c : (i + 1) * c, j * c : (j + 1) * c]
 
     def lag_covariance(self, lag: int) -> torch.Tensor:
         """``C(lag) = E[x_{i+lag} x_i^T]`` averaged over ``i`` (exact for a stationary process)."""
@@ -214,12 +221,21 @@ class GaussianSequence:
     def is_reversible(self, reversal: torch.Tensor | None = None, atol: float = 1e-9) -> bool:
         """Time-reversible: ``C(tau)^T = R C(tau) R^T`` for every lag, where ``R`` (default ``I``) is what
         reversing the order does to the channels (for image patches: the point reflection of the patch)."""
-        r = torch.eye(self.channels, dtype=torch.float64) if reversal is None else torch.as_tensor(reversal, dtype=torch.float64)
+        r = (
+            torch.eye(self.channels, dtype=torch.float64)
+            if reversal is None
+            else torch.as_tensor(reversal, dtype=torch.float64)
+        )
         lags = (self.lag_covariance(t) for t in range(self.n))
         return all(torch.allclose(c.T, r @ c @ r.T, atol=atol) for c in lags)
 
-    def noise(self, batch: tuple[int, ...], n: int, generator: torch.Generator | None = None,
-              dtype: torch.dtype = torch.float64) -> torch.Tensor:  # fmt: skip
+    def noise(
+        self,
+        batch: tuple[int, ...],
+        n: int,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float64,
+    ) -> torch.Tensor:
         if n != self.n:
             raise ValueError(f"this process has {self.n} positions, asked for {n}")
         return torch.randn(*batch, n * self.channels, generator=generator, dtype=dtype)
@@ -228,8 +244,13 @@ class GaussianSequence:
         """Samples ``[..., n, c]`` (in the dtype of ``xi``) from standard normals ``[..., n c]``."""
         return (xi @ self.chol.to(xi.dtype).T).reshape(*xi.shape[:-1], self.n, self.channels)
 
-    def sample(self, batch: tuple[int, ...], n: int, generator: torch.Generator | None = None,
-               dtype: torch.dtype = torch.float64) -> torch.Tensor:  # fmt: skip
+    def sample(
+        self,
+        batch: tuple[int, ...],
+        n: int,
+        generator: torch.Generator | None = None,
+        dtype: torch.dtype = torch.float64,
+    ) -> torch.Tensor:
         return self.from_noise(self.noise(batch, n, generator, dtype))
 
 
@@ -260,7 +281,7 @@ class VARSequence(GaussianSequence):
         x[..., :k, :] = xi[..., :k, :] @ chol_0.T
         for start in range(k, self.n, k):
             stop = min(start + k, self.n)
-            x[..., start:stop, :] = x[..., start - k: stop - k, :] @ a.T + xi[..., start:stop, :] @ chol_q.T
+            x[..., start:stop, :] = x[..., start - k : stop - k, :] @ a.T + xi[..., start:stop, :] @ chol_q.T
         return x
 
 
@@ -301,7 +322,7 @@ def var1_sequence(a: torch.Tensor, n: int, q: torch.Tensor | None = None, lag: i
 
 
 def rotation_blocks(c: int, rho: float, angle: float, reflect: bool) -> torch.Tensor:
-    """``rho`` times a block-diagonal of 2x2 rotations by ``angle`` (irreversible) or reflections (symmetric, reversible).
+    """``rho`` times a block-diagonal of 2x2 rotations by ``angle`` (irreversible) or reflections (reversible).
 
     Both are ``rho`` times an orthogonal matrix, so the two AR(1) processes share ``Sigma = I / (1 - rho^2)``
     and ``||C(t)||``; only the symmetry of the lag covariances differs.
@@ -331,9 +352,11 @@ def gaussian_field_patches(grid: tuple[int, int], patch: int, length: float = 3.
     """
     gh, gw = grid
     ys, xs = torch.meshgrid(torch.arange(gh * patch), torch.arange(gw * patch), indexing="ij")
+
     # order pixels as (patch row, patch col, row in patch, col in patch)
     def tokens(a: torch.Tensor) -> torch.Tensor:
         return a.reshape(gh, patch, gw, patch).permute(0, 2, 1, 3).reshape(-1).double()
+
     y, x = tokens(ys), tokens(xs)
     d2 = (y[:, None] - y[None, :]) ** 2 + (x[:, None] - x[None, :]) ** 2
     return GaussianSequence(torch.exp(-d2 / (2 * length**2)), gh * gw, patch * patch)
@@ -345,42 +368,6 @@ def patch_reflection(patch: int) -> torch.Tensor:
 
 
 # ---- named processes for the command line -------------------------------------------------------
-
-TOKEN_PROCESSES = ("lag", "markov", "iid")
-CONTINUOUS_PROCESSES = ("var_irreversible", "var_reversible", "separable", "field")
-
-
-@dataclass(frozen=True)
-class DataConfig:
-    """Which process generates the sequences (the same process for every seed; seeds differ in draws only)."""
-
-    process: str = "lag"  # lag | markov | iid | var_irreversible | var_reversible | separable | field
-    vocab: int = 16
-    transition: str = "involution"  # involution | cycle | copy | random_reversible | uniform
-    strength: float = 0.9
-    lag: int = 4
-    bos: bool = True
-    channels: int = 16
-    rho: float = 0.9
-    angle: float = math.pi / 2
-    length: float = 2.0
-    patch: int = 4
-    n_classes: int = 4
-    process_seed: int = 0
-
-    @property
-    def continuous(self) -> bool:
-        return self.process in CONTINUOUS_PROCESSES
-
-    def validate(self) -> None:
-        """Names and sizes, checked whether or not the objective uses them (a typo is never silently ignored)."""
-        if self.process not in TOKEN_PROCESSES + CONTINUOUS_PROCESSES:
-            raise ValueError(f"unknown process {self.process!r}; choose from {TOKEN_PROCESSES + CONTINUOUS_PROCESSES}")
-        if self.transition not in TRANSITIONS:
-            raise ValueError(f"unknown transition {self.transition!r}; choose from {TRANSITIONS}")
-        if self.vocab < 2 or self.channels < 1 or self.lag < 1 or self.patch < 1:
-            raise ValueError(f"need vocab >= 2, channels >= 1, lag >= 1 and patch >= 1; got vocab={self.vocab}, "
-                             f"channels={self.channels}, lag={self.lag}, patch={self.patch}")
 
 
 def build_process(cfg: DataConfig, n: int) -> TokenChain | GaussianSequence:

@@ -16,25 +16,29 @@ from pathlib import Path
 
 from common.io import write_csv
 from common.summary import mean_ci, plus_minus
+from sim.config import SimConfig, default_config
 from sim.report import summarize
-from sim.simulate import default_config, figure_panel
-from sim.train import SimConfig, Simulation, run
+from sim.simulate import figure_panel
+from sim.train import Simulation, run
 
 
 def _arms_claim7() -> dict[str, SimConfig]:
     """Claim 7: causal training with BOS grows a key-side BOS direction; bidirectional does not (and reaches s > 0)."""
-    return {"autoregressive": default_config("autoregressive"), "bidirectional": default_config("bidirectional"),
-            "autoregressive, iid tokens": default_config("autoregressive", data__process="iid"),
-            "bidirectional, iid tokens": default_config("bidirectional", data__process="iid")}  # fmt: skip
+    return {
+        "autoregressive": default_config("autoregressive"),
+        "bidirectional": default_config("bidirectional"),
+        "autoregressive, iid tokens": default_config("autoregressive", data__process="iid"),
+        "bidirectional, iid tokens": default_config("bidirectional", data__process="iid"),
+    }
 
 
 def _arms_claim8() -> dict[str, SimConfig]:
-    """Claim 8: bidirectional s rises from the null; autoregressive stays near it with delta < 0 early; denoising measured."""
+    """Claim 8: bidirectional s rises from the null; autoregressive stays near it, delta < 0 early; denoising."""
     return {name: default_config(name) for name in ("bidirectional", "autoregressive", "denoising")}
 
 
 def _arms_attribution() -> dict[str, SimConfig]:
-    """Mask vs data: bidirectional on an irreversible chain, causal on i.i.d. tokens (against the reversible defaults)."""
+    """Mask vs data: bidirectional on an irreversible chain, causal on i.i.d. tokens (vs the reversible defaults)."""
     return {
         "bidirectional, reversible chain": default_config("bidirectional"),
         "bidirectional, irreversible chain": default_config("bidirectional", data__transition="cycle"),
@@ -50,29 +54,52 @@ def _arms_denoising() -> dict[str, SimConfig]:
         "reversible AR(1)": default_config("denoising"),
         "irreversible AR(1)": default_config("denoising", data__process="var_irreversible"),
         "reversible AR(1), residual": default_config("denoising", model__residual=True),
-        "irreversible AR(1), residual": default_config("denoising", data__process="var_irreversible", model__residual=True),
+        "irreversible AR(1), residual": default_config(
+            "denoising", data__process="var_irreversible", model__residual=True
+        ),
     }
 
 
 def _arms_parameterisation() -> dict[str, SimConfig]:
     """Direct M vs factored W_q, W_k vs tied W_q = W_k, under bidirectional and autoregressive training."""
-    return {f"{obj}, {param}": default_config(obj, model__param=param)
-            for obj in ("bidirectional", "autoregressive") for param in ("factored", "direct", "tied")}  # fmt: skip
+    return {
+        f"{obj}, {param}": default_config(obj, model__param=param)
+        for obj in ("bidirectional", "autoregressive")
+        for param in ("factored", "direct", "tied")
+    }
 
 
 def _arms_masking() -> dict[str, SimConfig]:
     """The masked query: [MASK] only, BERT 80/10/10, random token, keep; one layer vs two (contextual queries)."""
-    arms = {f"{scheme}": default_config("bidirectional", mask_scheme=scheme) for scheme in ("mask", "bert", "random", "keep")}
+    arms = {
+        f"{scheme}": default_config("bidirectional", mask_scheme=scheme)
+        for scheme in ("mask", "bert", "random", "keep")
+    }
     arms["mask, 2 layers"] = default_config("bidirectional", mask_scheme="mask", model__layers=2)
     return arms
 
 
 EXPERIMENTS = {
-    "claim7": _arms_claim7, "claim8": _arms_claim8, "attribution": _arms_attribution,
-    "denoising": _arms_denoising, "parameterisation": _arms_parameterisation, "masking": _arms_masking,
-}  # fmt: skip
-EXPERIMENT_COLUMNS = ["arm", "layer", "form", "step", "s", "s_z", "delta", "delta_z", "loss", "bos_key/query",
-                      "bos_key/typical"]  # fmt: skip
+    "claim7": _arms_claim7,
+    "claim8": _arms_claim8,
+    "attribution": _arms_attribution,
+    "denoising": _arms_denoising,
+    "parameterisation": _arms_parameterisation,
+    "masking": _arms_masking,
+}
+EXPERIMENT_COLUMNS = [
+    "arm",
+    "layer",
+    "form",
+    "step",
+    "s",
+    "s_z",
+    "delta",
+    "delta_z",
+    "loss",
+    "bos_key/query",
+    "bos_key/typical",
+]
 
 
 def config_key(cfg: SimConfig) -> str:
@@ -88,7 +115,7 @@ def bos_dominance(sim: Simulation) -> list[float]:
     stacked = sim.model.forms()  # layer axis = seed * L + layer
     layer0 = stacked.layers(slice(None, None, sim.cfg.model.layers))  # [S, H, d, r]
     vocab = sim.task.vocab
-    table, pos = sim.model.table[:, :vocab].double(), sim.model.pos[:, 1: sim.cfg.n].double()
+    table, pos = sim.model.table[:, :vocab].double(), sim.model.pos[:, 1 : sim.cfg.n].double()
     data = (table[:, :, None] + pos[:, None]).flatten(1, 2)  # (S, V (N-1), d)
     typical = layer0.token_norms(data)["key_layer"]  # mean ||M x|| over the data inputs
     bos = layer0.token_norms(vecs["bos"].double()[:, None])["key_layer"]
@@ -115,12 +142,23 @@ def run_experiment(name: str, out: Path | str, progress: bool = True, threads: i
             for r in summarize(sim.rows, arm, step=step):
                 if r["form"] not in ("W_qk", "grad_cross"):
                     continue
-                rows.append({"arm": arm, "layer": r["layer"], "form": r["form"], "step": r["step"],
-                             "s": plus_minus(r["s"], r["s_ci"]), "s_z": f"{r['s_z']:.1f}",
-                             "delta": plus_minus(r["delta"], r["delta_ci"]), "delta_z": f"{r['delta_z']:.1f}",
-                             "loss": f"{r['loss']:.4g}", "bos_key/query": plus_minus(r["bos_key/query"], math.nan),
-                             "bos_key/typical": plus_minus(*dominance) if r["form"] == "W_qk" and r["step"] == cfg.steps
-                             else ""})  # fmt: skip
+                rows.append(
+                    {
+                        "arm": arm,
+                        "layer": r["layer"],
+                        "form": r["form"],
+                        "step": r["step"],
+                        "s": plus_minus(r["s"], r["s_ci"]),
+                        "s_z": f"{r['s_z']:.1f}",
+                        "delta": plus_minus(r["delta"], r["delta_ci"]),
+                        "delta_z": f"{r['delta_z']:.1f}",
+                        "loss": f"{r['loss']:.4g}",
+                        "bos_key/query": plus_minus(r["bos_key/query"], math.nan),
+                        "bos_key/typical": plus_minus(*dominance)
+                        if r["form"] == "W_qk" and r["step"] == cfg.steps
+                        else "",
+                    }
+                )
         panels[arm] = figure_panel(sim)
     write_csv(out / name / "summary.csv", rows, EXPERIMENT_COLUMNS)
     write_json_index(out / name / "arms.json", arms)

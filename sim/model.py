@@ -14,61 +14,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from sim.config import ModelConfig
 from theory.factored import FactoredForms
 
 N_SPECIAL = 3  # special tokens after the data vocabulary: BOS, MASK, CLS
 SPECIALS = ("bos", "mask", "cls")
 
 
-@dataclass(frozen=True)
-class ModelConfig:
-    """Shape and parameterisation of the attention model (shared by all seeds)."""
-
-    d: int = 64
-    layers: int = 1
-    heads: int = 1
-    d_head: int = 0  # 0 -> d // heads
-    param: Literal["factored", "direct", "tied"] = "factored"
-    attention: Literal["softmax", "linear"] = "softmax"
-    residual: bool = False
-    mlp: bool = False
-    init: Literal["gaussian", "symmetric"] = "gaussian"
-    init_scale: float = 1.0
-    embed: Literal["onehot", "orthogonal", "gaussian"] = "onehot"
-    positions: Literal["onehot", "orthogonal", "gaussian", "none"] = "onehot"
-    learn_embed: bool = False
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_head or self.d // self.heads
-
-    def validate(self) -> None:
-        if self.d < 2 or self.layers < 1 or self.heads < 1:
-            raise ValueError(f"need d >= 2, layers >= 1, heads >= 1; got d={self.d}, layers={self.layers}, heads={self.heads}")
-        if self.d_head == 0 and self.d % self.heads:
-            raise ValueError(f"d={self.d} is not divisible by {self.heads} heads; pass d_head explicitly")
-        for name, value, allowed in (
-            ("param", self.param, ("factored", "direct", "tied")), ("attention", self.attention, ("softmax", "linear")),
-            ("init", self.init, ("gaussian", "symmetric")), ("embed", self.embed, ("onehot", "orthogonal", "gaussian")),
-            ("positions", self.positions, ("onehot", "orthogonal", "gaussian", "none")),
-        ):  # fmt: skip
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-
-
 def _table(kind: str, rows: int, d: int, offset: int, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
     """``rows`` embedding vectors in ``R^d``: coordinate vectors from ``offset`` (onehot), orthonormal, or Gaussian."""
     if kind == "onehot":
-        return torch.eye(d, dtype=dtype)[offset:offset + rows]
+        return torch.eye(d, dtype=dtype)[offset : offset + rows]
     if kind == "orthogonal":  # rows offset.. of a random orthogonal matrix: orthogonal to every other table's rows
         q, r = torch.linalg.qr(torch.randn(d, d, generator=generator, dtype=torch.float64))
-        return (q * r.diagonal().sign()).T[offset:offset + rows].to(dtype)
+        return (q * r.diagonal().sign()).T[offset : offset + rows].to(dtype)
     return (torch.randn(rows, d, generator=generator, dtype=torch.float64) / math.sqrt(d)).to(dtype)
 
 
@@ -76,9 +40,15 @@ class SeedBatchedAttention(nn.Module):
     """``S`` independent attention models; inputs ``[S, B, N, ...]``, parameters ``[S, ...]``."""
 
     def __init__(
-        self, cfg: ModelConfig, n_seeds: int, n_positions: int, d_out: int,
-        vocab: int | None = None, channels: int | None = None, dtype: torch.dtype = torch.float32,
-    ) -> None:  # fmt: skip
+        self,
+        cfg: ModelConfig,
+        n_seeds: int,
+        n_positions: int,
+        d_out: int,
+        vocab: int | None = None,
+        channels: int | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         super().__init__()
         cfg.validate()
         if (vocab is None) == (channels is None):
@@ -118,7 +88,8 @@ class SeedBatchedAttention(nn.Module):
             raise ValueError(f"need one generator per seed: {self.n_seeds}, got {len(generators)}")
         cfg, d, dh = self.cfg, self.cfg.d, self.cfg.head_dim
         for s, gen in enumerate(generators):
-            def normal(*shape: int, std: float) -> torch.Tensor:
+
+            def normal(*shape: int, std: float, gen: torch.Generator = gen) -> torch.Tensor:
                 return (torch.randn(*shape, generator=gen, dtype=torch.float64) * std).to(self.dtype)
 
             rows = self.table.shape[1]
@@ -186,7 +157,9 @@ class SeedBatchedAttention(nn.Module):
         k = _project(h, b[:, layer])
         return q @ k.transpose(-2, -1)
 
-    def attend(self, h: torch.Tensor | TableInputs, context: torch.Tensor, layer: int, capture: list | None) -> torch.Tensor:
+    def attend(
+        self, h: torch.Tensor | TableInputs, context: torch.Tensor, layer: int, capture: list | None
+    ) -> torch.Tensor:
         """One attention layer; ``context [N, N]`` (shared by all sequences) is True where query ``i`` may attend
         to key ``j``."""
         a = self.logits(h, layer)  # (S, B, H, N, N)
@@ -218,7 +191,9 @@ class SeedBatchedAttention(nn.Module):
         """All seeds' forms as one stack: layer axis = ``seed * L + layer`` (``[S L, H, d, r]``, float64)."""
         a, b = self.qk_factors()
         s, L = a.shape[:2]
-        return FactoredForms(a.detach().double().reshape(s * L, *a.shape[2:]), b.detach().double().reshape(s * L, *b.shape[2:]))
+        return FactoredForms(
+            a.detach().double().reshape(s * L, *a.shape[2:]), b.detach().double().reshape(s * L, *b.shape[2:])
+        )
 
     @torch.no_grad()
     def matrices(self) -> torch.Tensor:

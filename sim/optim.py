@@ -13,8 +13,14 @@ import torch
 class ElementwiseOptimizer:
     """Adam (Kingma & Ba, with bias correction; PyTorch's defaults) or plain SGD over named parameters."""
 
-    def __init__(self, params: dict[str, torch.nn.Parameter], kind: str = "adam", lr: float = 1e-3,
-                 betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> None:  # fmt: skip
+    def __init__(
+        self,
+        params: dict[str, torch.nn.Parameter],
+        kind: str = "adam",
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:
         if kind not in ("adam", "sgd"):
             raise ValueError(f"optimizer must be 'adam' or 'sgd', got {kind!r}")
         self.params, self.kind, self.lr, self.betas, self.eps = params, kind, lr, betas, eps

@@ -30,9 +30,14 @@ METRIC_COLUMNS = ["step", "seed", "layer", "head", "form", *SCORE_COLUMNS[2:], "
 
 
 def form_rows(
-    forms: FactoredForms, form: str, step: int, seeds: list[int],
-    losses: list[float], specials: dict[str, torch.Tensor], null_samples: int,
-) -> list[dict]:  # fmt: skip
+    forms: FactoredForms,
+    form: str,
+    step: int,
+    seeds: list[int],
+    losses: list[float],
+    specials: dict[str, torch.Tensor],
+    null_samples: int,
+) -> list[dict]:
     """Rows for one form of all seeds; ``forms`` stacks seeds on the layer axis (``S L`` layers)."""
     n_layers = forms.n_layers // len(seeds)
     rows = score_rows(forms, "both", null_samples=null_samples)
@@ -53,9 +58,16 @@ def form_rows(
 
 
 def record_rows(
-    model, m0: torch.Tensor, grad_self: torch.Tensor | None, grad_cross: torch.Tensor | None, step: int,
-    seeds: list[int], losses: list[float], specials: dict[str, torch.Tensor], null_samples: int,
-) -> list[dict]:  # fmt: skip
+    model,
+    m0: torch.Tensor,
+    grad_self: torch.Tensor | None,
+    grad_cross: torch.Tensor | None,
+    step: int,
+    seeds: list[int],
+    losses: list[float],
+    specials: dict[str, torch.Tensor],
+    null_samples: int,
+) -> list[dict]:
     """All rows of one record step; ``specials`` maps ``bos`` / ``mask`` to input vectors ``[S, d]``.
 
     A dense form that is exactly zero for some head (nothing accumulated yet, e.g. at step 0) is skipped.

@@ -17,10 +17,33 @@ import numpy as np
 
 from common.summary import combined_z, mean_ci, plus_minus
 
-NUMERIC = ("symmetry", "directionality", "symmetry_z", "directionality_z", "symmetry_p", "directionality_p",
-           "loss", "bos_key_norm", "bos_query_norm", "mask_key_norm", "mask_query_norm")  # fmt: skip
-SUMMARY_COLUMNS = ["objective", "layer", "form", "seeds", "s", "s_ci", "s_z", "delta", "delta_ci", "delta_z",
-                   "loss", "bos_key/query"]  # fmt: skip
+NUMERIC = (
+    "symmetry",
+    "directionality",
+    "symmetry_z",
+    "directionality_z",
+    "symmetry_p",
+    "directionality_p",
+    "loss",
+    "bos_key_norm",
+    "bos_query_norm",
+    "mask_key_norm",
+    "mask_query_norm",
+)
+SUMMARY_COLUMNS = [
+    "objective",
+    "layer",
+    "form",
+    "seeds",
+    "s",
+    "s_ci",
+    "s_z",
+    "delta",
+    "delta_ci",
+    "delta_z",
+    "loss",
+    "bos_key/query",
+]
 
 
 def load_metrics(path: str | Path) -> list[dict]:
@@ -54,15 +77,28 @@ def summarize(rows: list[dict], objective: str, step: int | None = None) -> list
     for (layer, form), group in sorted(groups.items(), key=lambda kv: (kv[0][0], _form_order(kv[0][1]))):
         s, s_ci = mean_ci([r["symmetry"] for r in group])
         dl, dl_ci = mean_ci([r["directionality"] for r in group])
-        ratio = [r["bos_key_norm"] / r["bos_query_norm"] for r in group
-                 if r["bos_query_norm"] > 0 and math.isfinite(r["bos_key_norm"])]  # fmt: skip
-        out.append({
-            "objective": objective, "layer": layer, "form": form, "seeds": len(group), "step": step,
-            "s": s, "s_ci": s_ci, "s_z": combined_z(r["symmetry_z"] for r in group),
-            "delta": dl, "delta_ci": dl_ci, "delta_z": combined_z(r["directionality_z"] for r in group),
-            "loss": float(np.nanmean([r["loss"] for r in group])),
-            "bos_key/query": float(np.mean(ratio)) if ratio else math.nan,
-        })  # fmt: skip
+        ratio = [
+            r["bos_key_norm"] / r["bos_query_norm"]
+            for r in group
+            if r["bos_query_norm"] > 0 and math.isfinite(r["bos_key_norm"])
+        ]
+        out.append(
+            {
+                "objective": objective,
+                "layer": layer,
+                "form": form,
+                "seeds": len(group),
+                "step": step,
+                "s": s,
+                "s_ci": s_ci,
+                "s_z": combined_z(r["symmetry_z"] for r in group),
+                "delta": dl,
+                "delta_ci": dl_ci,
+                "delta_z": combined_z(r["directionality_z"] for r in group),
+                "loss": float(np.nanmean([r["loss"] for r in group])),
+                "bos_key/query": float(np.mean(ratio)) if ratio else math.nan,
+            }
+        )
     return out
 
 
@@ -78,12 +114,19 @@ DISPLAY_COLUMNS = ["objective", "form", "s", "z(s)", "δ", "z(δ)", "loss", "BOS
 def format_summary(rows: list[dict]) -> list[dict]:
     """Summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`): ``mean±ci`` strings, layer in the form."""
     multi = len({r["layer"] for r in rows}) > 1
-    return [{"objective": r["objective"], "form": f"{r['form']} L{r['layer']}" if multi else r["form"],
-             "s": plus_minus(r["s"], r["s_ci"], 2, "±"), "z(s)": f"{r['s_z']:.1f}",
-             "δ": plus_minus(r["delta"], r["delta_ci"], 2, "±"), "z(δ)": f"{r['delta_z']:.1f}",
-             "loss": f"{r['loss']:.3g}",
-             "BOS k/q": "" if not math.isfinite(r["bos_key/query"]) else f"{r['bos_key/query']:.1f}"}
-            for r in rows]  # fmt: skip
+    return [
+        {
+            "objective": r["objective"],
+            "form": f"{r['form']} L{r['layer']}" if multi else r["form"],
+            "s": plus_minus(r["s"], r["s_ci"], 2, "±"),
+            "z(s)": f"{r['s_z']:.1f}",
+            "δ": plus_minus(r["delta"], r["delta_ci"], 2, "±"),
+            "z(δ)": f"{r['delta_z']:.1f}",
+            "loss": f"{r['loss']:.3g}",
+            "BOS k/q": "" if not math.isfinite(r["bos_key/query"]) else f"{r['bos_key/query']:.1f}",
+        }
+        for r in rows
+    ]
 
 
 # ---- figures -----------------------------------------------------------------------------------
@@ -121,7 +164,7 @@ def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
                     steps, m, ci = _curves(run["rows"], score, layer, form)
                     if not len(steps):
                         continue
-                    line, = ax.plot(steps, m, style, label=f"L{layer} {form}")
+                    (line,) = ax.plot(steps, m, style, label=f"L{layer} {form}")
                     ax.fill_between(steps, m - ci, m + ci, color=line.get_color(), alpha=0.25)
             ax.set_ylim(-1.05, 1.05)
             ax.set_xlabel("step")

@@ -14,13 +14,10 @@ from functools import cached_property
 import torch
 import torch.nn.functional as F
 
-from sim.data import DataConfig, GaussianSequence, TokenChain, build_process, class_processes, mixture_from_noise
+from sim.config import MASK_SCHEMES, SIM_OBJECTIVES, DataConfig
+from sim.data import GaussianSequence, TokenChain, build_process, class_processes, mixture_from_noise
 from sim.model import SeedBatchedAttention
 from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, get_objective
-
-#: ``--mask-scheme`` name -> (P[MASK], P[random token]); the rest of the selected positions keep their token.
-MASK_SCHEMES = {"bert": (0.8, 0.1), "mask": (1.0, 0.0), "random": (0.0, 1.0), "keep": (0.0, 0.0)}
-SIM_OBJECTIVES = ("bidirectional", "autoregressive", "denoising", "classification")
 
 
 def _per_seed_mean(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -88,7 +85,9 @@ class TokenTask(_SharedContext):
             loss = torch.ones_like(ids, dtype=torch.bool)
         else:
             kind = raw["kind"]
-            ids = torch.where(kind == 1, self.vocab + 1, torch.where(kind == 2, raw["random"], data))  # MASK id = vocab + 1
+            ids = torch.where(
+                kind == 1, self.vocab + 1, torch.where(kind == 2, raw["random"], data)
+            )  # MASK id = vocab + 1
             targets, loss = data, raw["loss"]
             if self.bos:
                 pad = torch.zeros((s, b, 1), dtype=torch.long)
@@ -96,7 +95,9 @@ class TokenTask(_SharedContext):
                 loss = torch.cat([pad.bool(), loss], -1)
         return ids, targets, loss, self.context
 
-    def loss(self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None) -> torch.Tensor:
+    def loss(
+        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None
+    ) -> torch.Tensor:
         ids, targets, loss_at, context = self.inputs(raw)
         logits = model(model.embed_tokens(ids), context, capture)  # (S, B, N, V)
         ce = F.cross_entropy(logits.flatten(0, 2), targets.flatten(), reduction="none")
@@ -116,8 +117,10 @@ class ClassificationTask(_SharedContext):
         return self.processes[0].vocab
 
     def draw(self, gen: torch.Generator, batch: int) -> dict[str, torch.Tensor]:
-        return {"u": self.processes[0].noise((batch,), self.n - 1, gen),
-                "label": torch.randint(len(self.processes), (batch,), generator=gen)}  # fmt: skip
+        return {
+            "u": self.processes[0].noise((batch,), self.n - 1, gen),
+            "label": torch.randint(len(self.processes), (batch,), generator=gen),
+        }
 
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         label = raw["label"]
@@ -126,7 +129,9 @@ class ClassificationTask(_SharedContext):
         ids = torch.cat([cls, data], -1)
         return ids, label, self.context
 
-    def loss(self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None) -> torch.Tensor:
+    def loss(
+        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None
+    ) -> torch.Tensor:
         ids, label, context = self.inputs(raw)
         logits = model(model.embed_tokens(ids), context, capture)[:, :, 0]  # (S, B, C): the CLS position
         ce = F.cross_entropy(logits.flatten(0, 1), label.flatten(), reduction="none").view(label.shape)
@@ -147,16 +152,20 @@ class DenoisingTask(_SharedContext):
         return self.process.channels
 
     def draw(self, gen: torch.Generator, batch: int) -> dict[str, torch.Tensor]:
-        return {"xi": self.process.noise((batch,), self.n, gen, self.dtype),
-                "t": self.objective.sample_t((batch,), gen),
-                "eps": torch.randn(batch, self.n, self.channels, generator=gen, dtype=self.dtype)}  # fmt: skip
+        return {
+            "xi": self.process.noise((batch,), self.n, gen, self.dtype),
+            "t": self.objective.sample_t((batch,), gen),
+            "eps": torch.randn(batch, self.n, self.channels, generator=gen, dtype=self.dtype),
+        }
 
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x0 = self.process.from_noise(raw["xi"])  # (S, B, N, c)
         z, target = self.objective.corrupt(x0.flatten(0, 1), raw["t"].flatten(), raw["eps"].flatten(0, 1))
         return z.view_as(x0), target.view_as(x0), self.context
 
-    def loss(self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None) -> torch.Tensor:
+    def loss(
+        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None
+    ) -> torch.Tensor:
         z, target, context = self.inputs(raw)
         pred = model(model.embed_continuous(z), context, capture)  # (S, B, N, c)
         return ((pred - target) ** 2).mean((1, 2, 3))
@@ -165,9 +174,16 @@ class DenoisingTask(_SharedContext):
 Task = TokenTask | ClassificationTask | DenoisingTask
 
 
-def build_task(objective: str, data: DataConfig, n: int, mask_scheme: str = "bert", mask_ratio: float = 0.15,
-               target: str = "eps", dtype: torch.dtype = torch.float64) -> Task:  # fmt: skip
-    """The task for ``objective`` on the process of ``data`` with ``n`` model positions (continuous data in ``dtype``)."""
+def build_task(
+    objective: str,
+    data: DataConfig,
+    n: int,
+    mask_scheme: str = "bert",
+    mask_ratio: float = 0.15,
+    target: str = "eps",
+    dtype: torch.dtype = torch.float64,
+) -> Task:
+    """The task for ``objective`` on the process of ``data`` with ``n`` positions (continuous data in ``dtype``)."""
     if objective not in SIM_OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; choose from {SIM_OBJECTIVES}")
     if objective == "denoising":

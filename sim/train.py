@@ -13,102 +13,21 @@ import base64
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 
 import torch
 
 from common.io import atomic_write_bytes, provenance, write_csv, write_json
 from common.seeding import generator
-from sim.data import DataConfig
-from sim.model import ModelConfig, SeedBatchedAttention, pair_split
+from sim.config import SimConfig
+from sim.model import SeedBatchedAttention, pair_split
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS, record_rows
 from sim.report import load_metrics
-from sim.tasks import MASK_SCHEMES, DenoisingTask, TokenTask, build_task, stack, task_shapes
+from sim.tasks import DenoisingTask, TokenTask, build_task, stack, task_shapes
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = {"float32": torch.float32, "float64": torch.float64}  # the names of sim.config.DTYPE_NAMES
 INIT_STREAM, DATA_STREAM, COMPARE_STREAM = 0, 1, 2  # the random streams of one seed (common.seeding)
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    """One simulation: an objective, a data process, a model, and how to train and record it."""
-
-    objective: str = "bidirectional"
-    n: int = 32  # positions seen by the model (BOS / CLS included)
-    seeds: int = 8
-    first_seed: int = 0
-    steps: int = 400
-    batch: int = 16
-    lr: float = 3e-3
-    optimizer: str = "adam"
-    mask_scheme: str = "bert"
-    mask_ratio: float = 0.15
-    target: str = "eps"
-    record_every: int = 25
-    checkpoint_every: int = 100  # a multiple of record_every (with_overrides rounds it up to one if not given)
-    track_pairs: bool = True
-    null_samples: int = 256
-    dtype: str = "float32"
-    model: ModelConfig = field(default_factory=ModelConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-
-    @property
-    def seed_list(self) -> list[int]:
-        return list(range(self.first_seed, self.first_seed + self.seeds))
-
-    def validate(self) -> None:
-        if self.seeds < 1 or self.steps < 1 or self.batch < 1:
-            raise ValueError(f"need seeds, steps and batch >= 1; got {self.seeds}, {self.steps}, {self.batch}")
-        if self.n < 2:
-            raise ValueError(f"need n >= 2 positions per sequence, got {self.n}")
-        if self.mask_scheme not in MASK_SCHEMES:
-            raise ValueError(f"unknown mask scheme {self.mask_scheme!r}; choose from {sorted(MASK_SCHEMES)}")
-        if not 0 < self.mask_ratio <= 1:
-            raise ValueError(f"mask_ratio must be in (0, 1], got {self.mask_ratio}")
-        if self.target not in ("eps", "x0", "v"):
-            raise ValueError(f"denoising target must be 'eps', 'x0' or 'v', got {self.target!r}")
-        if self.record_every < 1 or self.checkpoint_every < 1 or self.checkpoint_every % self.record_every:
-            raise ValueError(f"checkpoint_every ({self.checkpoint_every}) must be a positive multiple of "
-                             f"record_every ({self.record_every})")
-        if self.optimizer not in ("adam", "sgd"):
-            raise ValueError(f"optimizer must be 'adam' or 'sgd', got {self.optimizer!r}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
-        if self.lr <= 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
-        self.model.validate()
-        self.data.validate()
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> SimConfig:
-        sub = {"model": ModelConfig, "data": DataConfig}
-        kwargs = {f.name: (sub[f.name](**data[f.name]) if f.name in sub else data[f.name]) for f in fields(cls) if f.name in data}
-        return cls(**kwargs)
-
-    def with_overrides(self, **kw) -> SimConfig:
-        """Replace top-level fields, or ``model.X`` / ``data.X`` fields given as ``model__X`` / ``data__X``.
-
-        A ``record_every`` given without ``checkpoint_every`` rounds ``checkpoint_every`` up to a multiple of it.
-        """
-        names = lambda cfg: {f.name for f in fields(cfg)}  # noqa: E731
-        known = {"": names(self) - {"model", "data"}, "model": names(self.model), "data": names(self.data)}
-        parts: dict[str, dict] = {part: {} for part in known}
-        for key, value in kw.items():
-            part, _, name = key.rpartition("__")
-            if name not in known.get(part, ()):
-                raise ValueError(f"unknown config key {key!r}: give a field of SimConfig, or model__X / data__X "
-                                 "for a field X of ModelConfig / DataConfig")
-            parts[part][name] = value
-        top, every = parts[""], parts[""].get("record_every")
-        if every is not None and every > 0 and "checkpoint_every" not in top:
-            top["checkpoint_every"] = -(-self.checkpoint_every // every) * every
-        model, data = replace(self.model, **parts["model"]), replace(self.data, **parts["data"])
-        return replace(self, **top, model=model, data=data)
 
 
 def run_metadata(cfg: SimConfig) -> dict:
@@ -173,8 +92,17 @@ class Simulation:
 
     def record(self) -> None:
         losses = (self.loss_sum / self.loss_count).tolist() if self.loss_count else [float("nan")] * self.cfg.seeds
-        self.rows += record_rows(self.model, self.m0, self.grad_self, self.grad_cross, self.step, self.cfg.seed_list,
-                                 losses, self.specials(), self.cfg.null_samples)
+        self.rows += record_rows(
+            self.model,
+            self.m0,
+            self.grad_self,
+            self.grad_cross,
+            self.step,
+            self.cfg.seed_list,
+            losses,
+            self.specials(),
+            self.cfg.null_samples,
+        )
         self.loss_sum.zero_()
         self.loss_count = 0
 
@@ -189,9 +117,13 @@ class Simulation:
         return out
 
     def sidecar(self) -> dict:
-        encode = lambda g: base64.b64encode(g.get_state().numpy().tobytes()).decode()  # noqa: E731
-        return {"step": self.step, "loss_count": self.loss_count, "data_rng": [encode(g) for g in self.data_gens],
-                "config": self.cfg.to_dict()}
+        encode = lambda g: base64.b64encode(g.get_state().numpy().tobytes()).decode()
+        return {
+            "step": self.step,
+            "loss_count": self.loss_count,
+            "data_rng": [encode(g) for g in self.data_gens],
+            "config": self.cfg.to_dict(),
+        }
 
     def save(self, out: Path) -> None:
         from safetensors.torch import save
@@ -211,8 +143,10 @@ class Simulation:
         with safe_open(str(out / "checkpoint.safetensors"), "pt") as f:
             saved_step = (f.metadata() or {}).get("step")
         if saved_step is not None and saved_step != str(meta["step"]):  # None: written before the step was stored
-            raise ValueError(f"{out}: checkpoint.safetensors (step {saved_step}) and checkpoint.json "
-                             f"(step {meta['step']}) disagree, a save was interrupted; start again without --resume")
+            raise ValueError(
+                f"{out}: checkpoint.safetensors (step {saved_step}) and checkpoint.json "
+                f"(step {meta['step']}) disagree, a save was interrupted; start again without --resume"
+            )
         tensors = load_file(str(out / "checkpoint.safetensors"))
         self.model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
         self.m0, self.loss_sum = tensors["m0"], tensors["loss_sum"]
@@ -226,8 +160,15 @@ class Simulation:
         self.rows = [row for row in load_metrics(out / "metrics.csv") if row["step"] <= self.step]
 
 
-def run(cfg: SimConfig, out: Path | str, resume: bool = False, stop_at: int | None = None,
-        progress: bool = True, description: str | None = None, threads: int | None = 1) -> Simulation:  # fmt: skip
+def run(
+    cfg: SimConfig,
+    out: Path | str,
+    resume: bool = False,
+    stop_at: int | None = None,
+    progress: bool = True,
+    description: str | None = None,
+    threads: int | None = 1,
+) -> Simulation:
     """Train ``cfg`` into the run directory ``out``; ``resume`` continues from its checkpoint.
 
     ``stop_at`` ends early (after that step's checkpoint, if one falls there), as an interruption would.
@@ -251,8 +192,9 @@ def intra_op_threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _run(cfg: SimConfig, out: Path, resume: bool, stop_at: int | None, progress: bool,
-         description: str | None) -> Simulation:  # fmt: skip
+def _run(
+    cfg: SimConfig, out: Path, resume: bool, stop_at: int | None, progress: bool, description: str | None
+) -> Simulation:
     sim = Simulation(cfg)
     if resume and (out / "checkpoint.json").exists():
         sim.load(out)
@@ -282,8 +224,14 @@ class _progress:
             return lambda loss: None
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn(), transient=True)
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"),
+            TimeRemainingColumn(),
+            transient=True,
+        )
         self.bar.__enter__()
         task = self.bar.add_task(self.description, total=self.total, completed=self.done, loss="-")
         return lambda loss: self.bar.update(task, advance=1, loss=f"{loss:.4f}")

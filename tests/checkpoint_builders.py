@@ -21,7 +21,7 @@ from vision.models.attention import Attention
 
 D, H, L = 32, 4, 2
 NULL_SAMPLES = 16
-SMALL = dict(hidden_size=D, num_hidden_layers=L, num_attention_heads=H, intermediate_size=37)
+SMALL = {"hidden_size": D, "num_hidden_layers": L, "num_attention_heads": H, "intermediate_size": 37}
 VISION = dict(image_size=8, patch_size=4, **SMALL)
 SCORE_FIELDS = ("symmetry", "directionality", "symmetry_z", "directionality_z")
 
@@ -121,12 +121,16 @@ def gguf_permute(weights: np.ndarray, n_head: int, n_head_kv: int | None) -> np.
     """llama.cpp's ``convert_hf_to_gguf.LlamaModel.permute`` (rotary halves interleaved within each head)."""
     if n_head_kv is not None and n_head != n_head_kv:
         n_head = n_head_kv
-    return (weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
-            .swapaxes(1, 2).reshape(weights.shape))  # fmt: skip
+    return (
+        weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
 
 
-def write_gguf(path: Path, tensors: dict[str, np.ndarray], n_heads: int, n_kv: int, d: int, n_layers: int,
-               qtype=None) -> None:  # fmt: skip
+def write_gguf(
+    path: Path, tensors: dict[str, np.ndarray], n_heads: int, n_kv: int, d: int, n_layers: int, qtype=None
+) -> None:
     """A llama-architecture GGUF with the given tensors (quantised to ``qtype`` when given)."""
     import gguf
 

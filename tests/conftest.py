@@ -8,7 +8,7 @@ run it after touching a property, since a fixed sample cannot find new counterex
 import pytest
 from hypothesis import HealthCheck, settings
 
-_common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_common = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("default", max_examples=40, derandomize=True, **_common)
 settings.register_profile("explore", max_examples=400, **_common)
 settings.load_profile("default")

@@ -18,8 +18,11 @@ from theory.objectives import Autoregressive, Bidirectional, Denoising, MaskedAu
 from theory.processes import ar1_covariance, gaussian_sequences, rotation_ar1, separable_covariance
 
 N, D = 5, 3
-SWAP_SYMMETRIC = [Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0), Denoising(t_min=100, t_max=103),
-                  MaskedAutoencoding(mask_ratio=0.4)]
+SWAP_SYMMETRIC = [
+    Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0),
+    Denoising(t_min=100, t_max=103),
+    MaskedAutoencoding(mask_ratio=0.4),
+]
 
 
 def irreversible() -> torch.Tensor:
@@ -52,7 +55,8 @@ def test_exchangeable_data_give_no_asymmetry_to_attribute():
 def test_rows_cover_every_mask_data_and_part():
     rows = attribute_gaussian(Autoregressive(), irreversible()).rows()
     assert {(r["mask"], r["data"], r["part"]) for r in rows} == {
-        (m, t, p) for m in ("causal", "symmetric") for t in ("forward", "reversed") for p in ("whole", "self", "cross")}
+        (m, t, p) for m in ("causal", "symmetric") for t in ("forward", "reversed") for p in ("whole", "self", "cross")
+    }
     assert all(r["skew_fraction"] <= 1e-12 for r in rows if r["part"] == "self")
 
 

@@ -25,7 +25,7 @@ from checkpoint_builders import (
     neox_reference,
     separate_reference,
     write_gguf,
-)  # fmt: skip
+)
 from safetensors.torch import save_file
 
 from checkpoints.analyze import analyze, describe
@@ -38,7 +38,6 @@ def _analyze(path, **kw):
     return analyze(path, null_samples=NULL_SAMPLES, **kw)
 
 
-
 def _differs(a: FactoredForms, b: FactoredForms) -> bool:
     return bool((a.matrices() - b.matrices()).norm() > 1e-3 * b.matrices().norm())
 
@@ -46,8 +45,12 @@ def _differs(a: FactoredForms, b: FactoredForms) -> bool:
 # ---- Hugging Face encoders with separate query / key -------------------------------------------------
 def _encoder(name):
     t = transformers
-    mae = dict(decoder_hidden_size=16, decoder_num_hidden_layers=1, decoder_num_attention_heads=2,
-               decoder_intermediate_size=20)  # fmt: skip
+    mae = {
+        "decoder_hidden_size": 16,
+        "decoder_num_hidden_layers": 1,
+        "decoder_num_attention_heads": 2,
+        "decoder_intermediate_size": 20,
+    }
     return {
         "bert": lambda: t.BertModel(t.BertConfig(vocab_size=50, **SMALL)),
         "bert-mlm": lambda: t.BertForMaskedLM(t.BertConfig(vocab_size=50, **SMALL)),
@@ -62,10 +65,16 @@ def _encoder(name):
 
 
 ENCODER_PREFIXES = {
-    "bert": "encoder.", "bert-mlm": "bert.encoder.", "roberta-mlm": "roberta.encoder.",
-    "vit-classifier": "vit.encoder.", "dino-vitmodel": "encoder.", "dinov2": "encoder.",
-    "deit-classifier": "deit.encoder.", "beit-no-key-bias": "encoder.", "vit-mae-pretraining": "vit.encoder.",
-}  # fmt: skip
+    "bert": "encoder.",
+    "bert-mlm": "bert.encoder.",
+    "roberta-mlm": "roberta.encoder.",
+    "vit-classifier": "vit.encoder.",
+    "dino-vitmodel": "encoder.",
+    "dinov2": "encoder.",
+    "deit-classifier": "deit.encoder.",
+    "beit-no-key-bias": "encoder.",
+    "vit-mae-pretraining": "vit.encoder.",
+}
 
 
 @pytest.mark.parametrize("name", list(ENCODER_PREFIXES))
@@ -83,7 +92,7 @@ def test_hf_encoder_scores_equal_its_module_weights(name, tmp_path):
 def test_vit_mae_decoder_is_skipped_with_a_reason_and_scored_on_request(tmp_path):
     model = _encoder("vit-mae-pretraining")
     model.save_pretrained(tmp_path)
-    ckpt, plan = describe(tmp_path)
+    _ckpt, plan = describe(tmp_path)
     decoder = [(p, why) for p, _, why in plan.skipped if p.startswith("decoder.")]
     assert decoder and all("another stack" in why and "--prefix" in why for _, why in decoder), plan.skipped
     decoder_prefix = decoder[0][1].split("--prefix '")[1].rstrip("'")
@@ -181,7 +190,7 @@ def test_timm_vit_preset_width_gives_heads_with_a_warning(tmp_path):
     model = TimmStack(dim=192, n_heads=3, n_layers=1)  # ViT-Ti
     path = tmp_path / "vit_tiny.safetensors"
     save_file({k: v.contiguous() for k, v in model.state_dict().items()}, path)
-    ckpt, plan = describe(path)
+    _ckpt, plan = describe(path)
     assert plan.heads.n_heads == 3 and any("preset" in w for w in plan.warnings)
     assert_forms_equal(adapted(path), model.reference())
 
@@ -189,8 +198,14 @@ def test_timm_vit_preset_width_gives_heads_with_a_warning(tmp_path):
 def test_dit_training_checkpoint_scores_ema_by_default_and_model_on_request(tmp_path):
     raw, ema = TimmStack(dit=True), TimmStack(dit=True)
     path = tmp_path / "0400000.pt"
-    torch.save({"model": raw.state_dict(), "ema": ema.state_dict(),
-                "args": argparse.Namespace(model="DiT-S/2", image_size=256)}, path)  # fmt: skip
+    torch.save(
+        {
+            "model": raw.state_dict(),
+            "ema": ema.state_dict(),
+            "args": argparse.Namespace(model="DiT-S/2", image_size=256),
+        },
+        path,
+    )
     result = _analyze(path, heads=H)
     assert (result.plan.prefix, result.plan.family) == ("ema.", "dit")
     assert any("EMA" in w for w in result.plan.warnings) and any("adaLN" in w for w in result.plan.warnings)
@@ -211,9 +226,16 @@ def test_released_dit_checkpoint_is_a_bare_state_dict(tmp_path):
 # ---- diffusers DiT: transformer_blocks.{i}.attn1.to_q / to_k ------------------------------------------------
 def _diffusers_dit():
     diffusers = pytest.importorskip("diffusers")
-    return diffusers.DiTTransformer2DModel(num_attention_heads=H, attention_head_dim=D // H, in_channels=4,
-                                           out_channels=8, num_layers=L, sample_size=8, patch_size=2,
-                                           num_embeds_ada_norm=10)  # fmt: skip
+    return diffusers.DiTTransformer2DModel(
+        num_attention_heads=H,
+        attention_head_dim=D // H,
+        in_channels=4,
+        out_channels=8,
+        num_layers=L,
+        sample_size=8,
+        patch_size=2,
+        num_embeds_ada_norm=10,
+    )
 
 
 @pytest.mark.parametrize("as_pipeline", [False, True], ids=["transformer-folder", "pipeline-folder"])
@@ -267,6 +289,6 @@ def test_gguf_quantised_tensors_are_dequantised(tmp_path):
     gguf = pytest.importorskip("gguf")
     model, path = _decoder("llama-gqa"), tmp_path / "tiny-llama-q8.gguf"
     _llama_gguf(path, model, qtype=gguf.GGMLQuantizationType.Q8_0)
-    ckpt, plan = describe(path)
+    _ckpt, plan = describe(path)
     assert any("Q8_0" in note for note in plan.notes)
     assert_forms_equal(adapted(path), separate_reference(model, H, 2), atol=2e-2)

@@ -15,7 +15,7 @@ from checkpoints.analyze import (
     describe,
     null_shapes,
     summarise,
-)  # fmt: skip
+)
 from cli import app
 
 transformers = pytest.importorskip("transformers")
@@ -78,10 +78,13 @@ def test_bad_inputs_exit_with_a_message(tmp_path):
 
 
 def test_summary_is_median_and_iqr_over_layer_rows_only():
-    layer = [{"layer": i, "head": "all", "symmetry": s, "directionality": -s, "symmetry_z": z, "directionality_z": -z}
-             for i, (s, z) in enumerate([(0.1, 1.0), (0.5, 3.0), (0.3, 2.0)])]  # fmt: skip
-    heads = [{"layer": 0, "head": 0, "symmetry": 0.9, "directionality": 0.9, "symmetry_z": 9.0,
-              "directionality_z": 9.0}]  # fmt: skip
+    layer = [
+        {"layer": i, "head": "all", "symmetry": s, "directionality": -s, "symmetry_z": z, "directionality_z": -z}
+        for i, (s, z) in enumerate([(0.1, 1.0), (0.5, 3.0), (0.3, 2.0)])
+    ]
+    heads = [
+        {"layer": 0, "head": 0, "symmetry": 0.9, "directionality": 0.9, "symmetry_z": 9.0, "directionality_z": 9.0}
+    ]
     sym, dirn = summarise(heads + layer)
     assert (sym["median"], sym["q25"], sym["q75"], sym["median_z"]) == pytest.approx((0.3, 0.2, 0.4, 2.0))
     assert (dirn["median"], dirn["q25"], dirn["q75"]) == pytest.approx((-0.3, -0.4, -0.2))

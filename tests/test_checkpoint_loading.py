@@ -17,7 +17,6 @@ from checkpoints.loading import CheckpointError, open_checkpoint
 transformers = pytest.importorskip("transformers")
 
 
-
 def _llama(n_kv=2):
     return transformers.LlamaForCausalLM(transformers.LlamaConfig(vocab_size=50, num_key_value_heads=n_kv, **SMALL))
 
@@ -133,7 +132,7 @@ def test_keys_of_a_known_layout_with_a_foreign_model_type_are_not_guessed(tmp_pa
     weights = {f"transformer.h.{i}.attn.c_attn.weight": torch.randn(D, 3 * D) for i in range(L)}
     _save(weights, tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt_bigcode", "n_head": H}))
-    with pytest.raises(CheckpointError, match="gpt_bigcode.*not guessing"):
+    with pytest.raises(CheckpointError, match=r"gpt_bigcode.*not guessing"):
         describe(tmp_path)
 
 
@@ -152,9 +151,11 @@ def test_a_missing_layer_is_an_error(tmp_path):
 
 def test_several_stacks_without_a_rule_ask_for_a_prefix(tmp_path):
     a, b = TimmStack().state_dict(), TimmStack().state_dict()
-    path = _save({f"student.{k}": v for k, v in a.items()} | {f"teacher.{k}": v for k, v in b.items()},
-                 tmp_path / "dino.safetensors")  # fmt: skip
-    with pytest.raises(CheckpointError, match="several attention stacks.*--prefix"):
+    path = _save(
+        {f"student.{k}": v for k, v in a.items()} | {f"teacher.{k}": v for k, v in b.items()},
+        tmp_path / "dino.safetensors",
+    )
+    with pytest.raises(CheckpointError, match=r"several attention stacks.*--prefix"):
         describe(path, heads=H)
     assert describe(path, heads=H, prefix="teacher")[1].prefix == "teacher."
 
@@ -165,7 +166,7 @@ def test_heads_come_from_the_flag_without_a_config_and_kv_heads_from_the_key_sha
     path = _save(model.state_dict(), tmp_path / "llama.safetensors")
     with pytest.raises(CheckpointError, match="--heads"):
         describe(path)
-    ckpt, plan = describe(path, heads=H)
+    _ckpt, plan = describe(path, heads=H)
     assert (plan.heads.n_heads, plan.heads.n_kv_heads, plan.heads.source) == (H, 2, "--heads")
     assert_forms_equal(adapted(path, heads=H), separate_reference(model, H, 2))
     with pytest.raises(CheckpointError, match="disagree with the key weight"):
@@ -180,22 +181,29 @@ def test_heads_that_do_not_divide_the_rows_are_an_error(tmp_path):
 
 def test_heads_flag_overrides_the_config_with_a_warning(tmp_path):
     _llama(n_kv=4).save_pretrained(tmp_path)
-    ckpt, plan = describe(tmp_path, heads=2)
+    _ckpt, plan = describe(tmp_path, heads=2)
     assert plan.heads.n_heads == 2 and any("overrides" in w for w in plan.warnings)
 
 
-@pytest.mark.parametrize("config, source", [
-    ({"num_attention_heads": H, "text_config": {"num_attention_heads": 2}}, "num_attention_heads"),
-    ({"text_config": {"num_attention_heads": H}, "vision_config": {"num_heads": H}}, "text_config.num_attention_heads"),
-    ({"model": {"n_heads": H}, "optimizer": {"lr": 1e-3}}, "model.n_heads"),
-    ({"text_config": {"num_attention_heads": 2}, "vision_config": {"num_attention_heads": H}}, None),
-], ids=["top-level-wins", "nested-agree", "one-nested", "nested-disagree"])  # fmt: skip
+@pytest.mark.parametrize(
+    "config, source",
+    [
+        ({"num_attention_heads": H, "text_config": {"num_attention_heads": 2}}, "num_attention_heads"),
+        (
+            {"text_config": {"num_attention_heads": H}, "vision_config": {"num_heads": H}},
+            "text_config.num_attention_heads",
+        ),
+        ({"model": {"n_heads": H}, "optimizer": {"lr": 1e-3}}, "model.n_heads"),
+        ({"text_config": {"num_attention_heads": 2}, "vision_config": {"num_attention_heads": H}}, None),
+    ],
+    ids=["top-level-wins", "nested-agree", "one-nested", "nested-disagree"],
+)
 def test_nested_head_counts_are_used_only_when_the_nested_configs_agree(config, source, tmp_path):
     """A composite config (CLIP's text and vision towers) whose towers differ names no head count for either."""
     _save(_llama().state_dict(), tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_text(json.dumps(config))
     if source is None:
-        with pytest.raises(CheckpointError, match="does not say how many heads.*--heads"):
+        with pytest.raises(CheckpointError, match=r"does not say how many heads.*--heads"):
             describe(tmp_path)
         return
     plan = describe(tmp_path)[1]

@@ -37,13 +37,35 @@ def test_two_gloo_processes_match_one_process_and_stay_identical(tmp_path, task)
     step whose sign differs between the two reductions.
     """
     model, objective, options = TASKS[task]
-    cfg = TrainConfig(model=model, objective=objective, steps=4, batch_size=16, warmup=1, log_every=2, null_samples=32,
-                      optimizer="sgd", lr=0.1, eval_limit=32, progress=False, threads=1, task_options=options,
-                      out_dir=str(tmp_path / "ddp"))  # fmt: skip
+    cfg = TrainConfig(
+        model=model,
+        objective=objective,
+        steps=4,
+        batch_size=16,
+        warmup=1,
+        log_every=2,
+        null_samples=32,
+        optimizer="sgd",
+        lr=0.1,
+        eval_limit=32,
+        progress=False,
+        threads=1,
+        task_options=options,
+        out_dir=str(tmp_path / "ddp"),
+    )
     (tmp_path / "config.json").write_text(json.dumps(cfg.to_dict()))
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-           "-m", "vision.train", str(tmp_path / "config.json")]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "vision.train",
+        str(tmp_path / "config.json"),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[:4000] + "\n...\n" + proc.stderr[-1500:]
 

@@ -1,5 +1,6 @@
 """Noise schedule, corruption and target identities, posterior, loss and samplers (vision/diffusion.py)."""
 
+import itertools
 import math
 
 import pytest
@@ -123,7 +124,7 @@ def test_loss_is_zero_for_the_exact_predictor_and_one_for_zero_eps(target):
 def test_loss_draws_come_from_the_generator():
     obj = Denoising()
     x0 = torch.zeros(8, 1, 4, 4)
-    model = lambda z, t, y: z  # noqa: E731
+    model = lambda z, t, y: z
     first = diffusion_loss(model, x0, None, obj, torch.Generator().manual_seed(3))["loss"]
     again = diffusion_loss(model, x0, None, obj, torch.Generator().manual_seed(3))["loss"]
     other = diffusion_loss(model, x0, None, obj, torch.Generator().manual_seed(4))["loss"]
@@ -158,7 +159,7 @@ def test_learned_variance_interpolates_between_posterior_and_beta():
 def test_timestep_grid_is_descending_and_spans_the_schedule():
     steps = Sampler(steps=25).timesteps(1000)
     assert len(steps) == 25 and steps[0] == 999 and steps[-1] == 0
-    assert all(a > b for a, b in zip(steps, steps[1:], strict=False))
+    assert all(a > b for a, b in itertools.pairwise(steps))
     assert Sampler(steps=5000).timesteps(50) == list(range(49, -1, -1))
 
 
@@ -170,8 +171,14 @@ def test_sampler_returns_the_data_point_under_an_exact_predictor(method, eta, ta
     obj = Denoising(target=target)
     point = torch.rand(1, 1, 4, 4, generator=g, dtype=torch.float64) * 1.6 - 0.8
     start = torch.randn(3, 1, 4, 4, generator=g, dtype=torch.float64)
-    out = sample(_point_mass_oracle(point, obj), obj, (3, 1, 4, 4), sampler=Sampler(method, steps=20, eta=eta),
-                 generator=g, start=start)  # fmt: skip
+    out = sample(
+        _point_mass_oracle(point, obj),
+        obj,
+        (3, 1, 4, 4),
+        sampler=Sampler(method, steps=20, eta=eta),
+        generator=g,
+        start=start,
+    )
     _close(out, point.expand_as(out), 1e-6, f"{method} (eta={eta}) sample vs the data point")
 
 
@@ -194,13 +201,20 @@ def test_sampler_reproduces_a_gaussian_data_variance(method, eta):
 
 def test_ddim_eta0_is_deterministic_given_the_start_noise():
     obj = Denoising()
-    model = lambda z, t, y: 0.3 * z  # noqa: E731
+    model = lambda z, t, y: 0.3 * z
     start = torch.randn(4, 1, 4, 4, generator=torch.Generator().manual_seed(0))
     runs = {
-        (method, eta, seed): sample(model, obj, (4, 1, 4, 4), sampler=Sampler(method, steps=10, eta=eta),
-                                    generator=torch.Generator().manual_seed(seed), start=start)
-        for method, eta in [("ddim", 0.0), ("ddim", 1.0), ("ddpm", 0.0)] for seed in (1, 2)
-    }  # fmt: skip
+        (method, eta, seed): sample(
+            model,
+            obj,
+            (4, 1, 4, 4),
+            sampler=Sampler(method, steps=10, eta=eta),
+            generator=torch.Generator().manual_seed(seed),
+            start=start,
+        )
+        for method, eta in [("ddim", 0.0), ("ddim", 1.0), ("ddpm", 0.0)]
+        for seed in (1, 2)
+    }
     _close(runs["ddim", 0.0, 1], runs["ddim", 0.0, 2], 0.0, "DDIM eta=0 with different generators")
     assert not torch.equal(runs["ddim", 1.0, 1], runs["ddim", 1.0, 2]), "DDIM eta=1 must use the generator's noise"
     assert not torch.equal(runs["ddpm", 0.0, 1], runs["ddpm", 0.0, 2]), "DDPM must use the generator's noise"
@@ -231,7 +245,7 @@ def test_image_grid_places_tiles_in_rows():
 
 def test_sampler_smoke_writes_a_png(tmp_path):
     obj = Denoising(schedule=NoiseSchedule(steps=100))
-    model = lambda z, t, y: 0.5 * z  # noqa: E731
+    model = lambda z, t, y: 0.5 * z
     g = torch.Generator().manual_seed(0)
     images = sample(model, obj, (6, 1, 8, 8), sampler=Sampler("ddpm", steps=10), generator=g)
     assert images.shape == (6, 1, 8, 8) and torch.isfinite(images).all()

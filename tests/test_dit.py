@@ -250,10 +250,14 @@ def test_modulated_form_reproduces_the_block_attention_logits():
             block.adaLN_modulation[-1].weight[:d] = 0  # shift_msa is the first chunk
             block.adaLN_modulation[-1].bias[:d] = 0
     seen: dict[int, tuple] = {}
-    hooks = [block.register_forward_pre_hook(lambda m, args, i=i: seen.__setitem__(i, [args[0]]))
-             for i, block in enumerate(model.blocks)]  # fmt: skip
-    hooks += [block.attn.register_forward_pre_hook(lambda m, args, i=i: seen[i].append(args[0]))
-              for i, block in enumerate(model.blocks)]  # fmt: skip
+    hooks = [
+        block.register_forward_pre_hook(lambda m, args, i=i: seen.__setitem__(i, [args[0]]))
+        for i, block in enumerate(model.blocks)
+    ]
+    hooks += [
+        block.attn.register_forward_pre_hook(lambda m, args, i=i: seen[i].append(args[0]))
+        for i, block in enumerate(model.blocks)
+    ]
     x = torch.randn(1, 1, 8, 8, generator=_gen(4))
     t, y = 640, 2
     with torch.no_grad():
@@ -324,8 +328,18 @@ def _toy_data(n_classes: int = 3) -> ImageData:
 def test_task_trains_evaluates_scores_and_samples(tmp_path):
     data = _toy_data()
     obj_params = {"schedule": NoiseSchedule(steps=100)}
-    task = build_task("dit-tiny", "denoise", data, generator=_gen(), objective_params=obj_params,
-                      dim=32, heads=4, depth=2, sampler=Sampler(steps=5), samples_per_class=2)  # fmt: skip
+    task = build_task(
+        "dit-tiny",
+        "denoise",
+        data,
+        generator=_gen(),
+        objective_params=obj_params,
+        dim=32,
+        heads=4,
+        depth=2,
+        sampler=Sampler(steps=5),
+        samples_per_class=2,
+    )
     assert task.uses_ema and task.model.config.n_classes == 3 and task.model.config.patch == 2
     batch = len(data.train_labels)
     draws = task.draw(batch, _gen(1))
@@ -333,7 +347,10 @@ def test_task_trains_evaluates_scores_and_samples(tmp_path):
     loss = task.training_loss(task.model, data.train_images, data.train_labels, draws)
     assert loss.ndim == 0 and torch.isfinite(loss)
     loss.backward()
-    assert task.training_loss(task.model, data.train_images, data.train_labels, task.draw(batch, _gen(1))).item() == loss.item()
+    assert (
+        task.training_loss(task.model, data.train_images, data.train_labels, task.draw(batch, _gen(1))).item()
+        == loss.item()
+    )
     metrics = task.evaluate(data.test_images, data.test_labels, _gen(2))
     assert set(metrics) == {"test_loss", "test_mse"}
     forms = scored_forms(task)
@@ -349,8 +366,17 @@ def test_task_rejects_other_objectives_and_unconditional_forms_have_full_rank():
     data = _toy_data()
     with pytest.raises(ValueError, match="denoising"):
         build_dit_task("tiny", Classification(), data)  # type: ignore[arg-type]
-    task = build_dit_task("tiny", Denoising(), data, conditional=False, dim=32, heads=4, depth=1,
-                          form_timesteps=[0, 999], sampler={"method": "ddpm", "steps": 7})  # fmt: skip
+    task = build_dit_task(
+        "tiny",
+        Denoising(),
+        data,
+        conditional=False,
+        dim=32,
+        heads=4,
+        depth=1,
+        form_timesteps=[0, 999],
+        sampler={"method": "ddpm", "steps": 7},
+    )
     assert task.sampler == Sampler("ddpm", steps=7)
     extra = task.extra_forms()
     assert list(extra) == ["adaln_t0", "adaln_t999"] and extra["adaln_t0"].d_head == 8
@@ -371,15 +397,26 @@ def test_gpu_benchmark_smoke_runs_on_cpu(monkeypatch, capsys):
 
 
 def test_task_options_from_the_command_line_are_checked():
-    """``--set`` / ``--objective-param`` values arrive as JSON: wrong types are clear errors, a schedule dict is built."""
+    """``--set`` / ``--objective-param`` values arrive as JSON: wrong types are clear errors, schedules are built."""
     data = _toy_data()
-    task = build_task("dit-tiny", "denoise", data, objective_params={"schedule": {"steps": 50, "kind": "cosine"}},
-                      dim=16, heads=2, depth=1)  # fmt: skip
+    task = build_task(
+        "dit-tiny",
+        "denoise",
+        data,
+        objective_params={"schedule": {"steps": 50, "kind": "cosine"}},
+        dim=16,
+        heads=2,
+        depth=1,
+    )
     assert task.objective.schedule == NoiseSchedule(steps=50, kind="cosine")
-    bad = [({"sampler": 3}, "sampler must be"), ({"sampler": {"stpes": 3}}, "unknown sampler options"),
-           ({"form_timesteps": 5}, "form_timesteps must be a list"), ({"conditional": "maybe"}, "conditional must be"),
-           ({"objective_params": {"schedule": {"stepz": 9}}}, "unknown noise schedule options"),
-           ({"objective_params": {"mask_ratio": 0.5}}, r"objective 'denoising' takes parameters")]  # fmt: skip
+    bad = [
+        ({"sampler": 3}, "sampler must be"),
+        ({"sampler": {"stpes": 3}}, "unknown sampler options"),
+        ({"form_timesteps": 5}, "form_timesteps must be a list"),
+        ({"conditional": "maybe"}, "conditional must be"),
+        ({"objective_params": {"schedule": {"stepz": 9}}}, "unknown noise schedule options"),
+        ({"objective_params": {"mask_ratio": 0.5}}, r"objective 'denoising' takes parameters"),
+    ]
     for options, message in bad:
         with pytest.raises(ValueError, match=message):
             build_task("dit-tiny", "denoise", data, dim=16, heads=2, depth=1, **options)

@@ -62,8 +62,13 @@ def test_exact_gaussian_expectation_agrees_with_monte_carlo(name):
     objective = OBJECTIVES[name]
     cov, mean, head, corruption = random_problem(0)
     exact = gaussian_update(objective, cov, head, corruption, mean=mean)
-    mc = monte_carlo_update(objective_sampler(objective, gaussian_sequences(cov, mean), corruption), head, 30, 500,
-                            torch.Generator().manual_seed(1))
+    mc = monte_carlo_update(
+        objective_sampler(objective, gaussian_sequences(cov, mean), corruption),
+        head,
+        30,
+        500,
+        torch.Generator().manual_seed(1),
+    )
     worst = max_abs_z(exact, mc)
     assert worst <= BOUND, f"{name}: max |z| = {worst:.2f} > {BOUND:.2f}; ||exact|| = {float(exact.mean.norm()):.3f}"
     # the test has power: the standard errors are small next to the effect
@@ -76,8 +81,13 @@ def test_monte_carlo_test_rejects_a_wrong_expectation():
     cov, mean, head, corruption = random_problem(0)
     exact = gaussian_update(objective, cov, head, corruption, mean=mean)
     wrong = ExpectedUpdate(1.1 * exact.mean, 1.1 * exact.self_pair, 1.1 * exact.cross_pair)
-    mc = monte_carlo_update(objective_sampler(objective, gaussian_sequences(cov, mean), corruption), head, 30, 500,
-                            torch.Generator().manual_seed(1))
+    mc = monte_carlo_update(
+        objective_sampler(objective, gaussian_sequences(cov, mean), corruption),
+        head,
+        30,
+        500,
+        torch.Generator().manual_seed(1),
+    )
     assert max_abs_z(wrong, mc) > BOUND
 
 
@@ -86,8 +96,13 @@ def test_head_average_is_the_monte_carlo_of_the_averaged_head(name):
     objective = OBJECTIVES[name]
     cov, mean, _, corruption = random_problem(3)
     exact = head_averaged_update(objective, cov, corruption, mean=mean)
-    mc = monte_carlo_update(objective_sampler(objective, gaussian_sequences(cov, mean), corruption), AveragedHead(D),
-                            30, 500, torch.Generator().manual_seed(4))
+    mc = monte_carlo_update(
+        objective_sampler(objective, gaussian_sequences(cov, mean), corruption),
+        AveragedHead(D),
+        30,
+        500,
+        torch.Generator().manual_seed(4),
+    )
     assert max_abs_z(exact, mc) <= BOUND
 
 
@@ -97,8 +112,12 @@ def test_head_average_equals_the_average_over_drawn_heads():
     cov, mean, _, corruption = random_problem(5)
     avg = head_averaged_update(objective, cov, corruption, mean=mean).mean
     gen = torch.Generator().manual_seed(6)
-    draws = torch.stack([gaussian_update(objective, cov, LinearReadout.random(D, gen, skip=True), corruption, mean=mean).mean
-                         for _ in range(200)])
+    draws = torch.stack(
+        [
+            gaussian_update(objective, cov, LinearReadout.random(D, gen, skip=True), corruption, mean=mean).mean
+            for _ in range(200)
+        ]
+    )
     se = draws.std(0) / math.sqrt(len(draws))
     z = float(((draws.mean(0) - avg).abs() / se).max())
     assert z <= norm.ppf(1 - 1e-3 / (2 * D * D)), f"max |z| = {z:.2f}"
@@ -164,7 +183,9 @@ def test_causal_bos_token_grows_only_its_key_side(head):
     if head == "averaged":
         upd = head_averaged_update(Autoregressive(), cov, mean=mean)
     else:
-        upd = gaussian_update(Autoregressive(), cov, LinearReadout.random(d, torch.Generator().manual_seed(1)), mean=mean)
+        upd = gaussian_update(
+            Autoregressive(), cov, LinearReadout.random(d, torch.Generator().manual_seed(1)), mean=mean
+        )
     bos = mean[0]
     key, query = float((upd.cross_pair @ bos).norm()), float((bos @ upd.cross_pair).norm())
     assert key > 0 and query <= 1e-12 * key
@@ -193,7 +214,9 @@ def test_bert_replacement_puts_the_mask_vector_where_selected():
     gen = torch.Generator().manual_seed(0)
     corruption = Corruption.random(D, gen)
     x = torch.randn(4000, N, D, generator=gen, dtype=torch.float64)
-    batch = objective_batch(Bidirectional(mask_ratio=0.5, mask_token=1.0, random_token=0.0), Sequences(x), corruption, gen)
+    batch = objective_batch(
+        Bidirectional(mask_ratio=0.5, mask_token=1.0, random_token=0.0), Sequences(x), corruption, gen
+    )
     masked = (batch.inputs == corruption.mask_vector).all(-1)
     assert torch.equal(masked, batch.pattern.loss)
     assert torch.equal(batch.targets, x)
@@ -203,7 +226,9 @@ def test_bidirectional_random_replacement_needs_a_sampler():
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(64, N, D, generator=gen, dtype=torch.float64)
     with pytest.raises(ValueError, match="sampler"):
-        objective_batch(Bidirectional(mask_ratio=1.0, mask_token=0.0, random_token=1.0), Sequences(x), Corruption(), gen)
+        objective_batch(
+            Bidirectional(mask_ratio=1.0, mask_token=0.0, random_token=1.0), Sequences(x), Corruption(), gen
+        )
 
 
 def test_markov_sequences_start_stationary_and_follow_the_chain():
@@ -235,7 +260,9 @@ def test_token_data_with_a_softmax_head_runs_with_standard_errors():
     v, d = 6, 8
     emb = torch.randn(v + 1, d, generator=gen, dtype=torch.float64)
     sampler = markov_sequences(cyclic_chain(v, 0.8), emb, 6, bos=v)
-    head = SoftmaxReadout(torch.eye(d, dtype=torch.float64), torch.randn(v + 1, d, generator=gen, dtype=torch.float64) / d**0.5)
+    head = SoftmaxReadout(
+        torch.eye(d, dtype=torch.float64), torch.randn(v + 1, d, generator=gen, dtype=torch.float64) / d**0.5
+    )
     upd = monte_carlo_update(objective_sampler(Autoregressive(), sampler, target="token"), head, 4, 256, gen)
     assert upd.mean.shape == (d, d) and upd.n_samples == 1024
     assert bool(torch.isfinite(upd.stderr).all()) and float(upd.stderr.max()) > 0
@@ -244,14 +271,22 @@ def test_token_data_with_a_softmax_head_runs_with_standard_errors():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: gaussian_update(Bidirectional(), *random_problem(0)[:1], random_problem(0)[2], max_scenarios=10),
-         "max_scenarios"),
+        (
+            lambda: gaussian_update(Bidirectional(), *random_problem(0)[:1], random_problem(0)[2], max_scenarios=10),
+            "max_scenarios",
+        ),
         (lambda: gaussian_update(Autoregressive(), torch.zeros(3, 2, 3), random_problem(0)[2]), r"\[N, d, N, d\]"),
-        (lambda: gaussian_update(Autoregressive(), -separable_covariance(torch.eye(N), torch.eye(D)), random_problem(0)[2]),
-         "positive semidefinite"),
+        (
+            lambda: gaussian_update(
+                Autoregressive(), -separable_covariance(torch.eye(N), torch.eye(D)), random_problem(0)[2]
+            ),
+            "positive semidefinite",
+        ),
         (lambda: gaussian_update(Classification(), random_problem(0)[0], random_problem(0)[2]), "cls_vector"),
-        (lambda: gaussian_update(MaskedAutoencoding(mask_ratio=0.0), random_problem(0)[0], random_problem(0)[2]),
-         "no masked position"),
+        (
+            lambda: gaussian_update(MaskedAutoencoding(mask_ratio=0.0), random_problem(0)[0], random_problem(0)[2]),
+            "no masked position",
+        ),
         (lambda: ar1_covariance(2 * torch.eye(2), torch.eye(2), 3), "spectral radius"),
     ],
     ids=["too-many-scenarios", "covariance-shape", "not-psd", "missing-cls", "mae-without-mask", "explosive-ar1"],

@@ -56,7 +56,13 @@ def test_gqa_pairs_query_head_h_with_key_head_h_div_group():
     assert mispaired == [1, 3, 4, 6]  # h // 4 = 0,0,0,0,1,1,1,1 vs h % 2 = 0,1,0,1,0,1,0,1
 
 
-@given(st.sampled_from([1, 2, 3]), st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 3]), st.integers(8, 20), st.integers(0, 2**31 - 1))
+@given(
+    st.sampled_from([1, 2, 3]),
+    st.sampled_from([1, 2, 4]),
+    st.sampled_from([1, 2, 3]),
+    st.integers(8, 20),
+    st.integers(0, 2**31 - 1),
+)
 def test_gqa_layer_factors_keep_the_form_and_have_rank_h_kv_d_h(n_kv, group, d_head, d, seed):
     """Per layer, the query heads of a key group are summed: same M, factors of rank H_kv d_h."""
     gen = torch.Generator().manual_seed(seed)
@@ -86,7 +92,9 @@ def test_expand_kv_heads_rejects_ungroupable_counts():
 @given(st.integers(0, 10**6), st.integers(1, 3), st.integers(1, 4), st.integers(2, 12), st.integers(1, 5))
 def test_layer_view_is_the_sum_over_heads(seed, n_layers, n_heads, d, d_h):
     gen = torch.Generator().manual_seed(seed)
-    forms = FactoredForms(torch.randn(n_layers, n_heads, d, d_h, generator=gen), torch.randn(n_layers, n_heads, d, d_h, generator=gen))
+    forms = FactoredForms(
+        torch.randn(n_layers, n_heads, d, d_h, generator=gen), torch.randn(n_layers, n_heads, d, d_h, generator=gen)
+    )
     layer = forms.matrices("layer")
     torch.testing.assert_close(layer, forms.matrices("head").sum(1))
     dense, fact = dense_scores(layer), forms.scores("layer")
@@ -118,12 +126,22 @@ def test_lower_dimensional_factors_are_lifted():
 @pytest.mark.parametrize(
     "build, message",
     [
-        pytest.param(lambda: FactoredForms(torch.randn(2, 6, 2), torch.randn(3, 6, 2)), "disagree", id="shape-mismatch"),
+        pytest.param(
+            lambda: FactoredForms(torch.randn(2, 6, 2), torch.randn(3, 6, 2)), "disagree", id="shape-mismatch"
+        ),
         pytest.param(lambda: FactoredForms(torch.randn(6), torch.randn(6)), "must be", id="vector"),
-        pytest.param(lambda: FactoredForms.from_linear(torch.randn(10, 6), torch.randn(10, 6), 3), "divisible", id="heads"),
+        pytest.param(
+            lambda: FactoredForms.from_linear(torch.randn(10, 6), torch.randn(10, 6), 3), "divisible", id="heads"
+        ),
         pytest.param(lambda: FactoredForms.from_fused_qkv(torch.randn(10, 6), 1), "3 \\* H", id="fused-rows"),
-        pytest.param(lambda: FactoredForms.from_linear(torch.randn(8, 6), torch.randn(6, 6), 4, 2), "head size", id="kv-size"),
-        pytest.param(lambda: FactoredForms(torch.randn(1, 1, 6, 2), torch.randn(1, 1, 6, 2)).scores("block"), "per must", id="per"),
+        pytest.param(
+            lambda: FactoredForms.from_linear(torch.randn(8, 6), torch.randn(6, 6), 4, 2), "head size", id="kv-size"
+        ),
+        pytest.param(
+            lambda: FactoredForms(torch.randn(1, 1, 6, 2), torch.randn(1, 1, 6, 2)).scores("block"),
+            "per must",
+            id="per",
+        ),
     ],
 )
 def test_bad_shapes_raise(build, message):
@@ -131,10 +149,14 @@ def test_bad_shapes_raise(build, message):
         build()
 
 
-@given(st.integers(1, 3), st.integers(1, 3), st.integers(2, 7), st.integers(1, 4), st.integers(1, 4), st.integers(0, 10**6))
+@given(
+    st.integers(1, 3), st.integers(1, 3), st.integers(2, 7), st.integers(1, 4), st.integers(1, 4), st.integers(0, 10**6)
+)
 def test_token_norms_factored_equal_dense(layers, heads, d, dh, batch, seed):
     g = torch.Generator().manual_seed(seed)
-    forms = FactoredForms(torch.randn(layers, heads, d, dh, generator=g), torch.randn(layers, heads, d, dh, generator=g))
+    forms = FactoredForms(
+        torch.randn(layers, heads, d, dh, generator=g), torch.randn(layers, heads, d, dh, generator=g)
+    )
     x = torch.randn(layers, batch, d, generator=g, dtype=torch.float64)
     got = forms.token_norms(x)
     m = forms.matrices("head")  # [L, H, d, d]: rows = query side
@@ -170,17 +192,27 @@ def _random_forms(gen: torch.Generator, layers: int, n_kv: int, group: int, d: i
 
 def _dense(forms: FactoredForms) -> torch.Tensor:
     """The per-head d x d matrices built directly from the factors, head by head (the oracle)."""
-    return torch.stack([torch.stack([forms.q[l, h] @ forms.k[l, h].T for h in range(forms.n_heads)])
-                        for l in range(forms.n_layers)])
+    return torch.stack(
+        [torch.stack([forms.q[l, h] @ forms.k[l, h].T for h in range(forms.n_heads)]) for l in range(forms.n_layers)]
+    )
 
 
-@given(st.integers(1, 3), st.sampled_from([1, 2]), st.sampled_from([1, 2]), st.integers(3, 9), st.integers(1, 4),
-       st.integers(0, 2**31 - 1))
+@given(
+    st.integers(1, 3),
+    st.sampled_from([1, 2]),
+    st.sampled_from([1, 2]),
+    st.integers(3, 9),
+    st.integers(1, 4),
+    st.integers(0, 2**31 - 1),
+)
 def test_algebra_stays_factored_and_equals_the_dense_result(layers, n_kv, group, d, d_h, seed):
     gen = torch.Generator().manual_seed(seed)
     a, b = _random_forms(gen, layers, n_kv, group, d, d_h), _random_forms(gen, layers, n_kv, group, d, d_h)
     ma, mb = _dense(a), _dense(b)
-    left, right = torch.randn(layers, d, generator=gen, dtype=torch.float64), torch.randn(d, generator=gen, dtype=torch.float64)
+    left, right = (
+        torch.randn(layers, d, generator=gen, dtype=torch.float64),
+        torch.randn(d, generator=gen, dtype=torch.float64),
+    )
     cases = {
         "a + b": (a + b, ma + mb),
         "a - b": (a - b, ma - mb),
@@ -195,9 +227,18 @@ def test_algebra_stays_factored_and_equals_the_dense_result(layers, n_kv, group,
     for name, (forms, expected) in cases.items():
         got = forms.matrices("head")
         if got.shape != expected.shape or not torch.allclose(got, expected, atol=1e-10):
-            wrong.append(f"{name}: max |diff| {float((got - expected).abs().max()) if got.shape == expected.shape else got.shape}")
+            wrong.append(
+                f"{name}: "
+                + (
+                    f"max |diff| {float((got - expected).abs().max())}"
+                    if got.shape == expected.shape
+                    else f"shape {tuple(got.shape)} vs {tuple(expected.shape)}"
+                )
+            )
         elif not torch.allclose(forms.matrices("layer"), expected.sum(1), atol=1e-10):
-            wrong.append(f"{name} (per layer): max |diff| {float((forms.matrices('layer') - expected.sum(1)).abs().max())}")
+            wrong.append(
+                f"{name} (per layer): max |diff| {float((forms.matrices('layer') - expected.sum(1)).abs().max())}"
+            )
     summed = a.summed_heads()
     if summed.n_heads != 1 or not torch.allclose(summed.matrices("head")[:, 0], ma.sum(1), atol=1e-10):
         wrong.append("summed_heads")

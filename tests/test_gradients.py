@@ -69,8 +69,10 @@ def test_closed_form_equals_autograd(case):
         mine = factor_gradients(grad.total, q, k)
     else:
         mine = (grad.total,)
-    for a, g in zip(mine, grads):
-        assert _rel(a, g) <= 1e-10, f"{name}: ||closed - autograd|| = {float((a - g).norm()):.3e}, ||autograd|| = {float(g.norm()):.3e}"
+    for a, g in zip(mine, grads, strict=False):
+        assert _rel(a, g) <= 1e-10, (
+            f"{name}: ||closed - autograd|| = {float((a - g).norm()):.3e}, ||autograd|| = {float(g.norm()):.3e}"
+        )
 
 
 @given(cases())
@@ -110,15 +112,22 @@ def test_per_sequence_gradients_sum_to_the_batch_gradient(case):
 def small_problem(seed: int, b: int, n: int, d: int = 3, d_v: int = 2):
     """Inputs ``[b, n, d]``, ``W_v [d_v, d]`` and an upstream gradient ``[b, n, d_v]``."""
     gen = torch.Generator().manual_seed(seed)
-    return (torch.randn(b, n, d, generator=gen, dtype=torch.float64), torch.randn(d_v, d, generator=gen, dtype=torch.float64),
-            torch.randn(b, n, d_v, generator=gen, dtype=torch.float64), gen)
+    return (
+        torch.randn(b, n, d, generator=gen, dtype=torch.float64),
+        torch.randn(d_v, d, generator=gen, dtype=torch.float64),
+        torch.randn(b, n, d_v, generator=gen, dtype=torch.float64),
+        gen,
+    )
 
 
 def test_zero_form_means_uniform_attention():
     x, value, g, _ = small_problem(0, 2, 5)
     pattern = Autoregressive().pattern(5)
     zero = torch.zeros(3, 3, dtype=torch.float64)
-    for fn in (lambda f: attention_output(x, f, value, pattern, 2), lambda f: form_gradient(x, f, value, g, pattern, 2).total):
+    for fn in (
+        lambda f: attention_output(x, f, value, pattern, 2),
+        lambda f: form_gradient(x, f, value, g, pattern, 2).total,
+    ):
         assert torch.allclose(fn(None), fn(zero), atol=1e-14, rtol=0)
 
 
@@ -138,7 +147,9 @@ def test_upstream_outside_the_loss_positions_is_ignored():
     noisy = g.clone()
     noisy[:, 1:] += 100
     m = torch.randn(3, 3, generator=gen, dtype=torch.float64)
-    assert torch.equal(form_gradient(x, m, value, g, pattern, 1).total, form_gradient(x, m, value, noisy, pattern, 1).total)
+    assert torch.equal(
+        form_gradient(x, m, value, g, pattern, 1).total, form_gradient(x, m, value, noisy, pattern, 1).total
+    )
 
 
 def test_split_self_cross_of_pair_terms():
@@ -192,15 +203,50 @@ def test_causal_gradient_breaks_the_tie():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: form_gradient(torch.zeros(1, 3, 2), torch.zeros(2, 2), torch.zeros(1, 2), torch.zeros(1, 3, 1),
-                               Autoregressive().pattern(4), 1), "positions"),
-        (lambda: form_gradient(torch.zeros(1, 3, 2), torch.zeros(2, 2), torch.zeros(1, 2), torch.zeros(1, 3, 5),
-                               Autoregressive().pattern(3), 1), "shapes disagree"),
-        (lambda: form_gradient(torch.zeros(1, 3, 2), (torch.zeros(2, 1), torch.zeros(2, 2)), torch.zeros(1, 2),
-                               torch.zeros(1, 3, 1), Autoregressive().pattern(3), 1), "disagree"),
-        (lambda: form_gradient(torch.zeros(2, 3, 2), torch.zeros(2, 2), torch.zeros(1, 2), torch.zeros(2, 3, 1),
-                               RolePattern(torch.ones(3, 3, dtype=torch.bool), torch.ones(3, 3, 3, dtype=torch.bool)), 1),
-         "batch"),
+        (
+            lambda: form_gradient(
+                torch.zeros(1, 3, 2),
+                torch.zeros(2, 2),
+                torch.zeros(1, 2),
+                torch.zeros(1, 3, 1),
+                Autoregressive().pattern(4),
+                1,
+            ),
+            "positions",
+        ),
+        (
+            lambda: form_gradient(
+                torch.zeros(1, 3, 2),
+                torch.zeros(2, 2),
+                torch.zeros(1, 2),
+                torch.zeros(1, 3, 5),
+                Autoregressive().pattern(3),
+                1,
+            ),
+            "shapes disagree",
+        ),
+        (
+            lambda: form_gradient(
+                torch.zeros(1, 3, 2),
+                (torch.zeros(2, 1), torch.zeros(2, 2)),
+                torch.zeros(1, 2),
+                torch.zeros(1, 3, 1),
+                Autoregressive().pattern(3),
+                1,
+            ),
+            "disagree",
+        ),
+        (
+            lambda: form_gradient(
+                torch.zeros(2, 3, 2),
+                torch.zeros(2, 2),
+                torch.zeros(1, 2),
+                torch.zeros(2, 3, 1),
+                RolePattern(torch.ones(3, 3, dtype=torch.bool), torch.ones(3, 3, 3, dtype=torch.bool)),
+                1,
+            ),
+            "batch",
+        ),
     ],
     ids=["pattern-length", "upstream-width", "factor-shapes", "pattern-batch"],
 )

@@ -33,8 +33,14 @@ def blocks(model):
 
 
 def _stds(model) -> list[dict[str, float]]:
-    return [{part: getattr(b, part).double().std().item() for part in ("q", "k", "v", "bq", "bk", "bv")
-             if getattr(b, part) is not None} for b in blocks(model)]  # fmt: skip
+    return [
+        {
+            part: getattr(b, part).double().std().item()
+            for part in ("q", "k", "v", "bq", "bk", "bv")
+            if getattr(b, part) is not None
+        }
+        for b in blocks(model)
+    ]
 
 
 @pytest.mark.parametrize("scheme", ARM_IDS)
@@ -45,7 +51,9 @@ def test_weight_thirds_keep_the_baseline_std_exactly(scheme, bias):
     for b, a in zip(_stds(base), _stds(arm), strict=True):
         for part in ("q", "k", "v", "bk", "bv"):
             if part in b:
-                assert a[part] == pytest.approx(b[part], rel=1e-6), f"{scheme} {part}: std {a[part]:.6g} vs baseline {b[part]:.6g}"
+                assert a[part] == pytest.approx(b[part], rel=1e-6), (
+                    f"{scheme} {part}: std {a[part]:.6g} vs baseline {b[part]:.6g}"
+                )
     for (name, pb), pa in zip(base.named_parameters(), arm.parameters(), strict=True):
         if pb.ndim == 2:  # whole weight: equal up to the (tiny) spread of the thirds' means
             assert pa.double().std().item() == pytest.approx(pb.double().std().item(), rel=2e-3), name
@@ -83,8 +91,12 @@ def test_value_third_and_other_parameters_are_untouched():
     assert torch.equal(base.b[0].weight, arm.b[0].weight)
 
 
-@given(heads=st.sampled_from([1, 2, 4]), d_head=st.sampled_from([2, 3, 8]), seed=st.integers(0, 10_000),
-       scheme=st.sampled_from(["symmetric", "symmetric-indefinite"]))  # fmt: skip
+@given(
+    heads=st.sampled_from([1, 2, 4]),
+    d_head=st.sampled_from([2, 3, 8]),
+    seed=st.integers(0, 10_000),
+    scheme=st.sampled_from(["symmetric", "symmetric-indefinite"]),
+)
 def test_symmetric_schemes_score_one_per_head_at_step_zero(heads, d_head, seed, scheme):
     model = build(dim=heads * d_head * 2 if heads * d_head < 8 else heads * d_head, heads=heads, seed=seed)
     apply_init(model, scheme, torch.Generator().manual_seed(seed))
@@ -149,7 +161,7 @@ def test_applies_to_every_attention_of_a_vit_and_rejects_unknown_schemes():
         apply_init(vit, "directional", torch.Generator(), strenght=0.3)
     with pytest.raises(ValueError, match="takes no parameters"):
         apply_init(vit, "symmetric", torch.Generator(), strength=0.3)
-    with pytest.raises(ValueError, match="no vision.models.attention.Attention"):
+    with pytest.raises(ValueError, match=r"no vision\.models\.attention\.Attention"):
         apply_init(nn.Linear(3, 3), "symmetric", torch.Generator())
 
 

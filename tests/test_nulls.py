@@ -22,7 +22,11 @@ def test_null_matches_the_stated_orders(d, n):
 
 
 def test_same_seed_same_samples_and_other_seed_differs():
-    a, b, c = sample_null(32, 4, n_samples=20, seed=3), sample_null(32, 4, n_samples=20, seed=3), sample_null(32, 4, n_samples=20, seed=4)
+    a, b, c = (
+        sample_null(32, 4, n_samples=20, seed=3),
+        sample_null(32, 4, n_samples=20, seed=3),
+        sample_null(32, 4, n_samples=20, seed=4),
+    )
     assert np.array_equal(a.symmetry, b.symmetry) and not np.array_equal(a.symmetry, c.symmetry)
 
 

@@ -64,8 +64,14 @@ def test_mae_shows_exactly_round_n_times_one_minus_ratio(n, ratio, seed):
 
 @pytest.mark.parametrize(
     "objective",
-    [Bidirectional(mask_ratio=0.3), Bidirectional(mask_ratio=0.1, attend_self=False), MaskedAutoencoding(0.6),
-     Autoregressive(), Classification(), Denoising()],
+    [
+        Bidirectional(mask_ratio=0.3),
+        Bidirectional(mask_ratio=0.1, attend_self=False),
+        MaskedAutoencoding(0.6),
+        Autoregressive(),
+        Classification(),
+        Denoising(),
+    ],
     ids=["bidirectional", "bidirectional-no-self", "mae", "autoregressive", "classification", "denoising"],
 )
 def test_expected_pairs_equal_the_average_of_many_draws(objective):

@@ -17,7 +17,9 @@ runner = CliRunner()
 
 def _forms(seed=0, shape=(2, 3, 16, 4)):
     gen = torch.Generator().manual_seed(seed)
-    return FactoredForms(torch.randn(*shape, generator=gen, dtype=torch.float64), torch.randn(*shape, generator=gen, dtype=torch.float64))
+    return FactoredForms(
+        torch.randn(*shape, generator=gen, dtype=torch.float64), torch.randn(*shape, generator=gen, dtype=torch.float64)
+    )
 
 
 def test_rows_are_tidy_with_layer_rows_labelled_all():

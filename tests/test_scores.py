@@ -147,7 +147,11 @@ def test_accepts_float32_and_torch_and_accumulates_in_float64():
         pytest.param(lambda: symmetry(np.array([[1.0, np.nan], [0, 1]])), "NaN or Inf", id="nan"),
         pytest.param(lambda: directionality(np.array([[1.0, np.inf], [0, 1]])), "NaN or Inf", id="inf"),
         pytest.param(lambda: symmetry(np.zeros((4, 4))), "zero", id="zero-matrix"),
-        pytest.param(lambda: dense_scores(np.stack([np.eye(3), np.zeros((3, 3))])), r"zero at batch index \[\(1,\)\]", id="zero-in-batch"),
+        pytest.param(
+            lambda: dense_scores(np.stack([np.eye(3), np.zeros((3, 3))])),
+            r"zero at batch index \[\(1,\)\]",
+            id="zero-in-batch",
+        ),
         pytest.param(lambda: factored_scores(np.ones((5, 2)), np.ones((5, 3))), "disagree", id="factor-shapes"),
         pytest.param(lambda: factored_scores(np.ones((5, 2)), np.ones((4, 2))), "disagree", id="factor-dims"),
         pytest.param(lambda: factored_scores(np.zeros((6, 2)), np.ones((6, 2))), "zero", id="zero-factor"),

@@ -7,8 +7,29 @@ from typer.testing import CliRunner
 from cli import app
 from sim.report import load_metrics
 
-TINY = ["--steps", "4", "--seeds", "2", "--batch", "4", "--d", "24", "--n", "10", "--vocab", "8", "--channels", "8",
-        "--heads", "2", "--lag", "2", "--record-every", "2", "--no-progress"]  # fmt: skip
+TINY = [
+    "--steps",
+    "4",
+    "--seeds",
+    "2",
+    "--batch",
+    "4",
+    "--d",
+    "24",
+    "--n",
+    "10",
+    "--vocab",
+    "8",
+    "--channels",
+    "8",
+    "--heads",
+    "2",
+    "--lag",
+    "2",
+    "--record-every",
+    "2",
+    "--no-progress",
+]
 
 
 def test_simulate_all_objectives_side_by_side(tmp_path) -> None:
@@ -23,8 +44,21 @@ def test_simulate_all_objectives_side_by_side(tmp_path) -> None:
 
 
 def test_simulate_single_objective_with_options(tmp_path) -> None:
-    args = ["simulate", "--objective", "bidirectional", "--out", str(tmp_path), *TINY, "--mask-scheme", "keep",
-            "--param", "direct", "--transition", "cycle", "--no-bos"]  # fmt: skip
+    args = [
+        "simulate",
+        "--objective",
+        "bidirectional",
+        "--out",
+        str(tmp_path),
+        *TINY,
+        "--mask-scheme",
+        "keep",
+        "--param",
+        "direct",
+        "--transition",
+        "cycle",
+        "--no-bos",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "metrics.csv").exists() and (tmp_path / "config.json").exists()
@@ -33,8 +67,32 @@ def test_simulate_single_objective_with_options(tmp_path) -> None:
 
 
 def test_compare_theory_smoke(tmp_path) -> None:
-    args = ["simulate", "--objective", "denoising", "--compare-theory", "--out", str(tmp_path), "--mc-sequences", "64",
-            *TINY]  # fmt: skip
+    args = [
+        "compare-theory",
+        "--objective",
+        "denoising",
+        "--out",
+        str(tmp_path),
+        "--mc-sequences",
+        "64",
+        "--steps",
+        "2",
+        "--batch",
+        "8",
+        "--seeds",
+        "2",
+        "--no-progress",
+        "--set",
+        "d=16",
+        "--set",
+        "n=8",
+        "--set",
+        "channels=8",
+        "--set",
+        "heads=2",
+        "--set",
+        "d_head=8",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     text = (tmp_path / "compare_theory.csv").read_text()
@@ -43,22 +101,31 @@ def test_compare_theory_smoke(tmp_path) -> None:
 
 def test_bad_input_fails_cleanly(tmp_path) -> None:
     runner = CliRunner()
-    for args, message in ((["--objective", "nope"], "unknown objective"),
-                          (["--objective", "denoising", "--process", "lag"], "continuous process"),
-                          (["--objective", "autoregressive", "--d", "8"], "one coordinate"),
-                          (["--objective", "denoising", "--lag", "0"], "lag >= 1"),
-                          (["--objective", "denoising", "--n", "1"], "n >= 2"),
-                          (["--objective", "autoregressive", "--process", "iid", "--vocab", "1"], "vocab >= 2"),
-                          (["--objective", "denoising", "--mask-scheme", "bret"], "unknown mask scheme"),
-                          (["--objective", "denoising", "--process", "nope"], "unknown process"),
-                          (["--objective", "denoising", "--compare-theory", "--residual"], "one softmax attention layer"),
-                          (["--experiment", "nope"], "unknown experiment"),
-                          (["--experiment", "claim7,nope"], "unknown experiment 'nope'")):  # fmt: skip
+    for args, message in (
+        (["--objective", "nope"], "unknown objective"),
+        (["--objective", "denoising", "--process", "lag"], "continuous process"),
+        (["--objective", "autoregressive", "--d", "8"], "one coordinate"),
+        (["--objective", "denoising", "--lag", "0"], "lag >= 1"),
+        (["--objective", "denoising", "--n", "1"], "n >= 2"),
+        (["--objective", "autoregressive", "--process", "iid", "--vocab", "1"], "vocab >= 2"),
+        (["--objective", "denoising", "--mask-scheme", "bret"], "unknown mask scheme"),
+        (["--objective", "denoising", "--process", "nope"], "unknown process"),
+    ):
         result = runner.invoke(app, ["simulate", "--out", str(tmp_path), "--steps", "2", "--no-progress", *args])
+        assert result.exit_code == 2, result.output
+        assert message in result.output, result.output
+    for args, message in (
+        (["compare-theory", "--objective", "denoising", "--set", "residual=true"], "one softmax attention layer"),
+        (["compare-theory", "--set", "nope=1"], "unknown option"),
+        (["compare-theory", "--steps", "0"], "must be >= 1"),
+        (["experiment", "nope"], "unknown experiment"),
+        (["experiment", "claim7,nope"], "unknown experiment 'nope'"),
+    ):
+        result = runner.invoke(app, [*args, "--out", str(tmp_path), "--no-progress"])
         assert result.exit_code == 2, result.output
         assert message in result.output, result.output
 
 
 def test_experiment_list() -> None:
-    result = CliRunner().invoke(app, ["simulate", "--experiment", "list"])
+    result = CliRunner().invoke(app, ["experiment", "--list"])
     assert result.exit_code == 0 and "claim7" in result.output and "attribution" in result.output

@@ -56,7 +56,7 @@ def test_cycle_and_involution_share_stationary_law(v: int, strength: float) -> N
     assert torch.allclose(pi @ cyc, pi, atol=1e-12), f"pi P - pi = {(pi @ cyc - pi).norm():.3e}"
     if v % 2 == 0:
         inv = transition_matrix("involution", v, strength)
-        ent = lambda p: float(-(p * p.clamp_min(1e-300).log()).sum(1).mean())  # noqa: E731
+        ent = lambda p: float(-(p * p.clamp_min(1e-300).log()).sum(1).mean())
         assert math.isclose(ent(inv), ent(cyc), rel_tol=1e-12), "same entropy rate"
 
 
@@ -75,15 +75,21 @@ def test_lag_chain_is_stationary_with_the_right_transitions(lag: int) -> None:
     assert (marg - 1 / v).abs().max() < tol, f"marginals drift from uniform: max dev {(marg - 1 / v).abs().max():.4f}"
     # pairs at the lag follow P; (for lag > 1) neighbours are independent
     pairs = torch.zeros(v, v, dtype=torch.float64)
-    pairs.index_put_((x[:, :-lag].flatten(), x[:, lag:].flatten()), torch.ones(batch * (n - lag), dtype=torch.float64),
-                     accumulate=True)  # fmt: skip
+    pairs.index_put_(
+        (x[:, :-lag].flatten(), x[:, lag:].flatten()),
+        torch.ones(batch * (n - lag), dtype=torch.float64),
+        accumulate=True,
+    )
     emp = pairs / pairs.sum(1, keepdim=True)
     assert (emp - p).abs().max() < 0.03, f"lag-{lag} transitions off by {(emp - p).abs().max():.4f}"
     if lag > 1:
         near = torch.zeros(v, v, dtype=torch.float64)
-        near.index_put_((x[:, :-1].flatten(), x[:, 1:].flatten()), torch.ones(batch * (n - 1), dtype=torch.float64),
-                        accumulate=True)  # fmt: skip
-        assert (near / near.sum(1, keepdim=True) - 1 / v).abs().max() < 0.03, "neighbours at distance 1 must be independent"
+        near.index_put_(
+            (x[:, :-1].flatten(), x[:, 1:].flatten()), torch.ones(batch * (n - 1), dtype=torch.float64), accumulate=True
+        )
+        assert (near / near.sum(1, keepdim=True) - 1 / v).abs().max() < 0.03, (
+            "neighbours at distance 1 must be independent"
+        )
 
 
 def test_noise_split_matches_direct_sampling() -> None:

@@ -1,4 +1,4 @@
-"""The seed-batched model: seeds independent, fast projections exact, pair split = autograd = the theory's closed form."""
+"""The seed-batched model: seeds independent, fast projections exact, pair split = autograd = the closed form."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from sim.compare import attention_batch, loss_normaliser, make_head
-from sim.model import ModelConfig, SeedBatchedAttention, TableInputs, pair_split
-from sim.simulate import default_config
+from sim.config import ModelConfig, default_config
+from sim.model import SeedBatchedAttention, TableInputs, pair_split
 from sim.tasks import stack
 from sim.train import Simulation
 from theory.montecarlo import monte_carlo_update
@@ -20,8 +20,21 @@ OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
 
 def small(objective: str, **kw):
     """A tiny float64 config of ``objective`` (defaults of sim.simulate, shrunk)."""
-    base = dict(n=10, seeds=3, steps=4, batch=4, dtype="float64", record_every=2, checkpoint_every=2,
-                model__d=24, model__heads=2, model__d_head=6, data__vocab=8, data__channels=8, data__lag=2)
+    base = {
+        "n": 10,
+        "seeds": 3,
+        "steps": 4,
+        "batch": 4,
+        "dtype": "float64",
+        "record_every": 2,
+        "checkpoint_every": 2,
+        "model__d": 24,
+        "model__heads": 2,
+        "model__d_head": 6,
+        "data__vocab": 8,
+        "data__channels": 8,
+        "data__lag": 2,
+    }
     base.update(kw)
     return default_config(objective, **base)
 
@@ -44,14 +57,19 @@ def test_seed_in_a_batch_equals_seed_alone(objective: str, param: str) -> None:
 def test_table_projection_equals_dense_projection(kind: str) -> None:
     g = torch.Generator().manual_seed(0)
     s, b, n, r, d, h, e = 2, 3, 5, 7, 9, 2, 4
-    table, pos = torch.randn(s, r, d, generator=g, dtype=torch.float64), torch.randn(s, n, d, generator=g, dtype=torch.float64)
+    table, pos = (
+        torch.randn(s, r, d, generator=g, dtype=torch.float64),
+        torch.randn(s, n, d, generator=g, dtype=torch.float64),
+    )
     w = torch.randn(s, h, d, e, generator=g, dtype=torch.float64)
     if kind == "tokens":
         inputs = TableInputs(torch.randint(r, (s, b, n), generator=g), None, table, pos)
     else:
         inputs = TableInputs(None, torch.randn(s, b, n, r, generator=g, dtype=torch.float64), table, pos)
     dense = torch.einsum("sbnd,shde->sbhne", inputs.dense(), w)
-    assert torch.allclose(inputs.project(w), dense, atol=1e-12), f"max diff {(inputs.project(w) - dense).abs().max():.3e}"
+    assert torch.allclose(inputs.project(w), dense, atol=1e-12), (
+        f"max diff {(inputs.project(w) - dense).abs().max():.3e}"
+    )
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
@@ -78,10 +96,11 @@ def test_autograd_gradient_equals_the_theory_closed_form(objective: str) -> None
     self_part, cross_part = pair_split(capture, sim.cfg.model.head_dim)
     scale = loss_normaliser(sim, raw)
     for s in range(sim.cfg.seeds):
-        batch = attention_batch(sim, s, {k: v[s: s + 1] for k, v in raw.items()})
+        batch = attention_batch(sim, s, {k: v[s : s + 1] for k, v in raw.items()})
         form = (sim.model.w_q[s, 0, 0].detach(), sim.model.w_k[s, 0, 0].detach())
-        expected = monte_carlo_update(lambda b, g, batch=batch: batch, make_head(sim, s), 1, sim.cfg.batch,
-                                      torch.Generator(), d_h=8, form=form)  # fmt: skip
+        expected = monte_carlo_update(
+            lambda b, g, batch=batch: batch, make_head(sim, s), 1, sim.cfg.batch, torch.Generator(), d_h=8, form=form
+        )
         measured = (self_part[s, 0, 0] + cross_part[s, 0, 0]) * scale[s] / sim.cfg.batch
         err = float((measured - expected.mean).norm() / expected.mean.norm())
         assert err < 1e-10, f"seed {s}: relative difference {err:.3e} (||E|| = {float(expected.mean.norm()):.3e})"

@@ -1,4 +1,4 @@
-"""Training, recording, checkpoints: every objective learns, metrics are tidy, resume is exact, the optimiser is Adam."""
+"""Training, recording, checkpoints: every objective learns, tidy metrics, exact resume, the optimiser is Adam."""
 
 from __future__ import annotations
 
@@ -11,18 +11,32 @@ import pytest
 import torch
 
 from common.summary import combined_z, mean_ci
+from sim.config import SimConfig, configs_from_options, default_config
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS
 from sim.report import load_metrics, summarize
-from sim.simulate import configs_from_options, default_config
-from sim.train import SimConfig, Simulation, run
+from sim.train import Simulation, run
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
 
 
 def tiny(objective: str, **kw) -> SimConfig:
-    base = dict(n=10, seeds=2, steps=60, batch=16, lr=1e-2, record_every=20, checkpoint_every=20, null_samples=64,
-                model__d=24, model__heads=2, model__d_head=6, data__vocab=8, data__channels=8, data__lag=2)
+    base = {
+        "n": 10,
+        "seeds": 2,
+        "steps": 60,
+        "batch": 16,
+        "lr": 1e-2,
+        "record_every": 20,
+        "checkpoint_every": 20,
+        "null_samples": 64,
+        "model__d": 24,
+        "model__heads": 2,
+        "model__d_head": 6,
+        "data__vocab": 8,
+        "data__channels": 8,
+        "data__lag": 2,
+    }
     base.update(kw)
     return default_config(objective, **base)
 
@@ -41,7 +55,9 @@ def test_short_run_learns_and_writes_a_tidy_run_directory(objective: str, tmp_pa
     assert {r["form"] for r in final} == {"W_qk", "update", "grad_self", "grad_cross"}
     assert len(final) == 4 * 2 * 3
     for r in final:
-        assert all(math.isfinite(r[c]) for c in ("symmetry", "directionality", "symmetry_z", "directionality_z", "loss"))
+        assert all(
+            math.isfinite(r[c]) for c in ("symmetry", "directionality", "symmetry_z", "directionality_z", "loss")
+        )
         assert -1 - 1e-9 <= r["symmetry"] <= 1 + 1e-9
     first = {r["seed"]: r["loss"] for r in rows if r["step"] == 20 and r["head"] == "all" and r["form"] == "W_qk"}
     last = {r["seed"]: r["loss"] for r in final if r["head"] == "all" and r["form"] == "W_qk"}
@@ -154,13 +170,23 @@ def test_checkpoint_every_follows_record_every_unless_given() -> None:
         ("autoregressive", {"model__attention": "linear"}),
         ("bidirectional", {"model__residual": True, "model__mlp": True, "model__layers": 2}),
         ("bidirectional", {"model__learn_embed": True, "model__embed": "gaussian", "model__positions": "gaussian"}),
-        ("classification", {"model__embed": "orthogonal", "model__positions": "orthogonal", "model__init": "symmetric"}),
+        (
+            "classification",
+            {"model__embed": "orthogonal", "model__positions": "orthogonal", "model__init": "symmetric"},
+        ),
         ("denoising", {"target": "v", "data__process": "field", "n": 9, "data__patch": 2}),
         ("denoising", {"target": "x0", "data__process": "separable", "model__positions": "none"}),
         ("autoregressive", {"data__process": "markov", "data__transition": "random_reversible", "data__bos": False}),
     ],
-    ids=["linear-attention", "residual-mlp-2-layers", "learned-gaussian-embeddings", "orthogonal-symmetric-init",
-         "field-v-target", "separable-x0-no-positions", "markov-no-bos"],
+    ids=[
+        "linear-attention",
+        "residual-mlp-2-layers",
+        "learned-gaussian-embeddings",
+        "orthogonal-symmetric-init",
+        "field-v-target",
+        "separable-x0-no-positions",
+        "markov-no-bos",
+    ],
 )
 def test_options_train(objective: str, options: dict, tmp_path) -> None:
     sim = run(tiny(objective, steps=4, record_every=2, checkpoint_every=4, **options), tmp_path, progress=False)

@@ -18,7 +18,7 @@ from vision.study import (
     compare_arm,
     run_study,
     steps_to_target,
-)  # fmt: skip
+)
 
 
 def test_steps_to_target_is_the_first_crossing_or_none():
@@ -41,8 +41,11 @@ def test_unreached_runs_are_excluded_from_the_ratio_and_counted():
 
 def test_baseline_target_is_the_median_at_the_chosen_step():
     steps = np.array([0, 10, 20, 30])
-    curves = [(steps, np.array([0.1, 0.2, 0.5, 0.9])), (steps, np.array([0.1, 0.3, 0.6, 0.9])),
-              (steps, np.array([0.1, 0.4, 0.8, 0.9]))]  # fmt: skip
+    curves = [
+        (steps, np.array([0.1, 0.2, 0.5, 0.9])),
+        (steps, np.array([0.1, 0.3, 0.6, 0.9])),
+        (steps, np.array([0.1, 0.4, 0.8, 0.9])),
+    ]
     assert baseline_target(curves, 15) == pytest.approx(0.6)  # first logged step >= 15 is 20
     assert baseline_target(curves, 20) == pytest.approx(0.6)
     with pytest.raises(ValueError, match="no logged step"):
@@ -59,15 +62,21 @@ def test_bootstrap_interval_brackets_the_statistic(seed):
 
 def test_bootstrap_interval_covers_the_true_mean_at_about_the_nominal_rate():
     rng = np.random.default_rng(0)
-    hits = sum(lo <= 0 <= hi for lo, hi in (bootstrap_ci(rng.normal(size=20), np.mean, 300, 0.9, s) for s in range(200)))
+    hits = sum(
+        lo <= 0 <= hi for lo, hi in (bootstrap_ci(rng.normal(size=20), np.mean, 300, 0.9, s) for s in range(200))
+    )
     assert 0.78 <= hits / 200 <= 0.97, f"coverage {hits / 200:.2f} for nominal 0.90"
 
 
 def test_analysis_pairs_seeds_and_uses_the_baseline_target():
     task = StudyTask("t", "m", "o", "acc", True, 30)
     steps = np.array([0, 10, 20, 30])
-    curves = {("default", 0): (steps, np.array([0.1, 0.3, 0.6, 0.9])), ("default", 1): (steps, np.array([0.1, 0.5, 0.9, 0.9])),
-              ("symmetric", 0): (steps, np.array([0.1, 0.9, 0.9, 0.9])), ("symmetric", 1): (steps, np.array([0.1, 0.2, 0.3, 0.4]))}  # fmt: skip
+    curves = {
+        ("default", 0): (steps, np.array([0.1, 0.3, 0.6, 0.9])),
+        ("default", 1): (steps, np.array([0.1, 0.5, 0.9, 0.9])),
+        ("symmetric", 0): (steps, np.array([0.1, 0.9, 0.9, 0.9])),
+        ("symmetric", 1): (steps, np.array([0.1, 0.2, 0.3, 0.4])),
+    }
     cfg = StudyConfig(schemes=("default", "symmetric"), seeds=2, n_boot=100)
     out = analyse_task(task, curves, cfg)
     assert out["target"] == pytest.approx(0.75)  # median of the baseline at step 0.5 x 30 -> logged step 20
@@ -80,11 +89,28 @@ def test_analysis_pairs_seeds_and_uses_the_baseline_target():
 def test_tiny_study_runs_end_to_end(tmp_path):
     before = torch.get_num_threads()
     tiny = {"dim": 16, "depth": 1, "heads": 2}
-    tasks = (StudyTask("vit", "vit-tiny", "classification", "test_accuracy", True, 4, task_options=tiny),
-             StudyTask("dit", "dit-tiny", "denoising", "test_loss", False, 4,
-                       task_options={"dim": 16, "depth": 1, "heads": 2, "samples_per_class": 1}))  # fmt: skip
-    cfg = StudyConfig(tasks=tasks, schemes=("default", "symmetric"), seeds=2, log_every=2, n_boot=50,
-                      null_samples=16, out=str(tmp_path), progress=False)  # fmt: skip
+    tasks = (
+        StudyTask("vit", "vit-tiny", "classification", "test_accuracy", True, 4, task_options=tiny),
+        StudyTask(
+            "dit",
+            "dit-tiny",
+            "denoising",
+            "test_loss",
+            False,
+            4,
+            task_options={"dim": 16, "depth": 1, "heads": 2, "samples_per_class": 1},
+        ),
+    )
+    cfg = StudyConfig(
+        tasks=tasks,
+        schemes=("default", "symmetric"),
+        seeds=2,
+        log_every=2,
+        n_boot=50,
+        null_samples=16,
+        out=str(tmp_path),
+        progress=False,
+    )
     try:
         report = run_study(cfg)
     finally:

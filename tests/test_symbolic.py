@@ -79,8 +79,11 @@ def test_random_mask_counts_are_symbolic():
 def test_tie_condition_from_the_chain_rule():
     tie = derive_tie(3, 2)
     assert tie.verified
-    g, w, eta = (sp.Matrix(3, 3, lambda a, b: sp.Symbol(f"G_{a + 1}{b + 1}")),
-                 sp.Matrix(3, 2, lambda a, b: sp.Symbol(f"W_{a + 1}{b + 1}")), sp.Symbol("eta", positive=True))
+    g, w, eta = (
+        sp.Matrix(3, 3, lambda a, b: sp.Symbol(f"G_{a + 1}{b + 1}")),
+        sp.Matrix(3, 2, lambda a, b: sp.Symbol(f"W_{a + 1}{b + 1}")),
+        sp.Symbol("eta", positive=True),
+    )
     assert sp.simplify(tie.step_difference + eta * (g - g.T) * w) == sp.zeros(3, 2)
 
 
@@ -92,9 +95,15 @@ def test_isserlis_fourth_moment():
     assert isserlis(a**3, [a, b], cov) == 0
 
 
-@pytest.mark.parametrize("objective, n, d", [(Autoregressive(), 3, 1), (Autoregressive(), 2, 2),
-                                             (Bidirectional(mask_ratio=1.0, mask_token=0.0, random_token=0.0), 2, 2)],
-                         ids=["autoregressive-3x1", "autoregressive-2x2", "all-positions-2x2"])
+@pytest.mark.parametrize(
+    "objective, n, d",
+    [
+        (Autoregressive(), 3, 1),
+        (Autoregressive(), 2, 2),
+        (Bidirectional(mask_ratio=1.0, mask_token=0.0, random_token=0.0), 2, 2),
+    ],
+    ids=["autoregressive-3x1", "autoregressive-2x2", "all-positions-2x2"],
+)
 def test_symbolic_expectation_equals_the_numeric_exact_formula(objective, n, d):
     expected, symbols = expected_update_symbolic(objective, n, d)
     gen = torch.Generator().manual_seed(0)
@@ -103,9 +112,15 @@ def test_symbolic_expectation_equals_the_numeric_exact_formula(objective, n, d):
     u = torch.randn(d, d, generator=gen, dtype=torch.float64)
     values = {symbols["covariance"][r, c]: float(cov[r, c]) for r in range(n * d) for c in range(n * d)}
     values.update({symbols["U"][r, c]: float(u[r, c]) for r in range(d) for c in range(d)})
-    symbolic = torch.tensor([[float(expected[r, c].subs(values)) for c in range(d)] for r in range(d)], dtype=torch.float64)
-    numeric = gaussian_update(objective, cov.reshape(n, d, n, d), LinearReadout(torch.eye(d, dtype=torch.float64), u)).mean
-    assert torch.allclose(symbolic, numeric, rtol=1e-10, atol=1e-12), f"||diff|| = {float((symbolic - numeric).norm()):.3e}"
+    symbolic = torch.tensor(
+        [[float(expected[r, c].subs(values)) for c in range(d)] for r in range(d)], dtype=torch.float64
+    )
+    numeric = gaussian_update(
+        objective, cov.reshape(n, d, n, d), LinearReadout(torch.eye(d, dtype=torch.float64), u)
+    ).mean
+    assert torch.allclose(symbolic, numeric, rtol=1e-10, atol=1e-12), (
+        f"||diff|| = {float((symbolic - numeric).norm()):.3e}"
+    )
 
 
 def test_render_derivation_is_readable_and_verified():

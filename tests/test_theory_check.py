@@ -51,6 +51,8 @@ def test_cli_derive_prints_a_verified_derivation():
 
 def test_cli_predict_prints_scores_and_attribution(tmp_path):
     out = tmp_path / "pred.csv"
-    result = runner.invoke(app, ["theory", "predict", "--data", "exchangeable", "--n", "3", "--d", "3", "--csv", str(out)])
+    result = runner.invoke(
+        app, ["theory", "predict", "--data", "exchangeable", "--n", "3", "--d", "3", "--csv", str(out)]
+    )
     assert result.exit_code == 0, result.output
     assert "attribution" in result.output and out.exists()

@@ -34,9 +34,19 @@ def digits():
 
 def small_config(tmp_path, model="vit-tiny", objective="classify", **kw) -> TrainConfig:
     options = {**SMALL[model.split("-")[0]], **({"decoder_dim": 8} if objective == "mae" else {})}
-    base = TrainConfig(model=model, objective=objective, steps=6, batch_size=16, warmup=2, log_every=2,
-                       null_samples=32, eval_limit=64, progress=False, task_options=options,
-                       out_dir=str(tmp_path / "run"))  # fmt: skip
+    base = TrainConfig(
+        model=model,
+        objective=objective,
+        steps=6,
+        batch_size=16,
+        warmup=2,
+        log_every=2,
+        null_samples=32,
+        eval_limit=64,
+        progress=False,
+        task_options=options,
+        out_dir=str(tmp_path / "run"),
+    )
     return replace(base, **kw)
 
 
@@ -46,8 +56,11 @@ def final_files(run_dir):
     return meta, load_file(str(run_dir / "ckpt" / meta["weights"])), load_file(str(run_dir / "ckpt" / meta["state"]))
 
 
-@pytest.mark.parametrize(("model", "objective"), [("vit-tiny", "mae"), ("vit-tiny", "causal"), ("dit-tiny", "denoise")],
-                         ids=["vit-mae", "vit-causal", "dit-denoise-ema"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("model", "objective"),
+    [("vit-tiny", "mae"), ("vit-tiny", "causal"), ("dit-tiny", "denoise")],
+    ids=["vit-mae", "vit-causal", "dit-denoise-ema"],
+)
 def test_resumed_run_equals_uninterrupted_run(tmp_path, digits, model, objective):
     whole = small_config(tmp_path / "a", model, objective, init="symmetric")
     train(whole, digits)
@@ -60,7 +73,9 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path, digits, model, objective
     assert meta_a["step"] == meta_b["step"] == 6
     assert weights_a.keys() == weights_b.keys()
     for key in weights_a:
-        assert torch.equal(weights_a[key], weights_b[key]), f"{key}: max diff {(weights_a[key] - weights_b[key]).abs().max():.3g}"
+        assert torch.equal(weights_a[key], weights_b[key]), (
+            f"{key}: max diff {(weights_a[key] - weights_b[key]).abs().max():.3g}"
+        )
     for key in state_a:
         assert torch.equal(state_a[key], state_b[key]), key
     text_a = (tmp_path / "a" / "run" / "metrics.csv").read_text()
@@ -74,13 +89,18 @@ def test_run_directory_checkpoint_and_metrics(tmp_path, digits):
     result = train(cfg, digits)
     run = tmp_path / "run"
     config = json.loads((run / "config.json").read_text())
-    assert config["config"]["init"] == "symmetric" and config["forms"]["W_qk"] == {"layers": 2, "heads": 2, "d_model": 16, "d_head": 8}
+    assert config["config"]["init"] == "symmetric" and config["forms"]["W_qk"] == {
+        "layers": 2,
+        "heads": 2,
+        "d_model": 16,
+        "d_head": 8,
+    }
     assert {"git_commit", "versions", "data", "parameters"} <= set(config)
     sidecars = sorted(p.name for p in (run / "ckpt").glob("*.json"))
     assert sidecars == ["step_0000004.json", "step_0000006.json"]  # keep_checkpoints = 2
     suffixes = {p.suffix for p in run.rglob("*") if p.is_file()}
     assert suffixes <= {".json", ".csv", ".safetensors"}, suffixes
-    meta, weights, state = final_files(run)
+    _meta, weights, state = final_files(run)
     model = Trainer(cfg, digits).model
     assert set(weights) == set(model.state_dict())
     assert {"rng.torch", "rng.task"} <= set(state) and any(k.startswith("optim.") for k in state)
@@ -88,7 +108,7 @@ def test_run_directory_checkpoint_and_metrics(tmp_path, digits):
     assert torch.equal(model.encoder.blocks[0].attn.qkv.weight, weights["encoder.blocks.0.attn.qkv.weight"])
 
     header = (run / "metrics.csv").read_text().splitlines()[0].split(",")
-    assert header == RUN_COLUMNS + ["cls_key_norm", "cls_query_norm", "test_accuracy", "test_loss"]
+    assert header == [*RUN_COLUMNS, "cls_key_norm", "cls_query_norm", "test_accuracy", "test_loss"]
     rows = result.rows
     assert sorted({r["step"] for r in rows}) == [0, 2, 4, 6]
     step0 = [r for r in rows if r["step"] == 0 and r["form"] == "W_qk"]
@@ -213,9 +233,22 @@ def test_summary_over_seeds_combines_null_z_and_token_ratios():
     from vision.runs import summarize
 
     def row(seed, s, z, key, query):
-        return {"step": 10, "seed": seed, "init": "default", "form": "W_qk", "layer": 0, "head": "all", "symmetry": s,
-                "directionality": 0.0, "symmetry_z": z, "directionality_z": 0.0, "loss": 1.0,
-                "cls_key_norm": key, "cls_query_norm": query, "test_accuracy": 0.5 + seed}  # fmt: skip
+        return {
+            "step": 10,
+            "seed": seed,
+            "init": "default",
+            "form": "W_qk",
+            "layer": 0,
+            "head": "all",
+            "symmetry": s,
+            "directionality": 0.0,
+            "symmetry_z": z,
+            "directionality_z": 0.0,
+            "loss": 1.0,
+            "cls_key_norm": key,
+            "cls_query_norm": query,
+            "test_accuracy": 0.5 + seed,
+        }
 
     runs = {("default", 0): [row(0, 0.1, 1.0, 2.0, 1.0)], ("default", 1): [row(1, 0.3, 3.0, 4.0, 1.0)]}
     layers, metrics = summarize(runs)
@@ -245,15 +278,35 @@ def test_cli_train_runs_and_reports_bad_input_without_a_traceback(tmp_path):
     from cli import app
 
     runner = CliRunner()
-    tiny = ["--set", "dim=16", "--set", "depth=1", "--set", "heads=2", "--steps", "2", "--log-every", "1",
-            "--seeds", "1", "--no-progress", "--out", str(tmp_path)]  # fmt: skip
+    tiny = [
+        "--set",
+        "dim=16",
+        "--set",
+        "depth=1",
+        "--set",
+        "heads=2",
+        "--steps",
+        "2",
+        "--log-every",
+        "1",
+        "--seeds",
+        "1",
+        "--no-progress",
+        "--out",
+        str(tmp_path),
+    ]
     result = runner.invoke(app, ["train", "--objective", "mae", "--set", "decoder_dim=8", *tiny])
     assert result.exit_code == 0, result.output
     assert "test metrics at the last step" in result.output and "per-layer scores" in result.output
     assert (tmp_path / "vit-tiny-masked_autoencoding-digits" / "summary.csv").exists()
-    bad = [(["--objective-param", "foo=1"], "takes parameters"), (["--device", "tpu"], "unknown device"),
-           (["--set", "dim"], "key=value"), (["--init", "orthogonal"], "unknown init scheme"),
-           (["--threads", "-1"], "must be >= 0"), (["--model", "dit-tiny"], "no task for model family 'dit'")]  # fmt: skip
+    bad = [
+        (["--objective-param", "foo=1"], "takes parameters"),
+        (["--device", "tpu"], "unknown device"),
+        (["--set", "dim"], "key=value"),
+        (["--init", "orthogonal"], "unknown init scheme"),
+        (["--threads", "-1"], "must be >= 0"),
+        (["--model", "dit-tiny"], "no task for model family 'dit'"),
+    ]
     for extra, message in bad:
         result = runner.invoke(app, ["train", *tiny, "--out", str(tmp_path / "bad"), *extra])
         assert result.exit_code == 2 and message in result.output, (extra, result.output[-500:])

@@ -7,7 +7,9 @@ import torch
 from vision.data import load_data, stratified_split
 
 
-@pytest.mark.parametrize(("name", "size", "total"), [("digits", 8, 1797), ("mnist5k", 28, 5000)], ids=["digits", "mnist5k"])
+@pytest.mark.parametrize(
+    ("name", "size", "total"), [("digits", 8, 1797), ("mnist5k", 28, 5000)], ids=["digits", "mnist5k"]
+)
 def test_builtin_sets_shape_range_and_labels(name, size, total):
     data = load_data(name)
     assert data.train_images.shape[1:] == (1, size, size)
@@ -82,5 +84,5 @@ def test_unknown_data_is_a_clear_error():
 
 
 def test_missing_npz_file_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="no such .npz file"):
+    with pytest.raises(ValueError, match=r"no such \.npz file"):
         load_data(str(tmp_path / "absent.npz"))

@@ -22,8 +22,13 @@ def fake_data(n=12, size=8, channels=1, classes=3) -> ImageData:
     return ImageData("fake", x, y, x[:4], y[:4], classes)
 
 
-@given(heads=st.sampled_from([1, 2, 4]), d_head=st.sampled_from([2, 3, 8]), n=st.integers(1, 6),
-       causal=st.booleans(), seed=st.integers(0, 10_000))  # fmt: skip
+@given(
+    heads=st.sampled_from([1, 2, 4]),
+    d_head=st.sampled_from([2, 3, 8]),
+    n=st.integers(1, 6),
+    causal=st.booleans(),
+    seed=st.integers(0, 10_000),
+)
 def test_attention_forward_applies_the_forms_it_reports(heads, d_head, n, causal, seed):
     """Per head, ``Attention`` computes ``softmax(x M_h x^T / sqrt(d_h)) V_h`` with ``M_h`` from ``forms()``
     (rows = queries): the fused-qkv split of ``forward`` and that of the scores agree (float64, no bias)."""
@@ -43,7 +48,9 @@ def test_attention_forward_applies_the_forms_it_reports(heads, d_head, n, causal
     expected = attn.proj(mixed.reshape(2, n, d))
     got = attn(x, causal=causal)
     diff = (got - expected).norm().item()
-    assert diff <= 1e-9 * expected.norm().item(), f"||forward - forms|| = {diff:.3g} (||expected|| = {expected.norm():.3g})"
+    assert diff <= 1e-9 * expected.norm().item(), (
+        f"||forward - forms|| = {diff:.3g} (||expected|| = {expected.norm():.3g})"
+    )
 
 
 def test_attention_refuses_a_mask_and_causal_together():
@@ -53,7 +60,8 @@ def test_attention_refuses_a_mask_and_causal_together():
 
 
 def small(**kw) -> ViTConfig:
-    return ViTConfig(**{**dict(image_size=8, channels=1, patch=2, dim=32, depth=2, heads=4, n_classes=3), **kw})
+    base = {"image_size": 8, "channels": 1, "patch": 2, "dim": 32, "depth": 2, "heads": 4, "n_classes": 3}
+    return ViTConfig(**{**base, **kw})
 
 
 @pytest.mark.parametrize("preset", list(PRESETS), ids=list(PRESETS))

@@ -83,9 +83,14 @@ class Attribution:
     updates: dict[tuple[str, str], ExpectedUpdate]
 
     def summary(self) -> dict[str, float | str]:
-        return {"objective": self.objective, "mask": self.own_mask, "skew_total": self.total,
-                "symmetric_mask_part": self.symmetric_mask_part, "mask_part": self.mask_part,
-                "arrow_part": self.arrow_part}
+        return {
+            "objective": self.objective,
+            "mask": self.own_mask,
+            "skew_total": self.total,
+            "symmetric_mask_part": self.symmetric_mask_part,
+            "mask_part": self.mask_part,
+            "arrow_part": self.arrow_part,
+        }
 
     def rows(self, k: float = 2.0) -> list[dict]:
         """Tidy rows: one per ``(mask, data, part)`` with symmetry, directionality and skew fraction."""
@@ -93,9 +98,17 @@ class Attribution:
         for (mask, data), upd in self.updates.items():
             scores = upd.scores(k)
             for part in PARTS:
-                rows.append({"objective": self.objective, "mask": mask, "data": data, "part": part,
-                             "symmetry": scores[part]["symmetry"], "directionality": scores[part]["directionality"],
-                             "skew_fraction": skew_fraction(upd.part(part))})
+                rows.append(
+                    {
+                        "objective": self.objective,
+                        "mask": mask,
+                        "data": data,
+                        "part": part,
+                        "symmetry": scores[part]["symmetry"],
+                        "directionality": scores[part]["directionality"],
+                        "skew_fraction": skew_fraction(upd.part(part)),
+                    }
+                )
         return rows
 
 
@@ -109,7 +122,9 @@ def attribute(objective: Objective, expected: Evaluator) -> Attribution:
         raise ValueError(f"E[dL/dM] is zero for {objective.name}: nothing to attribute")
     k = {key: skew(upd.mean) for key, upd in updates.items()}
     return Attribution(
-        objective=objective.name, own_mask=own, total=float(k[(own, "forward")].norm()) / scale,
+        objective=objective.name,
+        own_mask=own,
+        total=float(k[(own, "forward")].norm()) / scale,
         symmetric_mask_part=float(k[("symmetric", "forward")].norm()) / scale,
         mask_part=float((k[("causal", "forward")] - k[("symmetric", "forward")]).norm()) / scale,
         arrow_part=float((k[(own, "forward")] - k[(own, "reversed")]).norm()) / (2 * scale),
@@ -118,8 +133,13 @@ def attribute(objective: Objective, expected: Evaluator) -> Attribution:
 
 
 def attribute_gaussian(
-    objective: Objective, covariance: torch.Tensor, mean: torch.Tensor | None = None,
-    head: LinearReadout | None = None, corruption: Corruption = Corruption(), d_h: int = 1, **options,
+    objective: Objective,
+    covariance: torch.Tensor,
+    mean: torch.Tensor | None = None,
+    head: LinearReadout | None = None,
+    corruption: Corruption = Corruption(),
+    d_h: int = 1,
+    **options,
 ) -> Attribution:
     """Exact attribution for Gaussian data; ``head=None`` averages over an isotropic value/readout init."""
     reversed_mean = None if mean is None else torch.as_tensor(mean).flip(0)
@@ -145,8 +165,15 @@ def reversed_sequences(sample: SequenceSampler) -> SequenceSampler:
 
 
 def attribute_monte_carlo(
-    objective: Objective, sample_sequences: SequenceSampler, head: Head, n_batches: int, batch_size: int,
-    seed: int, corruption: Corruption = Corruption(), d_h: int = 1, target: str = "vector",
+    objective: Objective,
+    sample_sequences: SequenceSampler,
+    head: Head,
+    n_batches: int,
+    batch_size: int,
+    seed: int,
+    corruption: Corruption = Corruption(),
+    d_h: int = 1,
+    target: str = "vector",
 ) -> Attribution:
     """Monte Carlo attribution (any data); each of the four evaluations uses its own stream seeded from ``seed``."""
 
@@ -194,8 +221,14 @@ def data_setting(name: str, n: int, d: int, seed: int) -> tuple[torch.Tensor, to
 
 def default_objectives() -> list[Objective]:
     """Every objective, with bidirectional both keep-as-is (the clean role swap) and BERT's 80/10/10."""
-    return [Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0), Bidirectional(mask_ratio=0.3),
-            Autoregressive(), Denoising(), Classification(), MaskedAutoencoding(mask_ratio=0.5)]
+    return [
+        Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0),
+        Bidirectional(mask_ratio=0.3),
+        Autoregressive(),
+        Denoising(),
+        Classification(),
+        MaskedAutoencoding(mask_ratio=0.5),
+    ]
 
 
 def _label(objective: Objective) -> str:
@@ -205,7 +238,11 @@ def _label(objective: Objective) -> str:
 
 
 def predict_first_update(
-    data: str, n: int = 6, d: int = 8, head: str = "averaged", seed: int = 0,
+    data: str,
+    n: int = 6,
+    d: int = 8,
+    head: str = "averaged",
+    seed: int = 0,
     objectives: list[Objective] | None = None,
 ) -> tuple[list[dict], list[dict]]:
     """Exact predictions of the first update (scores per part) and the attribution, per objective.

@@ -68,23 +68,28 @@ class Corruption:
     @classmethod
     def random(cls, d: int, generator: torch.Generator) -> Corruption:
         """Unit-variance Gaussian entries, like a freshly initialised embedding row."""
-        draw = lambda: torch.randn(d, generator=generator, dtype=torch.float64)  # noqa: E731
+        draw = lambda: torch.randn(d, generator=generator, dtype=torch.float64)
         return cls(draw(), draw())
 
     def need(self, name: str, objective: str) -> torch.Tensor:
         v = getattr(self, name)
         if v is None:
-            raise ValueError(f"the {objective} corruption needs corruption.{name} (a [d] vector); use Corruption.random")
+            raise ValueError(
+                f"the {objective} corruption needs corruption.{name} (a [d] vector); use Corruption.random"
+            )
         return torch.as_tensor(v, dtype=torch.float64)
-
 
 
 BatchSampler = Callable[[int, torch.Generator], AttentionBatch]
 
 
 def objective_batch(
-    objective: Objective, seqs: Sequences, corruption: Corruption, generator: torch.Generator,
-    target: Literal["vector", "token"] = "vector", resample: SequenceSampler | None = None,
+    objective: Objective,
+    seqs: Sequences,
+    corruption: Corruption,
+    generator: torch.Generator,
+    target: Literal["vector", "token"] = "vector",
+    resample: SequenceSampler | None = None,
 ) -> AttentionBatch:
     """Apply the objective's corruption (module docstring) to clean sequences.
 
@@ -105,7 +110,9 @@ def objective_batch(
             if resample is None:
                 raise ValueError("random-token replacement needs the sequence sampler (objective_sampler passes it)")
             where = (kind == 2).nonzero()  # (r, 2): an independent fresh sequence for every replaced position
-            inputs[where[:, 0], where[:, 1]] = resample(len(where), generator).x.to(x.dtype)[torch.arange(len(where)), where[:, 1]]
+            inputs[where[:, 0], where[:, 1]] = resample(len(where), generator).x.to(x.dtype)[
+                torch.arange(len(where)), where[:, 1]
+            ]
         return AttentionBatch(inputs, clean, pattern)
     if isinstance(objective, Autoregressive):
         return AttentionBatch(x[:, :-1], clean[:, 1:], objective.pattern(n - 1, (b,), generator))
@@ -122,8 +129,11 @@ def objective_batch(
         if label is None:
             raise ValueError("token targets for classification need Sequences.label")
         filler = torch.zeros_like(label)[:, None].expand(b, n, *label.shape[1:])
-        return AttentionBatch(torch.cat([cls_vec, x], 1), torch.cat([label[:, None], filler], 1),
-                              objective.pattern(n + 1, (b,), generator))
+        return AttentionBatch(
+            torch.cat([cls_vec, x], 1),
+            torch.cat([label[:, None], filler], 1),
+            objective.pattern(n + 1, (b,), generator),
+        )
     if isinstance(objective, MaskedAutoencoding):
         pattern = objective.pattern(n, (b,), generator)
         hidden = (~pattern.loss).to(x.dtype)
@@ -135,8 +145,11 @@ def objective_batch(
 
 
 def objective_sampler(
-    objective: Objective, sample_sequences: SequenceSampler, corruption: Corruption = Corruption(),
-    target: Literal["vector", "token"] = "vector", context: ContextChoice = "objective",
+    objective: Objective,
+    sample_sequences: SequenceSampler,
+    corruption: Corruption = Corruption(),
+    target: Literal["vector", "token"] = "vector",
+    context: ContextChoice = "objective",
 ) -> BatchSampler:
     """A :data:`BatchSampler` for :func:`monte_carlo_update`: clean sequences, then the objective's corruption.
 
@@ -144,7 +157,9 @@ def objective_sampler(
     """
 
     def sample(batch: int, generator: torch.Generator) -> AttentionBatch:
-        out = objective_batch(objective, sample_sequences(batch, generator), corruption, generator, target, sample_sequences)
+        out = objective_batch(
+            objective, sample_sequences(batch, generator), corruption, generator, target, sample_sequences
+        )
         return AttentionBatch(out.inputs, out.targets, out.pattern.with_context(context))
 
     return sample

@@ -31,12 +31,14 @@ def _as_layers(weight: torch.Tensor, name: str) -> torch.Tensor:
     """Lift one ``nn.Linear`` weight ``(out, in)`` to a stack ``[L, out, in]``."""
     weight = torch.as_tensor(weight)
     if weight.ndim not in (2, 3):
-        raise ValueError(f"{name} must be an nn.Linear weight (out, in) or a stack [L, out, in]; got {tuple(weight.shape)}")
+        raise ValueError(
+            f"{name} must be an nn.Linear weight (out, in) or a stack [L, out, in]; got {tuple(weight.shape)}"
+        )
     return weight if weight.ndim == 3 else weight[None]
 
 
 def split_heads(weight: torch.Tensor, n_heads: int, name: str = "weight") -> torch.Tensor:
-    """``nn.Linear`` weight ``[L, (h dh), d]`` -> per-head factors ``[L, h, d, dh]``: ``W^h = weight[h*dh:(h+1)*dh].T``."""
+    """``nn.Linear`` weight ``[L, (h dh), d]`` -> factors ``[L, h, d, dh]``, ``W^h = weight[h*dh:(h+1)*dh].T``."""
     weight = _as_layers(weight, name)
     if n_heads < 1 or weight.shape[1] % n_heads:
         raise ValueError(f"{name} has {weight.shape[1]} output rows, not divisible into {n_heads} heads")
@@ -75,7 +77,9 @@ class FactoredForms:
     def __post_init__(self) -> None:
         q, k = _as_stack(self.q, "q"), _as_stack(self.k, "k")
         if q.shape != k.shape:
-            raise ValueError(f"q and k factors disagree: {tuple(q.shape)} vs {tuple(k.shape)} (expected [L, H, d, d_h] each)")
+            raise ValueError(
+                f"q and k factors disagree: {tuple(q.shape)} vs {tuple(k.shape)} (expected [L, H, d, d_h] each)"
+            )
         n_kv = q.shape[1] if self.n_kv_heads is None else self.n_kv_heads
         if n_kv < 1 or q.shape[1] % n_kv:
             raise ValueError(f"{q.shape[1]} query heads cannot be grouped over {n_kv} key heads")
@@ -88,7 +92,7 @@ class FactoredForms:
     def from_linear(
         cls, q_weight: torch.Tensor, k_weight: torch.Tensor, n_heads: int, n_kv_heads: int | None = None
     ) -> FactoredForms:
-        """From separate q/k ``nn.Linear`` weights ``(out, in)`` (or stacks ``[L, out, in]``); GQA if ``n_kv_heads < n_heads``."""
+        """From separate q/k ``nn.Linear`` weights ``(out, in)`` or ``[L, out, in]``; GQA if n_kv_heads < n_heads."""
         q = split_heads(q_weight, n_heads, "q weight")
         k = split_heads(k_weight, n_kv_heads or n_heads, "k weight")
         if q.shape[-1] != k.shape[-1]:
@@ -131,10 +135,12 @@ class FactoredForms:
         if not isinstance(other, FactoredForms):
             return NotImplemented
         if self.q.shape[:3] != other.q.shape[:3] or self.n_kv_heads != other.n_kv_heads:
-            raise ValueError(f"cannot add forms of shapes [L, H, d] {tuple(self.q.shape[:3])} and {tuple(other.q.shape[:3])} "
-                             f"(key heads {self.n_kv_heads} and {other.n_kv_heads})")
+            raise ValueError(
+                f"cannot add forms of shapes [L, H, d] {tuple(self.q.shape[:3])} and {tuple(other.q.shape[:3])} "
+                f"(key heads {self.n_kv_heads} and {other.n_kv_heads})"
+            )
         dtype = torch.promote_types(self.q.dtype, other.q.dtype)
-        cat = lambda a, b: torch.cat([a.to(dtype), b.to(dtype)], dim=-1)  # noqa: E731
+        cat = lambda a, b: torch.cat([a.to(dtype), b.to(dtype)], dim=-1)
         return FactoredForms(cat(self.q, other.q), cat(self.k, other.k), self.n_kv_heads)
 
     def __neg__(self) -> FactoredForms:
@@ -156,12 +162,15 @@ class FactoredForms:
         ``left`` / ``right`` are ``[d]`` (every layer) or ``[L, d]`` (per layer); ``None`` leaves that side alone.
         E.g. a DiT's adaLN-modulated form ``diag(1 + s) M diag(1 + s)``.
         """
+
         def rows(x: torch.Tensor, scale: torch.Tensor | None, side: str) -> torch.Tensor:
             if scale is None:
                 return x
             scale = torch.as_tensor(scale).to(x.device)
             if scale.shape not in ((self.d_model,), (self.n_layers, self.d_model)):
-                raise ValueError(f"{side} scale must be [d={self.d_model}] or [L={self.n_layers}, d]; got {tuple(scale.shape)}")
+                raise ValueError(
+                    f"{side} scale must be [d={self.d_model}] or [L={self.n_layers}, d]; got {tuple(scale.shape)}"
+                )
             scale = scale.reshape(-1, 1, self.d_model, 1)  # (L or 1, 1, d, 1)
             dtype = torch.promote_types(x.dtype, scale.dtype)
             return x.to(dtype) * scale.to(dtype)
@@ -169,7 +178,7 @@ class FactoredForms:
         return FactoredForms(rows(self.q, left, "left"), rows(self.k, right, "right"), self.n_kv_heads)
 
     def transposed(self) -> FactoredForms:
-        """``M^T = B A^T``: query and key factors swap (with grouped-query attention the heads are no longer grouped)."""
+        """``M^T = B A^T``: query and key factors swap (grouped-query heads are then no longer grouped)."""
         return FactoredForms(self.k, self.q)
 
     def summed_heads(self) -> FactoredForms:
@@ -239,9 +248,11 @@ class FactoredForms:
         key = torch.einsum("lhde,lbhe->lbhd", a, torch.einsum("lhfe,lbf->lbhe", b, x))  # (L, B, H, d): A (B^T x)
         query = torch.einsum("lbhe,lhfe->lbhf", torch.einsum("lbd,lhde->lbhe", x, a), b)  # (L, B, H, d): (x^T A) B^T
         return {
-            "key_head": key.norm(dim=-1).mean(1), "query_head": query.norm(dim=-1).mean(1),
-            "key_layer": key.sum(2).norm(dim=-1).mean(1), "query_layer": query.sum(2).norm(dim=-1).mean(1),
-        }  # fmt: skip
+            "key_head": key.norm(dim=-1).mean(1),
+            "query_head": query.norm(dim=-1).mean(1),
+            "key_layer": key.sum(2).norm(dim=-1).mean(1),
+            "query_layer": query.sum(2).norm(dim=-1).mean(1),
+        }
 
     def scores(self, per: Per = "head", k: float = DEFAULT_K) -> Scores:
         """Symmetry and directionality per head ``[L, H]`` or per layer ``[L]``, without building ``d x d``."""

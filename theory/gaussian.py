@@ -66,14 +66,23 @@ def _blocks(cov: torch.Tensor) -> torch.Tensor:
     return cov.permute(0, 2, 1, 3)
 
 
-def _single(sig: torch.Tensor, cov_xt: torch.Tensor, pattern: RolePattern, mean_x: torch.Tensor,
-            mean_t: torch.Tensor) -> _Scenarios:
-    return _Scenarios(torch.ones(1, dtype=sig.dtype), mean_x[None], sig[None], cov_xt[None], mean_t[None],
-                      pattern.loss.to(sig.dtype)[None], pattern.context[None])
+def _single(
+    sig: torch.Tensor, cov_xt: torch.Tensor, pattern: RolePattern, mean_x: torch.Tensor, mean_t: torch.Tensor
+) -> _Scenarios:
+    return _Scenarios(
+        torch.ones(1, dtype=sig.dtype),
+        mean_x[None],
+        sig[None],
+        cov_xt[None],
+        mean_t[None],
+        pattern.loss.to(sig.dtype)[None],
+        pattern.context[None],
+    )
 
 
-def _bidirectional_scenarios(obj: Bidirectional, sig: torch.Tensor, mu: torch.Tensor, corruption: Corruption,
-                             max_scenarios: int) -> Iterator[_Scenarios]:
+def _bidirectional_scenarios(
+    obj: Bidirectional, sig: torch.Tensor, mu: torch.Tensor, corruption: Corruption, max_scenarios: int
+) -> Iterator[_Scenarios]:
     n, d = mu.shape
     rho, p_mask, p_rand = obj.mask_ratio, obj.mask_token, obj.random_token
     p_keep_sel = 1 - p_mask - p_rand
@@ -93,12 +102,21 @@ def _bidirectional_scenarios(obj: Bidirectional, sig: torch.Tensor, mu: torch.Te
 
     def build(kind: torch.Tensor, loss: torch.Tensor, weight: torch.Tensor) -> _Scenarios:
         keep, rand, masked = ((kind == k).to(sig.dtype) for k in (0, 2, 1))  # (S, n) each
-        cov_xx = (keep[:, :, None, None, None] * keep[:, None, :, None, None] * sig
-                  + (rand[:, :, None] * rand[:, None, :] * eye)[..., None, None] * diag_sig[:, None])
+        cov_xx = (
+            keep[:, :, None, None, None] * keep[:, None, :, None, None] * sig
+            + (rand[:, :, None] * rand[:, None, :] * eye)[..., None, None] * diag_sig[:, None]
+        )
         mean_x = masked[..., None] * mask + (1 - masked)[..., None] * mu  # a random draw has the position's mean
         s = len(kind)
-        return _Scenarios(weight, mean_x, cov_xx, keep[:, :, None, None, None] * sig, mu.expand(s, n, d),
-                          loss, context.expand(s, n, n))
+        return _Scenarios(
+            weight,
+            mean_x,
+            cov_xx,
+            keep[:, :, None, None, None] * sig,
+            mu.expand(s, n, d),
+            loss,
+            context.expand(s, n, n),
+        )
 
     configs = itertools.product(kinds, repeat=n)
     while chunk := list(itertools.islice(configs, _CHUNK)):
@@ -119,8 +137,9 @@ def _bidirectional_scenarios(obj: Bidirectional, sig: torch.Tensor, mu: torch.Te
         yield build(kind, loss, weight)
 
 
-def _denoising_scenarios(obj: Denoising, sig: torch.Tensor, mu: torch.Tensor, timesteps: Sequence[int] | None,
-                         max_scenarios: int) -> Iterator[_Scenarios]:
+def _denoising_scenarios(
+    obj: Denoising, sig: torch.Tensor, mu: torch.Tensor, timesteps: Sequence[int] | None, max_scenarios: int
+) -> Iterator[_Scenarios]:
     n, d = mu.shape
     steps = torch.as_tensor(list(range(obj.t_min, obj.t_end)) if timesteps is None else list(timesteps))
     if len(steps) > max_scenarios:
@@ -136,20 +155,29 @@ def _denoising_scenarios(obj: Denoising, sig: torch.Tensor, mu: torch.Tensor, ti
         a2, s2 = a[:, :, :, 0, 0], s[:, :, :, 0, 0]  # (k, 1, 1)
         mean_t = {"eps": 0 * a2 * mu, "x0": 0 * a2 + mu, "v": -s2 * mu}[obj.target]
         k = len(chunk)
-        yield _Scenarios(torch.full((k,), 1 / len(steps), dtype=sig.dtype), a2 * mu, cov_xx,
-                         cov_xt.expand(k, -1, -1, -1, -1), mean_t.expand(k, n, d),
-                         pattern.loss.to(sig.dtype).expand(k, n), pattern.context.expand(k, n, n))
+        yield _Scenarios(
+            torch.full((k,), 1 / len(steps), dtype=sig.dtype),
+            a2 * mu,
+            cov_xx,
+            cov_xt.expand(k, -1, -1, -1, -1),
+            mean_t.expand(k, n, d),
+            pattern.loss.to(sig.dtype).expand(k, n),
+            pattern.context.expand(k, n, n),
+        )
 
 
-def _mae_scenarios(obj: MaskedAutoencoding, sig: torch.Tensor, mu: torch.Tensor,
-                   max_scenarios: int) -> Iterator[_Scenarios]:
+def _mae_scenarios(
+    obj: MaskedAutoencoding, sig: torch.Tensor, mu: torch.Tensor, max_scenarios: int
+) -> Iterator[_Scenarios]:
     n, d = mu.shape
     keep = obj.n_visible(n)
     if keep == n:
         raise ValueError("masked autoencoding with no masked position has no target; raise mask_ratio")
     total = math.comb(n, keep)
     if total > max_scenarios:
-        raise ValueError(f"C({n}, {keep}) = {total} visible subsets > max_scenarios={max_scenarios}; use monte_carlo_update")
+        raise ValueError(
+            f"C({n}, {keep}) = {total} visible subsets > max_scenarios={max_scenarios}; use monte_carlo_update"
+        )
     subsets = itertools.combinations(range(n), keep)
     while chunk := list(itertools.islice(subsets, _CHUNK)):
         vis = torch.zeros(len(chunk), n, dtype=torch.bool)
@@ -158,13 +186,25 @@ def _mae_scenarios(obj: MaskedAutoencoding, sig: torch.Tensor, mu: torch.Tensor,
         hidden = (~vis).to(sig.dtype) / (n - keep)  # target = sum_q hidden[q] x_q
         cov_t = torch.einsum("sq,pqab->spab", hidden, sig)  # Cov(x_p, target), the same for every query
         k = len(chunk)
-        yield _Scenarios(torch.full((k,), 1 / total, dtype=sig.dtype), mu.expand(k, n, d),
-                         sig.expand(k, -1, -1, -1, -1), cov_t[:, :, None].expand(k, n, n, d, d),
-                         (hidden @ mu)[:, None].expand(k, n, d), vis.to(sig.dtype), vis[:, :, None] & vis[:, None, :])
+        yield _Scenarios(
+            torch.full((k,), 1 / total, dtype=sig.dtype),
+            mu.expand(k, n, d),
+            sig.expand(k, -1, -1, -1, -1),
+            cov_t[:, :, None].expand(k, n, n, d, d),
+            (hidden @ mu)[:, None].expand(k, n, d),
+            vis.to(sig.dtype),
+            vis[:, :, None] & vis[:, None, :],
+        )
 
 
-def _scenarios(objective: Objective, sig: torch.Tensor, mu: torch.Tensor, corruption: Corruption,
-               timesteps: Sequence[int] | None, max_scenarios: int) -> Iterator[_Scenarios]:
+def _scenarios(
+    objective: Objective,
+    sig: torch.Tensor,
+    mu: torch.Tensor,
+    corruption: Corruption,
+    timesteps: Sequence[int] | None,
+    max_scenarios: int,
+) -> Iterator[_Scenarios]:
     n, d = mu.shape
     if isinstance(objective, Bidirectional):
         yield from _bidirectional_scenarios(objective, sig, mu, corruption, max_scenarios)
@@ -197,7 +237,7 @@ def _pair_expectations(sc: _Scenarios, head: LinearReadout, d_h: int) -> torch.T
     1(j in D_i) E[a b^T (c . e)] / (|D_i| sqrt(d_h))``.
     """
     u = head.value_readout  # (o, d)
-    n, d = sc.mean_x.shape[-2:]
+    n, _d = sc.mean_x.shape[-2:]
     skip = head.skip if head.skip is not None else u.new_zeros(u.shape)
     tmap = head.target_map if head.target_map is not None else torch.eye(sc.cov_xt.shape[-1], dtype=u.dtype)
     k, mu = sc.cov_xx, sc.mean_x
@@ -220,10 +260,19 @@ def _pair_expectations(sc: _Scenarios, head: LinearReadout, d_h: int) -> torch.T
     s_bc = kbar_t @ u.T + k_t @ skip.T - l_t  # (S, i, j, d, o)
     s_be = (k_ii[:, None] - kbar_t) @ u.T  # (S, i, j, d, o)
     utu, stu = u.T @ u, skip.T @ u
-    tr_ce = (torch.einsum("sijab,ab->sij", kbar_t, utu) + torch.einsum("sijab,ab->sij", k, stu)
-             - torch.einsum("sijao,oa->sij", l_t, u))
-    tr_ce = tr_ce + (-torch.einsum("siab,ab->si", kbb, utu) - torch.einsum("siab,ab->si", kbar_ii, stu)
-                     + torch.einsum("siao,oa->si", lbar, u))[..., None]
+    tr_ce = (
+        torch.einsum("sijab,ab->sij", kbar_t, utu)
+        + torch.einsum("sijab,ab->sij", k, stu)
+        - torch.einsum("sijao,oa->sij", l_t, u)
+    )
+    tr_ce = (
+        tr_ce
+        + (
+            -torch.einsum("siab,ab->si", kbb, utu)
+            - torch.einsum("siab,ab->si", kbar_ii, stu)
+            + torch.einsum("siao,oa->si", lbar, u)
+        )[..., None]
+    )
 
     ce_means = torch.einsum("sio,sijo->sij", mu_c, mu_e)
     scalar = ce_means + tr_ce  # multiplies both E[a b^T] pieces
@@ -237,13 +286,18 @@ def _pair_expectations(sc: _Scenarios, head: LinearReadout, d_h: int) -> torch.T
     return torch.einsum("sij,sijab->ijab", coef, term)
 
 
-
 def gaussian_update(
-    objective: Objective, covariance: torch.Tensor, head: LinearReadout, corruption: Corruption = Corruption(),
-    d_h: int = 1, mean: torch.Tensor | None = None, timesteps: Sequence[int] | None = None,
-    max_scenarios: int = DEFAULT_MAX_SCENARIOS, context: ContextChoice = "objective",
+    objective: Objective,
+    covariance: torch.Tensor,
+    head: LinearReadout,
+    corruption: Corruption = Corruption(),
+    d_h: int = 1,
+    mean: torch.Tensor | None = None,
+    timesteps: Sequence[int] | None = None,
+    max_scenarios: int = DEFAULT_MAX_SCENARIOS,
+    context: ContextChoice = "objective",
 ) -> ExpectedUpdate:
-    """Exact ``E[dL/dM]`` at ``M = 0`` for Gaussian clean data: covariance ``[N, d, N, d]``, ``mean [N, d]`` (default 0).
+    """Exact ``E[dL/dM]`` at ``M = 0`` for Gaussian clean data: covariance ``[N, d, N, d]``, ``mean [N, d]`` (or 0).
 
     A non-zero mean models a fixed token (a BOS row: mean ``x_BOS`` and zero variance at position 0)
     or positional embeddings. The corruption model is the module docstring's; random patterns are
@@ -251,7 +305,9 @@ def gaussian_update(
     ``timesteps`` (default: the objective's range). ``context`` swaps the mask, keeping all else.
     """
     if not isinstance(head, LinearReadout):
-        raise ValueError("the exact expectation covers the linear MSE head only (LinearReadout); use monte_carlo_update")
+        raise ValueError(
+            "the exact expectation covers the linear MSE head only (LinearReadout); use monte_carlo_update"
+        )
     sig = _blocks(check_covariance(covariance))
     n, d = sig.shape[0], sig.shape[-1]
     if d != head.value.shape[1]:
@@ -265,9 +321,14 @@ def gaussian_update(
 
 
 def head_averaged_update(
-    objective: Objective, covariance: torch.Tensor, corruption: Corruption = Corruption(), d_h: int = 1,
-    mean: torch.Tensor | None = None, timesteps: Sequence[int] | None = None,
-    max_scenarios: int = DEFAULT_MAX_SCENARIOS, context: ContextChoice = "objective",
+    objective: Objective,
+    covariance: torch.Tensor,
+    corruption: Corruption = Corruption(),
+    d_h: int = 1,
+    mean: torch.Tensor | None = None,
+    timesteps: Sequence[int] | None = None,
+    max_scenarios: int = DEFAULT_MAX_SCENARIOS,
+    context: ContextChoice = "objective",
 ) -> ExpectedUpdate:
     """``E[dL/dM]`` averaged also over an isotropic random init of the value/readout map ``U = readout W_v``.
 
@@ -279,6 +340,18 @@ def head_averaged_update(
     cov = check_covariance(covariance)
     d = cov.shape[1]
     eye = torch.eye(d, dtype=torch.float64)
-    plus, minus = (gaussian_update(objective, cov, LinearReadout(eye, sign * eye, target_map=eye), corruption, d_h,
-                                   mean, timesteps, max_scenarios, context) for sign in (1.0, -1.0))
+    plus, minus = (
+        gaussian_update(
+            objective,
+            cov,
+            LinearReadout(eye, sign * eye, target_map=eye),
+            corruption,
+            d_h,
+            mean,
+            timesteps,
+            max_scenarios,
+            context,
+        )
+        for sign in (1.0, -1.0)
+    )
     return ExpectedUpdate(*((getattr(plus, f) + getattr(minus, f)) / 2 for f in ("mean", "self_pair", "cross_pair")))

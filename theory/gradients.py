@@ -50,7 +50,7 @@ def _head_stack(t: torch.Tensor, ndim: int, name: str) -> torch.Tensor:
 
 
 def attention_logits(x: torch.Tensor, form: Form, d_h: int) -> torch.Tensor:
-    """Logits ``[B, H, N, N]`` for inputs ``x [B, N, d]`` and a form ``M [H?, d, d]`` or factors ``(W_q, W_k) [H?, d, d_h]``."""
+    """Logits ``[B, H, N, N]`` of ``x [B, N, d]``: form ``M [H?, d, d]`` or factors ``(W_q, W_k) [H?, d, d_h]``."""
     if isinstance(form, tuple):
         q = _head_stack(form[0], 2, "W_q")
         k = _head_stack(form[1], 2, "W_k")
@@ -81,7 +81,9 @@ def _pattern_masks(pattern: RolePattern, b: int, n: int) -> tuple[torch.Tensor, 
     return loss.bool()[:, None], context.bool()[:, None]
 
 
-def attention_weights(logits: torch.Tensor | None, context: torch.Tensor, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def attention_weights(
+    logits: torch.Tensor | None, context: torch.Tensor, dtype: torch.dtype = torch.float64
+) -> torch.Tensor:
     """Softmax over ``j in D_i`` (uniform when ``logits`` is None, i.e. ``M = 0``); empty rows get zero weights."""
     if logits is None:
         ctx = context.to(dtype)
@@ -124,7 +126,8 @@ def logit_gradient(
     g = upstream.unsqueeze(1) if upstream.ndim == 3 else upstream  # (B, H, N, d_v)
     if g.shape[:3] != (b, n_heads, n) or v.shape[0] != n_heads or g.shape[-1] != v.shape[1]:
         raise ValueError(
-            f"shapes disagree: x {tuple(x.shape)}, {n_heads} head(s), W_v {tuple(value.shape)}, upstream {tuple(upstream.shape)}"
+            f"shapes disagree: x {tuple(x.shape)}, {n_heads} head(s), W_v {tuple(value.shape)}, "
+            f"upstream {tuple(upstream.shape)}"
         )
     loss, context = _pattern_masks(pattern, b, n)
     alpha = _weights(x, form, context, d_h)  # (B, H, N, N)
@@ -136,7 +139,12 @@ def logit_gradient(
 
 
 def form_gradient(
-    x: torch.Tensor, form: Form | None, value: torch.Tensor, upstream: torch.Tensor, pattern: RolePattern, d_h: int,
+    x: torch.Tensor,
+    form: Form | None,
+    value: torch.Tensor,
+    upstream: torch.Tensor,
+    pattern: RolePattern,
+    d_h: int,
     per_sequence: bool = False,
 ) -> FormGradient:
     """``dL/dM`` summed over the batch, with its self-pair and cross-pair parts (see module docstring).
@@ -167,7 +175,7 @@ def factor_gradients(grad_m: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> 
 
 
 def first_order_update(grad_m: torch.Tensor, q: torch.Tensor, k: torch.Tensor, lr: float) -> torch.Tensor:
-    """``dM = -lr (G W_k W_k^T + W_q W_q^T G)``: the change of ``M`` after one SGD step on ``W_q, W_k``, to first order."""
+    """``dM = -lr (G W_k W_k^T + W_q W_q^T G)``: the change of ``M`` after an SGD step on ``W_q, W_k``, 1st order."""
     return -lr * (grad_m @ k @ k.transpose(-2, -1) + q @ q.transpose(-2, -1) @ grad_m)
 
 
@@ -188,6 +196,6 @@ def tie_residual(grad_m: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 
 def split_self_cross(pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-pair terms ``[..., N, N, d, d]`` -> (self-pair sum ``j = i``, cross-pair sum ``j != i``), each ``[..., d, d]``."""
+    """Per-pair terms ``[..., N, N, d, d]`` -> (self-pair sum ``j = i``, cross-pair sum ``j != i``)."""
     self_pair = pairs.diagonal(0, -4, -3).sum(-1)
     return self_pair, pairs.sum((-4, -3)) - self_pair

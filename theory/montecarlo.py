@@ -38,8 +38,13 @@ class _Moments:
 
 
 def monte_carlo_update(
-    sample_batch: BatchSampler, head: Head, n_batches: int, batch_size: int, generator: torch.Generator,
-    d_h: int = 1, form: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
+    sample_batch: BatchSampler,
+    head: Head,
+    n_batches: int,
+    batch_size: int,
+    generator: torch.Generator,
+    d_h: int = 1,
+    form: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> ExpectedUpdate:
     """Mean of the per-sequence ``dL/dM`` over ``n_batches * batch_size`` sampled sequences, with standard errors.
 
@@ -58,7 +63,7 @@ def monte_carlo_update(
         y = attention_output(x, m, head.value, batch.pattern, d_h)
         g = head.upstream(y, x, batch.targets)
         grad = form_gradient(x, m, head.value, g, batch.pattern, d_h, per_sequence=True)
-        for name, part in zip(PARTS, (grad.total, grad.self_pair, grad.cross_pair)):
+        for name, part in zip(PARTS, (grad.total, grad.self_pair, grad.cross_pair), strict=False):
             moments[name].add(part)
     (mean, se), (s_mean, s_se), (c_mean, c_se) = (moments[name].mean_stderr() for name in PARTS)
     return ExpectedUpdate(mean, s_mean, c_mean, se, s_se, c_se, moments["whole"].n)

@@ -68,7 +68,9 @@ def _cache_file(d: int, rank: int, k: float, n_samples: int, seed: int) -> Path:
     return root / f"d{d}_r{rank}_k{k:g}_n{n_samples}_seed{seed}.json"
 
 
-def sample_null(d: int, rank: int, k: float = DEFAULT_K, n_samples: int = DEFAULT_SAMPLES, seed: int = 0) -> NullDistribution:
+def sample_null(
+    d: int, rank: int, k: float = DEFAULT_K, n_samples: int = DEFAULT_SAMPLES, seed: int = 0
+) -> NullDistribution:
     """Draw the null without caching (chunks bound the memory of the factors)."""
     if d < 2 or rank < 1 or n_samples < 2:
         raise ValueError(f"need d >= 2, rank >= 1 and n_samples >= 2; got d={d}, rank={rank}, n_samples={n_samples}")
@@ -95,6 +97,15 @@ def null_distribution(
         data = json.loads(path.read_text())
         return NullDistribution(d, rank, k, seed, np.array(data["symmetry"]), np.array(data["directionality"]))
     null = sample_null(d, rank, k, n_samples, seed)
-    write_json(path, {"d": d, "rank": rank, "k": k, "seed": seed,
-                      "symmetry": null.symmetry.tolist(), "directionality": null.directionality.tolist()})
+    write_json(
+        path,
+        {
+            "d": d,
+            "rank": rank,
+            "k": k,
+            "seed": seed,
+            "symmetry": null.symmetry.tolist(),
+            "directionality": null.directionality.tolist(),
+        },
+    )
     return null

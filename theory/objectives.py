@@ -38,7 +38,7 @@ class RolePattern:
         return self.pairs().long().sum(-2)
 
     def pairs(self) -> torch.Tensor:
-        """``[..., N, N]``: True where ``(i, j)`` contributes a term ``x_i x_j^T`` to ``dL/dM`` (``i in P, j in D_i``)."""
+        """``[..., N, N]``: True where ``(i, j)`` adds a term ``x_i x_j^T`` to ``dL/dM`` (``i in P, j in D_i``)."""
         return self.loss.unsqueeze(-1) & self.context
 
     def with_context(self, how: ContextChoice) -> RolePattern:
@@ -91,7 +91,9 @@ class Bidirectional:
         if not 0 < self.mask_ratio <= 1:
             raise ValueError(f"mask_ratio must be in (0, 1], got {self.mask_ratio}")
         if self.mask_token < 0 or self.random_token < 0 or self.mask_token + self.random_token > 1:
-            raise ValueError(f"replacement probabilities must be >= 0 and sum to <= 1; got {self.mask_token}, {self.random_token}")
+            raise ValueError(
+                f"replacement probabilities must be >= 0 and sum to <= 1; got {self.mask_token}, {self.random_token}"
+            )
 
     def pattern(self, n: int, batch: tuple[int, ...] = (), generator: torch.Generator | None = None) -> RolePattern:
         loss = _at_least_one(torch.rand(*batch, n, generator=generator) < self.mask_ratio, generator)
@@ -176,14 +178,12 @@ class Denoising:
         return torch.randint(self.t_min, self.t_end, batch, generator=generator)
 
     def coefficients(self, t: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(sqrt(abar_t), sqrt(1 - abar_t))`` at timesteps ``t [B]``, shaped to broadcast against ``like [B, ...]``."""
+        """``(sqrt(abar_t), sqrt(1 - abar_t))`` at timesteps ``t [B]``, shaped to broadcast with ``like [B, ...]``."""
         abar = self.schedule.alpha_bar().to(like.device, like.dtype)[t.to(like.device)]
         abar = abar.reshape(-1, *([1] * (like.ndim - 1)))
         return abar.sqrt(), (1 - abar).sqrt()
 
-    def corrupt(
-        self, x0: torch.Tensor, t: torch.Tensor, eps: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def corrupt(self, x0: torch.Tensor, t: torch.Tensor, eps: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Noisy input and regression target for clean ``x0 [B, ...]`` at timesteps ``t [B]``."""
         a, s = self.coefficients(t, x0)
         z = a * x0 + s * eps
@@ -249,8 +249,13 @@ OBJECTIVES: dict[str, type] = {
     cls.name: cls for cls in (Bidirectional, Autoregressive, Denoising, Classification, MaskedAutoencoding)
 }
 #: Short names used on the vision command line; each means exactly the objective it points to.
-ALIASES = {"masked": "bidirectional", "causal": "autoregressive", "denoise": "denoising",
-           "classify": "classification", "mae": "masked_autoencoding"}  # fmt: skip
+ALIASES = {
+    "masked": "bidirectional",
+    "causal": "autoregressive",
+    "denoise": "denoising",
+    "classify": "classification",
+    "mae": "masked_autoencoding",
+}
 
 
 def expected_pairs(objective: Objective, n: int) -> torch.Tensor:

@@ -18,12 +18,11 @@ import torch
 
 @dataclass(frozen=True)
 class Sequences:
-    """Clean sequences ``x [B, N, d]`` (what attention would see), optional token ids ``[B, N]`` and labels ``[B, ...]``."""
+    """Clean sequences ``x [B, N, d]`` (what attention sees), optional token ids ``[B, N]`` and labels ``[B, ...]``."""
 
     x: torch.Tensor
     tokens: torch.Tensor | None = None
     label: torch.Tensor | None = None
-
 
 
 SequenceSampler = Callable[[int, torch.Generator], Sequences]
@@ -32,7 +31,9 @@ SequenceSampler = Callable[[int, torch.Generator], Sequences]
 def check_covariance(cov: torch.Tensor) -> torch.Tensor:
     cov = torch.as_tensor(cov, dtype=torch.float64)
     if cov.ndim != 4 or cov.shape[0] != cov.shape[2] or cov.shape[1] != cov.shape[3]:
-        raise ValueError(f"covariance must be [N, d, N, d] (Cov(x_p[a], x_q[b]) at [p, a, q, b]); got {tuple(cov.shape)}")
+        raise ValueError(
+            f"covariance must be [N, d, N, d] (Cov(x_p[a], x_q[b]) at [p, a, q, b]); got {tuple(cov.shape)}"
+        )
     n, d = cov.shape[:2]
     flat = cov.reshape(n * d, n * d)
     scale = float(flat.diagonal().abs().max().clamp_min(1e-300))
@@ -45,8 +46,11 @@ def check_covariance(cov: torch.Tensor) -> torch.Tensor:
 
 def separable_covariance(position_cov: torch.Tensor, feature_cov: torch.Tensor) -> torch.Tensor:
     """``Cov(x_p, x_q) = position_cov[p, q] * feature_cov`` as ``[N, d, N, d]`` (exchangeable when position_cov is)."""
-    return torch.einsum("pq,ab->paqb", torch.as_tensor(position_cov, dtype=torch.float64),
-                        torch.as_tensor(feature_cov, dtype=torch.float64))
+    return torch.einsum(
+        "pq,ab->paqb",
+        torch.as_tensor(position_cov, dtype=torch.float64),
+        torch.as_tensor(feature_cov, dtype=torch.float64),
+    )
 
 
 def ar1_covariance(transition: torch.Tensor, noise_cov: torch.Tensor, n: int) -> torch.Tensor:
@@ -125,7 +129,10 @@ def stationary_distribution(transition: torch.Tensor) -> torch.Tensor:
 
 
 def markov_sequences(
-    transition: torch.Tensor, embeddings: torch.Tensor, n: int, initial: torch.Tensor | None = None,
+    transition: torch.Tensor,
+    embeddings: torch.Tensor,
+    n: int,
+    initial: torch.Tensor | None = None,
     bos: int | None = None,
 ) -> SequenceSampler:
     """Token sequences of a Markov chain (started from ``initial``, default stationary), embedded as ``x = E[token]``.
@@ -154,7 +161,7 @@ def markov_sequences(
 
 
 def cyclic_chain(n_states: int, forward: float) -> torch.Tensor:
-    """``s -> s + 1 (mod V)`` with probability ``forward``, uniform otherwise: irreversible for ``V >= 3``, ``forward > 0``."""
+    """``s -> s + 1 (mod V)`` w.p. ``forward``, else uniform: irreversible for ``V >= 3``, ``forward > 0``."""
     if n_states < 2 or not 0 <= forward <= 1:
         raise ValueError(f"need n_states >= 2 and forward in [0, 1]; got {n_states}, {forward}")
     shift = torch.roll(torch.eye(n_states, dtype=torch.float64), 1, 1)
@@ -166,7 +173,6 @@ def reversible_chain(n_states: int, generator: torch.Generator, concentration: f
     w = torch.rand(n_states, n_states, generator=generator, dtype=torch.float64) ** (1 / concentration)
     w = w + w.T
     return w / w.sum(1, keepdim=True)
-
 
 
 def check_mean(mean: torch.Tensor | None, n: int, d: int) -> torch.Tensor:

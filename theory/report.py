@@ -18,9 +18,15 @@ from theory.scores import DEFAULT_K, Scores, dense_scores
 
 PerChoice = Literal["head", "layer", "both"]
 SCORE_COLUMNS = [
-    "layer", "head", "symmetry", "directionality",
-    "symmetry_z", "directionality_z", "symmetry_p", "directionality_p",
-]  # fmt: skip
+    "layer",
+    "head",
+    "symmetry",
+    "directionality",
+    "symmetry_z",
+    "directionality_z",
+    "symmetry_p",
+    "directionality_p",
+]
 
 
 def check_per(per: str) -> None:
@@ -30,8 +36,12 @@ def check_per(per: str) -> None:
 
 
 def with_null(
-    scores: Scores, d: int, rank: int | np.ndarray, k: float = DEFAULT_K,
-    null_samples: int = DEFAULT_SAMPLES, null_seed: int = 0,
+    scores: Scores,
+    d: int,
+    rank: int | np.ndarray,
+    k: float = DEFAULT_K,
+    null_samples: int = DEFAULT_SAMPLES,
+    null_seed: int = 0,
 ) -> dict[str, np.ndarray]:
     """Scores plus z-score and empirical p-value against the null of each item's ``(d, rank, k)``."""
     cols = {name: getattr(scores, name).detach().cpu().numpy() for name in SCORE_NAMES}
@@ -59,21 +69,28 @@ def _rows(head: dict[str, np.ndarray] | None, layer: dict[str, np.ndarray] | Non
 
 
 def score_rows(
-    forms: FactoredForms, per: PerChoice = "both", k: float = DEFAULT_K,
-    null_samples: int = DEFAULT_SAMPLES, null_seed: int = 0,
+    forms: FactoredForms,
+    per: PerChoice = "both",
+    k: float = DEFAULT_K,
+    null_samples: int = DEFAULT_SAMPLES,
+    null_seed: int = 0,
 ) -> list[dict]:
     """Rows with the columns of :data:`SCORE_COLUMNS` for a factored stack."""
     check_per(per)
     cols = {
         p: with_null(forms.scores(p, k), forms.d_model, forms.rank(p), k, null_samples, null_seed)
-        for p in ("head", "layer") if per in (p, "both")
-    }  # fmt: skip
+        for p in ("head", "layer")
+        if per in (p, "both")
+    }
     return _rows(cols.get("head"), cols.get("layer"), forms.n_layers)
 
 
 def dense_score_rows(
-    matrices: torch.Tensor | np.ndarray, per: PerChoice = "both", k: float = DEFAULT_K,
-    null_samples: int = DEFAULT_SAMPLES, null_seed: int = 0,
+    matrices: torch.Tensor | np.ndarray,
+    per: PerChoice = "both",
+    k: float = DEFAULT_K,
+    null_samples: int = DEFAULT_SAMPLES,
+    null_seed: int = 0,
 ) -> list[dict]:
     """Rows for dense forms ``[d, d]``, ``[H, d, d]`` or ``[L, H, d, d]``; the layer form is the sum over heads.
 
@@ -87,9 +104,12 @@ def dense_score_rows(
     d = m.shape[-1]
     stacks = {"head": m, "layer": m.sum(1)}
     cols = {
-        p: with_null(dense_scores(stacks[p], k), d, torch.linalg.matrix_rank(stacks[p]).numpy(), k, null_samples, null_seed)
-        for p in ("head", "layer") if per in (p, "both")
-    }  # fmt: skip
+        p: with_null(
+            dense_scores(stacks[p], k), d, torch.linalg.matrix_rank(stacks[p]).numpy(), k, null_samples, null_seed
+        )
+        for p in ("head", "layer")
+        if per in (p, "both")
+    }
     return _rows(cols.get("head"), cols.get("layer"), m.shape[0])
 
 
@@ -102,7 +122,9 @@ def score_file(
         return dense_score_rows(arrays["M"], per, k, null_samples, null_seed)
     missing = {"q", "k"} - set(arrays)
     if missing:
-        raise ValueError(f"{path} must hold arrays 'q' and 'k' (W_q^h, W_k^h: [d, d_h], [H, d, d_h] or [L, H, d, d_h]); "
-                         f"found {sorted(arrays)}")
+        raise ValueError(
+            f"{path} must hold arrays 'q' and 'k' (W_q^h, W_k^h: [d, d_h], [H, d, d_h] or [L, H, d, d_h]); "
+            f"found {sorted(arrays)}"
+        )
     forms = FactoredForms(torch.as_tensor(arrays["q"]), torch.as_tensor(arrays["k"]))
     return score_rows(forms, per, k, null_samples, null_seed)

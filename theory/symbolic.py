@@ -37,7 +37,7 @@ MAX_SIZE = 4  # the rational cancellation takes ~10 s at N = 3, d = 2 and minute
 
 @dataclass(frozen=True)
 class SymbolicPattern:
-    """``loss[i]`` (``1(i in P)``) and ``context[i][j]`` (``1(j in D_i)``) as sympy expressions; notes for the reader."""
+    """``loss[i]`` (``1(i in P)``) and ``context[i][j]`` (``1(j in D_i)``) as sympy expressions, with notes."""
 
     loss: list[sp.Expr]
     context: list[list[sp.Expr]]
@@ -73,8 +73,10 @@ def symbolic_pattern(objective: Objective, n: int) -> SymbolicPattern:
     if isinstance(objective, Bidirectional):
         p = sp.symbols(f"p_1:{n + 1}")
         ctx = [[zero if (i == j and not objective.attend_self) else one for j in range(n)] for i in range(n)]
-        notes = [f"p_i = 1 if position i is selected (probability {objective.mask_ratio:g}); its input is then "
-                 f"[MASK] ({objective.mask_token:g}), a random token ({objective.random_token:g}) or kept"]
+        notes = [
+            f"p_i = 1 if position i is selected (probability {objective.mask_ratio:g}); its input is then "
+            f"[MASK] ({objective.mask_token:g}), a random token ({objective.random_token:g}) or kept"
+        ]
         return SymbolicPattern(list(p), ctx, "x~_i (x_i, or the replacement where selected)", "t_i = x_i", notes, p)
     if isinstance(objective, Autoregressive):
         ctx = [[one if j <= i else zero for j in range(n)] for i in range(n)]
@@ -88,8 +90,9 @@ def symbolic_pattern(objective: Objective, n: int) -> SymbolicPattern:
     if isinstance(objective, MaskedAutoencoding):
         v = sp.symbols(f"v_1:{n + 1}")
         ctx = [[v[i] * v[j] for j in range(n)] for i in range(n)]
-        notes = [f"v_i = 1 if position i is visible ({objective.n_visible(n)} of {n}); "
-                 "visible outputs feed the decoder"]
+        notes = [
+            f"v_i = 1 if position i is visible ({objective.n_visible(n)} of {n}); visible outputs feed the decoder"
+        ]
         return SymbolicPattern(list(v), ctx, "x_i (visible only)", "decoder target", notes, v)
     raise ValueError(f"unknown objective {objective!r}")
 
@@ -155,8 +158,11 @@ def derive_gradient(pat: SymbolicPattern, d: int) -> GradientDerivation:
     g = [pat.loss[i] * (y[i] - t[i, :].T) for i in range(n)]  # dl_i/dy_i
     xbar = [reduce(lambda acc, k: acc + alpha[i][k] * x[k, :].T, range(n), sp.zeros(d, 1)) for i in range(n)]
     beta = [[alpha[i][j] * (g[i].T * v * (x[j, :].T - xbar[i]))[0] / sp.sqrt(d_h) for j in range(n)] for i in range(n)]
-    closed = reduce(lambda acc, ij: acc + beta[ij[0]][ij[1]] * x[ij[0], :].T * x[ij[1], :],
-                    itertools.product(range(n), repeat=2), sp.zeros(d, d))
+    closed = reduce(
+        lambda acc, ij: acc + beta[ij[0]][ij[1]] * x[ij[0], :].T * x[ij[1], :],
+        itertools.product(range(n), repeat=2),
+        sp.zeros(d, d),
+    )
     # exp(a_ij) -> positive symbols E_ij: both forms become rational functions; cancel() decides zero
     e_sym = {sp.exp(logits[i][j]): sp.Symbol(f"E_{i + 1}{j + 1}", positive=True) for i in range(n) for j in range(n)}
     residuals = [_cancel(autodiff[k] - closed[k], e_sym) for k in range(d * d)]
@@ -167,7 +173,7 @@ def derive_gradient(pat: SymbolicPattern, d: int) -> GradientDerivation:
 
 @dataclass(frozen=True)
 class TieDerivation:
-    """``dL/dW_q = G W_k`` and ``dL/dW_k = G^T W_q`` for any loss ``L(M)`` through ``M = W_q W_k^T``; the tie condition."""
+    """``dL/dW_q = G W_k``, ``dL/dW_k = G^T W_q`` for any loss ``L(M)`` through ``M = W_q W_k^T``; the tie condition."""
 
     residual_q: list[sp.Expr]
     residual_k: list[sp.Expr]
@@ -182,7 +188,7 @@ def derive_tie(d: int, d_head: int = 1) -> TieDerivation:
     """Chain rule through the factors for an arbitrary smooth ``L(M)``, then ``W_q' - W_k' = -eta (G - G^T) W``."""
     m, wq, wk = _matrix("M", d, d), _matrix("Q", d, d_head), _matrix("K", d, d_head)
     loss = sp.Function("L")(*m)
-    product = dict(zip(m, wq * wk.T))
+    product = dict(zip(m, wq * wk.T, strict=False))
     grad_m = sp.Matrix(d, d, lambda a, b: sp.diff(loss, m[a, b])).subs(product)  # G at M = W_q W_k^T
     factored = loss.subs(product)
     dq = sp.Matrix(d, d_head, lambda a, b: sp.diff(factored, wq[a, b]))
@@ -199,13 +205,14 @@ def derive_tie(d: int, d_head: int = 1) -> TieDerivation:
 
 def isserlis(poly: sp.Expr, variables: list[sp.Symbol], cov: sp.Matrix) -> sp.Expr:
     """``E[poly]`` for zero-mean jointly Gaussian ``variables`` with covariance ``cov`` (sum over pairings)."""
+
     def moment(factors: tuple[int, ...]) -> sp.Expr:
         if not factors:
             return sp.Integer(1)
         if len(factors) % 2:
             return sp.Integer(0)
         first, rest = factors[0], factors[1:]
-        return sum(cov[first, rest[k]] * moment(rest[:k] + rest[k + 1:]) for k in range(len(rest)))
+        return sum(cov[first, rest[k]] * moment(rest[:k] + rest[k + 1 :]) for k in range(len(rest)))
 
     total = sp.Integer(0)
     for monom, coeff in sp.Poly(sp.expand(poly), *variables).terms():
@@ -221,8 +228,13 @@ def expected_update_symbolic(objective: Objective, n: int, d: int) -> tuple[sp.M
     (``Bidirectional(mask_ratio=1, mask_token=0, random_token=0)``), target ``x_i``, MSE, ``d_h = 1``.
     Returns the matrix and the symbols: ``C_{(p a)(q b)} = Cov(x_p[a], x_q[b])`` and ``U_ab``.
     """
-    full = isinstance(objective, Bidirectional) and objective.mask_ratio == 1 and objective.mask_token == 0 \
-        and objective.random_token == 0 and objective.attend_self
+    full = (
+        isinstance(objective, Bidirectional)
+        and objective.mask_ratio == 1
+        and objective.mask_token == 0
+        and objective.random_token == 0
+        and objective.attend_self
+    )
     if not (full or isinstance(objective, Autoregressive)):
         raise ValueError("the symbolic expectation covers autoregressive and the all-positions keep-as-is pattern")
     x = _matrix("x", n, d)
@@ -258,39 +270,69 @@ def _fmt(expr: sp.Expr | sp.Matrix, latex: bool) -> str:
 def render_derivation(objective: Objective, n: int, d: int, latex: bool = False) -> str:
     """The derivation ``theory derive`` prints: pattern, role counts, loss, gradient, check, tie condition."""
     if not (1 <= n <= MAX_SIZE and 1 <= d <= MAX_SIZE):
-        raise ValueError(f"symbolic derivations need 1 <= N, d <= {MAX_SIZE} (sympy's cancellation grows fast); got N={n}, d={d}")
+        raise ValueError(
+            f"symbolic derivations need 1 <= N, d <= {MAX_SIZE} (sympy's cancellation grows fast); got N={n}, d={d}"
+        )
     pat = symbolic_pattern(objective, n)
     grad = derive_gradient(pat, d)
     tie = derive_tie(d)
     expected = expected_pairs(objective, n)
     out = [f"Objective: {objective.name}   N = {n}, d = {d}   ({objective!r})", ""]
-    out += ["Model: a_ij = x_i^T M x_j / sqrt(d_h),  alpha_ij = softmax_{j in D_i}(a_ij),  y_i = sum_j alpha_ij W x_j,",
-            "       L = sum_{i in P} 1/2 ||y_i - t_i||^2    (rows of M: query side, columns: key side)",
-            f"Inputs: {pat.inputs};  target: {pat.target}"]
+    out += [
+        "Model: a_ij = x_i^T M x_j / sqrt(d_h),  alpha_ij = softmax_{j in D_i}(a_ij),  y_i = sum_j alpha_ij W x_j,",
+        "       L = sum_{i in P} 1/2 ||y_i - t_i||^2    (rows of M: query side, columns: key side)",
+        f"Inputs: {pat.inputs};  target: {pat.target}",
+    ]
     out += [f"Note: {note}" for note in pat.notes]
     out += ["", "Role pattern 1(i in P) 1(j in D_i)  (row i = query, column j = key):", _fmt(pat.pairs(), latex)]
-    out += ["", "Context count of each position j (column sums):", _fmt(sp.Matrix([pat.context_counts()]), latex),
-            "Query pairs of each position i (row sums):", _fmt(sp.Matrix([pat.query_counts()]), latex),
-            "Expected context counts over random masks: " + ", ".join(f"{c:.4g}" for c in expected.sum(0).tolist())]
+    out += [
+        "",
+        "Context count of each position j (column sums):",
+        _fmt(sp.Matrix([pat.context_counts()]), latex),
+        "Query pairs of each position i (row sums):",
+        _fmt(sp.Matrix([pat.query_counts()]), latex),
+        "Expected context counts over random masks: " + ", ".join(f"{c:.4g}" for c in expected.sum(0).tolist()),
+    ]
     if isinstance(objective, Autoregressive):
         count, formula = causal_context_count()
-        out.append(f"Causal mask, general N: sum_(i=j)^N 1 = {count}  (= N - j + 1: {sp.simplify(count - formula) == 0})")
-    formula = (["  \\frac{\\partial L}{\\partial M} = \\sum_{i \\in P} \\sum_{j \\in D_i} \\beta_{ij}\\, x_i x_j^\\top, \\quad "
-                "\\beta_{ij} = \\alpha_{ij}\\, g_i^\\top W \\Big(x_j - \\sum_k \\alpha_{ik} x_k\\Big) / \\sqrt{d_h}"] if latex else
-               ["  dL/dM = sum_{i in P} sum_{j in D_i} beta_ij x_i x_j^T,",
-                "  beta_ij = alpha_ij g_i^T W (x_j - sum_k alpha_ik x_k) / sqrt(d_h),  g_i = y_i - t_i,  sum_j beta_ij = 0"])
-    out += ["", "Closed form (THEORY.md section 3):", *formula,
-            "Pairs present (i, j: weight); self-pairs j = i give symmetric x_i x_i^T terms:"]
+        out.append(
+            f"Causal mask, general N: sum_(i=j)^N 1 = {count}  (= N - j + 1: {sp.simplify(count - formula) == 0})"
+        )
+    formula = (
+        [
+            "  \\frac{\\partial L}{\\partial M} = \\sum_{i \\in P} \\sum_{j \\in D_i} "
+            "\\beta_{ij}\\, x_i x_j^\\top, \\quad "
+            "\\beta_{ij} = \\alpha_{ij}\\, g_i^\\top W \\Big(x_j - \\sum_k \\alpha_{ik} x_k\\Big) / \\sqrt{d_h}"
+        ]
+        if latex
+        else [
+            "  dL/dM = sum_{i in P} sum_{j in D_i} beta_ij x_i x_j^T,",
+            "  beta_ij = alpha_ij g_i^T W (x_j - sum_k alpha_ik x_k) / sqrt(d_h),  g_i = y_i - t_i,  sum_j beta_ij = 0",
+        ]
+    )
+    out += [
+        "",
+        "Closed form (THEORY.md section 3):",
+        *formula,
+        "Pairs present (i, j: weight); self-pairs j = i give symmetric x_i x_i^T terms:",
+    ]
     out.append("  self:  " + "  ".join(f"({i + 1},{j + 1}: {w})" for i, j, w in grad.beta_terms if i == j))
     out.append("  cross: " + "  ".join(f"({i + 1},{j + 1}: {w})" for i, j, w in grad.beta_terms if i != j))
     first = grad.autodiff[0, 0]
-    out += ["", f"sympy's derivative dL/dM_11 has {sp.count_ops(first)} operations; the closed form's "
-            f"{sp.count_ops(grad.closed_form[0, 0])}.",
-            "Difference (derivative - closed form), each entry after cancellation:",
-            _fmt(sp.Matrix(d, d, grad.residuals), latex),
-            f"=> closed form verified: {grad.verified}"]
-    out += ["", "Separately trained factors (M = W_q W_k^T), derived through the loss:",
-            f"  for any loss L(M): dL/dW_q - G W_k = 0 and dL/dW_k - G^T W_q = 0 entrywise: {tie.verified}",
-            "  one SGD step from tied W_q = W_k = W:  W_q' - W_k' =", _fmt(tie.step_difference, latex),
-            "  = -eta (G - G^T) W: the tie survives iff (G - G^T) W = 0 (a symmetric G keeps it)."]
+    out += [
+        "",
+        f"sympy's derivative dL/dM_11 has {sp.count_ops(first)} operations; the closed form's "
+        f"{sp.count_ops(grad.closed_form[0, 0])}.",
+        "Difference (derivative - closed form), each entry after cancellation:",
+        _fmt(sp.Matrix(d, d, grad.residuals), latex),
+        f"=> closed form verified: {grad.verified}",
+    ]
+    out += [
+        "",
+        "Separately trained factors (M = W_q W_k^T), derived through the loss:",
+        f"  for any loss L(M): dL/dW_q - G W_k = 0 and dL/dW_k - G^T W_q = 0 entrywise: {tie.verified}",
+        "  one SGD step from tied W_q = W_k = W:  W_q' - W_k' =",
+        _fmt(tie.step_difference, latex),
+        "  = -eta (G - G^T) W: the tie survives iff (G - G^T) W = 0 (a symmetric G keeps it).",
+    ]
     return "\n".join(out)

@@ -46,7 +46,7 @@ def _class_scales(dit: DiT, t: int, y: int | Sequence[int] | None) -> torch.Tens
 
 
 def _modulate(forms: FactoredForms, scales: torch.Tensor) -> FactoredForms:
-    """``(1/C) sum_c D_c M D_c`` for the classes ``c`` of ``scales (L, C, d)``, ``D_c = diag(scales[:, c])``: each class's
+    """``(1/C) sum_c D_c M D_c`` for the classes ``c`` of ``scales (L, C, d)``, ``D_c = diag(scales[:, c])``: each
     factors scaled by ``D_c / sqrt(C)`` and concatenated along the rank axis (rank ``C d_h`` per head)."""
     weights = scales / math.sqrt(scales.shape[1])
     return functools.reduce(operator.add, (forms.diag_scaled(w, w) for w in weights.unbind(1)))
@@ -71,8 +71,13 @@ def modulated_forms(model: nn.Module, t: int, y: int | Sequence[int] | None = No
 
 @torch.no_grad()
 def modulated_null(
-    model: nn.Module, t: int, y: int | Sequence[int] | None = None, per: Per = "layer",
-    n_samples: int = 256, seed: int = 0, k: float = DEFAULT_K,
+    model: nn.Module,
+    t: int,
+    y: int | Sequence[int] | None = None,
+    per: Per = "layer",
+    n_samples: int = 256,
+    seed: int = 0,
+    k: float = DEFAULT_K,
 ) -> list[NullDistribution]:
     """Per layer, the null of a modulated form: Gaussian ``A, B`` shaped like the model's factors, through its ``D``.
 

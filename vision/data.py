@@ -37,9 +37,14 @@ class ImageData:
         for split in ("train", "test"):
             x, y = getattr(self, f"{split}_images"), getattr(self, f"{split}_labels")
             if x.ndim != 4 or len(x) != len(y):
-                raise ValueError(f"{split} images must be (N, C, H, W) with one label each; got {tuple(x.shape)}, {tuple(y.shape)}")
+                raise ValueError(
+                    f"{split} images must be (N, C, H, W) with one label each; got {tuple(x.shape)}, {tuple(y.shape)}"
+                )
         if self.train_images.shape[1:] != self.test_images.shape[1:]:
-            raise ValueError(f"train and test images differ in shape: {tuple(self.train_images.shape[1:])} vs {tuple(self.test_images.shape[1:])}")
+            raise ValueError(
+                f"train and test images differ in shape: {tuple(self.train_images.shape[1:])} "
+                f"vs {tuple(self.test_images.shape[1:])}"
+            )
 
     @property
     def channels(self) -> int:
@@ -51,8 +56,15 @@ class ImageData:
         return self.train_images.shape[-1]
 
     def summary(self) -> dict:
-        return {"name": self.name, "source": self.source, "train": len(self.train_labels), "test": len(self.test_labels),
-                "channels": self.channels, "image_size": self.image_size, "n_classes": self.n_classes}  # fmt: skip
+        return {
+            "name": self.name,
+            "source": self.source,
+            "train": len(self.train_labels),
+            "test": len(self.test_labels),
+            "channels": self.channels,
+            "image_size": self.image_size,
+            "n_classes": self.n_classes,
+        }
 
 
 def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -63,7 +75,7 @@ def stratified_split(labels: np.ndarray, test_fraction: float, seed: int) -> tup
     train, test = [], []
     for c in np.unique(labels):
         idx = rng.permutation(np.flatnonzero(labels == c))
-        n_test = int(round(len(idx) * test_fraction))
+        n_test = round(len(idx) * test_fraction)
         test.append(idx[:n_test])
         train.append(idx[n_test:])
     return np.sort(np.concatenate(train)), np.sort(np.concatenate(test))
@@ -96,8 +108,16 @@ def _pixel_max(images: np.ndarray) -> float:
     return 255.0 if top > 1.0 else 1.0
 
 
-def _make(name: str, images: np.ndarray, labels: np.ndarray, max_value: float, test_fraction: float, split_seed: int,
-          source: str, n_classes: int | None = None) -> ImageData:  # fmt: skip
+def _make(
+    name: str,
+    images: np.ndarray,
+    labels: np.ndarray,
+    max_value: float,
+    test_fraction: float,
+    split_seed: int,
+    source: str,
+    n_classes: int | None = None,
+) -> ImageData:
     images = _as_nchw(images, name)
     labels = _dense_labels(labels, name) if n_classes is None else labels.astype(np.int64)
     train, test = stratified_split(labels, test_fraction, split_seed)
@@ -157,8 +177,15 @@ def load_npz(path: Path, test_fraction: float, split_seed: int) -> ImageData:
     x_test, y_test = _as_nchw(x_test, str(path)), _dense_labels(y_test, str(path))
     scale = max(_pixel_max(x), _pixel_max(x_test))
     n_classes = int(max(y.max(), y_test.max())) + 1
-    return ImageData(path.stem, _to_unit_range(x, scale), torch.from_numpy(y), _to_unit_range(x_test, scale),
-                     torch.from_numpy(y_test), n_classes, str(path))  # fmt: skip
+    return ImageData(
+        path.stem,
+        _to_unit_range(x, scale),
+        torch.from_numpy(y),
+        _to_unit_range(x_test, scale),
+        torch.from_numpy(y_test),
+        n_classes,
+        str(path),
+    )
 
 
 def load_folder(path: Path, test_fraction: float, split_seed: int, image_size: int | None = None) -> ImageData:
@@ -173,6 +200,7 @@ def load_folder(path: Path, test_fraction: float, split_seed: int, image_size: i
     files = [(f, c) for c, d in enumerate(classes) for f in sorted(d.iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES]
     if not files:
         raise ValueError(f"{path} holds no images in class sub-folders (expected {path}/<class>/<image>.png)")
+
     def header_mode(f: Path) -> str:
         with Image.open(f) as im:  # reads the header only
             return im.mode

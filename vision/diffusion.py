@@ -96,8 +96,13 @@ def _discretized_log_likelihood(x: torch.Tensor, mean: torch.Tensor, log_scale: 
 
 
 def diffusion_loss(
-    model: Model, x0: torch.Tensor, y: torch.Tensor | None, objective: Denoising,
-    generator: torch.Generator | None = None, t: torch.Tensor | None = None, noise: torch.Tensor | None = None,
+    model: Model,
+    x0: torch.Tensor,
+    y: torch.Tensor | None,
+    objective: Denoising,
+    generator: torch.Generator | None = None,
+    t: torch.Tensor | None = None,
+    noise: torch.Tensor | None = None,
 ) -> dict[str, torch.Tensor]:
     """``{"loss", "mse"}`` (and ``"vb"`` for a learned sigma) for clean ``x0 (B, C, H, W)`` at random (or given)
     ``t`` with random (or given) ``noise``; what is not given is drawn from ``generator``, ``t`` first.
@@ -156,8 +161,15 @@ class Sampler:
         return sorted(set(grid.tolist()), reverse=True)
 
 
-def guided(model: Model, z: torch.Tensor, t: torch.Tensor, y: torch.Tensor | None, scale: float,
-           null_label: int | None, channels: int) -> torch.Tensor:  # fmt: skip
+def guided(
+    model: Model,
+    z: torch.Tensor,
+    t: torch.Tensor,
+    y: torch.Tensor | None,
+    scale: float,
+    null_label: int | None,
+    channels: int,
+) -> torch.Tensor:
     """Model output with classifier-free guidance ``u + scale (c - u)`` on the target channels (variance from ``c``)."""
     if scale == 1.0 or y is None:
         return model(z, t, y)
@@ -171,9 +183,15 @@ def guided(model: Model, z: torch.Tensor, t: torch.Tensor, y: torch.Tensor | Non
 
 @torch.no_grad()
 def sample(
-    model: Model, objective: Denoising, shape: tuple[int, ...], y: torch.Tensor | None = None,
-    sampler: Sampler = Sampler(), generator: torch.Generator | None = None,
-    null_label: int | None = None, device: torch.device | str = "cpu", start: torch.Tensor | None = None,
+    model: Model,
+    objective: Denoising,
+    shape: tuple[int, ...],
+    y: torch.Tensor | None = None,
+    sampler: Sampler = Sampler(),
+    generator: torch.Generator | None = None,
+    null_label: int | None = None,
+    device: torch.device | str = "cpu",
+    start: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Images ``shape = (B, C, H, W)`` drawn from pure noise (or from ``start``), conditioned on labels ``y (B,)``."""
     device = torch.device(device)

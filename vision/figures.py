@@ -43,8 +43,14 @@ def _null_band(ax, score: str, d: int, rank: int, null_samples: int) -> None:
     ax.axhspan(lo, hi, color="0.5", alpha=0.15, lw=0, label="null 95%")
 
 
-def plot_layer_scores(runs: dict[tuple[str, int], list[dict]], path: str | Path, form: str = "W_qk",
-                      null_shape: tuple[int, int] | None = None, null_samples: int = 256, title: str = "") -> Path:  # fmt: skip
+def plot_layer_scores(
+    runs: dict[tuple[str, int], list[dict]],
+    path: str | Path,
+    form: str = "W_qk",
+    null_shape: tuple[int, int] | None = None,
+    null_samples: int = 256,
+    title: str = "",
+) -> Path:
     """Per-layer symmetry and directionality over steps: one column per init, one line per layer.
 
     ``null_shape = (d, rank of the per-layer form)`` adds the null band.
@@ -54,7 +60,9 @@ def plot_layer_scores(runs: dict[tuple[str, int], list[dict]], path: str | Path,
     inits = list(dict.fromkeys(init for init, _ in runs))
     layers = sorted({r["layer"] for rows in runs.values() for r in rows if r["form"] == form and r["head"] == "all"})
     colors = plt.cm.viridis(np.linspace(0, 0.9, max(1, len(layers))))
-    fig, axes = plt.subplots(2, len(inits), figsize=(max(5.0, 3.6 * len(inits)), 5.6), sharex=True, sharey="row", squeeze=False)
+    fig, axes = plt.subplots(
+        2, len(inits), figsize=(max(5.0, 3.6 * len(inits)), 5.6), sharex=True, sharey="row", squeeze=False
+    )
     for col, init in enumerate(inits):
         seeds = [rows for (i, _), rows in runs.items() if i == init]
         for row, score in enumerate(SCORES):
@@ -62,7 +70,7 @@ def plot_layer_scores(runs: dict[tuple[str, int], list[dict]], path: str | Path,
             if null_shape is not None:
                 _null_band(ax, score, *null_shape, null_samples)
             for layer, color in zip(layers, colors, strict=True):
-                select = lambda r, layer=layer: r["form"] == form and r["head"] == "all" and r["layer"] == layer  # noqa: E731
+                select = lambda r, layer=layer: r["form"] == form and r["head"] == "all" and r["layer"] == layer
                 _band(ax, seeds, score, select, color, f"layer {layer}")
             ax.axhline(0, color="0.3", lw=0.5)
             if score == "directionality":  # symmetry keeps an automatic range: trained values are often small
@@ -79,8 +87,13 @@ def plot_layer_scores(runs: dict[tuple[str, int], list[dict]], path: str | Path,
     return save_figure(fig, path)
 
 
-def plot_metric_curves(runs: dict[tuple[str, int], list[dict]], metrics: list[str], path: str | Path, title: str = "",
-                       targets: dict[str, float] | None = None) -> Path:  # fmt: skip
+def plot_metric_curves(
+    runs: dict[tuple[str, int], list[dict]],
+    metrics: list[str],
+    path: str | Path,
+    title: str = "",
+    targets: dict[str, float] | None = None,
+) -> Path:
     """Test metrics over steps, one line per init (seed mean, min-max band), one panel per metric.
 
     Losses are drawn on a log scale (late differences are small); ``targets`` adds dashed lines.
@@ -94,7 +107,9 @@ def plot_metric_curves(runs: dict[tuple[str, int], list[dict]], metrics: list[st
     for ax, name in zip(axes[0], names, strict=True):
         for init, color in zip(inits, colors, strict=True):
             seeds = [rows for (i, _), rows in runs.items() if i == init]
-            first = lambda r: r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0 and np.isfinite(r[name])  # noqa: E731
+            first = lambda r, name=name: (
+                r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0 and np.isfinite(r[name])
+            )
             _band(ax, seeds, name, first, color, init)
         if name in (targets or {}):
             ax.axhline(targets[name], color="0.2", ls="--", lw=1, label="target")

@@ -1,4 +1,4 @@
-"""Named initialisation schemes for ``W_qk``, applied after a model's own init to every ``vision.models.attention.Attention``.
+"""Named initialisation schemes for ``W_qk``, applied after a model's own init to every attention layer.
 
 Each scheme rewrites the query (and for ``directional`` the key) third of the fused ``qkv`` weight,
 rows blocked ``(3, H, d_h)``, and the matching bias third, then rescales the rewritten weight third so
@@ -58,7 +58,9 @@ def _std_factor(new: torch.Tensor, reference_std: torch.Tensor, what: str) -> to
     """The positive factor that gives ``new`` the standard deviation ``reference_std``."""
     std = new.double().std()
     if std == 0:
-        raise ValueError(f"cannot give the {what} the baseline's scale {float(reference_std):.3g}: the rewritten block is constant")
+        raise ValueError(
+            f"cannot give the {what} the baseline's scale {float(reference_std):.3g}: the rewritten block is constant"
+        )
     return reference_std / std
 
 
@@ -93,13 +95,17 @@ def symmetric_indefinite(attn: Attention, generator: torch.Generator) -> None:
     _tie_queries(attn, generator, indefinite=True)
 
 
-def directional(attn: Attention, generator: torch.Generator, n_directions: int | None = None, strength: float = 0.5) -> None:
+def directional(
+    attn: Attention, generator: torch.Generator, n_directions: int | None = None, strength: float = 0.5
+) -> None:
     """Put a share ``strength`` of the key weight's squared norm on ``n_directions`` input coordinates."""
     t = thirds(attn)
     d = t.k.shape[1]
     n_dir = n_directions or max(1, d // 16)
     if not 0 < n_dir < d or not 0 < strength < 1:
-        raise ValueError(f"directional init needs 0 < n_directions < d = {d} and 0 < strength < 1; got {n_dir}, {strength}")
+        raise ValueError(
+            f"directional init needs 0 < n_directions < d = {d} and 0 < strength < 1; got {n_dir}, {strength}"
+        )
     chosen = torch.randperm(d, generator=generator)[:n_dir].to(t.k.device)
     col_sq = t.k.double().pow(2).sum(0)  # squared norm of each input coordinate's key column
     inside = torch.zeros(d, dtype=torch.bool, device=t.k.device)

@@ -26,8 +26,17 @@ def is_metric(column: str) -> bool:
     return column not in RUN_COLUMNS and not column.endswith(("_key_norm", "_query_norm"))
 
 
-def score_table(task: VisionTask, step: int, seed: int, init: str, null_samples: int, loss: float, metrics: dict[str, float],
-                initial: FactoredForms | None = None, token_inputs: list[torch.Tensor] | None = None) -> list[dict]:  # fmt: skip
+def score_table(
+    task: VisionTask,
+    step: int,
+    seed: int,
+    init: str,
+    null_samples: int,
+    loss: float,
+    metrics: dict[str, float],
+    initial: FactoredForms | None = None,
+    token_inputs: list[torch.Tensor] | None = None,
+) -> list[dict]:
     """Rows for ``metrics.csv``: every scored form per layer and head, each score with its null.
 
     With ``initial`` (the ``W_qk`` forms at step 0) also form ``update`` = ``M_t - M_0`` (from step 1 on);
@@ -42,10 +51,24 @@ def score_table(task: VisionTask, step: int, seed: int, init: str, null_samples:
     tokens = getattr(task, "special_tokens", {})
     rows = []
     for label, forms in forms_now.items():
-        norms = special_token_columns(forms, token_inputs, tokens) if tokens and token_inputs and label in ("W_qk", "update") else {}
+        norms = (
+            special_token_columns(forms, token_inputs, tokens)
+            if tokens and token_inputs and label in ("W_qk", "update")
+            else {}
+        )
         for row in score_rows(forms, "both", null_samples=null_samples):
-            rows.append({"step": step, "seed": seed, "init": init, "form": label, **row, "loss": loss,
-                         **norms.get((row["layer"], row["head"]), {}), **metrics})  # fmt: skip
+            rows.append(
+                {
+                    "step": step,
+                    "seed": seed,
+                    "init": init,
+                    "form": label,
+                    **row,
+                    "loss": loss,
+                    **norms.get((row["layer"], row["head"]), {}),
+                    **metrics,
+                }
+            )
     return rows
 
 

@@ -55,8 +55,16 @@ def latest_checkpoint(ckpt_dir: Path) -> Path | None:
     return sidecars[-1] if sidecars else None
 
 
-def save_checkpoint(ckpt_dir: Path, step: int, model: nn.Module, ema: dict[str, torch.Tensor] | None,
-                    opt: torch.optim.Optimizer, rng: dict[str, torch.Tensor], meta: dict, keep: int) -> Path:
+def save_checkpoint(
+    ckpt_dir: Path,
+    step: int,
+    model: nn.Module,
+    ema: dict[str, torch.Tensor] | None,
+    opt: torch.optim.Optimizer,
+    rng: dict[str, torch.Tensor],
+    meta: dict,
+    keep: int,
+) -> Path:
     from safetensors.torch import save
 
     weights_path, state_path, sidecar = checkpoint_paths(ckpt_dir, step)
@@ -67,8 +75,17 @@ def save_checkpoint(ckpt_dir: Path, step: int, model: nn.Module, ema: dict[str, 
     state = {k: v.detach().cpu().contiguous() for k, v in {**opt_tensors, **rng}.items()}
     atomic_write_bytes(weights_path, save(weights))
     atomic_write_bytes(state_path, save(state))
-    write_json(sidecar, {"format": CHECKPOINT_FORMAT, "step": step, "weights": weights_path.name,
-                         "state": state_path.name, "optimizer": opt_meta, **meta})  # fmt: skip
+    write_json(
+        sidecar,
+        {
+            "format": CHECKPOINT_FORMAT,
+            "step": step,
+            "weights": weights_path.name,
+            "state": state_path.name,
+            "optimizer": opt_meta,
+            **meta,
+        },
+    )
     for old in sorted(ckpt_dir.glob("step_*.json"))[:-keep] if keep > 0 else []:
         for path in checkpoint_paths(ckpt_dir, int(old.stem.split("_")[1])):
             path.unlink(missing_ok=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.summary import combined_z, mean_ci, mean_sd
+from common.summary import combined_z, mean_ci, mean_sd, plus_minus
 from vision.record import is_metric
 from vision.train import RunResult, TrainConfig, train
 
@@ -26,8 +26,9 @@ def run_dir(root: str | Path, cfg: TrainConfig) -> Path:
     return experiment_dir(root, cfg) / cfg.init / f"seed{cfg.seed}"
 
 
-def train_grid(base: TrainConfig, inits: list[str], seeds: list[int], root: str | Path, data=None,
-               resume: bool = True) -> dict[tuple[str, int], RunResult]:  # fmt: skip
+def train_grid(
+    base: TrainConfig, inits: list[str], seeds: list[int], root: str | Path, data=None, resume: bool = True
+) -> dict[tuple[str, int], RunResult]:
     """Train every ``(init, seed)``; the data are loaded once and shared."""
     from vision.data import load_data
 
@@ -115,8 +116,15 @@ def null_shape(run: str | Path, form: str = "W_qk") -> tuple[int, int] | None:
     return meta["d_model"], min(rank, meta["d_model"])
 
 
-def run_experiment(base: TrainConfig, inits: list[str], seeds: list[int], root: str | Path, data=None,
-                   resume: bool = True, figures: bool = True) -> dict:  # fmt: skip
+def run_experiment(
+    base: TrainConfig,
+    inits: list[str],
+    seeds: list[int],
+    root: str | Path,
+    data=None,
+    resume: bool = True,
+    figures: bool = True,
+) -> dict:
     """Train inits x seeds, then write ``summary.csv``, ``metrics_summary.csv`` and the figures.
 
     Returns ``{"layers": rows, "metrics": rows, "files": paths, "dir": experiment dir}``. Under ``torchrun``
@@ -141,8 +149,54 @@ def run_experiment(base: TrainConfig, inits: list[str], seeds: list[int], root: 
         label = f"{base.model} {base.objective} on {base.data}"
         forms = list(dict.fromkeys(r["form"] for rows in runs.values() for r in rows))
         for form in forms:
-            files.append(plot_layer_scores(runs, out / f"scores_{form}.png", form, null_shape(first, form),
-                                           base.null_samples, f"{label}: {form} per layer"))  # fmt: skip
+            files.append(
+                plot_layer_scores(
+                    runs,
+                    out / f"scores_{form}.png",
+                    form,
+                    null_shape(first, form),
+                    base.null_samples,
+                    f"{label}: {form} per layer",
+                )
+            )
         files.append(plot_metric_curves(runs, metric_names(next(iter(runs.values()))), out / "metrics.png", label))
-    files += [p for res in results.values() for p in sorted((res.run_dir / "artifacts").glob("*.png"))]  # e.g. DiT samples
+    files += [
+        p for res in results.values() for p in sorted((res.run_dir / "artifacts").glob("*.png"))
+    ]  # e.g. DiT samples
     return {"layers": layer_rows, "metrics": metric_rows, "files": files, "dir": out}
+
+
+def summary_tables(result: dict) -> list[tuple[str, list[dict]]]:
+    """``(title, rows)`` tables of a :func:`run_experiment` result for the terminal: final test metrics per init and
+    final per-layer scores (mean ± 95% CI over seeds, combined null z, special-token key/query ratios)."""
+    metrics = [
+        {
+            "init": r["init"],
+            "seeds": r["seeds"],
+            "step": r["step"],
+            **{k: plus_minus(v, r[f"{k}_ci"], 3, "±") for k, v in r.items() if f"{k}_ci" in r},
+        }
+        for r in result["metrics"]
+    ]
+    layers = [
+        {
+            "init": r["init"],
+            "form": r["form"],
+            "layer": r["layer"],
+            "n": r["seeds"],
+            "s": plus_minus(r["symmetry"], r["symmetry_ci"], 3, "±"),
+            "s z": f"{r['symmetry_z']:.1f}",
+            "delta": plus_minus(r["directionality"], r["directionality_ci"], 3, "±"),
+            "delta z": f"{r['directionality_z']:.1f}",
+            **{f"{k.split('_')[0]} key/query": f"{v:.2f}" for k, v in r.items() if k.endswith("_key_query_ratio")},
+        }
+        for r in result["layers"]
+    ]
+    return [
+        ("test metrics at the last step: mean ± 95% CI over seeds", metrics),
+        (
+            "per-layer scores at the last step: mean ± 95% CI over seeds; z = the seeds' null z-scores combined, "
+            "sum / sqrt(n); update = M_t - M_0; key/query = ||M x_t|| / ||x_t^T M|| of a special token",
+            layers,
+        ),
+    ]

@@ -118,12 +118,25 @@ def ratio_of_means(pairs: np.ndarray) -> float:
     return float(pairs[:, 0].mean() / base) if base > 0 else math.nan
 
 
-def compare_arm(arm_steps: list[int | None], base_steps: list[int | None], arm_final: list[float],
-                base_final: list[float], n_boot: int, confidence: float) -> dict:  # fmt: skip
+def compare_arm(
+    arm_steps: list[int | None],
+    base_steps: list[int | None],
+    arm_final: list[float],
+    base_final: list[float],
+    n_boot: int,
+    confidence: float,
+) -> dict:
     """Step ratio over seeds where both arms reached the target, and the paired final-metric difference."""
-    pairs = np.array([(a, b) for a, b in zip(arm_steps, base_steps, strict=True) if a is not None and b is not None], dtype=np.float64)
-    out = {"pairs_reached": len(pairs), "arm_reached": sum(s is not None for s in arm_steps),
-           "baseline_reached": sum(s is not None for s in base_steps), "seeds": len(arm_steps)}  # fmt: skip
+    pairs = np.array(
+        [(a, b) for a, b in zip(arm_steps, base_steps, strict=True) if a is not None and b is not None],
+        dtype=np.float64,
+    )
+    out = {
+        "pairs_reached": len(pairs),
+        "arm_reached": sum(s is not None for s in arm_steps),
+        "baseline_reached": sum(s is not None for s in base_steps),
+        "seeds": len(arm_steps),
+    }
     if len(pairs):
         out["step_ratio"] = ratio_of_means(pairs)
         out["step_ratio_lo"], out["step_ratio_hi"] = bootstrap_ci(pairs, ratio_of_means, n_boot, confidence)
@@ -136,7 +149,9 @@ def compare_arm(arm_steps: list[int | None], base_steps: list[int | None], arm_f
 
 
 # ---- running it ----------------------------------------------------------------------------------
-def analyse_task(task: StudyTask, curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]], cfg: StudyConfig) -> dict:
+def analyse_task(
+    task: StudyTask, curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]], cfg: StudyConfig
+) -> dict:
     """Target, per-run steps to target, per-arm summaries and comparisons against the baseline."""
     seeds = sorted({s for _, s in curves})
     base = [curves[(cfg.baseline, s)] for s in seeds]
@@ -149,19 +164,36 @@ def analyse_task(task: StudyTask, curves: dict[tuple[str, int], tuple[np.ndarray
         own_final = [final[(scheme, s)] for s in seeds]
         reached = [x for x in own_steps if x is not None]
         lo, hi = bootstrap_ci(np.array(own_final), np.mean, cfg.n_boot, cfg.confidence)
-        row = {"task": task.name, "scheme": scheme, "metric": task.metric, "target": target, "seeds": len(seeds),
-               "reached": len(reached), "steps_median": float(np.median(reached)) if reached else math.nan,
-               "steps": own_steps, "final_mean": float(np.mean(own_final)), "final_lo": lo, "final_hi": hi}  # fmt: skip
+        row = {
+            "task": task.name,
+            "scheme": scheme,
+            "metric": task.metric,
+            "target": target,
+            "seeds": len(seeds),
+            "reached": len(reached),
+            "steps_median": float(np.median(reached)) if reached else math.nan,
+            "steps": own_steps,
+            "final_mean": float(np.mean(own_final)),
+            "final_lo": lo,
+            "final_hi": hi,
+        }
         if scheme != cfg.baseline:
             base_steps = [steps[(cfg.baseline, s)] for s in seeds]
             base_final = [final[(cfg.baseline, s)] for s in seeds]
             row.update(compare_arm(own_steps, base_steps, own_final, base_final, cfg.n_boot, cfg.confidence))
         arms.append(row)
-    return {"task": task.name, "model": task.model, "objective": task.objective, "metric": task.metric,
-            "higher_is_better": task.higher_is_better, "target": target,
-            "target_rule": "explicit" if task.target is not None else
-            f"median of the baseline ({cfg.baseline}) runs at step {cfg.target_at} x {task.steps}",
-            "arms": arms}  # fmt: skip
+    return {
+        "task": task.name,
+        "model": task.model,
+        "objective": task.objective,
+        "metric": task.metric,
+        "higher_is_better": task.higher_is_better,
+        "target": target,
+        "target_rule": "explicit"
+        if task.target is not None
+        else f"median of the baseline ({cfg.baseline}) runs at step {cfg.target_at} x {task.steps}",
+        "arms": arms,
+    }
 
 
 def run_study(cfg: StudyConfig) -> dict:
@@ -173,20 +205,74 @@ def run_study(cfg: StudyConfig) -> dict:
     data = load_data(cfg.data)
     out = Path(cfg.out)
     # one row per logged step (a step's test metrics are the same in all its rows)
-    first = lambda r: r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0  # noqa: E731
+    first = lambda r: r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0
     report = {"config": asdict(cfg), "tasks": [], "files": []}
     for task in cfg.tasks:
-        base = TrainConfig(model=task.model, objective=task.objective, data=cfg.data, steps=task.steps,
-                           log_every=cfg.log_every, threads=cfg.threads, null_samples=cfg.null_samples,
-                           progress=cfg.progress, task_options=dict(task.task_options))  # fmt: skip
+        base = TrainConfig(
+            model=task.model,
+            objective=task.objective,
+            data=cfg.data,
+            steps=task.steps,
+            log_every=cfg.log_every,
+            threads=cfg.threads,
+            null_samples=cfg.null_samples,
+            progress=cfg.progress,
+            task_options=dict(task.task_options),
+        )
         results = train_grid(base, list(cfg.schemes), list(range(cfg.seeds)), out, data)
         runs = {key: read_metrics(res.run_dir / "metrics.csv") for key, res in results.items()}
         analysis = analyse_task(task, {k: _curves(rows, task.metric, first) for k, rows in runs.items()}, cfg)
         report["tasks"].append(analysis)
-        figure = plot_metric_curves(runs, [task.metric], out / f"{task.name}_metrics.png",
-                                    f"{task.model} {task.objective}: target {task.metric} = {analysis['target']:.4g}",
-                                    {task.metric: analysis["target"]})  # fmt: skip
+        figure = plot_metric_curves(
+            runs,
+            [task.metric],
+            out / f"{task.name}_metrics.png",
+            f"{task.model} {task.objective}: target {task.metric} = {analysis['target']:.4g}",
+            {task.metric: analysis["target"]},
+        )
         report["files"].append(str(figure))
     write_json(out / "study.json", report)
     report["files"].append(str(out / "study.json"))
     return report
+
+
+def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
+    """``(title, rows)`` per task of a :func:`run_study` report for the terminal: per scheme, runs reaching the target,
+    steps per seed, the step ratio to the baseline and the final metric, each with its bootstrap CI."""
+    tables = []
+    for task in report["tasks"]:
+        rows = []
+        for arm in task["arms"]:
+            ratio = (
+                "baseline"
+                if "step_ratio" not in arm
+                else (
+                    "not reached by both"
+                    if arm["pairs_reached"] == 0
+                    else f"{arm['step_ratio']:.2f} [{arm['step_ratio_lo']:.2f}, {arm['step_ratio_hi']:.2f}] "
+                    f"({arm['pairs_reached']} pairs)"
+                )
+            )
+            diff = (
+                ""
+                if "final_diff" not in arm
+                else f"{arm['final_diff']:+.4f} [{arm['final_diff_lo']:+.4f}, {arm['final_diff_hi']:+.4f}]"
+            )
+            rows.append(
+                {
+                    "scheme": arm["scheme"],
+                    "reached": f"{arm['reached']}/{arm['seeds']}",
+                    "steps per seed": ", ".join("not reached" if s is None else str(s) for s in arm["steps"]),
+                    "step ratio [95% CI]": ratio,
+                    f"final {task['metric']} [CI]": (
+                        f"{arm['final_mean']:.4f} [{arm['final_lo']:.4f}, {arm['final_hi']:.4f}]"
+                    ),
+                    "final - baseline [CI]": diff,
+                }
+            )
+        title = (
+            f"{task['model']} {task['objective']}: steps to {task['metric']} "
+            f"{'>=' if task['higher_is_better'] else '<='} {task['target']:.4g}"
+        )
+        tables.append((title, rows))
+    return tables

@@ -21,8 +21,11 @@ from vision.models.attention import Attention
 def attention_inputs(model: nn.Module, run: Callable[[], object]) -> list[torch.Tensor]:
     """The input ``(B, N, d)`` of every :class:`Attention` of ``model`` (module order) during ``run()``."""
     captured: list[torch.Tensor] = []
-    hooks = [m.register_forward_pre_hook(lambda _m, args: captured.append(args[0].detach()))
-             for m in model.modules() if isinstance(m, Attention)]  # fmt: skip
+    hooks = [
+        m.register_forward_pre_hook(lambda _m, args: captured.append(args[0].detach()))
+        for m in model.modules()
+        if isinstance(m, Attention)
+    ]
     try:
         run()
     finally:
@@ -31,7 +34,9 @@ def attention_inputs(model: nn.Module, run: Callable[[], object]) -> list[torch.
     return captured
 
 
-def special_token_columns(forms: FactoredForms, inputs: list[torch.Tensor], tokens: dict[str, int]) -> dict[tuple, dict[str, float]]:
+def special_token_columns(
+    forms: FactoredForms, inputs: list[torch.Tensor], tokens: dict[str, int]
+) -> dict[tuple, dict[str, float]]:
     """``{(layer, head or "all"): {"<name>_key_norm": .., "<name>_query_norm": ..}}`` for every named token."""
     if len(inputs) != forms.n_layers:
         raise ValueError(f"captured {len(inputs)} attention inputs for {forms.n_layers} scored layers")

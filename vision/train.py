@@ -93,11 +93,15 @@ class TrainConfig:
     def __post_init__(self) -> None:
         self.betas = tuple(self.betas)
         if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.eval_batch_size < 1:
-            raise ValueError(f"steps, batch_size, log_every and eval_batch_size must be >= 1; got {self.steps}, "
-                             f"{self.batch_size}, {self.log_every}, {self.eval_batch_size}")
+            raise ValueError(
+                f"steps, batch_size, log_every and eval_batch_size must be >= 1; got {self.steps}, "
+                f"{self.batch_size}, {self.log_every}, {self.eval_batch_size}"
+            )
         if self.threads < 0 or self.warmup < 0 or self.eval_limit < 0 or self.checkpoint_every < 0:
-            raise ValueError(f"threads, warmup, eval_limit and checkpoint_every must be >= 0; got "
-                             f"{self.threads}, {self.warmup}, {self.eval_limit}, {self.checkpoint_every}")
+            raise ValueError(
+                f"threads, warmup, eval_limit and checkpoint_every must be >= 0; got "
+                f"{self.threads}, {self.warmup}, {self.eval_limit}, {self.checkpoint_every}"
+            )
         if self.optimizer not in ("adamw", "sgd"):
             raise ValueError(f"optimizer must be 'adamw' or 'sgd', got {self.optimizer!r}")
         if not 0 <= self.ema_decay < 1:
@@ -178,8 +182,10 @@ def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     """Weight decay on ``nn.Linear`` weights only (not biases, norms, tokens or embeddings)."""
     decay = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
     params = [p for p in model.parameters() if p.requires_grad]
-    return [{"params": [p for p in params if id(p) in decay], "weight_decay": weight_decay},
-            {"params": [p for p in params if id(p) not in decay], "weight_decay": 0.0}]  # fmt: skip
+    return [
+        {"params": [p for p in params if id(p) in decay], "weight_decay": weight_decay},
+        {"params": [p for p in params if id(p) not in decay], "weight_decay": 0.0},
+    ]
 
 
 def make_task(cfg: TrainConfig, data) -> VisionTask:
@@ -189,14 +195,22 @@ def make_task(cfg: TrainConfig, data) -> VisionTask:
     options = dict(cfg.task_options)
     with torch.random.fork_rng(devices=[]):  # the CPU RNG only: modules are built on the CPU
         torch.random.default_generator.manual_seed(stream_seed(cfg.seed, _MODEL))  # restored on exit
-        task = build_task(cfg.model, cfg.objective, data, generator=generator(cfg.seed, _MODEL),
-                          objective_params=dict(cfg.objective_params), **options)  # fmt: skip
+        task = build_task(
+            cfg.model,
+            cfg.objective,
+            data,
+            generator=generator(cfg.seed, _MODEL),
+            objective_params=dict(cfg.objective_params),
+            **options,
+        )
     apply_init(task.model, cfg.init, generator(cfg.seed, _INIT), **cfg.init_params)
     return task
 
 
 # ---- evaluation and scores -------------------------------------------------------------------------
-def evaluate(task: VisionTask, images: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig, autocast) -> dict[str, float]:
+def evaluate(
+    task: VisionTask, images: torch.Tensor, labels: torch.Tensor, cfg: TrainConfig, autocast
+) -> dict[str, float]:
     """Task metrics averaged over the test set with a fresh generator seeded by the data split, not the run:
     every evaluation of every seed and arm draws the same masks / noise / timesteps."""
     gen = generator(cfg.split_seed, _EVAL)
@@ -214,11 +228,19 @@ def evaluate(task: VisionTask, images: torch.Tensor, labels: torch.Tensor, cfg: 
 
 # ---- run metadata ----------------------------------------------------------------------------------
 def run_metadata(cfg: TrainConfig, data, task: VisionTask, device: torch.device, world: int) -> dict:
-    forms = {label: {"layers": f.n_layers, "heads": f.n_heads, "d_model": f.d_model, "d_head": f.d_head}
-             for label, f in scored_forms(task).items()}  # fmt: skip
-    return {"config": cfg.to_dict(), "data": data.summary(), "forms": forms,
-            "parameters": sum(p.numel() for p in task.model.parameters()),
-            "device": str(device), "world_size": world, **provenance()}
+    forms = {
+        label: {"layers": f.n_layers, "heads": f.n_heads, "d_model": f.d_model, "d_head": f.d_head}
+        for label, f in scored_forms(task).items()
+    }
+    return {
+        "config": cfg.to_dict(),
+        "data": data.summary(),
+        "forms": forms,
+        "parameters": sum(p.numel() for p in task.model.parameters()),
+        "device": str(device),
+        "world_size": world,
+        **provenance(),
+    }
 
 
 # ---- the trainer -----------------------------------------------------------------------------------
@@ -263,7 +285,10 @@ class Trainer:
         self.order = BatchOrder(len(self.data.train_labels), cfg.batch_size, cfg.seed)
         self.train_x, self.train_y = self.data.train_images.to(self.device), self.data.train_labels.to(self.device)
         n_test = cfg.eval_limit or len(self.data.test_labels)
-        self.test_x, self.test_y = self.data.test_images[:n_test].to(self.device), self.data.test_labels[:n_test].to(self.device)
+        self.test_x, self.test_y = (
+            self.data.test_images[:n_test].to(self.device),
+            self.data.test_labels[:n_test].to(self.device),
+        )
         self.run_dir = Path(cfg.out_dir)
         self.forward_model = self._wrap(self.model)
         self.step = 0
@@ -278,7 +303,9 @@ class Trainer:
         if self.dist.world > 1:
             from torch.nn.parallel import DistributedDataParallel
 
-            wrapped = DistributedDataParallel(model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+            wrapped = DistributedDataParallel(
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
         if self.cfg.compile:
             wrapped = torch.compile(wrapped)
         return wrapped
@@ -299,11 +326,18 @@ class Trainer:
     def save(self) -> None:
         rng = self._rng_states()
         if self.dist.main:
-            meta = {"world_size": self.dist.world, "loss_sum": float(self.loss_sum.item()), "loss_count": self.loss_count,
-                    "config": self.cfg.to_dict(), "uses_ema": self.ema is not None,
-                    **head_counts(self.model)}  # fmt: skip
+            meta = {
+                "world_size": self.dist.world,
+                "loss_sum": float(self.loss_sum.item()),
+                "loss_count": self.loss_count,
+                "config": self.cfg.to_dict(),
+                "uses_ema": self.ema is not None,
+                **head_counts(self.model),
+            }
             shadow = None if self.ema is None else self.ema.shadow
-            save_checkpoint(self.run_dir / "ckpt", self.step, self.model, shadow, self.opt, rng, meta, self.cfg.keep_checkpoints)
+            save_checkpoint(
+                self.run_dir / "ckpt", self.step, self.model, shadow, self.opt, rng, meta, self.cfg.keep_checkpoints
+            )
         self.saved_step = self.step
         self._barrier()
 
@@ -315,13 +349,18 @@ class Trainer:
             raise ValueError(f"{sidecar} is not a checkpoint of this trainer (format {meta.get('format')!r})")
         _check_same_config(meta["config"], self.cfg, sidecar)
         if meta["world_size"] != self.dist.world:
-            raise ValueError(f"{sidecar} was written by {meta['world_size']} processes; resume it with as many (now {self.dist.world})")
+            raise ValueError(
+                f"{sidecar} was written by {meta['world_size']} processes; "
+                f"resume it with as many (now {self.dist.world})"
+            )
         own, averaged = read_weights(sidecar, meta)
         load_over(self.model, own)
         if self.ema is not None:
             self.ema.shadow = {k: v.to(self.device) for k, v in averaged.items()}
         state = load_file(str(sidecar.parent / meta["state"]))
-        self.opt.load_state_dict(unflatten_optimizer({k: v for k, v in state.items() if k.startswith("optim.")}, meta["optimizer"]))
+        self.opt.load_state_dict(
+            unflatten_optimizer({k: v for k, v in state.items() if k.startswith("optim.")}, meta["optimizer"])
+        )
         torch.set_rng_state(state["rng.torch"])
         if "rng.cuda" in state and self.device.type == "cuda":
             torch.cuda.set_rng_state(state["rng.cuda"], self.device)
@@ -354,15 +393,27 @@ class Trainer:
         count = self.loss_count * self.dist.world
         loss = float(self.loss_sum.item()) / count if count else float("nan")
         if count and not math.isfinite(loss):
-            raise FloatingPointError(f"training loss is {loss} at step {self.step} ({self.cfg.model}, {self.cfg.objective}, seed {self.cfg.seed})")
+            raise FloatingPointError(
+                f"training loss is {loss} at step {self.step} "
+                f"({self.cfg.model}, {self.cfg.objective}, seed {self.cfg.seed})"
+            )
         self.loss_sum.zero_()
         self.loss_count = 0
         if not self.dist.main:
             return
         with self.ema.swapped_in(self.model) if self.ema is not None else nullcontext():
             self.metrics = evaluate(self.task, self.test_x, self.test_y, self.cfg, self.autocast)
-        self.rows += score_table(self.task, self.step, self.cfg.seed, self.cfg.init, self.cfg.null_samples, loss, self.metrics,
-                                 self.initial_forms, self._token_inputs())
+        self.rows += score_table(
+            self.task,
+            self.step,
+            self.cfg.seed,
+            self.cfg.init,
+            self.cfg.null_samples,
+            loss,
+            self.metrics,
+            self.initial_forms,
+            self._token_inputs(),
+        )
         norms = sorted({k for row in self.rows for k in row if k.endswith(("_key_norm", "_query_norm"))})
         write_csv(self.run_dir / "metrics.csv", self.rows, RUN_COLUMNS + norms + sorted(self.metrics))
 
@@ -373,15 +424,17 @@ class Trainer:
         from vision.tokens import attention_inputs
 
         x, y = self.test_x[: self.PROBE], self.test_y[: self.PROBE]
-        evaluate_probe = lambda: evaluate(self.task, x, y, self.cfg, self.autocast)  # noqa: E731
+        evaluate_probe = lambda: evaluate(self.task, x, y, self.cfg, self.autocast)
         return attention_inputs(self.model, evaluate_probe)
 
     def artifacts(self) -> list[Path]:
         if not self.dist.main:
             return []
         self.model.eval()
-        with torch.no_grad(), (self.ema.swapped_in(self.model) if self.ema is not None else nullcontext()):
-            paths = self.task.write_artifacts(self.run_dir / "artifacts", self.step, generator(self.cfg.seed, _ARTIFACTS))
+        with torch.no_grad(), self.ema.swapped_in(self.model) if self.ema is not None else nullcontext():
+            paths = self.task.write_artifacts(
+                self.run_dir / "artifacts", self.step, generator(self.cfg.seed, _ARTIFACTS)
+            )
         self.model.train()
         return paths
 
@@ -427,7 +480,9 @@ class Trainer:
         if sidecar is not None:
             self.resume(sidecar)
         elif self.dist.main:
-            write_json(self.run_dir / "config.json", run_metadata(cfg, self.data, self.task, self.device, self.dist.world))
+            write_json(
+                self.run_dir / "config.json", run_metadata(cfg, self.data, self.task, self.device, self.dist.world)
+            )
         if self.step >= cfg.steps:  # finished before: nothing to train, write or sample again
             return RunResult(self.run_dir, self.step, self.metrics, self.rows)
         self.model.train()
@@ -456,9 +511,18 @@ class Trainer:
 
 def _check_same_config(saved: dict, cfg: TrainConfig, sidecar: Path) -> None:
     """Exact resume needs the same run: only presentation options may change."""
-    free = {"progress", "checkpoint_every", "keep_checkpoints", "device", "artifacts_every", "eval_batch_size", "out_dir", "threads"}
+    free = {
+        "progress",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "device",
+        "artifacts_every",
+        "eval_batch_size",
+        "out_dir",
+        "threads",
+    }
     now = cfg.to_dict()
-    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)  # noqa: E731
+    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
     diff = {k: (saved.get(k), now[k]) for k in now if k not in free and not same(saved.get(k), now[k])}
     if diff:
         changes = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items()))
@@ -473,9 +537,17 @@ def _progress(cfg: TrainConfig, show: bool, start: int):
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"))
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[info]}"),
+    )
     with Progress(*columns, transient=False) as bar:
-        job = bar.add_task(f"{cfg.model} {cfg.objective} {cfg.init} seed {cfg.seed}", total=cfg.steps, completed=start, info="")
+        job = bar.add_task(
+            f"{cfg.model} {cfg.objective} {cfg.init} seed {cfg.seed}", total=cfg.steps, completed=start, info=""
+        )
 
         def advance(metrics: dict[str, float]) -> None:
             bar.update(job, advance=1, info="  ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
@@ -492,12 +564,23 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m vision.train CONFIG.json`` (a run's config.json, or a dict of TrainConfig fields)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        raise SystemExit("usage: python -m vision.train CONFIG.json   (also: torchrun --nproc_per_node N -m vision.train CONFIG.json)")
+        raise SystemExit(
+            "usage: python -m vision.train CONFIG.json"
+            "   (also: torchrun --nproc_per_node N -m vision.train CONFIG.json)"
+        )
     values = json.loads(Path(args[0]).read_text())
     result = train(TrainConfig.from_dict(values.get("config", values)))
     if int(os.environ.get("RANK", "0")) == 0:
-        print(json.dumps({"run_dir": str(result.run_dir), "step": result.step, "metrics": result.metrics,
-                          "replica_max_abs_diff": result.replica_max_abs_diff}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "run_dir": str(result.run_dir),
+                    "step": result.step,
+                    "metrics": result.metrics,
+                    "replica_max_abs_diff": result.replica_max_abs_diff,
+                }
+            )
+        )
     shutdown_distributed()
 
 

@@ -30,7 +30,9 @@ class Attention(nn.Module):
         """``x (B, N, d)``; ``mask (B or 1, 1 or H, N, N)`` bool, True = may attend; or ``causal`` instead of a mask."""
         if causal and mask is not None:
             raise ValueError("pass either a mask or causal=True, not both (fold the causal mask into the mask)")
-        q, k, v = rearrange(self.qkv(x), "b n (three h dh) -> three b h n dh", three=3, h=self.n_heads)  # (B, H, N, d_h)
+        q, k, v = rearrange(
+            self.qkv(x), "b n (three h dh) -> three b h n dh", three=3, h=self.n_heads
+        )  # (B, H, N, d_h)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
         return self.proj(rearrange(out, "b h n dh -> b n (h dh)"))  # (B, N, d)
 

@@ -61,8 +61,9 @@ class DiTConfig:
 _SIZES = {"S": (384, 12, 6), "B": (768, 12, 12), "L": (1024, 24, 16), "XL": (1152, 28, 16)}
 PRESETS: dict[str, DiTConfig] = {
     f"DiT-{size}/{p}": DiTConfig(image_size=32, channels=4, patch=p, dim=d, depth=n, heads=h, n_classes=1000)
-    for size, (d, n, h) in _SIZES.items() for p in (2, 4, 8)
-}  # fmt: skip
+    for size, (d, n, h) in _SIZES.items()
+    for p in (2, 4, 8)
+}
 PRESETS["dit-tiny"] = DiTConfig()  # CPU: 8 x 8 digits, 16 tokens, 4 layers of width 64
 
 

@@ -19,10 +19,10 @@ from vision.models.patches import check_geometry, patchify, sincos_2d
 
 #: Width, depth, heads of the standard ViT sizes (Dosovitskiy et al.; DeiT for Ti/S) and a CPU tiny.
 PRESETS: dict[str, dict] = {
-    "tiny": dict(dim=64, depth=4, heads=4),
-    "ti": dict(dim=192, depth=12, heads=3),
-    "s": dict(dim=384, depth=12, heads=6),
-    "b": dict(dim=768, depth=12, heads=12),
+    "tiny": {"dim": 64, "depth": 4, "heads": 4},
+    "ti": {"dim": 192, "depth": 12, "heads": 3},
+    "s": {"dim": 384, "depth": 12, "heads": 6},
+    "b": {"dim": 768, "depth": 12, "heads": 12},
 }
 
 
@@ -47,9 +47,15 @@ class ViTConfig:
 
     def __post_init__(self) -> None:
         check_geometry(self.image_size, self.patch, self.dim, self.heads, sincos=self.pos == "sincos")
-        if self.pos not in ("sincos", "learned") or self.pool not in ("cls", "mean") or self.weight_init not in ("xavier", "trunc_normal"):
-            raise ValueError(f"pos must be sincos/learned, pool cls/mean, weight_init xavier/trunc_normal; "
-                             f"got {self.pos!r}, {self.pool!r}, {self.weight_init!r}")
+        if (
+            self.pos not in ("sincos", "learned")
+            or self.pool not in ("cls", "mean")
+            or self.weight_init not in ("xavier", "trunc_normal")
+        ):
+            raise ValueError(
+                f"pos must be sincos/learned, pool cls/mean, weight_init xavier/trunc_normal; "
+                f"got {self.pos!r}, {self.pool!r}, {self.weight_init!r}"
+            )
 
     @property
     def grid(self) -> tuple[int, int]:
@@ -67,13 +73,15 @@ class ViTConfig:
 
 def default_patch(image_size: int) -> int:
     """A patch size giving a 4x4 to 8x8 grid on small images, 16 on ImageNet-sized ones."""
-    for patch in ((2, 1) if image_size <= 16 else (4, 2, 1) if image_size <= 64 else (16, 14, 8, 4, 2, 1)):
+    for patch in (2, 1) if image_size <= 16 else (4, 2, 1) if image_size <= 64 else (16, 14, 8, 4, 2, 1):
         if image_size % patch == 0:
             return patch
     return 1
 
 
-def vit_config(preset: str, image_size: int, channels: int, n_classes: int, patch: int | None = None, **overrides) -> ViTConfig:
+def vit_config(
+    preset: str, image_size: int, channels: int, n_classes: int, patch: int | None = None, **overrides
+) -> ViTConfig:
     """Config of a named preset (``tiny``, ``ti``, ``s``, ``b``) for images of the given size."""
     if preset not in PRESETS:
         raise ValueError(f"unknown ViT preset {preset!r}; choose from {sorted(PRESETS)}")
@@ -81,8 +89,13 @@ def vit_config(preset: str, image_size: int, channels: int, n_classes: int, patc
     unknown = set(overrides) - fields
     if unknown:
         raise ValueError(f"unknown ViT options {sorted(unknown)}; known: {sorted(fields)}")
-    base = ViTConfig(image_size=image_size, channels=channels, n_classes=n_classes,
-                     patch=patch or default_patch(image_size), **PRESETS[preset])  # fmt: skip
+    base = ViTConfig(
+        image_size=image_size,
+        channels=channels,
+        n_classes=n_classes,
+        patch=patch or default_patch(image_size),
+        **PRESETS[preset],
+    )
     return replace(base, **overrides)
 
 

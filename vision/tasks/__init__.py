@@ -53,8 +53,9 @@ class VisionTask(Protocol):
         """The randomness of a training step for ``batch`` examples, each tensor ``[batch, ...]``."""
         ...
 
-    def training_loss(self, net: nn.Module, images: torch.Tensor, labels: torch.Tensor,
-                      draws: dict[str, torch.Tensor]) -> torch.Tensor:
+    def training_loss(
+        self, net: nn.Module, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
         """Scalar loss (mean over the batch) of ``net`` (``self.model`` or a wrapper of it) for
         ``images (B, C, H, W)``, ``labels (B,)`` and ``draw(B, ...)``."""
         ...
@@ -118,6 +119,7 @@ BUILDERS: dict[tuple[str, str], str] = {
     ("dit", "denoising"): "vision.tasks.denoise:build_task",
 }
 
+
 def split_model_name(model: str) -> tuple[str, str]:
     """``"vit-tiny"`` -> ``("vit", "tiny")``."""
     family, _, preset = model.partition("-")
@@ -145,7 +147,9 @@ def make_objective(name: str, params: dict) -> Objective:
     if isinstance(params.get("schedule"), dict):
         fields = set(NoiseSchedule.__dataclass_fields__)
         if set(params["schedule"]) - fields:
-            raise ValueError(f"unknown noise schedule options {sorted(set(params['schedule']) - fields)}; known: {sorted(fields)}")
+            raise ValueError(
+                f"unknown noise schedule options {sorted(set(params['schedule']) - fields)}; known: {sorted(fields)}"
+            )
         params = {**params, "schedule": NoiseSchedule(**params["schedule"])}
     return get_objective(name, **params)
 

@@ -18,17 +18,26 @@ class ClassifyTask(TaskBase):
         self.model = model
         self.special_tokens = {"cls": 0} if model.cls is not None else {}  # position in the attention input
 
-    def training_loss(self, net: nn.Module, images: torch.Tensor, labels: torch.Tensor,
-                      draws: dict[str, torch.Tensor]) -> torch.Tensor:
+    def training_loss(
+        self, net: nn.Module, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
         return F.cross_entropy(net(images), labels)
 
     def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
         logits = self.model(images)
-        return {"test_accuracy": (logits.argmax(-1) == labels).float().mean().item(),
-                "test_loss": F.cross_entropy(logits, labels).item()}  # fmt: skip
+        return {
+            "test_accuracy": (logits.argmax(-1) == labels).float().mean().item(),
+            "test_loss": F.cross_entropy(logits, labels).item(),
+        }
 
 
-def build_classify_task(preset: str, objective: Classification, data, generator: torch.Generator | None = None,
-                        patch: int | None = None, **overrides) -> ClassifyTask:  # fmt: skip
+def build_classify_task(
+    preset: str,
+    objective: Classification,
+    data,
+    generator: torch.Generator | None = None,
+    patch: int | None = None,
+    **overrides,
+) -> ClassifyTask:
     """``vit-<preset>`` + ``classify`` on ``data`` (an :class:`vision.data.ImageData`)."""
     return ClassifyTask(ViT(vit_task_config(preset, objective, Classification, data, patch, overrides), generator))

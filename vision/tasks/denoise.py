@@ -28,8 +28,14 @@ class DenoiseTask(TaskBase):
     uses_ema = True
     FORM_CLASSES = 16
 
-    def __init__(self, model: DiT, objective: Denoising, sampler: Sampler = Sampler(),
-                 form_timesteps: Sequence[int] | None = None, samples_per_class: int = 8) -> None:  # fmt: skip
+    def __init__(
+        self,
+        model: DiT,
+        objective: Denoising,
+        sampler: Sampler = Sampler(),
+        form_timesteps: Sequence[int] | None = None,
+        samples_per_class: int = 8,
+    ) -> None:
         self.model, self.objective, self.sampler = model, objective, sampler
         last = objective.schedule.steps - 1
         default = [round(f * last) for f in (0.1, 0.5, 0.9)]
@@ -52,8 +58,9 @@ class DenoiseTask(TaskBase):
         out["noise"] = _randn(shape, generator, generator.device)
         return out
 
-    def training_loss(self, net: nn.Module, images: torch.Tensor, labels: torch.Tensor,
-                      draws: dict[str, torch.Tensor]) -> torch.Tensor:
+    def training_loss(
+        self, net: nn.Module, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
         y = self._labels(labels)
         if y is not None:
             y = self.model.y_embedder.drop(y, draws.get("drop"))
@@ -75,17 +82,33 @@ class DenoiseTask(TaskBase):
         y = torch.arange(cfg.n_classes).repeat_interleave(per) if cfg.n_classes else None
         n = per * max(cfg.n_classes, 1)
         device = next(self.model.parameters()).device
-        images = sample(self.model, self.objective, (n, cfg.channels, cfg.image_size, cfg.image_size), y,
-                        self.sampler, generator, cfg.null_class, device)  # fmt: skip
+        images = sample(
+            self.model,
+            self.objective,
+            (n, cfg.channels, cfg.image_size, cfg.image_size),
+            y,
+            self.sampler,
+            generator,
+            cfg.null_class,
+            device,
+        )
         if images.shape[1] not in (1, 3):  # latents: show the first channel
             images = images[:, :1]
         return [save_image_grid(images, Path(out_dir) / f"samples_step{step:07d}.png", nrow=per)]
 
 
-def build_task(preset: str, objective: Denoising, data, generator: torch.Generator | None = None,
-               patch: int | None = None, conditional: bool = True, sampler: Sampler | dict | None = None,
-               form_timesteps: Sequence[int] | None = None, samples_per_class: int = 8,
-               **overrides) -> DenoiseTask:  # fmt: skip
+def build_task(
+    preset: str,
+    objective: Denoising,
+    data,
+    generator: torch.Generator | None = None,
+    patch: int | None = None,
+    conditional: bool = True,
+    sampler: Sampler | dict | None = None,
+    form_timesteps: Sequence[int] | None = None,
+    samples_per_class: int = 8,
+    **overrides,
+) -> DenoiseTask:
     """``dit-<preset>`` + ``denoise`` on ``data`` (image size, channels and classes from the data).
 
     ``patch`` defaults to the preset's (``b-4`` -> 4) and, for ``tiny``, to one that suits the image size.
@@ -101,16 +124,23 @@ def build_task(preset: str, objective: Denoising, data, generator: torch.Generat
     if form_timesteps is not None and not (
         isinstance(form_timesteps, list | tuple) and all(isinstance(t, int) for t in form_timesteps)
     ):
-        raise ValueError(f"form_timesteps must be a list of integer timesteps, e.g. [100, 500, 900]; got {form_timesteps!r}")
+        raise ValueError(
+            f"form_timesteps must be a list of integer timesteps, e.g. [100, 500, 900]; got {form_timesteps!r}"
+        )
     if patch is None and preset_key(preset) == "tiny":
         patch = default_patch(data.image_size)
-    fields = dict(image_size=data.image_size, channels=data.channels, n_classes=data.n_classes if conditional else 0)
+    n_classes = data.n_classes if conditional else 0
+    fields = {"image_size": data.image_size, "channels": data.channels, "n_classes": n_classes}
     cfg = dit_config(preset, **fields, **({"patch": patch} if patch else {}), **overrides)
     if isinstance(sampler, dict):
         unknown = set(sampler) - set(Sampler.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"unknown sampler options {sorted(unknown)}; known: {sorted(Sampler.__dataclass_fields__)}")
+            raise ValueError(
+                f"unknown sampler options {sorted(unknown)}; known: {sorted(Sampler.__dataclass_fields__)}"
+            )
         sampler = Sampler(**sampler)
     elif sampler is not None and not isinstance(sampler, Sampler):
-        raise ValueError(f"sampler must be a Sampler or a dict of its fields, e.g. {{'method': 'ddpm'}}; got {sampler!r}")
+        raise ValueError(
+            f"sampler must be a Sampler or a dict of its fields, e.g. {{'method': 'ddpm'}}; got {sampler!r}"
+        )
     return DenoiseTask(DiT(cfg, generator), objective, sampler or Sampler(), form_timesteps, samples_per_class)

@@ -31,8 +31,9 @@ class MAETask(TaskBase):
         masked = (~visible).float()
         return (err * masked).sum() / masked.sum().clamp(min=1)
 
-    def training_loss(self, net: nn.Module, images: torch.Tensor, labels: torch.Tensor,
-                      draws: dict[str, torch.Tensor]) -> torch.Tensor:
+    def training_loss(
+        self, net: nn.Module, images: torch.Tensor, labels: torch.Tensor, draws: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
         return self._masked_mse(net, images, draws["visible"])
 
     def evaluate(self, images: torch.Tensor, labels: torch.Tensor, generator: torch.Generator) -> dict[str, float]:
@@ -43,9 +44,17 @@ class MAETask(TaskBase):
         return {"W_qk": attention_forms(self.model.encoder), "decoder": attention_forms(self.model.decoder)}
 
 
-def build_mae_task(preset: str, objective: MaskedAutoencoding, data, generator: torch.Generator | None = None,
-                   patch: int | None = None, decoder_dim: int | None = None, decoder_depth: int = 1,
-                   decoder_heads: int | None = None, **overrides) -> MAETask:  # fmt: skip
+def build_mae_task(
+    preset: str,
+    objective: MaskedAutoencoding,
+    data,
+    generator: torch.Generator | None = None,
+    patch: int | None = None,
+    decoder_dim: int | None = None,
+    decoder_depth: int = 1,
+    decoder_heads: int | None = None,
+    **overrides,
+) -> MAETask:
     """``vit-<preset>`` + ``mae``: decoder width defaults to half the encoder's, one block."""
     cfg = vit_task_config(preset, objective, MaskedAutoencoding, data, patch, overrides)
     dim = decoder_dim or max(16, cfg.dim // 2)
