@@ -26,7 +26,7 @@ def print_table(rows: list[dict], columns: list[str], title: str | None = None) 
     """Print rows as a rich table; floats with 4 significant decimals."""
     table = Table(title=title)
     for col in columns:
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", overflow="fold")
     for row in rows:
         table.add_row(
             *(Text(f"{row[c]:.4g}" if isinstance(row.get(c), float) else str(row.get(c, ""))) for c in columns)
@@ -58,14 +58,14 @@ def scores(
     rows = query side). The per-layer form is the sum over heads.
     """
     from common.io import write_csv
-    from theory.report import SCORE_COLUMNS, score_file
+    from theory.report import SCORE_COLUMNS, SHOWN_COLUMNS, score_file
 
     try:
         rows = score_file(path, per=per, k=k, null_samples=null_samples)  # type: ignore[arg-type]
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
     print_table(
-        rows, SCORE_COLUMNS[:6], title=f"{path.name}: s in [-1, 1] (1 = symmetric); delta < 0 = key-side columns"
+        rows, SHOWN_COLUMNS, title=f"{path.name}: s in [-1, 1] (1 = symmetric); delta, delta_pr < 0 = key-side columns"
     )
     if csv is not None:
         write_csv(csv, rows, SCORE_COLUMNS)
@@ -158,6 +158,7 @@ def analyze(
     from checkpoints.plot import plot_scores
     from common.io import write_csv
     from theory.nulls import null_distribution
+    from theory.report import SHOWN_COLUMNS
 
     if per not in ("head", "layer", "both"):
         fail(f"--per must be head, layer or both; got {per!r}")
@@ -198,7 +199,9 @@ def analyze(
             fail(str(err))
     shown = rows if len(rows) <= 200 else [r for r in rows if r["head"] == "all"] or rows[:200]
     print_table(
-        shown, ana.SCORE_COLUMNS[:6], title=f"{plan.model}: s in [-1, 1] (1 = symmetric); delta < 0 = key-side columns"
+        shown,
+        SHOWN_COLUMNS,
+        title=f"{plan.model}: s in [-1, 1] (1 = symmetric); delta, delta_pr < 0 = key-side columns",
     )
     if len(shown) < len(rows):
         console.print(f"({len(rows) - len(shown)} more rows: write them with --csv)")
@@ -464,8 +467,8 @@ def simulate(
     print_table(
         shown,
         [c for c in DISPLAY_COLUMNS if any(row[c] for row in shown)],
-        title=f"step {result.summary[0]['step']}, {result.summary[0]['seeds']} seeds: per-layer s and δ, mean±95% CI; "
-        "z = the seeds' null z combined, sum / sqrt(n); W_qk learned, update = M_t - M_0, "
+        title=f"step {result.summary[0]['step']}, {result.summary[0]['seeds']} seeds: per-layer scores, mean ± 95% CI "
+        "(z = the seeds' null z combined, sum / sqrt(n)); W_qk learned, update = M_t - M_0, "
         "grad_* = self/cross pairs of sum dL/dM",
     )
     for path in (*[p / "metrics.csv" for p in result.run_dirs.values()], result.summary_csv, result.figure):

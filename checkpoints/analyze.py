@@ -19,9 +19,9 @@ import torch
 from checkpoints.detect import Plan, plan_checkpoint
 from checkpoints.loading import Checkpoint, open_checkpoint
 from theory.factored import FactoredForms
-from theory.nulls import DEFAULT_SAMPLES, SCORE_NAMES, null_distribution
+from theory.nulls import DEFAULT_SAMPLES, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
-from theory.scores import DEFAULT_K
+from theory.scores import DEFAULT_K, SCORE_NAMES
 
 ANALYZE_COLUMNS = ["model", "family", *SCORE_COLUMNS]
 MIN_NULL_SAMPLES = 32
@@ -111,7 +111,7 @@ def summarise(rows: list[dict]) -> list[dict]:
         items = rows
         over = f"{len(items)} heads (per-head M_h)"
     out = []
-    for name in SCORE_NAMES:
+    for name in (s for s in SCORE_NAMES if s in items[0]):  # rows written before a score existed lack it
         x = np.array([r[name] for r in items])
         z = np.array([r[f"{name}_z"] for r in items])
         q25, median, q75 = np.quantile(x, [0.25, 0.5, 0.75])

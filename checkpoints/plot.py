@@ -5,16 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from common.figures import pyplot, save_figure
-from theory.nulls import SCORE_NAMES, NullDistribution
+from theory.nulls import NullDistribution
+from theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
 
 _STYLE = {"head": {"color": "0.55", "label": "per head M_h"}, "layer": {"color": "C0", "label": "per layer M"}}
 
 
 def plot_scores(rows: list[dict], nulls: dict[str, NullDistribution], out: str | Path, title: str) -> None:
-    """Symmetry and directionality against layer; ``nulls`` maps ``"head"`` / ``"layer"`` to the null used."""
+    """Every score against layer; ``nulls`` maps ``"head"`` / ``"layer"`` to the null used."""
     from matplotlib.ticker import MaxNLocator
 
-    fig, axes = pyplot().subplots(1, 2, figsize=(10, 3.8), sharex=True)
+    fig, axes = pyplot().subplots(1, len(SCORE_NAMES), figsize=(4.6 * len(SCORE_NAMES), 3.8), sharex=True)
     for ax, name in zip(axes, SCORE_NAMES, strict=True):
         for per, null in nulls.items():
             band = null.summary()[name]
@@ -27,12 +28,13 @@ def plot_scores(rows: list[dict], nulls: dict[str, NullDistribution], out: str |
                 ax.scatter(x, y, s=6, color=_STYLE[per]["color"], label=_STYLE[per]["label"])
             else:
                 ax.plot(x, y, "o-", ms=3, color=_STYLE[per]["color"], label=_STYLE[per]["label"])
-        ax.set(xlabel="layer", ylabel=name, ylim=(-1.05, 1.05))
+        ax.set(xlabel="layer", ylabel=name)
+        ax.set_title(SCORE_LABELS[name], fontsize=9)
+        if name in UNIT_RANGE:
+            ax.set_ylim(-1.05, 1.05)
         ax.axhline(0, color="k", lw=0.5)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[0].set_title("symmetry s (1 = symmetric)", fontsize=9)
-    axes[1].set_title("directionality delta (< 0: key-side columns)", fontsize=9)
-    axes[1].legend(fontsize=7, loc="lower right")
+    axes[-1].legend(fontsize=7, loc="best")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     save_figure(fig, out, dpi=150)

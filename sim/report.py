@@ -16,14 +16,10 @@ from pathlib import Path
 import numpy as np
 
 from common.summary import combined_z, mean_ci, plus_minus
+from theory.scores import SCORE_NAMES
 
 NUMERIC = (
-    "symmetry",
-    "directionality",
-    "symmetry_z",
-    "directionality_z",
-    "symmetry_p",
-    "directionality_p",
+    *(f"{name}{suffix}" for name in SCORE_NAMES for suffix in ("", "_z", "_p")),
     "loss",
     "bos_key_norm",
     "bos_query_norm",
@@ -41,6 +37,9 @@ SUMMARY_COLUMNS = [
     "delta",
     "delta_ci",
     "delta_z",
+    "delta_pr",
+    "delta_pr_ci",
+    "delta_pr_z",
     "loss",
     "bos_key/query",
 ]
@@ -77,6 +76,7 @@ def summarize(rows: list[dict], objective: str, step: int | None = None) -> list
     for (layer, form), group in sorted(groups.items(), key=lambda kv: (kv[0][0], _form_order(kv[0][1]))):
         s, s_ci = mean_ci([r["symmetry"] for r in group])
         dl, dl_ci = mean_ci([r["directionality"] for r in group])
+        pr, pr_ci = mean_ci([r.get("directionality_pr", math.nan) for r in group])
         ratio = [
             r["bos_key_norm"] / r["bos_query_norm"]
             for r in group
@@ -95,6 +95,9 @@ def summarize(rows: list[dict], objective: str, step: int | None = None) -> list
                 "delta": dl,
                 "delta_ci": dl_ci,
                 "delta_z": combined_z(r["directionality_z"] for r in group),
+                "delta_pr": pr,
+                "delta_pr_ci": pr_ci,
+                "delta_pr_z": combined_z(r.get("directionality_pr_z", math.nan) for r in group),
                 "loss": float(np.nanmean([r["loss"] for r in group])),
                 "bos_key/query": float(np.mean(ratio)) if ratio else math.nan,
             }
@@ -108,7 +111,7 @@ def _form_order(form: str) -> int:
     return FORMS.index(form) if form in FORMS else len(FORMS)
 
 
-DISPLAY_COLUMNS = ["objective", "form", "s", "z(s)", "δ", "z(δ)", "loss", "BOS k/q"]
+DISPLAY_COLUMNS = ["objective", "form", "s (z)", "δ (z)", "δ_PR (z)", "loss", "BOS k/q"]
 
 
 def format_summary(rows: list[dict]) -> list[dict]:
@@ -118,10 +121,9 @@ def format_summary(rows: list[dict]) -> list[dict]:
         {
             "objective": r["objective"],
             "form": f"{r['form']} L{r['layer']}" if multi else r["form"],
-            "s": plus_minus(r["s"], r["s_ci"], 2, "±"),
-            "z(s)": f"{r['s_z']:.1f}",
-            "δ": plus_minus(r["delta"], r["delta_ci"], 2, "±"),
-            "z(δ)": f"{r['delta_z']:.1f}",
+            "s (z)": f"{plus_minus(r['s'], r['s_ci'], 2, '±')} ({r['s_z']:.1f})",
+            "δ (z)": f"{plus_minus(r['delta'], r['delta_ci'], 2, '±')} ({r['delta_z']:.1f})",
+            "δ_PR (z)": f"{plus_minus(r['delta_pr'], r['delta_pr_ci'], 2, '±')} ({r['delta_pr_z']:.1f})",
             "loss": f"{r['loss']:.3g}",
             "BOS k/q": "" if not math.isfinite(r["bos_key/query"]) else f"{r['bos_key/query']:.1f}",
         }

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.scores import dense_scores, directionality, factored_scores, symmetry
+from theory.scores import dense_scores, directionality, factored_scores, pr_directionality, symmetry
 
 seeds = st.integers(0, 2**31 - 1)
 dims = st.integers(2, 24)
@@ -115,7 +115,10 @@ def test_factored_equals_dense(seed, batch, d, r, deficient):
     dense = dense_scores(np.einsum("...ir,...jr->...ij", a, b))
     diff_s = (fact.symmetry - dense.symmetry).abs().max().item()
     diff_d = (fact.directionality - dense.directionality).abs().max().item()
-    assert diff_s <= 1e-9 and diff_d <= 1e-9, f"|s diff| = {diff_s:.3g}, |delta diff| = {diff_d:.3g}"
+    diff_pr = (fact.directionality_pr - dense.directionality_pr).abs().max().item()
+    assert diff_s <= 1e-9 and diff_d <= 1e-9 and diff_pr <= 1e-9, (
+        f"|s diff| = {diff_s:.3g}, |delta diff| = {diff_d:.3g}, |delta_PR diff| = {diff_pr:.3g}"
+    )
 
 
 def test_factored_path_is_exercised_without_dense_product(monkeypatch):
@@ -170,3 +173,48 @@ def test_cancelling_factors_give_the_zero_error():
     u, v = gaussian(5, 6, 1), gaussian(6, 6, 1)
     with pytest.raises(ValueError, match="zero"):
         factored_scores(np.hstack([u, u]), np.hstack([v, -v]))
+
+
+# ---- the threshold-free directionality delta_PR ------------------------------------------------------------
+
+
+def reference_pr_directionality(m: np.ndarray) -> float:
+    """log(PR(column norms^2) / PR(row norms^2)) with PR(w) = (sum w)^2 / sum w^2, written out in plain Python."""
+    rows2 = [sum(v * v for v in row) for row in m.tolist()]
+    cols2 = [sum(v * v for v in col) for col in m.T.tolist()]
+    pr = lambda w: sum(w) ** 2 / sum(x * x for x in w)
+    return math.log(pr(cols2) / pr(rows2))
+
+
+def test_pr_directionality_by_hand():
+    """M = [[2, 0], [1, 0]]: one non-zero column (PR 1) spread over two rows (squared norms 4, 1: PR 25/17)."""
+    m = torch.tensor([[2.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    assert float(pr_directionality(m)) == pytest.approx(math.log(17 / 25), abs=1e-15)
+    assert float(pr_directionality(m.T)) == pytest.approx(math.log(25 / 17), abs=1e-15)
+
+
+@given(seeds, dims)
+def test_pr_directionality_matches_the_participation_ratio_reference(seed, d):
+    m = gaussian(seed, d, d) * np.exp(gaussian(seed + 1, d, 1))  # rows of different scales
+    assert float(pr_directionality(m)) == pytest.approx(reference_pr_directionality(m), abs=1e-10)
+
+
+@given(seeds, dims, st.floats(0.01, 100) | st.floats(-100, -0.01))
+def test_pr_directionality_identities(seed, d, c):
+    m = gaussian(seed, d, d)
+    perm = np.random.default_rng(seed).permutation(d)
+    value = float(pr_directionality(m))
+    assert float(pr_directionality(c * m)) == pytest.approx(value, abs=1e-9)
+    assert float(pr_directionality(m.T)) == pytest.approx(-value, abs=1e-9)
+    assert float(pr_directionality(m[perm][:, perm])) == pytest.approx(value, abs=1e-9)
+    assert float(pr_directionality(m + m.T)) == pytest.approx(0.0, abs=1e-12)
+    assert abs(value) <= math.log(d) + 1e-12
+
+
+def test_pr_directionality_sees_one_dominant_key_column_where_delta_cannot():
+    """d = 4: no norm can exceed mean + 2 sd (so delta = 0), yet a dominant column gives delta_PR < 0."""
+    m = torch.eye(4, dtype=torch.float64) * 0.1
+    m[:, 0] += 1.0  # every query reads key coordinate 0
+    scores = dense_scores(m)
+    assert float(scores.directionality) == 0.0
+    assert float(scores.directionality_pr) < -0.5

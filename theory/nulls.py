@@ -1,10 +1,11 @@
 """Null distributions of the scores: random Gaussian factors of the same shape and rank.
 
-A score means nothing without its null (THEORY.md section 2): ``s`` of a random product has mean
-about ``1/d``, and ``delta`` of a random matrix spreads widely at small ``d``. Every reported score
-carries a z-score and an empirical p-value against the null of its own ``(d, r, k)``.
-Samples are seeded and cached, in memory and on disk (``$WQK_CACHE_DIR``, default
-``~/.cache/wqk/nulls``), so the same null is never drawn twice.
+A score means nothing without its null: ``s`` of a random product has mean about ``1/d``, and
+``delta`` of a random matrix spreads widely at small ``d``. Every reported score carries a z-score
+and an empirical p-value against the null of its own ``(d, r, k)``. Samples are seeded and cached,
+in memory and on disk (``$WQK_CACHE_DIR``, default ``~/.cache/wqk/nulls``), so the same null is never
+drawn twice; a cache file is keyed by the code version of the scores and of this module, so a change
+to either never reuses stale samples.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ import numpy as np
 import torch
 
 from common.io import write_json
-from theory.scores import DEFAULT_K, factored_scores
+from theory.scores import DEFAULT_K, SCORE_NAMES, factored_scores
 
 DEFAULT_SAMPLES = 256
 _CHUNK_BYTES = 1 << 27  # float64 factor memory per sampling chunk
-SCORE_NAMES = ("symmetry", "directionality")
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class NullDistribution:
     seed: int
     symmetry: np.ndarray
     directionality: np.ndarray
+    directionality_pr: np.ndarray
 
     def samples(self, score: str) -> np.ndarray:
         if score not in SCORE_NAMES:
@@ -63,9 +64,22 @@ class NullDistribution:
         return {name: {key: float(v) for key, v in stats.items()} for name, stats in out.items()}
 
 
+@functools.cache
+def code_version() -> str:
+    """A hash of the source of the scores and of the null sampler: part of every cache key."""
+    import hashlib
+
+    from theory import scores
+
+    digest = hashlib.sha256()
+    for module_file in (scores.__file__, __file__):
+        digest.update(Path(module_file).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def _cache_file(d: int, rank: int, k: float, n_samples: int, seed: int) -> Path:
     root = Path(os.environ.get("WQK_CACHE_DIR", Path.home() / ".cache" / "wqk")) / "nulls"
-    return root / f"d{d}_r{rank}_k{k:g}_n{n_samples}_seed{seed}.json"
+    return root / f"d{d}_r{rank}_k{k:g}_n{n_samples}_seed{seed}_{code_version()}.json"
 
 
 def sample_null(
@@ -76,15 +90,15 @@ def sample_null(
         raise ValueError(f"need d >= 2, rank >= 1 and n_samples >= 2; got d={d}, rank={rank}, n_samples={n_samples}")
     gen = torch.Generator().manual_seed(seed)
     chunk = max(1, min(n_samples, _CHUNK_BYTES // (16 * d * rank)))
-    sym, dirn = [], []
+    drawn: dict[str, list[np.ndarray]] = {name: [] for name in SCORE_NAMES}
     for start in range(0, n_samples, chunk):
         n = min(chunk, n_samples - start)
         a = torch.randn(n, d, rank, generator=gen, dtype=torch.float64)
         b = torch.randn(n, d, rank, generator=gen, dtype=torch.float64)
         scores = factored_scores(a, b, k=k)
-        sym.append(scores.symmetry.numpy())
-        dirn.append(scores.directionality.numpy())
-    return NullDistribution(d, rank, k, seed, np.concatenate(sym), np.concatenate(dirn))
+        for name in SCORE_NAMES:
+            drawn[name].append(getattr(scores, name).numpy())
+    return NullDistribution(d, rank, k, seed, **{name: np.concatenate(v) for name, v in drawn.items()})
 
 
 @functools.lru_cache(maxsize=256)
@@ -95,7 +109,7 @@ def null_distribution(
     path = _cache_file(d, rank, k, n_samples, seed)
     if path.exists():
         data = json.loads(path.read_text())
-        return NullDistribution(d, rank, k, seed, np.array(data["symmetry"]), np.array(data["directionality"]))
+        return NullDistribution(d, rank, k, seed, **{name: np.array(data[name]) for name in SCORE_NAMES})
     null = sample_null(d, rank, k, n_samples, seed)
     write_json(
         path,
@@ -104,8 +118,8 @@ def null_distribution(
             "rank": rank,
             "k": k,
             "seed": seed,
-            "symmetry": null.symmetry.tolist(),
-            "directionality": null.directionality.tolist(),
+            "code_version": code_version(),
+            **{name: null.samples(name).tolist() for name in SCORE_NAMES},
         },
     )
     return null

@@ -13,20 +13,14 @@ import torch
 
 from common.io import load_arrays
 from theory.factored import FactoredForms
-from theory.nulls import DEFAULT_SAMPLES, SCORE_NAMES, null_distribution
-from theory.scores import DEFAULT_K, Scores, dense_scores
+from theory.nulls import DEFAULT_SAMPLES, null_distribution
+from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores
 
 PerChoice = Literal["head", "layer", "both"]
-SCORE_COLUMNS = [
-    "layer",
-    "head",
-    "symmetry",
-    "directionality",
-    "symmetry_z",
-    "directionality_z",
-    "symmetry_p",
-    "directionality_p",
-]
+#: ``layer, head``, the scores, their null z-scores, their empirical p-values.
+SCORE_COLUMNS = ["layer", "head", *SCORE_NAMES, *(f"{n}_z" for n in SCORE_NAMES), *(f"{n}_p" for n in SCORE_NAMES)]
+#: What a terminal table shows: identifiers, scores and z-scores.
+SHOWN_COLUMNS = SCORE_COLUMNS[: 2 + 2 * len(SCORE_NAMES)]
 
 
 def check_per(per: str) -> None:

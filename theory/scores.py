@@ -1,4 +1,13 @@
-"""Symmetry and directionality of a bilinear form, defined once (THEORY.md section 2).
+"""Symmetry and directionality of a bilinear form, defined once (docs/theory.md, "The scores").
+
+- symmetry ``s(M) = tr(M M) / ||M||_F^2`` in ``[-1, 1]``;
+- directionality ``delta(M)`` (the paper's score): excess row vs column norms above ``mean + k std``,
+  negative when a few columns (key directions) dominate; 0 when no norm clears the threshold;
+- threshold-free directionality ``delta_PR(M) = log(PR(c^2) / PR(r^2)) = log(sum_a r_a^4 / sum_b c_b^4)``,
+  with ``r``, ``c`` the row and column norms and ``PR(w) = (sum w)^2 / sum w^2`` the participation ratio (the
+  effective number of rows or columns carrying ``||M||^2``). Negative = the norm sits on fewer columns than
+  rows (column dominance), like ``delta``; 0 for symmetric ``M``; in ``[-log d, log d]``. Unlike ``delta`` it
+  never degenerates to 0 because norms fall in two groups or ``d`` is too small for a norm to clear the threshold.
 
 Both scores are computed for dense matrices ``M`` of shape ``[..., d, d]`` and for factored
 forms ``M = A B^T`` with ``A, B`` of shape ``[..., d, r]``, the latter without building ``d x d``
@@ -23,12 +32,25 @@ _ZERO_RTOL = 1e-14
 ArrayLike = torch.Tensor | np.ndarray
 
 
+#: The scores every report carries, each with its null (the field names of :class:`Scores`).
+SCORE_NAMES = ("symmetry", "directionality", "directionality_pr")
+#: How tables and figures label them.
+SCORE_LABELS = {
+    "symmetry": "symmetry s (1 = symmetric)",
+    "directionality": "directionality δ (< 0: key-side columns)",
+    "directionality_pr": "threshold-free δ_PR (< 0: key-side columns)",
+}
+#: Scores bounded in [-1, 1] (δ_PR lies in [-log d, log d]).
+UNIT_RANGE = ("symmetry", "directionality")
+
+
 @dataclass(frozen=True)
 class Scores:
-    """Symmetry ``s`` and directionality ``delta`` for a batch of forms (same leading shape)."""
+    """``s``, ``delta`` and the threshold-free ``delta_PR`` of a batch of forms (one leading shape)."""
 
     symmetry: torch.Tensor
     directionality: torch.Tensor
+    directionality_pr: torch.Tensor
 
 
 def _as_float64(x: ArrayLike, name: str) -> torch.Tensor:
@@ -86,6 +108,17 @@ def directionality_from_norms(row_norms: torch.Tensor, col_norms: torch.Tensor, 
     return torch.where(total > 0, (e_r - e_c) / torch.where(total > 0, total, 1.0), torch.zeros_like(total))
 
 
+def pr_directionality_from_norms(row_norms: torch.Tensor, col_norms: torch.Tensor) -> torch.Tensor:
+    """``delta_PR = log(sum r^4 / sum c^4)``: negative when fewer columns than rows carry the norm; 0 if they match."""
+    r2, c2 = row_norms.square(), col_norms.square()
+    return torch.log((r2 * r2).sum(-1)) - torch.log((c2 * c2).sum(-1))
+
+
+def scores_from_norms(sym: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, k: float) -> Scores:
+    """:class:`Scores` from ``s`` and the row / column norms ``[..., d]`` (how both routes below finish)."""
+    return Scores(sym, directionality_from_norms(rows, cols, k), pr_directionality_from_norms(rows, cols))
+
+
 def _dense_form(m: ArrayLike) -> torch.Tensor:
     m = _as_float64(m, "M")
     _check_square(m)
@@ -97,9 +130,13 @@ def _symmetry(m: torch.Tensor) -> torch.Tensor:
     return (m * m.transpose(-2, -1)).sum((-2, -1)) / (m * m).sum((-2, -1))
 
 
-def _directionality(m: torch.Tensor, k: float) -> torch.Tensor:
+def _norms(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     # Columns as rows of a contiguous M^T: the same reduction order, so symmetric M gives delta = 0 exactly.
-    return directionality_from_norms(m.norm(dim=-1), m.transpose(-2, -1).contiguous().norm(dim=-1), k)
+    return m.norm(dim=-1), m.transpose(-2, -1).contiguous().norm(dim=-1)
+
+
+def _directionality(m: torch.Tensor, k: float) -> torch.Tensor:
+    return directionality_from_norms(*_norms(m), k)
 
 
 def symmetry(m: ArrayLike) -> torch.Tensor:
@@ -108,14 +145,19 @@ def symmetry(m: ArrayLike) -> torch.Tensor:
 
 
 def directionality(m: ArrayLike, k: float = DEFAULT_K) -> torch.Tensor:
-    """``delta(M)`` of THEORY.md section 2 for ``M`` of shape ``[..., d, d]``."""
+    """``delta(M)`` (the paper's directionality) for ``M`` of shape ``[..., d, d]``."""
     return _directionality(_dense_form(m), k)
+
+
+def pr_directionality(m: ArrayLike) -> torch.Tensor:
+    """The threshold-free ``delta_PR(M)`` for ``M`` of shape ``[..., d, d]``."""
+    return pr_directionality_from_norms(*_norms(_dense_form(m)))
 
 
 def dense_scores(m: ArrayLike, k: float = DEFAULT_K) -> Scores:
     """Both scores of dense forms ``[..., d, d]`` (validated once)."""
     m = _dense_form(m)
-    return Scores(_symmetry(m), _directionality(m, k))
+    return scores_from_norms(_symmetry(m), *_norms(m), k)
 
 
 def factored_scores(a: ArrayLike, b: ArrayLike, k: float = DEFAULT_K) -> Scores:
@@ -138,4 +180,4 @@ def factored_scores(a: ArrayLike, b: ArrayLike, k: float = DEFAULT_K) -> Scores:
     sym = (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
     rows = ((a @ gram_b) * a).sum(-1).clamp_min(0).sqrt()
     cols = ((b @ gram_a) * b).sum(-1).clamp_min(0).sqrt()
-    return Scores(sym, directionality_from_norms(rows, cols, k))
+    return scores_from_norms(sym, rows, cols, k)

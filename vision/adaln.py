@@ -19,7 +19,7 @@ from torch import nn
 
 from theory.factored import FactoredForms, Per
 from theory.nulls import NullDistribution
-from theory.scores import DEFAULT_K
+from theory.scores import DEFAULT_K, SCORE_NAMES
 from vision.models.attention import attention_forms
 from vision.models.dit import DiT
 
@@ -90,13 +90,17 @@ def modulated_null(
     raw = attention_forms(dit)
     scales = _class_scales(dit, t, y)
     gen = torch.Generator().manual_seed(seed)
-    sym, dirn, rank = [], [], 0
+    drawn: dict[str, list[torch.Tensor]] = {name: [] for name in SCORE_NAMES}
+    rank = 0
     for _ in range(n_samples):
         a = torch.randn(raw.q.shape, generator=gen, dtype=torch.float64)
         b = torch.randn(raw.k.shape, generator=gen, dtype=torch.float64)
         forms = _modulate(FactoredForms(a, b), scales)
         scores, rank = forms.scores(per, k), forms.rank(per)
-        sym.append(scores.symmetry.reshape(raw.n_layers, -1))
-        dirn.append(scores.directionality.reshape(raw.n_layers, -1))
-    sym, dirn = torch.cat(sym, dim=1).numpy(), torch.cat(dirn, dim=1).numpy()  # (L, samples [x H])
-    return [NullDistribution(raw.d_model, rank, k, seed, sym[l], dirn[l]) for l in range(raw.n_layers)]
+        for name in SCORE_NAMES:
+            drawn[name].append(getattr(scores, name).reshape(raw.n_layers, -1))
+    pooled = {name: torch.cat(v, dim=1).numpy() for name, v in drawn.items()}  # (L, samples [x H])
+    return [
+        NullDistribution(raw.d_model, rank, k, seed, **{n: v[l] for n, v in pooled.items()})
+        for l in range(raw.n_layers)
+    ]

@@ -12,8 +12,7 @@ import numpy as np
 
 from common.figures import pyplot, save_figure
 from theory.nulls import null_distribution
-
-SCORES = ("symmetry", "directionality")
+from theory.scores import SCORE_NAMES
 
 
 def _curves(rows: list[dict], key: str, select) -> tuple[np.ndarray, np.ndarray]:
@@ -51,7 +50,7 @@ def plot_layer_scores(
     null_samples: int = 256,
     title: str = "",
 ) -> Path:
-    """Per-layer symmetry and directionality over steps: one column per init, one line per layer.
+    """Per-layer scores over steps: one column per init, one row per score, one line per layer.
 
     ``null_shape = (d, rank of the per-layer form)`` adds the null band.
     """
@@ -61,11 +60,16 @@ def plot_layer_scores(
     layers = sorted({r["layer"] for rows in runs.values() for r in rows if r["form"] == form and r["head"] == "all"})
     colors = plt.cm.viridis(np.linspace(0, 0.9, max(1, len(layers))))
     fig, axes = plt.subplots(
-        2, len(inits), figsize=(max(5.0, 3.6 * len(inits)), 5.6), sharex=True, sharey="row", squeeze=False
+        len(SCORE_NAMES),
+        len(inits),
+        figsize=(max(5.0, 3.6 * len(inits)), 2.8 * len(SCORE_NAMES)),
+        sharex=True,
+        sharey="row",
+        squeeze=False,
     )
     for col, init in enumerate(inits):
         seeds = [rows for (i, _), rows in runs.items() if i == init]
-        for row, score in enumerate(SCORES):
+        for row, score in enumerate(SCORE_NAMES):
             ax = axes[row, col]
             if null_shape is not None:
                 _null_band(ax, score, *null_shape, null_samples)
@@ -73,13 +77,13 @@ def plot_layer_scores(
                 select = lambda r, layer=layer: r["form"] == form and r["head"] == "all" and r["layer"] == layer
                 _band(ax, seeds, score, select, color, f"layer {layer}")
             ax.axhline(0, color="0.3", lw=0.5)
-            if score == "directionality":  # symmetry keeps an automatic range: trained values are often small
+            if score == "directionality":  # s and delta_PR keep an automatic range: trained values are often small
                 ax.set_ylim(-1.05, 1.05)
             if row == 0:
                 ax.set_title(f"{init} ({len(seeds)} seeds)")
             if col == 0:
                 ax.set_ylabel(f"{score} (per layer)")
-            if row == 1:
+            if row == len(SCORE_NAMES) - 1:
                 ax.set_xlabel("step")
     axes[0, -1].legend(fontsize=7, loc="best")
     fig.suptitle(title or f"{form}: per-layer scores, seed mean and min-max")

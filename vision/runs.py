@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from common.summary import combined_z, mean_ci, mean_sd, plus_minus
+from theory.scores import SCORE_NAMES
 from vision.record import is_metric
 from vision.train import RunResult, TrainConfig, train
 
@@ -88,7 +89,7 @@ def summarize(runs: dict[tuple[str, int], list[dict]]) -> tuple[list[dict], list
     layer_rows = []
     for (init, form, layer), rs in by_layer.items():
         row = {"init": init, "form": form, "layer": layer, "seeds": len(rs)}
-        for score in ("symmetry", "directionality"):
+        for score in (s for s in SCORE_NAMES if s in rs[0]):  # runs written before a score existed lack it
             row.update(_over_seeds(score, [r[score] for r in rs]))
             row[f"{score}_z"] = combined_z(r[f"{score}_z"] for r in rs)
         for key in (k for k in rs[0] if k.endswith("_key_norm") and isinstance(rs[0][k], float)):
@@ -188,6 +189,14 @@ def summary_tables(result: dict) -> list[tuple[str, list[dict]]]:
             "s z": f"{r['symmetry_z']:.1f}",
             "delta": plus_minus(r["directionality"], r["directionality_ci"], 3, "±"),
             "delta z": f"{r['directionality_z']:.1f}",
+            **(
+                {
+                    "delta_pr": plus_minus(r["directionality_pr"], r["directionality_pr_ci"], 2, "±"),
+                    "delta_pr z": f"{r['directionality_pr_z']:.1f}",
+                }
+                if "directionality_pr" in r
+                else {}
+            ),
             **{f"{k.split('_')[0]} key/query": f"{v:.2f}" for k, v in r.items() if k.endswith("_key_query_ratio")},
         }
         for r in result["layers"]
