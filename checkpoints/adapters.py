@@ -1,7 +1,7 @@
 """Weight layouts of attention in published checkpoints: one small pure adapter per layout.
 
 Each adapter turns one layer's stored weights into that layer's :class:`FactoredForms`
-(``W_q^h, W_k^h`` in ``R^{d x d_h}``, input space to head space, THEORY.md section 1). The layout is
+(``W_q^h, W_k^h`` in ``R^{d x d_h}``, input space to head space, docs/theory.md section 1). The layout is
 written as an einops pattern over the stored tensor: ``d`` the model width, ``h`` query heads,
 ``g`` key heads, ``dh`` the head size, ``three`` the q | k | v blocks. Biases and the value third
 of a fused weight are never read: they are not part of ``W_q W_k^T``.

@@ -1,4 +1,4 @@
-"""Atomic writers for results: a reader never sees a half-written file (ARCHITECTURE.md)."""
+"""Atomic writers for results: a reader never sees a half-written file (docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Torch-free, so that the command line can show these defaults in its help without importing torch.
 
-Why the defaults are what they are (THEORY.md sections 4 and 7; each is a scientific choice):
+Why the defaults are what they are (docs/theory.md sections 4 and 7; each is a scientific choice):
 
 - **Targets at a distance.** Token objectives train on a lag-4 chain (``x_i ~ P[x_{i-4}]``, four
   interleaved chains): the token that predicts position ``i`` sits 4 positions away, and the
@@ -11,7 +11,7 @@ Why the defaults are what they are (THEORY.md sections 4 and 7; each is a scient
   whatever the objective). Denoising trains on a lag-4 vector AR(1) for the same reason.
 - **Reversible data by default.** The involution chain (``a -> a ^ 1`` w.p. 0.9) and the
   reflection AR(1) satisfy detailed balance, so a symmetric role pattern *should* give a symmetric
-  ``E[dL/dM]``: any asymmetry is then the objective's (THEORY.md claim 4). The irreversible twins
+  ``E[dL/dM]``: any asymmetry is then the objective's (docs/theory.md claim 4). The irreversible twins
   (cyclic drift, rotation AR(1)) share the stationary law and entropy rate; ``--process``/
   ``--transition`` switch to them (see :mod:`sim.experiments` for the attribution runs).
 - **A basis in which directionality reads.** ``delta`` is basis dependent; one-hot fixed embeddings

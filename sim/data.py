@@ -9,7 +9,7 @@ is trained alone or with others.
 Token processes: i.i.d. tokens and lag-``k`` Markov chains (``x_i ~ P[x_{i-k}, :]``, i.e. ``k``
 interleaved first-order chains; ``k = 1`` is an ordinary chain). With ``k > 1`` the target of a
 position depends on a token ``k`` positions away, so attention, not the residual stream, must
-carry it (THEORY.md section 7). Transition matrices: reversible (detailed balance) or not.
+carry it (docs/theory.md section 7). Transition matrices: reversible (detailed balance) or not.
 
 Gaussian sequences (for denoising): any process given by its full covariance over
 ``(position, channel)``; constructors for a vector AR(1) (reversible iff ``A Sigma`` is symmetric),

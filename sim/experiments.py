@@ -1,4 +1,4 @@
-"""Named experiments for the closing note: THEORY.md claims 7 and 8, and the attributions of section 3/7.
+"""Named experiments for the closing note: docs/theory.md claims 7 and 8, and the attributions of section 3/7.
 
 ``python cli.py simulate --experiment NAME[,NAME...]`` (or ``all``) runs the arms of each experiment
 (8 seeds each, the defaults of :mod:`sim.simulate` unless the arm says otherwise), prints and writes a

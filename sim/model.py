@@ -6,7 +6,7 @@ Layers: attention only by default (no residual, no MLP), so whatever the objecti
 pass through ``W_qk``; ``W_qk`` is parameterised directly (``M``), as separate ``W_q, W_k``
 (``factored``), or tied ``W_q = W_k``. Inputs are embedded by fixed or learned tables; the default
 ``onehot`` embedding puts every token, special token and position on its own coordinate, so that
-directionality (which is basis dependent, THEORY.md section 2) reads as token- and position-level
+directionality (which is basis dependent, docs/theory.md section 2) reads as token- and position-level
 dominance.
 """
 
@@ -247,7 +247,7 @@ def _project(h: torch.Tensor | TableInputs, w: torch.Tensor) -> torch.Tensor:
 def pair_split(capture: list, d_head: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``dL/dM`` of each layer and head split into self pairs (``j = i``) and cross pairs (``j != i``).
 
-    From ``dL/dM_h = sum_b sum_ij beta_ij x_i x_j^T / sqrt(d_h)`` with ``beta = dL/da`` (THEORY.md
+    From ``dL/dM_h = sum_b sum_ij beta_ij x_i x_j^T / sqrt(d_h)`` with ``beta = dL/da`` (docs/theory.md
     section 3), after ``backward``. Returns ``(self, cross)``, each ``[S, L, H, d, d]`` (float64).
     """
     selfs, crosses = [], []

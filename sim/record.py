@@ -6,12 +6,12 @@ Forms scored (column ``form``):
 - ``update``: ``M_t - M_0``, what training has added to the initial form.
 - ``grad_self`` / ``grad_cross``: the accumulated gradient ``sum_t dL/dM`` split into its self-pair terms
   (``j = i``: ``beta_ii x_i x_i^T``, symmetric whatever the objective) and cross-pair terms (``j != i``),
-  THEORY.md sections 3 and 7. Their sum is the total accumulated gradient; with plain SGD on the direct
+  docs/theory.md sections 3 and 7. Their sum is the total accumulated gradient; with plain SGD on the direct
   parameterisation ``update = -lr (grad_self + grad_cross)`` exactly.
 
 Scores and null z-scores come from :func:`theory.report.score_rows` (one definition of each). The null
 of the dense forms (``update``, ``grad_*``, and ``W_qk`` of the direct parameterisation) is the full-rank
-one (rank ``d``). ``bos_key_norm = ||M x_BOS||`` and ``bos_query_norm = ||x_BOS^T M||`` (THEORY.md claim 7;
+one (rank ``d``). ``bos_key_norm = ||M x_BOS||`` and ``bos_query_norm = ||x_BOS^T M||`` (docs/theory.md claim 7;
 ``x_BOS`` is the input vector at position 0, the CLS token in classification), likewise for ``[MASK]``.
 """
 

@@ -1,6 +1,6 @@
 """Train all seeds of one simulation together, record scores every ``k`` steps, checkpoint, resume exactly.
 
-A run directory (ARCHITECTURE.md) holds ``config.json`` (every parameter, the seeds, versions, the git
+A run directory (docs/architecture.md) holds ``config.json`` (every parameter, the seeds, versions, the git
 commit), ``metrics.csv`` (tidy rows, see :mod:`sim.record`), ``checkpoint.safetensors`` with its JSON
 sidecar ``checkpoint.json`` (step and every RNG state), and the figures written by :mod:`sim.report`.
 Resuming from the checkpoint continues bit for bit: parameters, optimiser moments, accumulated

@@ -115,7 +115,7 @@ def test_gpt2_conv1d_is_transposed_before_splitting(with_head, tmp_path):
     assert result.plan.layout.name == "gpt2"
     assert_forms_equal(adapted(tmp_path), reference)
     assert_rows_match(result.rows, reference)
-    # Reading the Conv1D as an nn.Linear (out, in) gives the output-space product of THEORY.md section 6.
+    # Reading the Conv1D as an nn.Linear (out, in) gives the output-space product of docs/theory.md section 6.
     w = torch.stack([b.attn.c_attn.weight.detach() for b in blocks])
     untransposed = FactoredForms.from_linear(w[:, :, :D], w[:, :, D : 2 * D], H)
     assert _differs(untransposed, reference)

@@ -1,11 +1,11 @@
-"""Null distributions: the orders of magnitude THEORY.md section 2 states, seeding, caching, z and p."""
+"""Null distributions: the orders of magnitude docs/theory.md section 2 states, seeding, caching, z and p."""
 
 import numpy as np
 import pytest
 
 from theory.nulls import null_distribution, sample_null
 
-# THEORY.md section 2, for products of independent Gaussian d x d factors and k = 2:
+# docs/theory.md section 2, for products of independent Gaussian d x d factors and k = 2:
 # s has mean ~ 1/d and spread ~ 1.4/d; delta has mean 0 and spread ~ 0.6, 0.3, 0.17 at d = 64, 256, 1024.
 STATED = {64: 0.6, 256: 0.3, 1024: 0.17}
 

@@ -20,7 +20,7 @@ def gaussian(seed: int, *shape: int) -> np.ndarray:
 
 
 def reference_directionality(m: np.ndarray, k: float = 2.0) -> float:
-    """Independent, loop-based reading of THEORY.md section 2 (ddof 1, strict >)."""
+    """Independent, loop-based reading of docs/theory.md section 2 (ddof 1, strict >)."""
     rows = [math.sqrt(sum(v * v for v in row)) for row in m.tolist()]
     cols = [math.sqrt(sum(v * v for v in col)) for col in m.T.tolist()]
 

@@ -1,4 +1,4 @@
-"""Attribute the asymmetry of the expected first update to the mask and to the data (THEORY.md section 3).
+"""Attribute the asymmetry of the expected first update to the mask and to the data (docs/theory.md section 3).
 
 Symmetry needs a symmetric role pattern and symmetric statistics. With ``K(c, D)`` the skew part
 ``(E - E^T) / 2`` of ``E[dL/dM]`` under context mask ``c`` (``causal`` or ``symmetric``, see

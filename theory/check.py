@@ -1,4 +1,4 @@
-"""``cli.py theory check``: every theory claim of THEORY.md section 4 (claims 1-6), measured now.
+"""``cli.py theory check``: every theory claim of docs/theory.md section 4 (claims 1-6), measured now.
 
 Each line states a prediction, what was measured, the tolerance and pass/fail. Everything is
 seeded (``seed``) and small enough to finish in well under a minute on two cores.

@@ -1,7 +1,7 @@
 """The central type: a stack of per-(layer, head) bilinear forms kept as factors.
 
 Head ``h`` of layer ``l`` has ``M_lh = W_q^h (W_k^h)^T`` with ``W_q^h, W_k^h`` in ``R^{d x d_h}``
-(input space to head space; THEORY.md section 1). The per-layer form is ``sum_h M_lh``, itself a
+(input space to head space; docs/theory.md section 1). The per-layer form is ``sum_h M_lh``, itself a
 factored form of rank ``H d_h``: concatenate the heads' factors along the rank axis.
 Biases add linear terms to the logits and are not part of the bilinear form.
 """
@@ -235,7 +235,7 @@ class FactoredForms:
     def token_norms(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """Key-side ``||M x||`` and query-side ``||x^T M||`` of token inputs ``x [L, B, d]``, averaged over ``B``.
 
-        THEORY.md section 3: a token used as context grows ``M x_t``, a token that is predicted grows
+        docs/theory.md section 3: a token used as context grows ``M x_t``, a token that is predicted grows
         ``x_t^T M``; unlike directionality this does not depend on the basis. Returns ``key_head``,
         ``query_head`` ``[L, H]`` and ``key_layer``, ``query_layer`` ``[L]``, computed from the factors:
         ``M x = A (B^T x)``, ``x^T M = (x^T A) B^T``.

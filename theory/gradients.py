@@ -1,4 +1,4 @@
-"""Closed-form gradient of a softmax attention loss with respect to the bilinear form ``M`` (THEORY.md section 3).
+"""Closed-form gradient of a softmax attention loss with respect to the bilinear form ``M`` (docs/theory.md section 3).
 
 One head: logits ``a_ij = x_i^T M x_j / sqrt(d_h)``, ``alpha_ij = softmax_{j in D_i}(a_ij)``,
 ``y_i = sum_j alpha_ij W_v x_j``, ``L = sum_{i in P} l_i(y_i)``, upstream ``g_i = dl_i/dy_i``. Then
@@ -9,7 +9,7 @@ One head: logits ``a_ij = x_i^T M x_j / sqrt(d_h)``, ``alpha_ij = softmax_{j in 
 so ``beta_ij`` is the derivative of ``L`` with respect to the raw bilinear value ``x_i^T M x_j`` (it
 carries the ``1 / sqrt(d_h)``). Rows of ``dL/dM`` are the query side, columns the key side. The
 terms with ``j = i`` (self-pairs, ``x_i x_i^T``) are symmetric whatever the objective; the split into
-self-pair and cross-pair parts is returned alongside the total (THEORY.md section 7).
+self-pair and cross-pair parts is returned alongside the total (docs/theory.md section 7).
 
 Layouts: ``W_v`` is ``[d_v, d]`` (acts on a column token, like an ``nn.Linear`` weight); factors
 ``W_q, W_k`` are ``[d, d_h]`` (input space to head space); several heads stack a leading ``H`` axis.
@@ -115,7 +115,7 @@ def attention_output(
 def logit_gradient(
     x: torch.Tensor, form: Form | None, value: torch.Tensor, upstream: torch.Tensor, pattern: RolePattern, d_h: int
 ) -> torch.Tensor:
-    """``beta [B, H?, N, N]``: ``dL/d(x_i^T M x_j)`` (THEORY.md section 3), zero outside the role pattern.
+    """``beta [B, H?, N, N]``: ``dL/d(x_i^T M x_j)`` (docs/theory.md section 3), zero outside the role pattern.
 
     ``upstream`` is ``g = dl/dy`` as ``[B, N, d_v]`` (one head) or ``[B, H, N, d_v]``; it is ignored at
     positions outside ``P``. ``value`` is ``W_v [H?, d_v, d]``; ``form=None`` means ``M = 0``.

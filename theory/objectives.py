@@ -2,7 +2,7 @@
 
 An objective named anywhere (the simulator, the vision trainer, the theory layer, the command line)
 is one of the classes below, looked up by :func:`get_objective`. The *role pattern* of an objective
-is the pair ``(P, D)`` of THEORY.md section 3: ``loss[..., i]`` says ``i in P`` and
+is the pair ``(P, D)`` of docs/theory.md section 3: ``loss[..., i]`` says ``i in P`` and
 ``context[..., i, j]`` says ``j in D_i`` (query ``i`` attends to key ``j``).
 """
 
@@ -262,7 +262,7 @@ def expected_pairs(objective: Objective, n: int) -> torch.Tensor:
     """``[N, N]`` probability that ``(i, j)`` is a pair (``i in P``, ``j in D_i``) of a random pattern, exactly.
 
     Row sums are expected query roles weighted by context size, column sums the expected context
-    roles of each position (THEORY.md section 3: the role counts that shape ``dL/dM``). For the
+    roles of each position (docs/theory.md section 3: the role counts that shape ``dL/dM``). For the
     classification objective ``n`` counts the CLS position.
     """
     if isinstance(objective, Bidirectional):

@@ -1,4 +1,4 @@
-"""Symbolic derivations with sympy (THEORY.md section 3): the gradient, the role counts, the tie condition.
+"""Symbolic derivations with sympy (docs/theory.md section 3): the gradient, the role counts, the tie condition.
 
 For small ``N, d`` the loss of one softmax head is written out with symbols for the tokens, ``M``,
 ``W_v``, the targets and the mask; sympy differentiates it and the difference from the outer-product
@@ -312,7 +312,7 @@ def render_derivation(objective: Objective, n: int, d: int, latex: bool = False)
     )
     out += [
         "",
-        "Closed form (THEORY.md section 3):",
+        "Closed form (docs/theory.md section 3):",
         *formula,
         "Pairs present (i, j: weight); self-pairs j = i give symmetric x_i x_i^T terms:",
     ]

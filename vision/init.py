@@ -3,7 +3,7 @@
 Each scheme rewrites the query (and for ``directional`` the key) third of the fused ``qkv`` weight,
 rows blocked ``(3, H, d_h)``, and the matching bias third, then rescales the rewritten weight third so
 that its standard deviation equals the baseline's (the model's own init) exactly. An arm therefore
-differs from the baseline by structure only, never by scale (THEORY.md section 6: the reference code's
+differs from the baseline by structure only, never by scale (docs/theory.md section 6: the reference code's
 symmetric arm re-drew Q/K/V with another scale and left the biases untied). A tied query bias takes
 the same factor as the query weight (``(W_q, b_q) = c (W_k, b_k)``, an exact tie), so its standard
 deviation equals the baseline's exactly when the biases start at zero (ViT, MAE, DiT inits) and in

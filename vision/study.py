@@ -4,7 +4,7 @@ For each task (ViT classification, DiT denoising) and each init scheme, the same
 with everything else equal (same data order, same weights apart from the scheme's structural change,
 same per-parameter scale; :mod:`vision.init`). Per run we record the first logged step at which the
 test metric reaches a target; a run that never reaches it is "not reached", never a speed-up
-(THEORY.md section 6: the reference code's ``idxmax`` reported 100% for such runs).
+(docs/theory.md section 6: the reference code's ``idxmax`` reported 100% for such runs).
 
 The target is fixed by a rule on the baseline arm only, before the other arms are looked at: the
 baseline's median test metric at a fraction ``target_at`` of the budget (default half way), unless

@@ -1,6 +1,6 @@
 """Basis-free role check for special tokens: ``||M x_t||`` (key side) vs ``||x_t^T M||`` (query side).
 
-THEORY.md section 3: a token used as context grows ``M x_t``, a token whose output carries loss grows
+docs/theory.md section 3: a token used as context grows ``M x_t``, a token whose output carries loss grows
 ``x_t^T M``; unlike directionality this does not depend on the coordinate basis. ``x_t`` is the
 actual input of each attention layer at the token's position (after the block's LayerNorm),
 captured with forward pre-hooks while the task evaluates a fixed probe batch; norms are batch means.

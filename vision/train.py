@@ -1,6 +1,6 @@
 """One trainer for every vision task (:mod:`vision.tasks`): from a CPU test to multi-GPU runs.
 
-A run is a directory (ARCHITECTURE.md): ``config.json`` (every parameter, versions, git commit),
+A run is a directory (docs/architecture.md): ``config.json`` (every parameter, versions, git commit),
 ``metrics.csv`` (tidy: one row per logged step x form x layer x head, with the score columns of
 ``theory.report`` plus the training loss and the task's test metrics), checkpoints under ``ckpt/``
 (weights and EMA weights as ``.safetensors``; optimizer state and RNG states as a second
@@ -62,7 +62,7 @@ class TrainConfig:
     seed: int = 0
     steps: int = 400
     batch_size: int = 64  # global: split across processes
-    optimizer: str = "adamw"  # adamw, or sgd (with momentum; the first-order theory of THEORY.md is for SGD)
+    optimizer: str = "adamw"  # adamw, or sgd (with momentum; the first-order theory of docs/theory.md is for SGD)
     lr: float = 1e-3
     momentum: float = 0.9  # sgd only
     min_lr_ratio: float = 0.1  # cosine decay from lr to lr * min_lr_ratio

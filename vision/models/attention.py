@@ -2,7 +2,7 @@
 
 The ``qkv`` weight has rows blocked ``(3, H, d_h)`` as in timm and the DiT reference, so the
 factors of head ``h`` are ``W_q^h = qkv.weight[h*d_h:(h+1)*d_h].T`` and
-``W_k^h = qkv.weight[d + h*d_h : d + (h+1)*d_h].T`` (THEORY.md section 1).
+``W_k^h = qkv.weight[d + h*d_h : d + (h+1)*d_h].T`` (docs/theory.md section 1).
 """
 
 from __future__ import annotations
