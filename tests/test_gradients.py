@@ -1,4 +1,4 @@
-"""Closed-form dL/dM (docs/theory.md section 3, claim 3) against torch autograd, and the trained-factor update (claim 6)."""
+"""Closed-form dL/dM (docs/theory.md section 3, claim 3) against autograd, and the trained-factor update (claim 6)."""
 
 import pytest
 import torch
