@@ -639,6 +639,144 @@ def study(
         console.print(f"wrote {path}", highlight=False)
 
 
+@app.command()
+def paper(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="The committed CPU run (default): about 20 minutes of 2 cores, cold.")
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="The same pipeline at GPU sizes (more seeds and steps, larger models).")
+    ] = False,
+    smoke: Annotated[
+        bool, typer.Option("--smoke", help="Tiny sizes that check the pipeline end to end (numbers meaningless).")
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Where results/, figures/ and report.md go (default paper/; runs/paper-smoke for --smoke)."),
+    ] = None,
+    checkpoints: Annotated[
+        list[Path],
+        typer.Option(help="A checkpoint to score and add to the report (repeat the option); any `analyze` layout."),
+    ] = [],
+    jobs: Annotated[int, typer.Option(help="Experiments run at once, one process and one thread each.")] = 2,
+    work: Annotated[
+        Path, typer.Option(help="Run directories (checkpoints, per-run metrics), reused across runs; not committed.")
+    ] = Path("runs/paper-work"),
+    only: Annotated[list[str], typer.Option(help="Run only this experiment (repeat); the rest is read as it is.")] = [],
+    force: Annotated[list[str], typer.Option(help="Rerun this experiment even when cached (repeat).")] = [],
+    list_: Annotated[
+        bool, typer.Option("--list", help="List the experiments, their cache state and the slots.")
+    ] = False,
+    device: Annotated[str, typer.Option(help="Device of the vision runs: auto (CUDA if present), cpu, cuda.")] = "auto",
+) -> None:
+    """Run or reuse every experiment of the paper, then write results/, figures/*.png|pdf and report.md.
+
+    An experiment reruns only when its config, the code its runner can reach, or a library version changed
+    (results/<experiment>/manifest.json holds the key). Figures and the report are drawn from the result tables only.
+    """
+    import sys
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from paper.pipeline import plan, run_pipeline
+    from paper.registry import experiments, waiting_slots
+
+    chosen = [m for m, flag in (("quick", quick), ("full", full), ("smoke", smoke)) if flag]
+    if len(chosen) > 1:
+        fail(f"choose one of --quick, --full, --smoke; got {', '.join('--' + m for m in chosen)}")
+    mode = chosen[0] if chosen else "quick"
+    out = out or Path("runs/paper-smoke" if mode == "smoke" else "paper")
+    if jobs < 1:
+        fail(f"--jobs must be >= 1, got {jobs}")
+    missing = [str(p) for p in checkpoints if not p.exists()]
+    if missing:
+        fail(f"no such checkpoint: {', '.join(missing)}")
+    paths = [str(p) for p in checkpoints]
+    if list_:
+        plans = plan(experiments(paths), mode, out / "results", work)
+        print_table(
+            [
+                {
+                    "experiment": p.task.name,
+                    "cached": "yes" if p.cached else "no",
+                    "cost s": p.experiment.cost,
+                    "what": p.experiment.title,
+                }
+                for p in plans
+            ],
+            ["experiment", "cached", "cost s", "what"],
+            title=f"{mode} mode: experiments under {out / 'results'} (cost: rough quick-mode seconds of one core)",
+        )
+        for name, why in waiting_slots().items():
+            console.print(f"slot {name}: {why}", highlight=False)
+        return
+    command = (
+        " ".join(["python cli.py", *sys.argv[1:]])
+        if Path(sys.argv[0]).name == "cli.py"
+        else f"python cli.py paper --{mode}"
+    )
+    start = time.perf_counter()
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        overall = progress.add_task("experiments", total=None)
+        running: dict[str, int] = {}
+
+        def on_plan(plans) -> None:
+            todo = [p.task.name for p in plans if not p.cached or p.task.name in force]
+            cached = len(plans) - len(todo)
+            progress.update(overall, total=len(todo), description=f"experiments ({cached} cached)")
+
+        def on_event(name: str, kind: str, text: str) -> None:
+            if kind == "start":
+                running[name] = progress.add_task(f"  {name}", total=None)
+            elif kind == "note" and name in running:
+                progress.update(running[name], description=f"  {name}: {text}")
+            elif kind in ("done", "failed"):
+                if name in running:
+                    progress.remove_task(running.pop(name))
+                progress.advance(overall)
+                style = "green" if kind == "done" else "bold red"
+                progress.console.print(Text.assemble((f"{kind} ", style), f"{name} ({text})"))
+
+        try:
+            result = run_pipeline(
+                out,
+                mode,
+                paths,
+                jobs,
+                work,
+                only,
+                force,
+                device=device,
+                command=command,
+                on_event=on_event,
+                on_plan=on_plan,
+            )
+        except (ValueError, FileNotFoundError) as err:
+            fail(str(err))
+    for name, why in result.waiting.items():
+        console.print(f"slot {name} not run: {why}", highlight=False)
+    for name, why in result.figure_errors.items():
+        console.print(f"[yellow]figure {name} skipped:[/] {why}", highlight=False)
+    console.print(
+        f"{len(result.ran)} experiments ran, {len(result.cached)} cached; {len(result.figures)} figure files; "
+        f"wrote {result.report} ({time.perf_counter() - start:.0f} s)",
+        highlight=False,
+    )
+    if result.failed:
+        for name, why in result.failed.items():
+            Console(stderr=True, soft_wrap=True).print(Text.assemble(("failed: ", "bold red"), f"{name}: {why}"))
+        raise typer.Exit(1)
+
+
 # ---- theory: claims, derivations, predictions (theory/check.py, symbolic.py, attribution.py) ----------
 theory_app = typer.Typer(
     help="Check the theory's claims, print derivations, predict the first update per objective.",

@@ -45,11 +45,15 @@ def color_of(name: str, index: int = 0) -> str:
     return OBJECTIVE_COLORS.get(key, PALETTE[1:][index % (len(PALETTE) - 1)])
 
 
-def save_figure(fig, path: str | Path, dpi: int = 130) -> Path:
-    """Write a figure atomically in the format of ``path``'s suffix (PNG by default) and close it."""
+def save_figure(fig, path: str | Path, dpi: int = 130, close: bool = True) -> Path:
+    """Write a figure atomically in the format of ``path``'s suffix (PNG by default) and close it (unless not
+    ``close``: to save it in a second format)."""
     path = Path(path)
     buf = io.BytesIO()
-    fig.savefig(buf, format=path.suffix.lstrip(".").lower() or "png", dpi=dpi, bbox_inches="tight")
-    pyplot().close(fig)
+    kind = path.suffix.lstrip(".").lower() or "png"
+    metadata = {"CreationDate": None} if kind == "pdf" else None  # no date: the same figure gives the same bytes
+    fig.savefig(buf, format=kind, dpi=dpi, bbox_inches="tight", metadata=metadata)
+    if close:
+        pyplot().close(fig)
     atomic_write_bytes(path, buf.getvalue())
     return path

@@ -1,0 +1,131 @@
+"""The summaries each kind of experiment derives from its tables (:data:`paper.experiment.Experiment.derive`).
+
+Each function maps an experiment's tables to new tables (``summary`` in the long format of :mod:`paper.summary`,
+``models`` for checkpoints); they are pure and cheap, and rerun on every pipeline run.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from paper.experiment import Tables
+from paper.summary import interval_row, seed_summary, steps_of, with_key_query_ratios
+
+
+def check_summary(tables: Tables) -> Tables:
+    """Per check of ``theory check``: its prediction and tolerance, the first seed's measured value, and how many
+    of the seeds passed."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in tables["checks"]:
+        groups.setdefault((row["claim"], row["check"]), []).append(row)
+    out = []
+    for (claim, check), rows in groups.items():
+        first = min(rows, key=lambda r: r["seed"])
+        out.append(
+            {
+                "claim": claim,
+                "check": check,
+                "prediction": first["prediction"],
+                "tolerance": first["tolerance"],
+                "measured": first["measured"],
+                "first_seed": first["seed"],
+                "seeds": len(rows),
+                "passed": sum(r["passed"] in (True, "True") for r in rows),
+            }
+        )
+    return {"summary": out}
+
+
+def sim_summary(tables: Tables) -> Tables:
+    """Per arm, recorded step, layer and form: every score (and loss, token norms, BOS ratios) over seeds."""
+    rows = with_key_query_ratios(tables["scores"])
+    return {"summary": seed_summary(rows, ("arm", "step", "layer", "form"))}
+
+
+def vision_summary(tables: Tables) -> Tables:
+    """Per task, layer and form at the first logged step after 0 and the last: every score and metric over seeds."""
+    rows = with_key_query_ratios(tables["scores"])
+    steps = steps_of(rows, "task")
+    keep = lambda r: r["step"] in (steps[r["task"]]["early"], steps[r["task"]]["last"])
+    return {"summary": seed_summary(rows, ("task", "step", "layer", "form"), keep)}
+
+
+def study_summary(tables: Tables) -> Tables:
+    """Per task and scheme, every estimate the study gives with an interval (``X`` or ``X_mean`` with ``X_lo`` and
+    ``X_hi``: the step ratio to the baseline and the final-metric difference, paired by seed, and the final metric,
+    bootstrap CIs), and how many seeds reached the target with their median steps."""
+    out = []
+    for arm in tables["arms"]:
+        ids = {"task": arm["task"], "scheme": arm["scheme"]}
+        out.append(interval_row(ids, "reached", arm["reached"], math.nan, math.nan, arm["seeds"]))
+        out.append(interval_row(ids, "steps_median", arm["steps_median"], math.nan, math.nan, arm["reached"]))
+        for key in (k for k in arm if k.endswith("_lo")):
+            base = key.removesuffix("_lo")
+            mean = arm.get(base, arm.get(f"{base}_mean"))
+            if mean is None or f"{base}_hi" not in arm:
+                continue
+            n = arm["pairs_reached"] if base == "step_ratio" else arm["seeds"]
+            name = "final_metric" if base == "final" else base
+            out.append(interval_row(ids, name, mean, arm[key], arm[f"{base}_hi"], n))
+    return {"summary": out}
+
+
+def compare_summary(tables: Tables) -> Tables:
+    """The measured-vs-theory rows in the long format (they are already means with t-intervals over seeds)."""
+    out = []
+    for row in tables["compare"]:
+        ids = {k: row[k] for k in ("objective", "data", "part", "theory")}
+        for quantity in ("s_measured", "s_theory", "delta_measured", "delta_theory", "rel_error", "rel_noise"):
+            mean, ci = row[quantity], row[f"{quantity}_ci"]
+            ci = math.nan if ci is None else ci
+            out.append(
+                {
+                    **ids,
+                    "quantity": quantity,
+                    "n": row["seeds"],
+                    "mean": mean,
+                    "ci": ci,
+                    "lo": mean - ci,
+                    "hi": mean + ci,
+                    "z": math.nan,
+                }
+            )
+    return {"summary": out}
+
+
+def checkpoint_summary(tables: Tables) -> Tables:
+    """Per model (and stack, where the layout labels one) and score: median and IQR over layers of the per-layer
+    form, the per-head spread (IQR over every head of every layer) and the median null z (the paper's convention)."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in tables["scores"]:
+        groups.setdefault((row["model"], row["family"], row.get("stack") or ""), []).append(row)
+    out = []
+    for (model, family, stack), rows in groups.items():
+        layers = [r for r in rows if r["head"] == "all"]
+        heads = [r for r in rows if r["head"] != "all"]
+        for score in ("symmetry", "directionality", "directionality_pr"):
+            x = np.array([r[score] for r in layers if r.get(score) is not None], dtype=float)
+            h = np.array([r[score] for r in heads if r.get(score) is not None], dtype=float)
+            if not len(x):
+                continue
+            q25, med, q75 = np.quantile(x, [0.25, 0.5, 0.75])
+            hq = np.quantile(h, [0.25, 0.75]) if len(h) else (math.nan, math.nan)
+            out.append(
+                {
+                    "model": model,
+                    "family": family,
+                    "stack": stack,
+                    "score": score,
+                    "layers": len(x),
+                    "median": float(med),
+                    "q25": float(q25),
+                    "q75": float(q75),
+                    "heads": len(h),
+                    "head_q25": float(hq[0]),
+                    "head_q75": float(hq[1]),
+                    "median_z": float(np.median([r[f"{score}_z"] for r in layers])),
+                }
+            )
+    return {"models": out}

@@ -1,0 +1,212 @@
+"""The registry: every experiment the paper runs, with its config per mode (smoke / quick / full).
+
+Adding an experiment is one entry here (name, runner, configs, derive), one figure function in
+:mod:`paper.figures` (:data:`paper.figures.FIGURES`) and one section in the report template (with its
+predictions in :mod:`paper.claims`). A *slot* is an entry whose runner waits for an interface another part
+of the project has not exposed yet: it is listed, skipped with its reason, and runs by itself once the
+interface exists.
+
+Sizes (the ``quick`` mode is the committed CPU run, about 20 minutes of two cores from an empty cache; ``full``
+is the same pipeline at GPU sizes: vision runs use CUDA when present, the simulator runs on the CPU):
+
+- simulator arms: smoke 2 seeds x 4 steps; quick 8 seeds x 300 steps (the ``simulate`` defaults); full 32 x 1500;
+- compare-theory: quick 4 seeds x 2 steps of 1024 sequences, 2048 Monte Carlo sequences; full 16 x 2 x 4096, 8192;
+- vision objectives (digits, 8x8, ``vit-tiny``/``dit-tiny``): quick 3 seeds x 600 steps (DiT 1000);
+  full ``vit-s``/``dit-s-2`` on the MNIST 5k subset (28x28), 5 seeds x 5000 steps (DiT 10000), batch 128;
+- init study: quick 4 seeds x 4 schemes x 300 steps per task; full 10 seeds, ``vit-s``/``dit-s-2`` on MNIST 5k;
+- theory check: quick seeds 0-2, full 0-7; nulls vs d: quick d = 16 ... 512 (256 draws), full up to 2048 (1024).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from paper.derive import check_summary, checkpoint_summary, compare_summary, sim_summary, study_summary, vision_summary
+from paper.experiment import Experiment, modes
+from paper.runners.checkpoints import checkpoints, fingerprint
+from paper.runners.sim import compare_theory, sim_arms
+from paper.runners.theory import nulls_vs_d, predictions, theory_check
+from paper.runners.vision import init_study, vision_task
+
+SIM_SIZES = {
+    "smoke": {"seeds": 2, "steps": 4, "record_every": 2, "null_samples": 32},
+    "quick": {"seeds": 8, "steps": 300, "record_every": 25},
+    "full": {"seeds": 32, "steps": 1500, "record_every": 25},
+}
+
+
+def _sim(name: str, arms: str, title: str, cost: float, matrices: bool = False) -> Experiment:
+    configs = {mode: {"arms": arms, "matrices": matrices, "overrides": size} for mode, size in SIM_SIZES.items()}
+    return Experiment(name, title, sim_arms, configs, derive=sim_summary, cost=cost)
+
+
+VISION_SMOKE = {"steps": 4, "log_every": 2, "null_samples": 32, "eval_limit": 64, "batch_size": 16}
+VISION_FULL = {"model": "vit-s", "data": "mnist5k", "batch_size": 128, "steps": 5000, "log_every": 250}
+
+
+def _vision(
+    task: str, model: str, objective: str, title: str, cost: float, quick_steps: int = 600, full: dict | None = None
+) -> Experiment:
+    base = {"model": model, "objective": objective, "data": "digits", "steps": quick_steps, "log_every": 25}
+    configs = modes(
+        {"task": task, "seeds": 3, "train": base},
+        smoke={"seeds": 2, "train": {**base, **VISION_SMOKE}},
+        full={"seeds": 5, "train": {**base, **VISION_FULL, **(full or {})}},
+    )
+    return Experiment(f"vision_{task}", title, vision_task, configs, derive=vision_summary, cost=cost)
+
+
+STUDY_SCHEMES = ("default", "symmetric", "symmetric-indefinite", "directional")
+
+
+def _study(task: str, title: str, cost: float, full_task: dict) -> Experiment:
+    base = {
+        "task": task,
+        "task_overrides": {"steps": 300},
+        "schemes": list(STUDY_SCHEMES),
+        "seeds": 4,
+        "data": "digits",
+        "log_every": 10,
+        "target_at": 0.5,
+        "null_samples": 256,
+    }
+    configs = modes(
+        base,
+        smoke={"task_overrides": {"steps": 6}, "seeds": 2, "log_every": 2, "null_samples": 32},
+        full={"task_overrides": full_task, "seeds": 10, "data": "mnist5k", "log_every": 50},
+    )
+    return Experiment(f"init_{task}", title, init_study, configs, derive=study_summary, cost=cost)
+
+
+EXPERIMENTS: dict[str, Experiment] = {
+    e.name: e
+    for e in (
+        Experiment(
+            "theory_check",
+            "claims 1-6 of docs/theory.md as deterministic checks (theory check)",
+            theory_check,
+            modes(
+                {"seeds": [0, 1, 2], "claims": [1, 2, 3, 4, 5, 6]}, smoke={"seeds": [0]}, full={"seeds": list(range(8))}
+            ),
+            derive=check_summary,
+            cost=15,
+        ),
+        Experiment(
+            "nulls",
+            "null distributions of s, δ and δ_PR against d (full rank and head rank)",
+            nulls_vs_d,
+            modes(
+                {"d": [16, 32, 64, 128, 256, 512], "head_rank": 32, "samples": 256, "k": 2.0},
+                smoke={"d": [8, 16], "samples": 32},
+                full={"d": [16, 32, 64, 128, 256, 512, 1024, 2048], "samples": 1024},
+            ),
+            cost=15,
+        ),
+        Experiment(
+            "predictions",
+            "exact expected first update at M = 0 per objective and data setting (theory predict)",
+            predictions,
+            modes(
+                {
+                    "data": ["exchangeable", "reversible", "irreversible", "ar1-random", "bos"],
+                    "n": 6,
+                    "d": 8,
+                    "head": "averaged",
+                    "seed": 0,
+                },
+                smoke={"data": ["exchangeable", "bos"], "n": 4, "d": 6},
+            ),
+            cost=30,
+        ),
+        Experiment(
+            "compare_theory",
+            "the simulator's first steps vs the theory's expected update (compare-theory), reversible and irreversible",
+            compare_theory,
+            modes(
+                {
+                    "objectives": ["bidirectional", "autoregressive", "denoising", "classification"],
+                    "data": ["reversible", "irreversible"],
+                    "mc_sequences": 2048,
+                    "overrides": {"steps": 2, "batch": 1024, "seeds": 4},
+                },
+                smoke={"data": ["reversible"], "mc_sequences": 64, "overrides": {"steps": 1, "batch": 16, "seeds": 2}},
+                full={"mc_sequences": 8192, "overrides": {"steps": 2, "batch": 4096, "seeds": 16}},
+            ),
+            derive=compare_summary,
+            cost=50,
+        ),
+        _sim("sim_objectives", "objectives", "the four default simulations: s, δ, δ_PR over training", 35, True),
+        _sim("sim_claim7", "claim7", "claim 7: BOS as a key direction, causal vs bidirectional, i.i.d. controls", 35),
+        _sim("sim_attribution", "attribution", "mask vs data: reversible / irreversible chains, i.i.d. tokens", 45),
+        _sim(
+            "sim_denoising", "denoising", "denoising on reversible vs irreversible AR(1), with and without residual", 35
+        ),
+        _sim("sim_parameterisation", "parameterisation", "direct M vs factored vs tied W_q = W_k", 50),
+        _sim("sim_masking", "masking", "the masked query: [MASK], BERT 80/10/10, random, keep; two layers", 50),
+        _vision("classify", "vit-tiny", "classification", "ViT classification (CLS) on digits", 110),
+        _vision("mae", "vit-tiny", "masked_autoencoding", "masked autoencoding ViT on digits", 75),
+        _vision("causal", "vit-tiny", "autoregressive", "causal next-patch ViT on digits", 100),
+        _vision(
+            "dit",
+            "dit-tiny",
+            "denoising",
+            "DiT denoising on digits",
+            150,
+            quick_steps=1000,
+            full={"model": "dit-s-2", "steps": 10000},
+        ),
+        _study(
+            "vit",
+            "init study: ViT classification, steps to a test-accuracy target",
+            250,
+            {"steps": 3000, "model": "vit-s"},
+        ),
+        _study(
+            "dit", "init study: DiT denoising, steps to a test-loss target", 340, {"steps": 6000, "model": "dit-s-2"}
+        ),
+    )
+}
+
+
+def checkpoint_experiment(paths: list[str], null_samples: int | None = None) -> Experiment:
+    """The optional ``checkpoints`` experiment for ``--checkpoints PATH ...`` (keyed by each file's size and mtime)."""
+    config = {"checkpoints": [fingerprint(p) for p in paths], "null_samples": null_samples}
+    return Experiment(
+        "checkpoints",
+        "real checkpoints: per-layer and per-head scores with nulls, grouped by family",
+        checkpoints,
+        dict.fromkeys(("smoke", "quick", "full"), config),
+        derive=checkpoint_summary,
+        cost=60,
+        optional=True,
+    )
+
+
+# ---- slots: entries waiting for other branches ---------------------------------------------------------------
+def _sim_experiment_exists(name: str) -> Callable[[], str | None]:
+    def check() -> str | None:
+        from sim.experiments import EXPERIMENTS as SIM
+
+        return None if name in SIM else f"waiting for sim.experiments.EXPERIMENTS[{name!r}]"
+
+    return check
+
+
+#: name -> (the experiment once available, what it waits for). Each becomes a registry entry by itself.
+SLOTS: dict[str, tuple[Experiment, Callable[[], str | None]]] = {}
+
+
+def experiments(checkpoint_paths: list[str] | None = None) -> dict[str, Experiment]:
+    """The registry to run: every entry, the available slots, and the checkpoint entry when paths are given."""
+    out = dict(EXPERIMENTS)
+    for name, (experiment, waiting) in SLOTS.items():
+        if waiting() is None:
+            out[name] = experiment
+    if checkpoint_paths:
+        out["checkpoints"] = checkpoint_experiment(checkpoint_paths)
+    return out
+
+
+def waiting_slots() -> dict[str, str]:
+    """Slots not yet available, with what each waits for."""
+    return {name: why for name, (_, waiting) in SLOTS.items() if (why := waiting()) is not None}

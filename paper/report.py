@@ -1,0 +1,507 @@
+"""The report: ``paper/template.md`` with every ``{{ key }}`` filled from the result tables.
+
+The template holds the prose; :func:`report_context` builds every inserted piece (tables, verdicts, numbers)
+from :class:`paper.results.Results` alone, each number formatted by :func:`fmt`, so that every number of the
+report can be found in a result table (``tests/test_paper_report.py`` parses the report and checks).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from paper.claims import SECTIONS, section_verdicts
+from paper.results import MissingResult, Results, select
+
+TEMPLATE = Path(__file__).with_name("template.md")
+PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
+VERDICT_MARK = {"supported": "**supported**", "contradicted": "**contradicted**", "inconclusive": "*inconclusive*"}
+
+
+# ---- formatting --------------------------------------------------------------------------------------------
+def fmt(x, digits: int = 3) -> str:
+    """A number as the report prints it (fixed decimals; integers as they are; empty when missing)."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    if isinstance(x, bool):
+        return str(x)
+    if isinstance(x, int):
+        return str(x)
+    if isinstance(x, float) and x.is_integer() and digits == 0:
+        return str(int(x))
+    return f"{x:.{digits}f}"
+
+
+def value_text(row: dict, digits: int = 3) -> str:
+    """``mean ± half-width`` (t-interval), ``mean [lo, hi]`` (bootstrap interval) or the mean alone."""
+    mean, ci, lo, hi = row.get("mean"), row.get("ci"), row.get("lo"), row.get("hi")
+    if ci is not None and isinstance(ci, float) and math.isfinite(ci):
+        return f"{fmt(mean, digits)} ± {fmt(ci, digits)}"
+    if all(isinstance(v, float) and math.isfinite(v) for v in (lo, hi)):
+        return f"{fmt(mean, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+    return fmt(mean, digits)
+
+
+def md_table(columns: list[str], rows: list[list[str]]) -> str:
+    if not rows:
+        return "*(no rows)*"
+    esc = lambda c: str(c).replace("|", "\\|")
+    lines = ["| " + " | ".join(map(esc, columns)) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(map(esc, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def fill(template: str, context: dict[str, str]) -> str:
+    """Replace every ``{{ key }}``; a key the context lacks is an error naming it."""
+
+    def lookup(match: re.Match) -> str:
+        key = match.group(1)
+        if key not in context:
+            raise KeyError(f"the report template asks for {{{{ {key} }}}}, which the context does not have")
+        return context[key]
+
+    return PLACEHOLDER.sub(lookup, template)
+
+
+# ---- pieces ------------------------------------------------------------------------------------------------
+def _rows(results: Results, experiment: str, table: str, **where) -> list[dict]:
+    """Rows of a result table matching ``where``; none is a missing result (the piece says so)."""
+    rows = results.rows(experiment, table, **where)
+    if not rows:
+        raise MissingResult(f"no rows of {experiment}/{table} matching {where}")
+    return rows
+
+
+def _band_text(row: dict) -> str:
+    lo, hi = row.get("band_lo"), row.get("band_hi")
+    if lo is None or hi is None:
+        return "n/a"
+    return fmt(lo) if lo == hi else f"[{fmt(lo)}, {fmt(hi)}]"
+
+
+def _prediction_label(row: dict) -> str:
+    where = [f"layer {row['layer']}"] if row.get("layer") not in (None, "") and row.get("task") else []
+    return row["label"] + (f" ({', '.join(where)})" if where else "")
+
+
+def verdict_table(rows: list[dict]) -> str:
+    """The prediction rows of one section: measured value with its interval, the band, z, n, step, verdict."""
+    body = []
+    for r in rows:
+        if r["quantity"] == "check":
+            continue
+        body.append(
+            [
+                _prediction_label(r),
+                value_text(r) if r.get("mean") is not None else "n/a",
+                f"{r['direction']} {_band_text(r)}",
+                fmt(r.get("z"), 1),
+                fmt(r.get("n")),
+                fmt(r.get("step")),
+                VERDICT_MARK[r["verdict"]] + (f" ({r['note']})" if r.get("note") else ""),
+            ]
+        )
+    return md_table(["prediction", "measured (95% CI)", "predicted vs band", "z", "n", "step", "verdict"], body)
+
+
+def check_table(results: Results, claim: int, verdicts: list[dict]) -> str:
+    """The checks of one claim: prediction, the first seed's measured value, tolerance, seeds passed, verdict."""
+    decided = {r["label"]: r["verdict"] for r in verdicts if r.get("quantity") == "check"}
+    rows = _rows(results, "theory_check", "summary", claim=claim)
+    body = [
+        [
+            r["check"],
+            r["prediction"],
+            r["measured"],
+            r["tolerance"],
+            f"{r['passed']}/{r['seeds']}",
+            VERDICT_MARK[decided.get(r["check"], "inconclusive")],
+        ]
+        for r in rows
+    ]
+    return md_table(["check", "prediction", "measured (first seed)", "tolerance", "seeds passed", "verdict"], body)
+
+
+def _final(rows: list[dict], key: str = "arm") -> list[dict]:
+    last: dict = {}
+    for r in rows:
+        last[r[key]] = max(last.get(r[key], r["step"]), r["step"])
+    return [r for r in rows if r["step"] == last[r[key]]]
+
+
+def _cell(rows: list[dict], digits: int = 3, z: bool = True, **where) -> str:
+    sel = select(rows, **where)
+    if not sel:
+        return "n/a"
+    r = sel[0]
+    text = value_text(r, digits)
+    if z and isinstance(r.get("z"), float) and math.isfinite(r["z"]):
+        text += f" (z {fmt(r['z'], 1)})"
+    return text
+
+
+def arms_table(results: Results, experiment: str, quantities: list[tuple[str, str]], forms=("W_qk",), arms=None) -> str:
+    """Final-step rows per arm (and form): each quantity's mean ± CI (z), with n and the step."""
+    rows = _final(_rows(results, experiment, "summary", layer=0))
+    chosen = arms or list(dict.fromkeys(r["arm"] for r in rows))
+    body = []
+    for arm in chosen:
+        for form in forms:
+            sel = select(rows, arm=arm, form=form)
+            if not sel:
+                continue
+            body.append(
+                [arm, form, *(_cell(sel, quantity=q) for q, _ in quantities), fmt(sel[0]["n"]), fmt(sel[0]["step"])]
+            )
+    return md_table(["arm", "form", *(label for _, label in quantities), "n", "step"], body)
+
+
+SCORE_COLUMNS = [("symmetry", "s"), ("directionality", "δ"), ("directionality_pr", "δ_PR")]
+
+
+def layer_table(results: Results, experiment: str, forms: list[str] | None = None) -> str:
+    """Per form and layer at the last step: s and δ_PR (mean ± CI, z), with n."""
+    rows = _rows(results, experiment, "summary")
+    last = max(r["step"] for r in rows)
+    rows = [r for r in rows if r["step"] == last]
+    forms = forms or list(dict.fromkeys(r["form"] for r in rows))
+    body = []
+    for form in forms:
+        for layer in sorted({r["layer"] for r in rows if r["form"] == form}):
+            sel = select(rows, form=form, layer=layer)
+            body.append(
+                [
+                    form,
+                    fmt(layer),
+                    _cell(sel, quantity="symmetry"),
+                    _cell(sel, quantity="directionality_pr"),
+                    fmt(sel[0]["n"]),
+                    fmt(last),
+                ]
+            )
+    return md_table(["form", "layer", "s", "δ_PR", "n", "step"], body)
+
+
+def _metric_line(results: Results, experiment: str) -> str:
+    rows = _rows(results, experiment, "summary", form="W_qk", layer=0)
+    last = max(r["step"] for r in rows)
+    metrics = [r for r in rows if r["step"] == last and r["quantity"].startswith("test_")]
+    return "; ".join(f"{r['quantity'].replace('_', ' ')} {value_text(r, 4)}" for r in metrics)
+
+
+# ---- sections ----------------------------------------------------------------------------------------------
+def _safe(build: Callable[[], str]) -> str:
+    """A piece of the report, or a line saying which result it lacks."""
+    try:
+        return build()
+    except MissingResult as err:
+        return f"*(not measured: {err})*"
+
+
+def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
+    combined = section_verdicts(verdicts)
+    ctx: dict[str, str] = {}
+    for section in SECTIONS:
+        rows = [r for r in verdicts if r["section"] == section.key]
+        ctx[f"{section.key}.title"] = section.title
+        ctx[f"{section.key}.verdict"] = VERDICT_MARK[combined[section.key]]
+        if section.checks:
+            ctx[f"{section.key}.table"] = _safe(lambda c=section.checks[0], v=rows: check_table(results, c, v))
+        else:
+            ctx[f"{section.key}.table"] = verdict_table(rows)
+    ctx["claim2.evidence"] = _safe(lambda: nulls_table(results))
+    ctx["claim4.evidence"] = _safe(lambda: predictions_table(results))
+    ctx["claim4.compare"] = _safe(lambda: compare_table(results))
+    ctx["claim6.evidence"] = _safe(
+        lambda: arms_table(results, "sim_parameterisation", SCORE_COLUMNS, forms=("W_qk", "grad_cross"))
+    )
+    ctx["claim7.evidence"] = _safe(
+        lambda: arms_table(
+            results,
+            "sim_claim7",
+            [*SCORE_COLUMNS, ("bos_key_query", "BOS key/query"), ("bos_key_typical", "BOS key/typical")],
+        )
+    )
+    ctx["claim8.evidence"] = _safe(
+        lambda: arms_table(
+            results, "sim_objectives", SCORE_COLUMNS, forms=("W_qk", "update", "grad_self", "grad_cross")
+        )
+    )
+    ctx["claim8.explanations"] = _safe(
+        lambda: (
+            arms_table(results, "sim_parameterisation", SCORE_COLUMNS)
+            + "\n\n"
+            + arms_table(results, "sim_attribution", SCORE_COLUMNS, forms=("W_qk", "grad_cross"))
+        )
+    )
+    ctx["claim8.masking"] = _safe(
+        lambda: arms_table(results, "sim_masking", SCORE_COLUMNS, forms=("W_qk", "grad_cross"))
+    )
+    ctx["qa.evidence"] = _safe(
+        lambda: (
+            layer_table(results, "vision_dit")
+            + "\n\n"
+            + arms_table(results, "sim_denoising", SCORE_COLUMNS, forms=("W_qk", "grad_cross"))
+        )
+    )
+    ctx["qb.evidence"] = _safe(lambda: vision_tables(results))
+    ctx["qc.evidence"] = _safe(lambda: study_table(results))
+    return ctx
+
+
+def nulls_table(results: Results) -> str:
+    rows = _rows(results, "nulls", "nulls")
+    body = [
+        [
+            fmt(r["d"]),
+            fmt(r["rank"]),
+            r["score"],
+            fmt(r["mean"], 4),
+            fmt(r["sd"], 4),
+            f"[{fmt(r['q025'], 4)}, {fmt(r['q975'], 4)}]",
+            "n/a" if r.get("reference_sd") is None else f"{fmt(r['reference_mean'], 4)} ± {fmt(r['reference_sd'], 4)}",
+        ]
+        for r in rows
+        if r["score"] in ("symmetry", "directionality")
+    ]
+    return md_table(["d", "rank", "score", "null mean", "null sd", "null 95%", "theory: mean ± sd"], body)
+
+
+def predictions_table(results: Results) -> str:
+    rows = _rows(results, "predictions", "predictions")
+    datas = list(dict.fromkeys(r["setting"] for r in rows))
+    body = []
+    for objective in dict.fromkeys(r["objective"] for r in rows):
+        cells = []
+        for data in datas:
+            whole = select(rows, objective=objective, setting=data, part="whole")
+            cross = select(rows, objective=objective, setting=data, part="cross")
+            cells.append(f"{fmt(whole[0]['symmetry'])} ({fmt(cross[0]['symmetry'])})" if whole and cross else "n/a")
+        body.append([objective, *cells])
+    return md_table(["objective: s whole (cross)", *datas], body)
+
+
+def compare_table(results: Results) -> str:
+    rows = _rows(results, "compare_theory", "summary", part="whole")
+    body = []
+    for objective, data, theory in dict.fromkeys((r["objective"], r["data"], r["theory"]) for r in rows):
+        sel = select(rows, objective=objective, data=data, theory=theory)
+        q = {r["quantity"]: r for r in sel}
+        body.append(
+            [
+                objective,
+                data,
+                theory,
+                value_text(q["s_measured"]),
+                value_text(q["s_theory"]),
+                value_text(q["rel_error"]),
+                value_text(q["rel_noise"]),
+                fmt(q["s_measured"]["n"]),
+            ]
+        )
+    return md_table(["objective", "data", "theory", "s measured", "s theory", "rel. error", "rel. noise", "n"], body)
+
+
+def vision_tables(results: Results) -> str:
+    parts = []
+    for task, title in (
+        ("classify", "ViT classification"),
+        ("mae", "masked autoencoding"),
+        ("causal", "causal next-patch ViT"),
+    ):
+        experiment = f"vision_{task}"
+        if not results.has(experiment, "summary"):
+            parts.append(f"*(not measured: {experiment})*")
+            continue
+        manifest = results.manifest(experiment)
+        train = manifest["config"]["train"]
+        head = f"**{title}** ({train['model']} on {train['data']}; {_metric_line(results, experiment)}):"
+        parts.append(head + "\n\n" + layer_table(results, experiment, ["W_qk", "update"]))
+    return "\n\n".join(parts)
+
+
+def study_table(results: Results) -> str:
+    body = []
+    for experiment in ("init_vit", "init_dit"):
+        if not results.has(experiment, "summary"):
+            continue
+        study = results.table(experiment, "study")
+        rows = _rows(results, experiment, "summary")
+        for scheme in dict.fromkeys(r["scheme"] for r in rows):
+            q = {r["quantity"]: r for r in select(rows, scheme=scheme)}
+            body.append(
+                [
+                    f"{study['model']} ({study['metric']}, target {fmt(study['target'], 4)})",
+                    scheme,
+                    f"{fmt(q['reached']['mean'], 0)}/{fmt(q['reached']['n'])}",
+                    fmt(q["steps_median"]["mean"], 1),
+                    value_text(q["step_ratio"], 2) if "step_ratio" in q else "baseline",
+                    value_text(q["final_metric"], 4),
+                    value_text(q["final_diff"], 4) if "final_diff" in q else "n/a",
+                ]
+            )
+    return md_table(
+        [
+            "task",
+            "scheme",
+            "reached",
+            "median steps",
+            "step ratio [95% CI]",
+            "final metric [CI]",
+            "final - default [CI]",
+        ],
+        body,
+    )
+
+
+def checkpoints_piece(results: Results) -> str:
+    if not results.has("checkpoints"):
+        return (
+            "No checkpoints were given. `python cli.py paper --checkpoints PATH ...` adds a table and a figure of "
+            "real models' per-layer scores grouped by family (any layout `cli.py analyze` reads)."
+        )
+    rows = _rows(results, "checkpoints", "models")
+    body = [
+        [
+            r["model"] + (f" ({r['stack']})" if r.get("stack") else ""),
+            r["family"],
+            r["score"],
+            fmt(r["median"]),
+            f"[{fmt(r['q25'])}, {fmt(r['q75'])}]",
+            f"[{fmt(r['head_q25'])}, {fmt(r['head_q75'])}]",
+            fmt(r["median_z"], 1),
+            fmt(r["layers"]),
+        ]
+        for r in sorted(rows, key=lambda r: (r["family"], r["model"]))
+    ]
+    table = md_table(
+        ["model", "family", "score", "median over layers", "IQR over layers", "IQR over heads", "median z", "layers"],
+        body,
+    )
+    return "![checkpoints](figures/checkpoints.png)\n\n" + table
+
+
+def headline(results: Results, verdicts: list[dict]) -> str:
+    combined = section_verdicts(verdicts)
+    body = []
+    for section in SECTIONS:
+        rows = [r for r in verdicts if r["section"] == section.key]
+        measured = [r for r in rows if r.get("quantity") != "check" and r.get("mean") is not None]
+        if measured:
+            first = measured[0]
+            evidence = f"{_prediction_label(first)}: {value_text(first)}"
+        elif rows and rows[0].get("quantity") == "check":
+            passed = sum(r["verdict"] == "supported" for r in rows)
+            evidence = f"theory check rows supported: {passed} of {len(rows)}"
+        else:
+            evidence = rows[0].get("note", "n/a") if rows else "n/a"
+        body.append([f"[{section.title}](#{anchor(section.title)})", VERDICT_MARK[combined[section.key]], evidence])
+    return md_table(["claim / question", "verdict", "first measurement"], body)
+
+
+def anchor(title: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped (letters of any script kept), spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.strip().lower()).replace(" ", "-")
+
+
+def runs_table(results: Results) -> str:
+    body = []
+    for name in results.experiments:
+        m = results.manifest(name)
+        config = m["config"]
+        steps = (
+            config.get("overrides", {}).get("steps")
+            or config.get("train", {}).get("steps")
+            or config.get("task_overrides", {}).get("steps")
+        )
+        seeds = m.get("seeds")
+        body.append(
+            [
+                name,
+                m["mode"],
+                fmt(seeds if not isinstance(seeds, list) else len(seeds)),
+                fmt(steps),
+                fmt(m["wall_seconds"], 1),
+                m["code_version"],
+            ]
+        )
+    return md_table(["experiment", "mode", "seeds", "steps", "wall s", "code version"], body)
+
+
+def limitations(results: Results) -> str:
+    lines = []
+    if results.has("sim_objectives"):
+        arms = results.table("sim_objectives", "arms")
+        cfg = next(iter(arms.values()))["config"]
+        lines.append(
+            f"- **Scale.** The toy is a single attention layer with d = {fmt(cfg['model']['d'])}, "
+            f"{fmt(cfg['model']['heads'])} heads, N = {fmt(cfg['n'])} positions, {fmt(cfg['seeds'])} seeds of "
+            f"{fmt(cfg['steps'])} steps; at this d the null of δ is wide (see the nulls against d), and learned "
+            "positions dominate the form when coordinates are one-hot."
+        )
+    vision = [e for e in results.experiments if e.startswith(("vision_", "init_"))]
+    if vision:
+        sizes = []
+        for e in vision:
+            config = results.manifest(e)["config"]
+            if "train" in config:
+                t = config["train"]
+                sizes.append(
+                    f"{e}: {t['model']} on {t['data']}, {fmt(config['seeds'])} seeds x {fmt(t['steps'])} steps"
+                )
+            else:
+                sizes.append(f"{e}: {fmt(config['seeds'])} seeds per scheme on {config['data']}")
+        lines.append(
+            "- **Vision at toy scale.** " + "; ".join(sizes) + ". Tiny models on tiny data, on CPUs; "
+            "nothing here is evidence about models at the paper's scale."
+        )
+    lines.append(
+        "- **Several predictions per section.** A section is contradicted if any of its predictions is; no "
+        "correction for the number of predictions is made, so read each row, not only the section's word."
+    )
+    lines.append("- **δ is basis dependent** and degenerate when norms fall in two groups; δ_PR is reported beside it.")
+    return "\n".join(lines)
+
+
+def mode_text(results: Results) -> str:
+    modes = sorted({results.manifest(e)["mode"] for e in results.experiments})
+    return ", ".join(modes) if modes else "n/a"
+
+
+def commit_text(results: Results) -> str:
+    commits = sorted({results.manifest(e)["provenance"]["git_commit"] for e in results.experiments})
+    return ", ".join(f"`{c[:12]}{'-dirty' if c.endswith('-dirty') else ''}`" for c in commits) or "n/a"
+
+
+def reproduce_command(results: Results) -> str:
+    """The command that regenerates these results: the mode of the runs, and the checkpoints if any."""
+    modes = sorted({results.manifest(e)["mode"] for e in results.experiments}) or ["quick"]
+    parts = ["python cli.py paper", *(f"--{m}" for m in modes)]
+    if results.has("checkpoints"):
+        parts += [f"--checkpoints {c['path']}" for c in results.manifest("checkpoints")["config"]["checkpoints"]]
+    return " ".join(parts)
+
+
+def report_context(results: Results) -> dict[str, str]:
+    """Every inserted piece of the report, by template key."""
+    from paper.verdict import RULE
+
+    verdicts = results.verdicts()
+    return {
+        "mode": mode_text(results),
+        "commit": commit_text(results),
+        "headline": headline(results, verdicts),
+        "rule": RULE,
+        "runs": runs_table(results),
+        **section_pieces(results, verdicts),
+        "checkpoints": checkpoints_piece(results),
+        "limitations": limitations(results),
+        "reproduce": reproduce_command(results),
+    }
+
+
+def render_report(results: Results, template: str | None = None) -> str:
+    """The report's Markdown (figures linked as ``figures/NAME.png`` beside it)."""
+    return fill(TEMPLATE.read_text() if template is None else template, report_context(results))

@@ -1,0 +1,133 @@
+"""Runners over the simulator (:mod:`sim`): the arms of an experiment, and the first steps vs the theory.
+
+Arms are trained into ``WORK/sim/<sim code version>-<config hash>/`` and resumed from there, so an arm that
+two experiments share (the default autoregressive run is in four of them) trains once, and an arm is never
+reused across a change to the simulator's code.
+"""
+
+from __future__ import annotations
+
+import math
+
+from paper.experiment import Context, Tables
+
+#: The arms of the ``objectives`` experiment: the four default simulations of ``cli.py simulate``.
+OBJECTIVES_ARMS = "objectives"
+
+
+def arm_configs(config: dict) -> dict:
+    """``{arm: SimConfig}``: the arms of ``config["arms"]`` (``objectives`` or a :data:`sim.experiments.EXPERIMENTS`
+    name) with the mode's overrides (seeds, steps, record_every, null_samples, ...) applied to every arm."""
+    from sim.config import SIM_OBJECTIVES, default_config
+    from sim.experiments import EXPERIMENTS
+
+    name = config["arms"]
+    if name == OBJECTIVES_ARMS:
+        arms = {objective: default_config(objective) for objective in SIM_OBJECTIVES}
+    elif name in EXPERIMENTS:
+        arms = EXPERIMENTS[name]()
+    else:
+        raise ValueError(f"unknown simulator experiment {name!r}; choose from {[OBJECTIVES_ARMS, *EXPERIMENTS]}")
+    return {arm: cfg.with_overrides(**config.get("overrides", {})) for arm, cfg in arms.items()}
+
+
+def coordinate_blocks(sim) -> list[dict]:
+    """Which coordinate of the model's input space is which token, special token or position (one-hot bases only)."""
+    from sim.model import SPECIALS
+
+    cfg, model = sim.cfg.model, sim.model
+    if cfg.embed != "onehot":
+        return []
+    if model.vocab is not None:
+        names = [("token", f"t{i}") for i in range(model.vocab)] + [("special", s.upper()) for s in SPECIALS]
+    else:
+        names = [("channel", f"c{i}") for i in range(model.channels)]
+    if cfg.positions == "onehot":
+        names += [("position", f"p{i}") for i in range(model.n_positions)]
+    return [{"index": i, "block": block, "label": label} for i, (block, label) in enumerate(names)]
+
+
+def sim_arms(config: dict, ctx: Context) -> Tables:
+    """Train (or reuse) every arm; per-seed per-layer scores over training, their nulls, BOS dominance, and with
+    ``config["matrices"]`` the first seed's learned ``W_qk`` of the last layer with its coordinate labels."""
+    from paper.codeversion import modules_version
+    from paper.runners.nulls import null_rows
+    from sim.experiments import bos_dominance, config_key
+    from sim.train import run
+
+    arms = arm_configs(config)
+    version = modules_version(["sim.train", "sim.experiments"])
+    tables: Tables = {"scores": [], "nulls": [], "arms": {}}
+    if config.get("matrices"):
+        tables["matrix"], tables["coords"] = [], []
+    for i, (arm, cfg) in enumerate(arms.items()):
+        ctx.note(f"arm {i + 1}/{len(arms)}: {arm}")
+        directory = ctx.scratch("sim", f"{version}-{config_key(cfg)}")
+        with ctx.locked(directory):
+            sim = run(cfg, directory, resume=True, progress=False, threads=ctx.threads)
+        dominance = bos_dominance(sim)
+        for row in sim.rows:
+            if row["head"] != "all":
+                continue
+            out = {"arm": arm, **{k: v for k, v in row.items() if k != "head" and not k.endswith("_p")}}
+            if row["step"] == cfg.steps and row["form"] == "W_qk" and row["layer"] == 0:
+                # ||M x_BOS|| over the mean ||M x|| of data inputs, layer 0 (sim.experiments.bos_dominance)
+                out["bos_key_typical"] = dominance[cfg.seed_list.index(row["seed"])]
+            tables["scores"].append(out)
+        d = cfg.model.d
+        ranks = {"W_qk": sim.model.forms().rank("layer")}
+        for form in dict.fromkeys(r["form"] for r in sim.rows):
+            tables["nulls"] += null_rows({"arm": arm, "form": form}, d, ranks.get(form, d), cfg.null_samples)
+        tables["arms"][arm] = {"run": directory.name, "config": cfg.to_dict()}
+        if config.get("matrices"):
+            m = sim.model.matrices()[0, -1].sum(0).numpy()  # first seed, last layer, summed over heads
+            tables["matrix"] += [
+                {"arm": arm, "row": a, "col": b, "value": float(f"{m[a, b]:.6g}")} for a in range(d) for b in range(d)
+            ]
+            tables["coords"] += [{"arm": arm, **c} for c in coordinate_blocks(sim)]
+    return tables
+
+
+def _split_plus_minus(text) -> tuple[float, float]:
+    """``"+0.123 ± 0.045"`` (sim.compare's cells) -> ``(0.123, 0.045)``; a bare number has no half-width."""
+    if isinstance(text, (int, float)):
+        return float(text), math.nan
+    mean, _, half = str(text).partition("±")
+    return (float(mean) if mean.strip() else math.nan), (float(half) if half.strip() else math.nan)
+
+
+def compare_theory(config: dict, ctx: Context) -> Tables:
+    """The first steps' ``dL/dM`` of the simulator vs the theory's expected update, per objective, data and part.
+
+    ``config["data"]`` names data variants (``reversible``: the defaults; ``irreversible``: the cyclic chain for
+    token objectives, the rotation AR(1) for denoising), each run for every objective.
+    """
+    from sim.compare import COMPARE_COLUMNS
+    from sim.compare import compare_theory as compare
+    from sim.config import default_config
+
+    variants = {
+        "reversible": ({}, {}),
+        "irreversible": ({"data__transition": "cycle"}, {"data__process": "var_irreversible"}),
+    }
+    rows = []
+    for data in config["data"]:
+        tokens, continuous = variants[data]
+        configs = {
+            objective: default_config(
+                objective, **(continuous if objective == "denoising" else tokens), **config["overrides"]
+            )
+            for objective in config["objectives"]
+        }
+        ctx.note(f"{data} data: {', '.join(configs)}")
+        out = ctx.scratch("compare", data)
+        compare(configs, out, mc_sequences=config["mc_sequences"], progress=False, threads=ctx.threads)
+        from paper.results import read_csv
+
+        for row in read_csv(out / "compare_theory.csv"):
+            flat = {"objective": row["objective"], "data": data, "part": row["part"], "theory": row["theory"]}
+            flat["seeds"] = row["seeds"]
+            for column in COMPARE_COLUMNS[4:]:
+                flat[column], flat[f"{column}_ci"] = _split_plus_minus(row[column])
+            rows.append(flat)
+    return {"compare": rows}

@@ -1,0 +1,89 @@
+"""Summaries of per-seed result tables, in one long format every figure, prediction and report section reads.
+
+A summary row is one quantity of one group: the group's identifiers (``arm``/``task``, ``step``, ``layer``,
+``form``, ...), ``quantity``, ``n`` (seeds with a finite value), ``mean``, ``ci`` (half-width of the 95%
+t-interval, :func:`common.summary.mean_ci`), ``lo``/``hi`` (the interval's ends; a bootstrap interval where the
+experiment gives one), and ``z`` (the seeds' null z-scores combined, Stouffer, :func:`common.summary.combined_z`,
+where the quantity has a null). One seed gives a mean without an interval (NaN ``ci``, ``lo``, ``hi``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+from common.summary import combined_z, mean_ci
+
+SUMMARY_COLUMNS = ["quantity", "n", "mean", "ci", "lo", "hi", "z"]
+#: Columns that identify a row or a run, never summarised as a quantity.
+ID_COLUMNS = frozenset({"seed", "step", "layer", "head", "epoch"})
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def with_key_query_ratios(rows: Iterable[dict]) -> list[dict]:
+    """Rows with ``<token>_key_query = ||M x_t|| / ||x_t^T M||`` beside every ``<token>_key_norm`` (> 1: the token is
+    used more as context than as a query); NaN where the query norm is zero or missing."""
+    out = []
+    for row in rows:
+        row = dict(row)
+        for key in [k for k in row if k.endswith("_key_norm")]:
+            token = key.removesuffix("_key_norm")
+            k, q = _number(row[key]), _number(row.get(f"{token}_query_norm"))
+            row[f"{token}_key_query"] = k / q if k is not None and q else math.nan
+        out.append(row)
+    return out
+
+
+def summary_row(ids: dict, quantity: str, values: Sequence[float], zs: Sequence[float] | None = None) -> dict:
+    """One summary row: mean and 95% t-interval of ``values`` over seeds, and the combined null z of ``zs``."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    mean, ci = mean_ci(finite)
+    return {
+        **ids,
+        "quantity": quantity,
+        "n": len(finite),
+        "mean": mean,
+        "ci": ci,
+        "lo": mean - ci,
+        "hi": mean + ci,
+        "z": combined_z(z for z in (zs or []) if z is not None) if zs else math.nan,
+    }
+
+
+def seed_summary(rows: Iterable[dict], by: Sequence[str], keep: Callable[[dict], bool] | None = None) -> list[dict]:
+    """Summary rows per group of ``by`` (first-seen order) for every numeric column that is not an identifier or
+    a ``_z``/``_p`` companion; ``keep`` selects rows first. A column with a ``<name>_z`` companion gets its z."""
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        if keep is None or keep(row):
+            groups.setdefault(tuple(row.get(b) for b in by), []).append(row)
+    out = []
+    for key, group in groups.items():
+        columns = dict.fromkeys(c for r in group for c in r)
+        for column in columns:
+            if column in by or column in ID_COLUMNS or column.endswith(("_z", "_p")):
+                continue
+            values = [_number(r.get(column)) for r in group]
+            if all(v is None for v in values):
+                continue
+            zs = [_number(r.get(f"{column}_z")) for r in group] if f"{column}_z" in columns else None
+            out.append(summary_row(dict(zip(by, key, strict=True)), column, values, zs))
+    return out
+
+
+def steps_of(rows: Iterable[dict], group: str) -> dict:
+    """Per value of ``group`` (``arm``, ``task``): its first step after 0 (``early``) and its last step."""
+    steps: dict = {}
+    for row in rows:
+        steps.setdefault(row[group], set()).add(row["step"])
+    return {g: {"early": min((s for s in v if s > 0), default=max(v)), "last": max(v)} for g, v in steps.items()}
+
+
+def interval_row(ids: dict, quantity: str, mean: float, lo: float, hi: float, n: int) -> dict:
+    """A summary row for an estimate with its own interval (a bootstrap CI): no t half-width, no null z."""
+    return {**ids, "quantity": quantity, "n": n, "mean": mean, "ci": math.nan, "lo": lo, "hi": hi, "z": math.nan}

@@ -1,0 +1,323 @@
+"""A tiny, synthetic ``results/`` tree in the formats the paper's runners write: no training, built in milliseconds.
+
+Values are drawn around chosen means (``EFFECTS``) so that tests know which verdict each prediction must get;
+the formats (columns, JSON shapes, manifests) are those of :mod:`paper.runners` and :mod:`paper.pipeline`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from paper.registry import EXPERIMENTS
+from paper.results import write_experiment
+
+STEPS = (0, 25, 50)
+LAYERS = 4
+SCORES = ("symmetry", "directionality", "directionality_pr")
+#: Null bands of the fixture (the same for every form): the central 95% (q025, q975) and mean/sd.
+NULL = {
+    "symmetry": (-0.02, 0.06, 0.016, 0.02),
+    "directionality": (-1.0, 1.0, 0.0, 0.6),
+    "directionality_pr": (-0.1, 0.1, 0.0, 0.05),
+}
+#: Final means per (arm or task, form, score); everything else sits at the null's mean.
+EFFECTS = {
+    ("bidirectional", "W_qk", "symmetry"): 0.9,
+    ("autoregressive", "W_qk", "symmetry"): -0.3,
+    ("autoregressive", "W_qk", "directionality_pr"): -0.4,
+    ("denoising", "W_qk", "symmetry"): 0.8,
+    ("mae", "update", "symmetry"): 0.3,
+    ("dit", "update", "symmetry"): 0.2,
+}
+
+
+def _manifest(name: str, seeds: int) -> dict:
+    config = EXPERIMENTS[name].config("quick") if name in EXPERIMENTS else {}
+    return {
+        "experiment": name,
+        "title": name,
+        "mode": "quick",
+        "config": config,
+        "seeds": seeds,
+        "cache_key": "fixture",
+        "code_version": "fixture",
+        "modules": [],
+        "libraries": {},
+        "provenance": {"git_commit": "fixture", "versions": {}},
+        "command": "fixture",
+        "wall_seconds": 1.5,
+    }
+
+
+def _null_rows(ids: dict) -> list[dict]:
+    return [
+        {**ids, "score": s, "d": 64, "rank": 64, "k": 2.0, "samples": 64, "mean": m, "sd": sd, "q025": lo, "q975": hi}
+        for s, (lo, hi, m, sd) in NULL.items()
+    ]
+
+
+def _value(rng, key: tuple, score: str, fraction: float, spread: float) -> float:
+    mean = NULL[score][2]
+    target = EFFECTS.get((*key, score), mean)
+    return float(mean + (target - mean) * fraction + spread * rng.standard_normal())
+
+
+def _score_columns(rng, key: tuple, fraction: float, spread: float) -> dict:
+    out = {}
+    for score in SCORES:
+        v = _value(rng, key, score, fraction, spread)
+        out[score] = v
+        out[f"{score}_z"] = (v - NULL[score][2]) / NULL[score][3]
+    return out
+
+
+def sim_tables(arms: list[str], seeds: int, rng, matrices: bool = False) -> dict:
+    scores, nulls = [], []
+    for arm in arms:
+        objective = arm.split(",")[0]
+        for step in STEPS:
+            for seed in range(seeds):
+                for form in ("W_qk", "update", "grad_self", "grad_cross"):
+                    if form != "W_qk" and step == 0:
+                        continue
+                    row = {
+                        "arm": arm,
+                        "step": step,
+                        "seed": seed,
+                        "layer": 0,
+                        "form": form,
+                        **_score_columns(rng, (objective, form), step / STEPS[-1], 0.01),
+                        "loss": 2.0 - step / 100,
+                        "bos_key_norm": 3.0 + rng.random(),
+                        "bos_query_norm": 1.0,
+                        "mask_key_norm": float("nan"),
+                        "mask_query_norm": float("nan"),
+                    }
+                    if step == STEPS[-1] and form == "W_qk":
+                        row["bos_key_typical"] = (1.5 if objective == "autoregressive" else 0.5) + 0.01 * rng.random()
+                    scores.append(row)
+        nulls += [
+            r for form in ("W_qk", "update", "grad_self", "grad_cross") for r in _null_rows({"arm": arm, "form": form})
+        ]
+    tables = {
+        "scores": scores,
+        "nulls": nulls,
+        "arms": {
+            a: {
+                "run": "fixture",
+                "config": {
+                    "objective": a.split(",")[0],
+                    "n": 8,
+                    "seeds": seeds,
+                    "steps": STEPS[-1],
+                    "model": {"d": 4, "heads": 2},
+                },
+            }
+            for a in arms
+        },
+    }
+    if matrices:
+        tables["matrix"] = [
+            {"arm": a, "row": i, "col": j, "value": float(rng.standard_normal())}
+            for a in arms
+            for i in range(4)
+            for j in range(4)
+        ]
+        tables["coords"] = [
+            {"arm": a, "index": i, "block": "token" if i < 2 else "position", "label": f"c{i}"}
+            for a in arms
+            for i in range(4)
+        ]
+    return tables
+
+
+def vision_tables(task: str, seeds: int, rng) -> dict:
+    forms = ["W_qk", "update"] + (["adaln_t500"] if task == "dit" else []) + (["decoder"] if task == "mae" else [])
+    scores = []
+    for step in STEPS:
+        for seed in range(seeds):
+            for form in forms:
+                for layer in range(1 if form == "decoder" else LAYERS):
+                    if form == "update" and step == 0:
+                        continue
+                    row = {
+                        "task": task,
+                        "step": step,
+                        "seed": seed,
+                        "init": "default",
+                        "form": form,
+                        "layer": layer,
+                        **_score_columns(rng, (task, form), step / STEPS[-1], 0.01),
+                        "loss": 1.0,
+                        "test_loss": 1.0 - step / 100,
+                    }
+                    if task == "classify":
+                        row.update(test_accuracy=0.5 + step / 100, cls_key_norm=0.5, cls_query_norm=1.0 + rng.random())
+                    scores.append(row)
+    nulls = [r for form in forms for r in _null_rows({"task": task, "form": form})]
+    return {"scores": scores, "nulls": nulls, "config": {"seeds": seeds}}
+
+
+def study_tables(task: str, seeds: int, rng) -> dict:
+    metric = "test_accuracy" if task == "vit" else "test_loss"
+    schemes = ("default", "symmetric", "symmetric-indefinite", "directional")
+    arms, steps, curves = [], [], []
+    for k, scheme in enumerate(schemes):
+        own = [20 + 10 * k + s for s in range(seeds)]
+        arm = {
+            "task": task,
+            "scheme": scheme,
+            "metric": metric,
+            "target": 0.5,
+            "seeds": seeds,
+            "reached": seeds,
+            "steps_median": float(np.median(own)),
+            "final_mean": 0.8,
+            "final_lo": 0.75,
+            "final_hi": 0.85,
+        }
+        if scheme != "default":
+            ratio = float(np.mean(own) / np.mean([20 + s for s in range(seeds)]))
+            arm.update(
+                pairs_reached=seeds,
+                arm_reached=seeds,
+                baseline_reached=seeds,
+                step_ratio=ratio,
+                step_ratio_lo=ratio - 0.05,
+                step_ratio_hi=ratio + 0.05,
+                final_diff=0.0,
+                final_diff_lo=-0.01,
+                final_diff_hi=0.01,
+            )
+        arms.append(arm)
+        steps += [{"task": task, "scheme": scheme, "seed": s, "steps_to_target": own[s]} for s in range(seeds)]
+        curves += [
+            {
+                "task": task,
+                "scheme": scheme,
+                "seed": s,
+                "step": st,
+                "loss": 1.0 / (1 + st),
+                metric: 0.1 + st / 60 + 0.01 * rng.random(),
+            }
+            for s in range(seeds)
+            for st in STEPS
+        ]
+    study = {
+        "task": task,
+        "model": f"{task}-tiny",
+        "objective": "x",
+        "metric": metric,
+        "higher_is_better": task == "vit",
+        "target": 0.5,
+        "target_rule": "fixture",
+        "seeds": seeds,
+    }
+    return {"arms": arms, "steps": steps, "curves": curves, "study": study}
+
+
+def theory_tables(rng) -> dict[str, dict]:
+    checks = [
+        {
+            "seed": seed,
+            "claim": claim,
+            "check": f"check {claim}.{i}",
+            "prediction": "0",
+            "measured": "1e-15",
+            "tolerance": "<= 1e-12",
+            "passed": True,
+        }
+        for seed in (0, 1)
+        for claim in range(1, 7)
+        for i in range(2)
+    ]
+    settings = ("exchangeable", "irreversible")
+    objectives = ("bidirectional", "autoregressive", "denoising")
+    predictions = [
+        {
+            "setting": st,
+            "data": "forward",
+            "objective": o,
+            "mask": "symmetric",
+            "part": p,
+            "symmetry": 1.0 if st == "exchangeable" else 0.5,
+            "directionality": 0.0,
+            "skew_fraction": 0.1,
+        }
+        for st in settings
+        for o in objectives
+        for p in ("whole", "self", "cross")
+    ]
+    attribution = [
+        {
+            "setting": st,
+            "objective": o,
+            "mask": "symmetric",
+            "skew_total": 0.3,
+            "symmetric_mask_part": 0.1,
+            "mask_part": 0.2,
+            "arrow_part": 0.05,
+        }
+        for st in settings
+        for o in objectives
+    ]
+    nulls = []
+    for d in (16, 32, 64):
+        for s, (lo, hi, m, sd) in NULL.items():
+            nulls.append(
+                {
+                    "kind": "full rank",
+                    "score": s,
+                    "d": d,
+                    "rank": d,
+                    "k": 2.0,
+                    "samples": 64,
+                    "mean": m,
+                    "sd": sd,
+                    "q025": lo,
+                    "q975": hi,
+                    "reference_mean": m if s != "directionality_pr" else None,
+                    "reference_sd": sd if s != "directionality_pr" else None,
+                }
+            )
+    compare = []
+    for o in objectives:
+        for data in ("reversible", "irreversible"):
+            for part in ("whole", "self", "cross"):
+                row = {"objective": o, "data": data, "part": part, "theory": "monte_carlo", "seeds": 2}
+                for q in ("s_measured", "s_theory", "delta_measured", "delta_theory", "rel_error", "rel_noise"):
+                    row[q], row[f"{q}_ci"] = float(rng.random()), 0.05
+                compare.append(row)
+    return {
+        "theory_check": {"checks": checks},
+        "predictions": {"predictions": predictions, "attribution": attribution},
+        "nulls": {"nulls": nulls},
+        "compare_theory": {"compare": compare},
+    }
+
+
+SIM_ARMS = {
+    "sim_objectives": ["bidirectional", "autoregressive", "denoising", "classification"],
+    "sim_claim7": ["autoregressive", "bidirectional", "autoregressive, iid tokens", "bidirectional, iid tokens"],
+    "sim_attribution": ["bidirectional, reversible chain", "autoregressive, irreversible chain"],
+    "sim_denoising": ["denoising, reversible", "denoising, irreversible"],
+    "sim_parameterisation": ["bidirectional, factored", "autoregressive, direct", "autoregressive, tied"],
+    "sim_masking": ["bidirectional, mask", "bidirectional, keep"],
+}
+
+
+def write_fixture(results: Path, seeds: int = 3, seed: int = 0) -> Path:
+    """Write every experiment's raw tables and manifest under ``results`` (derive and verdicts not yet run)."""
+    rng = np.random.default_rng(seed)
+    tables: dict[str, dict] = theory_tables(rng)
+    for name, arms in SIM_ARMS.items():
+        tables[name] = sim_tables(arms, seeds, rng, matrices=name == "sim_objectives")
+    for task in ("classify", "mae", "causal", "dit"):
+        tables[f"vision_{task}"] = vision_tables(task, seeds, rng)
+    for task in ("vit", "dit"):
+        tables[f"init_{task}"] = study_tables(task, seeds, rng)
+    for name, t in tables.items():
+        write_experiment(results / name, t, _manifest(name, seeds))
+    return results

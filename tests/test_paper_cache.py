@@ -1,0 +1,124 @@
+"""The cache rule: an experiment reruns when its config or the code its runner can reach changes, and only then."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from paper.codeversion import SourceTree, closure, code_version, function_roots, modules_version
+from paper.experiment import Experiment, modes
+from paper.pipeline import run_pipeline
+from paper.registry import EXPERIMENTS
+
+
+def _tree(tmp_path: Path) -> SourceTree:
+    files = {
+        "pkgx/__init__.py": "",
+        "pkgx/a.py": "import pkgx.b\n\ndef f():\n    from pkgx import c  # a lazy import counts\n",
+        "pkgx/b.py": "REGISTRY = {'k': 'pkgx.sub.d:build'}  # a module named in a string (imported by name)\n",
+        "pkgx/c.py": "",
+        "pkgx/sub/__init__.py": "",
+        "pkgx/sub/d.py": "from . import e\n",
+        "pkgx/sub/e.py": "",
+        "pkgx/unrelated.py": "import pkgx.a\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    return SourceTree(tmp_path, ("pkgx",))
+
+
+def test_closure_follows_imports_strings_lazy_imports_and_parents(tmp_path):
+    tree = _tree(tmp_path)
+    assert closure(["pkgx.a"], tree) == ["pkgx", "pkgx.a", "pkgx.b", "pkgx.c", "pkgx.sub", "pkgx.sub.d", "pkgx.sub.e"]
+    assert closure(["pkgx.c"], tree) == ["pkgx", "pkgx.c"]
+
+
+def test_changing_a_module_changes_only_the_versions_that_reach_it(tmp_path):
+    tree = _tree(tmp_path)
+    before = {root: modules_version([root], tree) for root in ("pkgx.a", "pkgx.c", "pkgx.sub.d", "pkgx.unrelated")}
+    (tmp_path / "pkgx/sub/e.py").write_text("X = 1\n")
+    after = {root: modules_version([root], tree) for root in before}
+    assert {r for r in before if before[r] != after[r]} == {"pkgx.a", "pkgx.sub.d", "pkgx.unrelated"}
+
+
+@dataclass(frozen=True)
+class EditedTree(SourceTree):
+    """The project's source with one module's text changed (as an edit to that file would)."""
+
+    edited: str = ""
+
+    def read(self, module: str) -> bytes:
+        return super().read(module) + (b"\n# edited\n" if module == self.edited else b"")
+
+
+def _versions(tree: SourceTree) -> dict[str, str]:
+    return {name: code_version(e.runner, tree).digest for name, e in EXPERIMENTS.items()}
+
+
+@pytest.mark.parametrize(
+    ("module", "expected"),
+    [
+        ("sim.compare", {"compare_theory"}),
+        ("vision.study", {"init_vit", "init_dit"}),
+        ("sim.experiments", {n for n in EXPERIMENTS if n.startswith("sim_")}),
+        ("theory.attribution", {"predictions", "theory_check"}),  # sim.compare does not import it
+        # imported only by name, through vision.tasks.BUILDERS
+        ("vision.tasks.denoise", {n for n in EXPERIMENTS if n.startswith(("vision_", "init_"))}),
+        ("theory.scores", set(EXPERIMENTS)),  # every experiment scores forms
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_editing_project_code_reruns_exactly_what_depends_on_it(module, expected):
+    base = _versions(SourceTree())
+    edited = _versions(EditedTree(edited=module))
+    assert {name for name in base if base[name] != edited[name]} == expected
+
+
+def test_runners_of_one_file_do_not_depend_on_each_other():
+    from paper.runners import theory
+
+    check_roots, _ = function_roots(theory.theory_check)
+    null_roots, _ = function_roots(theory.nulls_vs_d)
+    assert "theory.check" in check_roots and "theory.check" not in null_roots
+    assert "paper.runners.nulls" in null_roots
+
+
+def _fake_registry(calls: list[str], x: dict[str, int], fail: str = "") -> dict[str, Experiment]:
+    def runner(config: dict, ctx) -> dict:
+        calls.append(config["name"])
+        if config["name"] == fail:
+            raise RuntimeError("boom")
+        return {"table": [{"seed": 0, "value": config["x"]}]}
+
+    return {n: Experiment(n, n, runner, modes({"name": n, "x": v})) for n, v in x.items()}
+
+
+def test_pipeline_reruns_only_what_changed(tmp_path):
+    calls: list[str] = []
+    run = lambda registry, **kw: run_pipeline(tmp_path / "out", work=tmp_path / "work", registry=registry, **kw)
+    first = run(_fake_registry(calls, {"one": 1, "two": 2}))
+    assert sorted(first.ran) == ["one", "two"] and sorted(calls) == ["one", "two"]
+    assert (tmp_path / "out/results/one/table.csv").read_text() == "seed,value\n0,1\n"
+    second = run(_fake_registry(calls, {"one": 1, "two": 2}))
+    assert second.ran == [] and sorted(second.cached) == ["one", "two"] and len(calls) == 2
+    third = run(_fake_registry(calls, {"one": 1, "two": 3}))  # one config entry changed
+    assert third.ran == ["two"] and (tmp_path / "out/results/two/table.csv").read_text() == "seed,value\n0,3\n"
+    forced = run(_fake_registry(calls, {"one": 1, "two": 3}), force=["one"])
+    assert forced.ran == ["one"]
+    assert run(_fake_registry(calls, {"one": 1, "two": 3}), mode="smoke").ran  # another mode's key differs
+
+
+def test_a_failing_experiment_is_reported_and_the_others_run(tmp_path):
+    calls: list[str] = []
+    result = run_pipeline(
+        tmp_path / "out", work=tmp_path / "work", registry=_fake_registry(calls, {"bad": 1, "good": 2}, fail="bad")
+    )
+    assert "boom" in result.failed["bad"] and result.ran == ["good"]
+    assert not (tmp_path / "out/results/bad/manifest.json").exists()  # never taken for a cached result
+    assert (tmp_path / "out/report.md").is_file()  # the report says what is missing instead
+
+
+def test_unknown_experiment_names_are_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="unknown experiment"):
+        run_pipeline(tmp_path, registry=_fake_registry([], {"one": 1}), only=["nope"])

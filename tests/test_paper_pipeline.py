@@ -1,0 +1,126 @@
+"""The pipeline on a tiny synthetic fixture of result tables (seconds, no training), and one real smoke run (slow)."""
+
+import json
+import shutil
+
+import pytest
+
+from paper.claims import section_verdicts
+from paper.pipeline import derive, render
+from paper.registry import EXPERIMENTS, experiments
+from paper.results import Results, read_csv
+from tests.paper_fixture import write_fixture
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    out = tmp_path_factory.mktemp("paper")
+    write_fixture(out / "results")
+    derive(experiments(), out / "results")
+    written, skipped, report = render(out)
+    return out, written, skipped, report
+
+
+def test_every_figure_and_the_report_are_written(rendered):
+    _, written, skipped, report = rendered
+    assert set(skipped) == {"checkpoints"}  # no --checkpoints in the fixture
+    names = {p.stem for p in written}
+    assert names == {
+        "toy_wqk",
+        "toy_training",
+        "claim7_bos",
+        "theory_vs_sim",
+        "self_cross",
+        "attribution",
+        "denoising_data",
+        "parameterisation",
+        "masking",
+        "vision_layers",
+        "init_curves",
+        "init_steps",
+        "nulls_vs_d",
+    }
+    assert all(p.stat().st_size > 0 for p in written)
+    text = report.read_text()
+    assert "{{" not in text and "(not measured" not in text, [
+        l for l in text.splitlines() if "{{" in l or "(not measured" in l
+    ]
+
+
+def test_verdicts_follow_the_fixture_effects(rendered):
+    """The fixture puts bidirectional s at 0.9 (above the null band), autoregressive s at -0.3 (outside the band it
+    should stay inside), autoregressive δ_PR at -0.4 at the end and half of that at the first record."""
+    out = rendered[0]
+    rows = read_csv(out / "results" / "verdicts.csv")
+    by_label = {r["label"]: r["verdict"] for r in rows}
+    assert by_label["bidirectional: s > 0 (beyond the null)"] == "supported"
+    assert by_label["bidirectional: s ends above the null"] == "supported"
+    assert by_label["autoregressive: s stays inside the null band"] == "contradicted"
+    assert by_label["autoregressive: δ_PR < 0 early (first record)"] == "supported"
+    assert by_label["autoregressive: δ < 0 early (first record)"] == "contradicted"  # δ at the null's mean
+    combined = section_verdicts(rows)
+    assert combined["claim1"] == "supported"  # every check passed at every seed
+    assert combined["claim8"] == "contradicted"
+    mae = [r for r in rows if r["experiment"] == "vision_mae"]
+    assert {r["layer"] for r in mae} == {0, 1, 2, 3}  # one verdict per layer
+
+
+def test_derive_is_a_function_of_the_tables(rendered, tmp_path):
+    """Deriving again from a copy of the raw tables gives byte-identical summaries and verdicts."""
+    out = rendered[0]
+    copy = tmp_path / "results"
+    shutil.copytree(out / "results", copy)
+    derive(experiments(), copy)
+    for path in (out / "results").rglob("*.csv"):
+        assert (copy / path.relative_to(out / "results")).read_bytes() == path.read_bytes(), path
+
+
+def test_a_second_render_reuses_the_figures(rendered):
+    out = rendered[0]
+    index = json.loads((out / "results" / "figures.json").read_text())
+    mtimes = {p: p.stat().st_mtime_ns for p in (out / "figures").iterdir()}
+    written, _, _ = render(out)
+    assert {p.stem for p in written} == set(index)
+    assert all(p.stat().st_mtime_ns == mtimes[p] for p in written)
+
+
+def test_every_registry_entry_has_every_mode():
+    for name, experiment in EXPERIMENTS.items():
+        for mode in ("smoke", "quick", "full"):
+            assert isinstance(experiment.config(mode), dict), name
+
+
+def test_full_configs_are_valid():
+    """The GPU-sized configs build (without running): a typo in a field would otherwise surface hours in."""
+    from paper.runners.sim import arm_configs
+    from vision.train import TrainConfig
+
+    for name, experiment in EXPERIMENTS.items():
+        config = experiment.config("full")
+        if experiment.runner.__name__ == "sim_arms":
+            for cfg in arm_configs(config).values():
+                cfg.validate()
+        elif experiment.runner.__name__ == "vision_task":
+            TrainConfig(**config["train"])
+        elif experiment.runner.__name__ == "init_study":
+            from dataclasses import replace
+
+            from vision.study import DEFAULT_TASKS
+
+            task = {t.name: t for t in DEFAULT_TASKS}[config["task"]]
+            replace(task, **config["task_overrides"])
+        assert name
+
+
+@pytest.mark.slow
+def test_smoke_run_end_to_end(tmp_path):
+    """Every real runner at smoke size, then derive, figures and report (about two minutes on two cores)."""
+    from paper.pipeline import run_pipeline
+
+    result = run_pipeline(tmp_path / "out", mode="smoke", work=tmp_path / "work")
+    assert not result.failed, result.failed
+    assert sorted(result.ran) == sorted(EXPERIMENTS)
+    assert set(result.figure_errors) == {"checkpoints"}
+    assert Results(tmp_path / "out" / "results").verdicts()
+    again = run_pipeline(tmp_path / "out", mode="smoke", work=tmp_path / "work")
+    assert again.ran == []

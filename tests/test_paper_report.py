@@ -1,0 +1,151 @@
+"""The report: every number it prints is found in a result table, no number is typed into its prose, every
+figure it links exists, and the committed report is exactly what the committed results render to."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from paper.figures import FIGURES
+from paper.pipeline import derive
+from paper.registry import experiments
+from paper.report import PLACEHOLDER, TEMPLATE, fill, render_report, report_context
+from paper.results import Results, read_csv
+from paper.verdict import RULE
+from tests.paper_fixture import write_fixture
+
+NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.(\d+))?(?:e[-+]?\d+)?")
+ROOT = Path(__file__).resolve().parent.parent
+#: Numbers the prose may state because they are not results: the confidence level, the paper's quoted claim.
+STATIC_NUMBERS = {"95", "70"}
+
+
+def numbers(text: str) -> list[tuple[float, int]]:
+    """Every number in ``text`` with its count of printed decimals (``1e-15`` counts as exact)."""
+    out = []
+    for m in NUMBER.finditer(text):
+        token = m.group(0)
+        decimals = len(m.group(1)) if m.group(1) and "e" not in token else 0
+        out.append((float(token), decimals if "e" not in token else -1))
+    return out
+
+
+def table_values(results_dir: Path) -> list[float]:
+    """Every number of every result file: numeric cells, and the numbers inside text cells and JSON (keys too)."""
+    values: list[float] = []
+
+    def visit(obj):
+        if isinstance(obj, bool):
+            return
+        if isinstance(obj, (int, float)):
+            values.append(float(obj))
+        elif isinstance(obj, str):
+            values.extend(v for v, _ in numbers(obj))
+        elif isinstance(obj, dict):
+            for k, v in obj.items():
+                visit(k)
+                visit(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                visit(v)
+
+    for path in results_dir.rglob("*"):
+        if path.suffix == ".csv":
+            visit(read_csv(path))
+        elif path.suffix == ".json":
+            visit(json.loads(path.read_text()))
+    return values
+
+
+@pytest.fixture(scope="module")
+def fixture_results(tmp_path_factory):
+    root = tmp_path_factory.mktemp("report") / "results"
+    write_fixture(root)
+    derive(experiments(), root)
+    return Results(root)
+
+
+def test_every_inserted_number_is_in_a_result_table(fixture_results):
+    import numpy as np
+
+    from paper.claims import SECTIONS
+    from paper.report import anchor
+
+    values = np.array(table_values(fixture_results.root))
+    context = report_context(fixture_results)
+    static = {k for k in context if k == "rule" or k.endswith(".title")}  # labels, checked by the next tests
+    labels = [s.title for s in SECTIONS] + [anchor(s.title) for s in SECTIONS] + ["95%"]
+    missing = []
+    for key, text in context.items():
+        if key in static:
+            continue
+        for label in labels:
+            text = text.replace(label, "")
+        for value, decimals in numbers(text):
+            tol = 1e-9 * max(1.0, abs(value)) if decimals <= 0 else 0.5 * 10.0**-decimals + 1e-12
+            if not np.any(np.abs(values - value) <= tol):
+                missing.append((key, value))
+    assert not missing, f"numbers in the report found in no result table: {missing[:20]}"
+
+
+def _literal_numbers(text: str) -> list[str]:
+    """Numbers a text types itself: decimals, and integers of two digits or more (claim numbers, formulas'
+    small integers and `1-6` ranges are not results)."""
+    return [m.group(0) for m in NUMBER.finditer(text) if "." in m.group(0) or len(m.group(0).lstrip("+-")) > 1]
+
+
+def test_the_prose_types_no_result():
+    prose = PLACEHOLDER.sub("", TEMPLATE.read_text())
+    assert set(_literal_numbers(prose)) <= STATIC_NUMBERS, _literal_numbers(prose)
+    assert set(_literal_numbers(RULE)) <= STATIC_NUMBERS
+    from paper.claims import SECTIONS
+
+    for section in SECTIONS:
+        assert not _literal_numbers(section.title), section.title
+
+
+def test_template_keys_and_figures(fixture_results):
+    template = TEMPLATE.read_text()
+    context = report_context(fixture_results)
+    assert set(PLACEHOLDER.findall(template)) <= set(context)
+    linked = set(re.findall(r"\(figures/(\w+)\.png\)", template + context["checkpoints"]))
+    assert linked <= set(FIGURES)
+    assert set(FIGURES) - {"checkpoints"} <= linked  # every figure is in the report
+    with pytest.raises(KeyError, match="nope"):
+        fill("{{ nope }}", {})
+
+
+def test_a_report_from_partial_results_says_what_is_missing(tmp_path):
+    """Missing experiments give 'not measured' lines and inconclusive verdicts, never a traceback."""
+    from paper.pipeline import render
+
+    root = tmp_path / "results"
+    write_fixture(root)
+    for name in ("sim_claim7", "vision_mae", "init_dit", "nulls"):
+        shutil.rmtree(root / name)
+    derive(experiments(), root)
+    _, skipped, report = render(tmp_path)
+    text = report.read_text()
+    assert "not measured: no results of sim_claim7" in text
+    assert "nulls_vs_d" in skipped
+
+
+COMMITTED = ROOT / "paper" / "results"
+
+
+@pytest.mark.skipif(
+    not (COMMITTED / "verdicts.csv").is_file(),
+    reason="paper/results is not committed yet: `python cli.py paper` writes it (then commit results, figures, report)",
+)
+def test_committed_report_is_what_the_committed_results_render_to(tmp_path):
+    """No hand edit, no stale number: derive the summaries and verdicts again from the committed raw tables and
+    render; both must equal what is committed."""
+    copy = tmp_path / "results"
+    shutil.copytree(COMMITTED, copy)
+    derive(experiments(), copy)
+    for path in COMMITTED.rglob("*.csv"):
+        assert (copy / path.relative_to(COMMITTED)).read_text() == path.read_text(), f"{path} is stale"
+    rendered = render_report(Results(copy))
+    assert rendered == (ROOT / "paper" / "report.md").read_text(), "paper/report.md differs from its results"
