@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from paper.experiment import Tables
-from paper.summary import interval_row, seed_summary, steps_of, with_key_query_ratios
+from paper.summary import interval_row, proportion_row, seed_summary, steps_of, with_key_query_ratios
 
 
 def check_summary(tables: Tables) -> Tables:
@@ -39,9 +39,16 @@ def check_summary(tables: Tables) -> Tables:
 
 
 def sim_summary(tables: Tables) -> Tables:
-    """Per arm, recorded step, layer and form: every score (and loss, token norms, BOS ratios) over seeds."""
+    """Per arm, recorded step, layer and form: every score (and loss, token norms, BOS ratios) over seeds, of the
+    whole form (``summary``) and, where the simulator scores blocks of its input coordinates (a ``block`` column
+    other than ``all``), of each block (``blocks``)."""
     rows = with_key_query_ratios(tables["scores"])
-    return {"summary": seed_summary(rows, ("arm", "step", "layer", "form"))}
+    whole = [r for r in rows if r.get("block") in (None, "all")]
+    out = {"summary": seed_summary(whole, ("arm", "step", "layer", "form"), drop=("block",))}
+    blocks = [r for r in rows if r.get("block") not in (None, "all")]
+    if blocks:
+        out["blocks"] = seed_summary(blocks, ("arm", "step", "layer", "form", "block"))
+    return out
 
 
 def vision_summary(tables: Tables) -> Tables:
@@ -92,6 +99,16 @@ def compare_summary(tables: Tables) -> Tables:
                     "z": math.nan,
                 }
             )
+    return {"summary": out}
+
+
+def grid_summary(tables: Tables) -> Tables:
+    """The grid's agreement rate per phase (early, final) over every cell and quantity, with its Wilson 95% CI."""
+    out = []
+    for phase in dict.fromkeys(r["phase"] for r in tables["cells"]):
+        cells = [r for r in tables["cells"] if r["phase"] == phase]
+        agree = sum(r["agree"] in (True, "True") for r in cells)
+        out.append(proportion_row({"phase": phase}, "agreement", agree, len(cells)))
     return {"summary": out}
 
 

@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +63,6 @@ class Experiment:
     derive: Callable[[Tables], Tables] | None = None
     cost: float = 1.0  # rough seconds of one core in quick mode: the longest run first
     optional: bool = False  # run only when asked for (real checkpoints)
-    seeds_key: str = "seeds"  # the config entry that says how many seeds (for the manifest)
-    extra: dict = field(default_factory=dict)
 
     def config(self, mode: str) -> dict:
         if mode not in self.configs:

@@ -481,40 +481,40 @@ def init_curves(results: Results):
 
 
 def init_steps(results: Results):
-    """Steps to the target relative to the default init (paired by seed, bootstrap 95% CI); 1 = no speed-up."""
+    """Steps to the target relative to the default init and the final metric's difference to it (paired by seed,
+    bootstrap 95% CI), per scheme and study; 1 (0) = no difference."""
     plt = pyplot()
     experiments = _study_tasks(results)
     tables = {e: results.rows(e, "summary") for e in experiments}
     _need([r for rows in tables.values() for r in select(rows, quantity="step_ratio")], "step ratios of init_*")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    schemes = list(dict.fromkeys(r["scheme"] for rows in tables.values() for r in select(rows, quantity="step_ratio")))
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    panels = (
+        (axes[0], "step_ratio", "steps to target / default's", 1.0),
+        (axes[1], "final_diff", "final metric - default's", 0.0),
+    )
     for k, experiment in enumerate(experiments):
-        rows = tables[experiment]
-        schemes = [s for s in dict.fromkeys(r["scheme"] for r in rows) if select(rows, scheme=s, quantity="step_ratio")]
-        for ax, quantity, label in (
-            (axes[0], "step_ratio", "steps to target / default's"),
-            (axes[1], "final_diff", "final metric - default's"),
-        ):
+        for ax, quantity, _, _ in panels:
             for i, scheme in enumerate(schemes):
-                sel = select(rows, scheme=scheme, quantity=quantity)
+                sel = select(tables[experiment], scheme=scheme, quantity=quantity)
                 if sel:
                     _errorbars(
                         ax,
                         [i],
                         sel,
                         SCHEME_COLORS.get(scheme, PALETTE[1]),
-                        marker="os"[k % 2],
-                        offset=0.15 * (2 * k - 1),
-                        label=experiment.removeprefix("init_") if i == 0 else None,
+                        marker="osD^"[k % 4],
+                        offset=0.12 * (k - (len(experiments) - 1) / 2),
                     )
-            ax.set_xticks(range(len(schemes)), schemes, fontsize=8)
-            ax.set_ylabel(label)
-    axes[0].axhline(1, color="0.3", ls="--", lw=0.8)
-    axes[1].axhline(0, color="0.3", ls="--", lw=0.8)
+    for ax, _, label, reference in panels:
+        ax.axhline(reference, color="0.3", ls="--", lw=0.8)
+        ax.set_xticks(range(len(schemes)), schemes, fontsize=8)
+        ax.set_ylabel(label)
     handles = [
-        plt.Line2D([], [], color="0.3", marker="os"[k % 2], ls="", label=e.removeprefix("init_"))
+        plt.Line2D([], [], color="0.3", marker="osD^"[k % 4], ls="", label=e.removeprefix("init_"))
         for k, e in enumerate(experiments)
     ]
-    axes[0].legend(handles=handles, fontsize=7, title="task", title_fontsize=7)
+    axes[0].legend(handles=handles, fontsize=7, title="study", title_fontsize=7)
     fig.suptitle("init study vs the default init (bootstrap 95% CI over seeds)", fontsize=10)
     fig.tight_layout()
     return fig
@@ -626,6 +626,44 @@ def masking(results: Results):
     return _arms_panel(results, "sim_masking", "the masked query")
 
 
+def grid_cells(results: Results):
+    """Theory vs simulation per cell: the simulator's value (mean, 95% CI) and the theory's prediction (cross), early
+    and final, for s and δ_PR; points are blue where they agree, vermillion where they do not."""
+    plt = pyplot()
+    cells = _need(results.table("sim_grid", "cells"), "sim_grid/cells.csv")
+    keys = ("objective", "data", "param", "optimizer", "positions")
+    labels = list(dict.fromkeys(" / ".join(str(r.get(k, "")) for k in keys) for r in cells))
+    phases = list(dict.fromkeys(r["phase"] for r in cells))
+    quantities = list(dict.fromkeys(r["quantity"] for r in cells))
+    fig, axes = plt.subplots(
+        1,
+        len(phases) * len(quantities),
+        figsize=(3.4 * len(phases) * len(quantities) + 2, 0.22 * len(labels) + 1.5),
+        squeeze=False,
+        sharey=True,
+    )
+    for col, (phase, quantity) in enumerate((p, q) for p in phases for q in quantities):
+        ax = axes[0, col]
+        for r in select(cells, phase=phase, quantity=quantity):
+            y = labels.index(" / ".join(str(r.get(k, "")) for k in keys))
+            color = PALETTE[5] if r["agree"] in (True, "True") else PALETTE[6]
+            ax.errorbar(r["measured"], y, xerr=r.get("measured_ci") or 0, fmt="o", color=color, ms=3, capsize=1)
+            ax.plot(r["predicted"], y, "x", color="0.2", ms=4)
+            if r.get("null_lo") is not None:
+                ax.plot([r["null_lo"], r["null_hi"]], [y, y], color=NULL_COLOR, lw=3, alpha=0.4)
+        ax.set_title(f"{phase}: {quantity}", fontsize=9)
+        ax.axvline(0, color="0.3", lw=0.5)
+    axes[0, 0].set_yticks(range(len(labels)), labels, fontsize=6)
+    axes[0, 0].invert_yaxis()
+    fig.suptitle("theory (x) vs simulation (points: blue agree, vermillion disagree; gray: null band)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+#: The init studies (the digits ones, and the MNIST ones of the fidelity slots).
+STUDIES = ("init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist")
+#: Figures of optional experiments (given checkpoints, or slots): the report links them only when drawn.
+OPTIONAL_FIGURES = ("checkpoints", "grid")
 #: name -> (figure function, the experiments it reads). The report template embeds each by name.
 FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "toy_wqk": (toy_wqk, ("sim_objectives",)),
@@ -638,8 +676,9 @@ FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "parameterisation": (parameterisation, ("sim_parameterisation",)),
     "masking": (masking, ("sim_masking",)),
     "vision_layers": (vision_layers, ("vision_classify", "vision_mae", "vision_causal", "vision_dit")),
-    "init_curves": (init_curves, ("init_vit", "init_dit")),
-    "init_steps": (init_steps, ("init_vit", "init_dit")),
+    "init_curves": (init_curves, STUDIES),
+    "init_steps": (init_steps, STUDIES),
+    "grid": (grid_cells, ("sim_grid",)),
     "nulls_vs_d": (nulls_vs_d, ("nulls",)),
     "checkpoints": (checkpoints, ("checkpoints",)),
 }

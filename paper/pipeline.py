@@ -109,22 +109,31 @@ def plan(
     return sorted(out, key=lambda p: -p.experiment.cost)
 
 
+def config_size(config: dict, key: str):
+    """A config's ``seeds`` or ``steps`` wherever its runner keeps them: top level, ``overrides`` or ``train``."""
+    for part in (config, config.get("overrides", {}), config.get("train", {})):
+        if key in part:
+            return part[key]
+    return None
+
+
 def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], None] = lambda s: None) -> float:
     """Run one experiment and write its results directory; returns the wall time in seconds."""
     from common.io import provenance
 
     experiment = registry[task.name]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     ctx = Context(Path(task.work), task.threads, task.device, note)
     tables = experiment.runner(task.config, ctx)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     config = task.config
     manifest = {
         "experiment": task.name,
         "title": experiment.title,
         "mode": task.mode,
         "config": config,
-        "seeds": config.get(experiment.seeds_key, config.get("overrides", {}).get("seeds")),
+        "seeds": config_size(config, "seeds"),
+        "steps": config_size(config, "steps"),
         "cache_key": task.key,
         "code_version": task.code,
         "modules": list(task.modules),
@@ -132,6 +141,7 @@ def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], 
         "provenance": provenance(),
         "command": task.command,
         "wall_seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),  # this process's CPU time: the cost on a shared machine
     }
     write_experiment(Path(task.results) / task.name, tables, manifest)
     return wall
@@ -197,19 +207,22 @@ def execute(
     return walls, failed
 
 
-def derive(registry: dict[str, Experiment], results_dir: Path) -> None:
-    """Recompute every experiment's summaries from its tables, then every verdict (``verdicts.csv``)."""
+def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) -> None:
+    """Recompute every experiment's summaries from its tables, then every verdict (``verdicts.csv``).
+
+    ``derivations``: name -> derive function (default :func:`paper.registry.derivations`)."""
     from common.io import write_csv
     from paper.claims import VERDICT_COLUMNS, verdict_rows
+    from paper.registry import derivations as known
 
+    functions = known() if derivations is None else derivations
     results = Results(results_dir)
     for name in results.experiments:
-        experiment = registry.get(name)
         manifest = read_manifest(results_dir / name)
-        if experiment is None or experiment.derive is None or manifest is None:
+        if name not in functions or manifest is None:
             continue
         tables = {Path(t).stem: results.table(name, Path(t).stem) for t in manifest["tables"]}
-        write_tables(results_dir / name, experiment.derive(tables))
+        write_tables(results_dir / name, functions[name](tables))
     write_csv(results_dir / "verdicts.csv", verdict_rows(Results(results_dir)), VERDICT_COLUMNS)
 
 
@@ -245,7 +258,7 @@ def run_pipeline(
 
     ``registry`` replaces :func:`paper.registry.experiments` (tests; worker processes rebuild the real one, so a
     replaced registry runs with ``jobs = 1``)."""
-    from paper.registry import experiments, waiting_slots
+    from paper.registry import derivations, experiments, waiting_slots
 
     out = Path(out)
     if registry is not None and jobs > 1:
@@ -261,6 +274,6 @@ def run_pipeline(
     result = PipelineResult(cached=[p.task.name for p in plans if p.task not in todo], waiting=waiting_slots())
     result.wall, result.failed = execute(todo, registry, jobs, on_event)
     result.ran = list(result.wall)
-    derive(registry, out / "results")
+    derive(out / "results", {**derivations(), **{n: e.derive for n, e in registry.items() if e.derive}})
     result.figures, result.figure_errors, result.report = render(out)
     return result

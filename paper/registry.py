@@ -13,7 +13,7 @@ is the same pipeline at GPU sizes: vision runs use CUDA when present, the simula
 - compare-theory: quick 4 seeds x 2 steps of 1024 sequences, 2048 Monte Carlo sequences; full 16 x 2 x 4096, 8192;
 - vision objectives (digits, 8x8, ``vit-tiny``/``dit-tiny``): quick 3 seeds x 600 steps (DiT 1000);
   full ``vit-s``/``dit-s-2`` on the MNIST 5k subset (28x28), 5 seeds x 5000 steps (DiT 10000), batch 128;
-- init study: quick 4 seeds x 4 schemes x 300 steps per task; full 10 seeds, ``vit-s``/``dit-s-2`` on MNIST 5k;
+- init study (digits): quick 4 seeds x 4 schemes x 300 steps per task; full 10 seeds x 600 (ViT) / 2000 (DiT);
 - theory check: quick seeds 0-2, full 0-7; nulls vs d: quick d = 16 ... 512 (256 draws), full up to 2048 (1024).
 """
 
@@ -21,10 +21,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from paper.derive import check_summary, checkpoint_summary, compare_summary, sim_summary, study_summary, vision_summary
+from paper.derive import (
+    check_summary,
+    checkpoint_summary,
+    compare_summary,
+    grid_summary,
+    sim_summary,
+    study_summary,
+    vision_summary,
+)
 from paper.experiment import Experiment, modes
 from paper.runners.checkpoints import checkpoints, fingerprint
-from paper.runners.sim import compare_theory, sim_arms
+from paper.runners.sim import compare_theory, sim_arms, sim_grid
 from paper.runners.theory import nulls_vs_d, predictions, theory_check
 from paper.runners.vision import init_study, vision_task
 
@@ -35,8 +43,15 @@ SIM_SIZES = {
 }
 
 
-def _sim(name: str, arms: str, title: str, cost: float, matrices: bool = False) -> Experiment:
-    configs = {mode: {"arms": arms, "matrices": matrices, "overrides": size} for mode, size in SIM_SIZES.items()}
+def _sim(
+    name: str, arms: str, title: str, cost: float, matrices: bool = False, own_recording: bool = False
+) -> Experiment:
+    """An entry over ``sim.experiments.EXPERIMENTS[arms]``; ``own_recording`` keeps the arms' own ``record_every``
+    (experiments that record densely over the first steps)."""
+    sizes = {
+        m: {k: v for k, v in size.items() if k != "record_every" or not own_recording} for m, size in SIM_SIZES.items()
+    }
+    configs = {mode: {"arms": arms, "matrices": matrices, "overrides": size} for mode, size in sizes.items()}
     return Experiment(name, title, sim_arms, configs, derive=sim_summary, cost=cost)
 
 
@@ -59,23 +74,24 @@ def _vision(
 STUDY_SCHEMES = ("default", "symmetric", "symmetric-indefinite", "directional")
 
 
-def _study(task: str, title: str, cost: float, full_task: dict) -> Experiment:
+def _study(task: str, title: str, cost: float, full: dict, name: str | None = None, **quick) -> Experiment:
     base = {
         "task": task,
-        "task_overrides": {"steps": 300},
+        "steps": 300,
         "schemes": list(STUDY_SCHEMES),
         "seeds": 4,
         "data": "digits",
         "log_every": 10,
         "target_at": 0.5,
         "null_samples": 256,
+        **quick,
     }
     configs = modes(
         base,
-        smoke={"task_overrides": {"steps": 6}, "seeds": 2, "log_every": 2, "null_samples": 32},
-        full={"task_overrides": full_task, "seeds": 10, "data": "mnist5k", "log_every": 50},
+        smoke={"steps": 6, "seeds": 2, "log_every": 2, "null_samples": 32},
+        full={"seeds": 10, "log_every": 50, **full},
     )
-    return Experiment(f"init_{task}", title, init_study, configs, derive=study_summary, cost=cost)
+    return Experiment(name or f"init_{task}", title, init_study, configs, derive=study_summary, cost=cost)
 
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -155,15 +171,8 @@ EXPERIMENTS: dict[str, Experiment] = {
             quick_steps=1000,
             full={"model": "dit-s-2", "steps": 10000},
         ),
-        _study(
-            "vit",
-            "init study: ViT classification, steps to a test-accuracy target",
-            250,
-            {"steps": 3000, "model": "vit-s"},
-        ),
-        _study(
-            "dit", "init study: DiT denoising, steps to a test-loss target", 340, {"steps": 6000, "model": "dit-s-2"}
-        ),
+        _study("vit", "init study: ViT classification on digits, steps to a test-accuracy target", 250, {"steps": 600}),
+        _study("dit", "init study: DiT denoising on digits, steps to a test-loss target", 340, {"steps": 2000}),
     )
 }
 
@@ -183,17 +192,123 @@ def checkpoint_experiment(paths: list[str], null_samples: int | None = None) -> 
 
 
 # ---- slots: entries waiting for other branches ---------------------------------------------------------------
+# Each slot is a complete entry written against the interface its branch is to expose; it joins the registry by
+# itself as soon as that interface exists (and its report section and figure with it).
 def _sim_experiment_exists(name: str) -> Callable[[], str | None]:
     def check() -> str | None:
         from sim.experiments import EXPERIMENTS as SIM
 
-        return None if name in SIM else f"waiting for sim.experiments.EXPERIMENTS[{name!r}]"
+        return None if name in SIM else f"waiting for sim.experiments.EXPERIMENTS[{name!r}] (science, issue 10)"
 
     return check
 
 
-#: name -> (the experiment once available, what it waits for). Each becomes a registry entry by itself.
-SLOTS: dict[str, tuple[Experiment, Callable[[], str | None]]] = {}
+def _grid_exists() -> str | None:
+    import importlib.util
+
+    if importlib.util.find_spec("sim.grid") is None:
+        return "waiting for sim.grid.run_grid (science, issue 10)"
+    return None
+
+
+def _study_task_exists(task: str, schemes: tuple[str, ...]) -> Callable[[], str | None]:
+    def check() -> str | None:
+        from vision import study
+        from vision.init import SCHEMES
+
+        tasks = getattr(study, "STUDY_TASKS", {})
+        missing = [s for s in schemes if s not in SCHEMES]
+        if task not in tasks or missing:
+            return f"waiting for vision.study.STUDY_TASKS[{task!r}] and schemes {missing or list(schemes)} (fidelity)"
+        return None
+
+    return check
+
+
+FIDELITY_SCHEMES = ("default", "symmetric", "mimetic", "conditioned")
+GRID_SIZES = {
+    "smoke": {"seeds": 2, "early_steps": 1, "steps": 4, "null_samples": 32},
+    "quick": {"seeds": 4, "early_steps": 2, "steps": 300},
+    "full": {"seeds": 16, "early_steps": 2, "steps": 1500},
+}
+
+#: name -> (the experiment once available, what it waits for).
+SLOTS: dict[str, tuple[Experiment, Callable[[], str | None]]] = {
+    # science (issue 10) item 3: experiments (a)-(d), each with its bidirectional / denoising controls (e)
+    "sim_optimizer_basis": (
+        _sim(
+            "sim_optimizer_basis",
+            "optimizer_basis",
+            "(a) SGD vs Adam, one-hot vs random orthonormal basis",
+            60,
+            own_recording=True,
+        ),
+        _sim_experiment_exists("optimizer_basis"),
+    ),
+    "sim_positions": (
+        _sim("sim_positions", "positions", "(b) positions kept out of W_qk (rotary / none)", 45),
+        _sim_experiment_exists("positions"),
+    ),
+    "sim_key_token": (
+        _sim("sim_key_token", "key_token", "(c) a key many queries use: sequence token, packed BOS, Zipf", 60),
+        _sim_experiment_exists("key_token"),
+    ),
+    "sim_length": (
+        _sim("sim_length", "length", "(d) sequence length swept (N = 16 ... 100)", 90),
+        _sim_experiment_exists("length"),
+    ),
+    # science (issue 10) item 5: theory vs simulation, cell by cell
+    "sim_grid": (
+        Experiment(
+            "sim_grid",
+            "theory vs simulation, cell by cell (objective x data x parameterisation x optimiser x positions)",
+            sim_grid,
+            {m: {"grid": size} for m, size in GRID_SIZES.items()},
+            derive=grid_summary,
+            cost=240,
+        ),
+        _grid_exists,
+    ),
+    # fidelity (issue 14): the init study on MNIST 5k, sample FID for DiT, with the published inits
+    "init_dit_mnist": (
+        _study(
+            "dit-mnist",
+            "init study: DiT on MNIST 5k, steps to a sample-FID target",
+            720,
+            {
+                "steps": 480,
+                "seeds": 10,
+                "schemes": ["default", "symmetric", "symmetric-indefinite", "directional", "mimetic", "conditioned"],
+            },
+            name="init_dit_mnist",
+            steps=240,
+            seeds=3,
+            data=None,
+            log_every=20,
+            schemes=list(FIDELITY_SCHEMES),
+        ),
+        _study_task_exists("dit-mnist", FIDELITY_SCHEMES),
+    ),
+    "init_vit_mnist": (
+        _study(
+            "vit-mnist",
+            "init study: ViT classification on MNIST 5k, steps to a test-accuracy target",
+            480,
+            {
+                "steps": 480,
+                "seeds": 10,
+                "schemes": ["default", "symmetric", "symmetric-indefinite", "directional", "mimetic", "conditioned"],
+            },
+            name="init_vit_mnist",
+            steps=240,
+            seeds=3,
+            data=None,
+            log_every=20,
+            schemes=list(FIDELITY_SCHEMES),
+        ),
+        _study_task_exists("vit-mnist", FIDELITY_SCHEMES),
+    ),
+}
 
 
 def experiments(checkpoint_paths: list[str] | None = None) -> dict[str, Experiment]:
@@ -205,6 +320,12 @@ def experiments(checkpoint_paths: list[str] | None = None) -> dict[str, Experime
     if checkpoint_paths:
         out["checkpoints"] = checkpoint_experiment(checkpoint_paths)
     return out
+
+
+def derivations() -> dict[str, Callable]:
+    """Each experiment's ``derive`` by name, slots and checkpoints included (results may exist for any of them)."""
+    entries = [*EXPERIMENTS.values(), *(e for e, _ in SLOTS.values())]
+    return {"checkpoints": checkpoint_summary, **{e.name: e.derive for e in entries if e.derive is not None}}
 
 
 def waiting_slots() -> dict[str, str]:

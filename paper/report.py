@@ -214,6 +214,7 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
     ctx["claim2.evidence"] = _safe(lambda: nulls_table(results))
     ctx["claim4.evidence"] = _safe(lambda: predictions_table(results))
     ctx["claim4.compare"] = _safe(lambda: compare_table(results))
+    ctx["claim4.grid"] = _safe(lambda: grid_piece(results))
     ctx["claim6.evidence"] = _safe(
         lambda: arms_table(results, "sim_parameterisation", SCORE_COLUMNS, forms=("W_qk", "grad_cross"))
     )
@@ -324,7 +325,7 @@ def vision_tables(results: Results) -> str:
 
 def study_table(results: Results) -> str:
     body = []
-    for experiment in ("init_vit", "init_dit"):
+    for experiment in (e for e in results.experiments if e.startswith("init_")):
         if not results.has(experiment, "summary"):
             continue
         study = results.table(experiment, "study")
@@ -354,6 +355,32 @@ def study_table(results: Results) -> str:
         ],
         body,
     )
+
+
+def grid_piece(results: Results) -> str:
+    """The cell-by-cell grid of theory vs simulation (a slot): agreement rates, figure, disagreeing cells."""
+    if not results.has("sim_grid"):
+        return "*(the cell-by-cell grid of theory vs simulation is not among these results)*"
+    rates = _rows(results, "sim_grid", "summary", quantity="agreement")
+    table = md_table(
+        ["phase", "agreement [95% CI]", "cells"], [[r["phase"], value_text(r), fmt(r["n"])] for r in rates]
+    )
+    cells = results.table("sim_grid", "cells")
+    keys = ("objective", "data", "param", "optimizer", "positions")
+    off = [
+        [
+            " / ".join(str(r.get(k, "")) for k in keys),
+            r["phase"],
+            r["quantity"],
+            fmt(r["predicted"]),
+            value_text({"mean": r["measured"], "ci": r.get("measured_ci")}),
+            f"[{fmt(r['null_lo'])}, {fmt(r['null_hi'])}]",
+        ]
+        for r in cells
+        if r["agree"] not in (True, "True")
+    ]
+    disagree = md_table(["cell", "phase", "quantity", "predicted", "measured", "null band"], off)
+    return f"![grid](figures/grid.png)\n\n{table}\n\nCells where theory and simulation disagree:\n\n{disagree}"
 
 
 def checkpoints_piece(results: Results) -> str:
@@ -410,13 +437,7 @@ def runs_table(results: Results) -> str:
     body = []
     for name in results.experiments:
         m = results.manifest(name)
-        config = m["config"]
-        steps = (
-            config.get("overrides", {}).get("steps")
-            or config.get("train", {}).get("steps")
-            or config.get("task_overrides", {}).get("steps")
-        )
-        seeds = m.get("seeds")
+        steps, seeds = m.get("steps"), m.get("seeds")
         body.append(
             [
                 name,

@@ -55,9 +55,12 @@ def summary_row(ids: dict, quantity: str, values: Sequence[float], zs: Sequence[
     }
 
 
-def seed_summary(rows: Iterable[dict], by: Sequence[str], keep: Callable[[dict], bool] | None = None) -> list[dict]:
-    """Summary rows per group of ``by`` (first-seen order) for every numeric column that is not an identifier or
-    a ``_z``/``_p`` companion; ``keep`` selects rows first. A column with a ``<name>_z`` companion gets its z."""
+def seed_summary(
+    rows: Iterable[dict], by: Sequence[str], keep: Callable[[dict], bool] | None = None, drop: Sequence[str] = ()
+) -> list[dict]:
+    """Summary rows per group of ``by`` (first-seen order) for every numeric column that is not an identifier, a
+    ``_z``/``_p`` companion or in ``drop``; ``keep`` selects rows first. A column with a ``<name>_z`` companion gets
+    its z."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         if keep is None or keep(row):
@@ -66,7 +69,7 @@ def seed_summary(rows: Iterable[dict], by: Sequence[str], keep: Callable[[dict],
     for key, group in groups.items():
         columns = dict.fromkeys(c for r in group for c in r)
         for column in columns:
-            if column in by or column in ID_COLUMNS or column.endswith(("_z", "_p")):
+            if column in by or column in ID_COLUMNS or column in drop or column.endswith(("_z", "_p")):
                 continue
             values = [_number(r.get(column)) for r in group]
             if all(v is None for v in values):
@@ -87,3 +90,13 @@ def steps_of(rows: Iterable[dict], group: str) -> dict:
 def interval_row(ids: dict, quantity: str, mean: float, lo: float, hi: float, n: int) -> dict:
     """A summary row for an estimate with its own interval (a bootstrap CI): no t half-width, no null z."""
     return {**ids, "quantity": quantity, "n": n, "mean": mean, "ci": math.nan, "lo": lo, "hi": hi, "z": math.nan}
+
+
+def proportion_row(ids: dict, quantity: str, successes: int, n: int, z: float = 1.959963984540054) -> dict:
+    """A rate ``successes / n`` with its 95% Wilson score interval (sound near 0 and 1, unlike the normal one)."""
+    if n == 0:
+        return interval_row(ids, quantity, math.nan, math.nan, math.nan, 0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return interval_row(ids, quantity, p, centre - half, centre + half, n)

@@ -41,6 +41,7 @@ def _manifest(name: str, seeds: int) -> dict:
         "mode": "quick",
         "config": config,
         "seeds": seeds,
+        "steps": STEPS[-1],
         "cache_key": "fixture",
         "code_version": "fixture",
         "modules": [],
@@ -290,7 +291,30 @@ def theory_tables(rng) -> dict[str, dict]:
                 for q in ("s_measured", "s_theory", "delta_measured", "delta_theory", "rel_error", "rel_noise"):
                     row[q], row[f"{q}_ci"] = float(rng.random()), 0.05
                 compare.append(row)
+    grid = [
+        {
+            "objective": o,
+            "data": data,
+            "param": "factored",
+            "optimizer": "adam",
+            "positions": "onehot",
+            "phase": phase,
+            "quantity": q,
+            "predicted": 0.5,
+            "measured": 0.4 if o != "autoregressive" else -0.2,
+            "measured_ci": 0.05,
+            "null_lo": -0.05,
+            "null_hi": 0.05,
+            "seeds": 2,
+            "agree": o != "autoregressive",
+        }
+        for o in objectives
+        for data in ("exchangeable", "irreversible")
+        for phase in ("early", "final")
+        for q in ("symmetry", "directionality_pr")
+    ]
     return {
+        "sim_grid": {"cells": grid},
         "theory_check": {"checks": checks},
         "predictions": {"predictions": predictions, "attribution": attribution},
         "nulls": {"nulls": nulls},

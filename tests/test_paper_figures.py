@@ -5,7 +5,6 @@ from matplotlib.collections import PolyCollection
 
 from paper.figures import FIGURES, FigureDataError, render_figures
 from paper.pipeline import derive
-from paper.registry import experiments
 from paper.results import MissingResult, Results, write_experiment
 from tests.paper_fixture import write_fixture
 
@@ -45,7 +44,7 @@ def test_empty_tables_are_a_clear_error(tmp_path, name):
 def one_seed(tmp_path_factory):
     root = tmp_path_factory.mktemp("one_seed") / "results"
     write_fixture(root, seeds=1)
-    derive(experiments(), root)
+    derive(root)
     return Results(root)
 
 

@@ -131,3 +131,12 @@ def compare_theory(config: dict, ctx: Context) -> Tables:
                 flat[column], flat[f"{column}_ci"] = _split_plus_minus(row[column])
             rows.append(flat)
     return {"compare": rows}
+
+
+def sim_grid(config: dict, ctx: Context) -> Tables:
+    """Theory vs simulation cell by cell (:func:`sim.grid.run_grid`, science's issue 10 item 5): one row per cell,
+    phase (``early``: the first steps, ``final``) and quantity, with the prediction, the measurement and agreement."""
+    from sim.grid import run_grid
+
+    ctx.note("grid cells")
+    return {"cells": run_grid(config["grid"], out=ctx.scratch("grid"), threads=ctx.threads)}

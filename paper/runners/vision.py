@@ -44,21 +44,46 @@ def vision_task(config: dict, ctx: Context) -> Tables:
     return {"scores": scores, "nulls": nulls, "config": {"train": base.to_dict(), "seeds": config["seeds"]}}
 
 
-def init_study(config: dict, ctx: Context) -> Tables:
-    """:func:`vision.study.run_study` for the task named ``config["task"]`` (an entry of
-    :data:`vision.study.DEFAULT_TASKS`, with ``task_overrides``): per-arm steps to target, ratios to the baseline
-    with bootstrap CIs, final metrics, and every run's learning curve (test metric and loss per logged step)."""
+def study_task(name: str, steps: int | None = None):
+    """The study's task ``name`` at ``steps`` (vision.study's own rescaling where it has one: it keeps the logging
+    and sample-metric cadence as fractions of the budget)."""
     from dataclasses import replace
 
-    from paper.codeversion import modules_version
-    from vision.runs import read_metrics, run_dir
-    from vision.study import DEFAULT_TASKS, StudyConfig, run_study
-    from vision.train import TrainConfig
+    from vision import study
 
-    known = {t.name: t for t in DEFAULT_TASKS}
-    if config["task"] not in known:
-        raise ValueError(f"unknown study task {config['task']!r}; vision.study.DEFAULT_TASKS has {sorted(known)}")
-    task = replace(known[config["task"]], **config.get("task_overrides", {}))
+    known = getattr(study, "STUDY_TASKS", None) or {t.name: t for t in study.DEFAULT_TASKS}
+    if name not in known:
+        raise ValueError(f"unknown study task {name!r}; vision.study has {sorted(known)}")
+    if steps is None:
+        return known[name]
+    if hasattr(study, "study_tasks"):
+        return study.study_tasks([name], steps={name: steps})[0]
+    return replace(known[name], steps=steps)
+
+
+def _curves(out: Path, scheme: str, seed: int) -> list[dict]:
+    """One row per logged step of a study run (found under ``out`` whatever the study's directory layout): the
+    training loss and every test or sample metric."""
+    from vision.runs import metric_names, read_metrics
+
+    (path,) = sorted(out.rglob(f"{scheme}/seed{seed}/metrics.csv"))
+    rows = read_metrics(path)
+    names = metric_names(rows)
+    return [
+        {"step": r["step"], "loss": r["loss"], **{n: r[n] for n in names}}
+        for r in rows
+        if r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0  # a step's metrics are in all its rows
+    ]
+
+
+def init_study(config: dict, ctx: Context) -> Tables:
+    """:func:`vision.study.run_study` for the study task named ``config["task"]`` at ``config["steps"]``: per-arm
+    steps to target, ratios to the baseline and metric differences (paired by seed, bootstrap CIs), final metrics,
+    and every run's learning curve."""
+    from paper.codeversion import modules_version
+    from vision.study import StudyConfig, run_study
+
+    task = study_task(config["task"], config.get("steps"))
     out = ctx.scratch("study", modules_version(["vision.study"]), task.name)
     study = StudyConfig(
         tasks=(task,),
@@ -74,28 +99,20 @@ def init_study(config: dict, ctx: Context) -> Tables:
     )
     ctx.note(f"{task.model} {task.objective}: {len(study.schemes)} schemes x {study.seeds} seeds x {task.steps} steps")
     analysis = run_study(study)["tasks"][0]
-    arms, steps = [], []
+    arms, steps, curves = [], [], []
     for arm in analysis["arms"]:
         arms.append({"task": task.name, **{k: v for k, v in arm.items() if k not in ("task", "steps")}})
         steps += [
             {"task": task.name, "scheme": arm["scheme"], "seed": seed, "steps_to_target": s}
             for seed, s in enumerate(arm["steps"])
         ]
-    curves = []
     for scheme in study.schemes:
         for seed in range(study.seeds):
-            cfg = TrainConfig(model=task.model, objective=task.objective, data=study.data, init=scheme, seed=seed)
-            for r in read_metrics(run_dir(out, cfg) / "metrics.csv"):
-                if r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0:  # one row per logged step
-                    curves.append(
-                        {
-                            "task": task.name,
-                            "scheme": scheme,
-                            "seed": seed,
-                            "step": r["step"],
-                            "loss": r["loss"],
-                            task.metric: r[task.metric],
-                        }
-                    )
-    meta = {k: v for k, v in analysis.items() if k != "arms"}
-    return {"arms": arms, "steps": steps, "curves": curves, "study": {**meta, "seeds": study.seeds}}
+            curves += [{"task": task.name, "scheme": scheme, "seed": seed, **r} for r in _curves(out, scheme, seed)]
+    meta = {k: v for k, v in analysis.items() if k not in ("arms", "runs", "config")}
+    return {
+        "arms": arms,
+        "steps": steps,
+        "curves": curves,
+        "study": {**meta, "seeds": study.seeds, "steps": task.steps},
+    }
