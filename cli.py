@@ -656,14 +656,21 @@ def paper(
     ] = None,
     checkpoints: Annotated[
         list[Path],
-        typer.Option(help="A checkpoint to score and add to the report (repeat the option); any `analyze` layout."),
+        typer.Option(
+            metavar="PATH",
+            help="A checkpoint to score and add to the report (repeat the option); any `analyze` layout.",
+        ),
     ] = [],
     jobs: Annotated[int, typer.Option(help="Experiments run at once, one process and one thread each.")] = 2,
     work: Annotated[
         Path, typer.Option(help="Run directories (checkpoints, per-run metrics), reused across runs; not committed.")
     ] = Path("runs/paper-work"),
-    only: Annotated[list[str], typer.Option(help="Run only this experiment (repeat); the rest is read as it is.")] = [],
-    force: Annotated[list[str], typer.Option(help="Rerun this experiment even when cached (repeat).")] = [],
+    only: Annotated[
+        list[str], typer.Option(metavar="NAME", help="Run only this experiment (repeat); the rest is read as it is.")
+    ] = [],
+    force: Annotated[
+        list[str], typer.Option(metavar="NAME", help="Rerun this experiment even when cached (repeat).")
+    ] = [],
     list_: Annotated[
         bool, typer.Option("--list", help="List the experiments, their cache state and the slots.")
     ] = False,

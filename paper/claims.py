@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from paper.results import MissingResult, Results, select
-from paper.verdict import check_verdict, combine, verdict
+from paper.verdict import BOUNDS, check_verdict, combine, untestable, verdict
 
 #: A ``where`` entry for ``step``: ``"last"``, ``"early"`` (the first recorded step after 0) or a step number;
 #: for ``layer``: a number, ``"last"`` or ``"each"`` (one prediction per layer).
@@ -321,9 +321,12 @@ def evaluate(prediction: Prediction, results: Results, section: str) -> list[dic
     for row in sorted(rows, key=lambda r: r.get("layer") or 0):
         band_lo, band_hi = _band(results, prediction.experiment, row, prediction)
         lo, hi = (row["lo"], row["hi"]) if row["n"] >= 2 else (None, None)
+        bounds = BOUNDS.get(prediction.quantity) if prediction.reference is None else None
         note = "" if row["n"] >= 2 else "one seed: no interval"
         if band_lo is None:
             note = "no null band"
+        elif untestable(band_lo, band_hi, prediction.direction, bounds):
+            note = "untestable: the null band reaches the score's bound"
         out.append(
             {
                 **base,
@@ -331,7 +334,7 @@ def evaluate(prediction: Prediction, results: Results, section: str) -> list[dic
                 **{k: row[k] for k in ("n", "mean", "ci", "lo", "hi", "z")},
                 "band_lo": band_lo,
                 "band_hi": band_hi,
-                "verdict": verdict(lo, hi, band_lo, band_hi, prediction.direction),
+                "verdict": verdict(lo, hi, band_lo, band_hi, prediction.direction, bounds),
                 "note": note,
             }
         )

@@ -22,11 +22,15 @@ RULE = (
     "interval of the mean over seeds (Student t; percentile bootstrap for step ratios). **Supported**: the whole "
     "interval lies on the predicted side, beyond the band's edge (for *inside*: within the band). "
     "**Contradicted**: the whole interval lies short of that edge, i.e. inside the band or on the other side "
-    "(for *inside*: wholly outside the band). **Inconclusive**: the interval straddles the edge, or there is no "
-    "interval (fewer than two seeds, or a quantity that was not measured). A deterministic check (the theory "
-    "checks of claims 1-6) has an exact value, an interval of width zero, and its tolerance as the band: it is "
-    "supported when it passes and contradicted when it fails. A section's verdict combines its predictions: "
-    "contradicted if any is contradicted, supported if all are supported, inconclusive otherwise."
+    "(for *inside*: wholly outside the band). **Inconclusive**: the interval straddles the edge, there is no "
+    "interval (fewer than two seeds, or a quantity that was not measured), or the band reaches the score's bound "
+    "on the predicted side, so that no value could lie beyond it (δ of a small form, whose null puts mass at ±1). "
+    "The band is that of one random form, not of a mean over seeds: a supported departure from the null is one "
+    "the average trained form shows beyond what a random form shows, not merely a mean shifted by a small amount "
+    "that many seeds make significant (the combined z beside each value reports that). A deterministic check (the "
+    "theory checks of claims 1-6) has an exact value, an interval of width zero, and its tolerance as the band: "
+    "it is supported when it passes and contradicted when it fails. A section's verdict combines its "
+    "predictions: contradicted if any is contradicted, supported if all are supported, inconclusive otherwise."
 )
 
 
@@ -34,14 +38,35 @@ def _finite(*values: float | None) -> bool:
     return all(v is not None and math.isfinite(v) for v in values)
 
 
-def verdict(lo: float | None, hi: float | None, band_lo: float | None, band_hi: float | None, direction: str) -> str:
-    """The verdict of an interval ``[lo, hi]`` against the band ``[band_lo, band_hi]`` for a ``direction``."""
+#: The range each bounded score can take: a band reaching a bound leaves no room beyond it on that side.
+BOUNDS = {"symmetry": (-1.0, 1.0), "directionality": (-1.0, 1.0)}
+
+
+def untestable(band_lo: float, band_hi: float, direction: str, bounds: tuple[float, float] | None) -> bool:
+    """Whether the band reaches the score's bound on the predicted side (no value could lie beyond it)."""
+    if bounds is None or direction == "inside":
+        return False
+    return band_hi >= bounds[1] if direction == "above" else band_lo <= bounds[0]
+
+
+def verdict(
+    lo: float | None,
+    hi: float | None,
+    band_lo: float | None,
+    band_hi: float | None,
+    direction: str,
+    bounds: tuple[float, float] | None = None,
+) -> str:
+    """The verdict of an interval ``[lo, hi]`` against the band ``[band_lo, band_hi]`` for a ``direction``; with the
+    score's ``bounds``, a band that reaches the bound on the predicted side gives ``inconclusive`` (untestable)."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     if not _finite(lo, hi, band_lo, band_hi):
         return "inconclusive"
     if lo > hi or band_lo > band_hi:
         raise ValueError(f"intervals must be ordered: [{lo}, {hi}], band [{band_lo}, {band_hi}]")
+    if untestable(band_lo, band_hi, direction, bounds):
+        return "inconclusive"
     if direction == "above":
         return "supported" if lo > band_hi else "contradicted" if hi <= band_hi else "inconclusive"
     if direction == "below":

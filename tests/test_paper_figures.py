@@ -2,11 +2,11 @@
 
 import pytest
 from matplotlib.collections import PolyCollection
+from paper_fixture import write_fixture
 
 from paper.figures import FIGURES, FigureDataError, render_figures
 from paper.pipeline import derive
 from paper.results import MissingResult, Results, write_experiment
-from tests.paper_fixture import write_fixture
 
 
 def test_no_results_skips_every_figure_with_its_reason(tmp_path):

@@ -7,13 +7,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from paper_fixture import write_fixture
 
 from paper.figures import FIGURES
 from paper.pipeline import derive
 from paper.report import PLACEHOLDER, TEMPLATE, fill, render_report, report_context
 from paper.results import Results, read_csv
 from paper.verdict import RULE
-from tests.paper_fixture import write_fixture
 
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.(\d+))?(?:e[-+]?\d+)?")
 ROOT = Path(__file__).resolve().parent.parent

@@ -40,6 +40,15 @@ def test_rule_against_a_reference_value():
     assert verdict(1.2, 3.0, 1.0, 1.0, "above") == "supported"
 
 
+def test_a_band_reaching_the_bound_is_untestable():
+    """δ's null at small d spans [-1, 1]: no interval can lie beyond it, so the verdict is inconclusive, not
+    contradicted; an "inside" prediction is still decided."""
+    assert verdict(-0.7, -0.3, -1.0, 1.0, "below", bounds=(-1.0, 1.0)) == "inconclusive"
+    assert verdict(-0.7, -0.3, -1.0, 1.0, "below") == "contradicted"  # without bounds the rule cannot know
+    assert verdict(-0.7, -0.3, -0.9, 0.9, "below", bounds=(-1.0, 1.0)) == "contradicted"
+    assert verdict(-0.2, 0.2, -1.0, 1.0, "inside", bounds=(-1.0, 1.0)) == "supported"
+
+
 def test_no_interval_is_inconclusive():
     assert verdict(math.nan, math.nan, *BAND, "above") == "inconclusive"
     assert verdict(None, None, *BAND, "above") == "inconclusive"
