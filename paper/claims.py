@@ -98,40 +98,28 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "claim7",
         "Claim 7: causal training grows a key direction along x_BOS; bidirectional does not",
-        predictions=(
-            _sim(
-                "autoregressive",
-                "bos_key_query",
-                "above",
-                "autoregressive: ‖M x_BOS‖ / ‖x_BOSᵀ M‖ > 1",
-                "sim_claim7",
-                reference=1.0,
-            ),
-            _sim(
-                "autoregressive",
-                "bos_key_typical",
-                "above",
-                "autoregressive: ‖M x_BOS‖ above a typical token's ‖M x‖ (ratio > 1)",
-                "sim_claim7",
-                reference=1.0,
-            ),
-            _sim("autoregressive", "directionality", "below", "autoregressive: δ < 0 (beyond the null)", "sim_claim7"),
-            _sim(
-                "autoregressive",
-                "directionality_pr",
-                "below",
-                "autoregressive: δ_PR < 0 (beyond the null)",
-                "sim_claim7",
-            ),
-            _sim(
-                "bidirectional",
-                "bos_key_typical",
-                "below",
-                "bidirectional: no dominant BOS key direction (‖M x_BOS‖ / typical < 1)",
-                "sim_claim7",
-                reference=1.0,
-            ),
-            _sim("bidirectional", "symmetry", "above", "bidirectional: s > 0 (beyond the null)", "sim_claim7"),
+        predictions=tuple(
+            _sim(arm, quantity, direction, label, "sim_claim7", reference=reference)
+            for arm, quantity, direction, label, reference in (
+                ("autoregressive", "bos_key_query", "above", "autoregressive: ‖M x_BOS‖ / ‖x_BOSᵀ M‖ > 1", 1.0),
+                (
+                    "autoregressive",
+                    "bos_key_typical",
+                    "above",
+                    "autoregressive: ‖M x_BOS‖ above a typical token's ‖M x‖ (ratio > 1)",
+                    1.0,
+                ),
+                ("autoregressive", "directionality", "below", "autoregressive: δ < 0 (beyond the null)", None),
+                ("autoregressive", "directionality_pr", "below", "autoregressive: δ_PR < 0 (beyond the null)", None),
+                (
+                    "bidirectional",
+                    "bos_key_typical",
+                    "below",
+                    "bidirectional: no dominant BOS key direction (‖M x_BOS‖ / typical < 1)",
+                    1.0,
+                ),
+                ("bidirectional", "symmetry", "above", "bidirectional: s > 0 (beyond the null)", None),
+            )
         ),
     ),
     Section(

@@ -226,6 +226,19 @@ def _study_task_exists(task: str, schemes: tuple[str, ...]) -> Callable[[], str 
 
 
 FIDELITY_SCHEMES = ("default", "symmetric", "mimetic", "conditioned")
+ALL_SCHEMES = ["default", "symmetric", "symmetric-indefinite", "directional", "mimetic", "conditioned"]
+
+
+def _mnist_study(task: str, title: str, cost: float) -> tuple[Experiment, Callable[[], str | None]]:
+    """A fidelity-branch study task: quick 3 seeds x 4 schemes at half its own budget; full 10 seeds x all six."""
+    name = f"init_{task.replace('-', '_')}"
+    quick = {"steps": 240, "seeds": 3, "data": None, "log_every": 20, "schemes": list(FIDELITY_SCHEMES)}
+    entry = _study(
+        task, f"init study: {title}", cost, {"steps": 480, "seeds": 10, "schemes": ALL_SCHEMES}, name=name, **quick
+    )
+    return entry, _study_task_exists(task, FIDELITY_SCHEMES)
+
+
 GRID_SIZES = {
     "smoke": {"seeds": 2, "early_steps": 1, "steps": 4, "null_samples": 32},
     "quick": {"seeds": 4, "early_steps": 2, "steps": 300},
@@ -270,44 +283,8 @@ SLOTS: dict[str, tuple[Experiment, Callable[[], str | None]]] = {
         _grid_exists,
     ),
     # fidelity (issue 14): the init study on MNIST 5k, sample FID for DiT, with the published inits
-    "init_dit_mnist": (
-        _study(
-            "dit-mnist",
-            "init study: DiT on MNIST 5k, steps to a sample-FID target",
-            720,
-            {
-                "steps": 480,
-                "seeds": 10,
-                "schemes": ["default", "symmetric", "symmetric-indefinite", "directional", "mimetic", "conditioned"],
-            },
-            name="init_dit_mnist",
-            steps=240,
-            seeds=3,
-            data=None,
-            log_every=20,
-            schemes=list(FIDELITY_SCHEMES),
-        ),
-        _study_task_exists("dit-mnist", FIDELITY_SCHEMES),
-    ),
-    "init_vit_mnist": (
-        _study(
-            "vit-mnist",
-            "init study: ViT classification on MNIST 5k, steps to a test-accuracy target",
-            480,
-            {
-                "steps": 480,
-                "seeds": 10,
-                "schemes": ["default", "symmetric", "symmetric-indefinite", "directional", "mimetic", "conditioned"],
-            },
-            name="init_vit_mnist",
-            steps=240,
-            seeds=3,
-            data=None,
-            log_every=20,
-            schemes=list(FIDELITY_SCHEMES),
-        ),
-        _study_task_exists("vit-mnist", FIDELITY_SCHEMES),
-    ),
+    "init_dit_mnist": _mnist_study("dit-mnist", "DiT on MNIST 5k, steps to a sample-FID target", 720),
+    "init_vit_mnist": _mnist_study("vit-mnist", "ViT classification on MNIST 5k, steps to a test-accuracy target", 480),
 }
 
 
