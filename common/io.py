@@ -73,8 +73,10 @@ def load_arrays(path: str | Path) -> dict[str, np.ndarray]:
     raise ValueError(f"unsupported file type {suffix!r} for {path}: expected .npy, .npz or .safetensors")
 
 
-def provenance() -> dict[str, Any]:
-    """What a run's ``config.json`` records about the code: the git commit (``-dirty`` if modified) and versions."""
+def provenance(outputs: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What a run's ``config.json`` records about the code: the git commit (``-dirty`` if modified) and versions.
+
+    ``outputs``: paths (relative to the repository) that the run itself writes, which do not make the code dirty."""
     import platform
     import subprocess
 
@@ -89,7 +91,8 @@ def provenance() -> dict[str, Any]:
             return ""
 
     head = git("rev-parse", "HEAD")
-    commit = f"{head}{'-dirty' if git('status', '--porcelain') else ''}" if head else "unknown"
+    dirty = git("status", "--porcelain", "--", ".", *(f":(exclude){p}" for p in outputs))
+    commit = f"{head}{'-dirty' if dirty else ''}" if head else "unknown"
     versions = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__}
     for name in ("einops", "safetensors"):
         versions[name] = __import__(name).__version__

@@ -21,6 +21,8 @@ from paper.codeversion import code_version
 from paper.experiment import Context, Experiment, cache_key
 from paper.results import Results, is_cached, read_manifest, write_experiment, write_tables
 
+#: What the pipeline writes into the repository: not a change to the code a result's provenance names.
+OUTPUTS = ("paper/results", "paper/figures", "paper/report.md")
 #: Libraries whose version is part of every cache key (a new torch may change the numbers).
 LIBRARIES = ("torch", "numpy", "scipy")
 
@@ -138,7 +140,7 @@ def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], 
         "code_version": task.code,
         "modules": list(task.modules),
         "libraries": library_versions(),
-        "provenance": provenance(),
+        "provenance": provenance(OUTPUTS),
         "command": task.command,
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round(cpu, 1),  # this process's CPU time: the cost on a shared machine
