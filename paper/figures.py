@@ -174,7 +174,7 @@ def toy_training(results: Results):
         ax.set_xlabel("training step")
         ax.set_ylabel(label)
     n = rows[0]["n"]
-    axes[0].legend(fontsize=7, loc="best")
+    axes[0].legend(fontsize=7, loc="center right")
     fig.suptitle(f"toy, learned W_qk (layer 0): mean over {n} seeds with 95% CI; gray: null 95%", fontsize=10)
     fig.tight_layout()
     return fig

@@ -11,8 +11,8 @@ is the same pipeline at GPU sizes: vision runs use CUDA when present, the simula
 
 - simulator arms: smoke 2 seeds x 4 steps; quick 8 seeds x 300 steps (the ``simulate`` defaults); full 32 x 1500;
 - compare-theory: quick 4 seeds x 2 steps of 1024 sequences, 2048 Monte Carlo sequences; full 16 x 2 x 4096, 8192;
-- vision objectives (digits, 8x8, ``vit-tiny``/``dit-tiny``): quick 3 seeds x 600 steps (DiT 1000);
-  full ``vit-s``/``dit-s-2`` on the MNIST 5k subset (28x28), 5 seeds x 5000 steps (DiT 10000), batch 128;
+- vision objectives (digits, 8x8, ``vit-tiny``/``dit-tiny``): quick 5 seeds x 400 steps (DiT 1000);
+  full ``vit-s``/``dit-s-2`` on the MNIST 5k subset (28x28), 8 seeds x 5000 steps (DiT 10000), batch 128;
 - init study (digits): quick 4 seeds x 4 schemes x 300 steps per task; full 10 seeds x 600 (ViT) / 2000 (DiT);
 - theory check: quick seeds 0-2, full 0-7; nulls vs d: quick d = 16 ... 512 (256 draws), full up to 2048 (1024).
 """
@@ -60,13 +60,13 @@ VISION_FULL = {"model": "vit-s", "data": "mnist5k", "batch_size": 128, "steps": 
 
 
 def _vision(
-    task: str, model: str, objective: str, title: str, cost: float, quick_steps: int = 600, full: dict | None = None
+    task: str, model: str, objective: str, title: str, cost: float, quick_steps: int = 400, full: dict | None = None
 ) -> Experiment:
     base = {"model": model, "objective": objective, "data": "digits", "steps": quick_steps, "log_every": 25}
     configs = modes(
-        {"task": task, "seeds": 3, "train": base},
+        {"task": task, "seeds": 5, "train": base},
         smoke={"seeds": 2, "train": {**base, **VISION_SMOKE}},
-        full={"seeds": 5, "train": {**base, **VISION_FULL, **(full or {})}},
+        full={"seeds": 8, "train": {**base, **VISION_FULL, **(full or {})}},
     )
     return Experiment(f"vision_{task}", title, vision_task, configs, derive=vision_summary, cost=cost)
 
@@ -159,15 +159,15 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         _sim("sim_parameterisation", "parameterisation", "direct M vs factored vs tied W_q = W_k", 50),
         _sim("sim_masking", "masking", "the masked query: [MASK], BERT 80/10/10, random, keep; two layers", 50),
-        _vision("classify", "vit-tiny", "classification", "ViT classification (CLS) on digits", 110),
-        _vision("mae", "vit-tiny", "masked_autoencoding", "masked autoencoding ViT on digits", 75),
-        _vision("causal", "vit-tiny", "autoregressive", "causal next-patch ViT on digits", 100),
+        _vision("classify", "vit-tiny", "classification", "ViT classification (CLS) on digits", 120),
+        _vision("mae", "vit-tiny", "masked_autoencoding", "masked autoencoding ViT on digits", 80),
+        _vision("causal", "vit-tiny", "autoregressive", "causal next-patch ViT on digits", 110),
         _vision(
             "dit",
             "dit-tiny",
             "denoising",
             "DiT denoising on digits",
-            150,
+            255,
             quick_steps=1000,
             full={"model": "dit-s-2", "steps": 10000},
         ),
