@@ -1,4 +1,4 @@
-"""``simulate --compare-theory``: the first steps' update vs the theory's expected update at initialisation.
+"""``cli.py compare-theory``: the first steps' update vs the theory's expected update at initialisation.
 
 Measured: the simulator trains ``K`` steps and accumulates ``dL/dM`` of layer 0 (summed over heads,
 i.e. the per-layer form), rescaled from its mean-over-positions loss to the theory's per-sequence
@@ -135,7 +135,7 @@ def model_supported(cfg: SimConfig) -> str | None:
     m = cfg.model
     if m.layers != 1 or m.residual or m.mlp or m.attention != "softmax":
         return (
-            "--compare-theory needs one softmax attention layer without residual or MLP (the theory's head is "
+            "compare-theory needs one softmax attention layer without residual or MLP (the theory's head is "
             f"attention -> value -> readout); got layers={m.layers}, residual={m.residual}, mlp={m.mlp}, "
             f"attention={m.attention}"
         )
