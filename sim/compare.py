@@ -30,7 +30,7 @@ import torch
 from common.io import write_csv
 from common.seeding import generator
 from common.summary import mean_ci, plus_minus
-from sim.config import SimConfig
+from sim.config import COMPARE_DEFAULTS, SimConfig
 from sim.model import TableInputs
 from sim.tasks import ClassificationTask, DenoisingTask, stack
 from sim.train import COMPARE_STREAM, Simulation, intra_op_threads
@@ -234,7 +234,7 @@ def exact_variant(cfg: SimConfig) -> SimConfig:
 def compare_theory(
     configs: dict[str, SimConfig],
     out: Path | str,
-    mc_sequences: int = 2048,
+    mc_sequences: int = COMPARE_DEFAULTS["mc_sequences"],
     progress: bool = True,
     threads: int | None = 1,
 ) -> list[dict]:
