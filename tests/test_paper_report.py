@@ -118,17 +118,19 @@ def test_template_keys_and_figures(fixture_results):
 
 def test_a_report_from_partial_results_says_what_is_missing(tmp_path):
     """Missing experiments give 'not measured' lines and inconclusive verdicts, never a traceback."""
-    from paper.pipeline import render
+    from paper.figures import render_figures
 
     root = tmp_path / "results"
     write_fixture(root)
     for name in ("sim_claim7", "vision_mae", "init_dit", "nulls"):
         shutil.rmtree(root / name)
     derive(root)
-    _, skipped, report = render(tmp_path)
-    text = report.read_text()
+    text = render_report(Results(root))
     assert "not measured: no results of sim_claim7" in text
-    assert "nulls_vs_d" in skipped
+    verdicts = read_csv(root / "verdicts.csv")
+    assert {r["verdict"] for r in verdicts if r["experiment"] == "sim_claim7"} == {"inconclusive"}
+    _, skipped = render_figures(Results(root), tmp_path / "figures", names=["nulls_vs_d", "claim7_bos"])
+    assert set(skipped) == {"nulls_vs_d", "claim7_bos"}
 
 
 def stale(results_dir: Path, report: Path, tmp_path: Path) -> list[str]:
@@ -162,12 +164,11 @@ def stale(results_dir: Path, report: Path, tmp_path: Path) -> list[str]:
 
 
 def test_the_staleness_check_finds_a_hand_edit(tmp_path):
-    from paper.pipeline import render
-
     out = tmp_path / "paper"
     write_fixture(out / "results")
     derive(out / "results")
-    _, _, report = render(out)
+    report = out / "report.md"
+    report.write_text(render_report(Results(out / "results")))
     assert stale(out / "results", report, tmp_path / "a") == []
     report.write_text(report.read_text().replace("**supported**", "**contradicted**", 1))
     assert stale(out / "results", report, tmp_path / "b") == [f"{report} differs from what its results render to"]
