@@ -123,8 +123,10 @@ def checkpoint_summary(tables: Tables) -> Tables:
         layers = [r for r in rows if r["head"] == "all"]
         heads = [r for r in rows if r["head"] != "all"]
         for score in ("symmetry", "directionality", "directionality_pr"):
+            # a score a stack does not define (symmetry of a non-square cross-attention) is empty or NaN
             x = np.array([r[score] for r in layers if r.get(score) is not None], dtype=float)
             h = np.array([r[score] for r in heads if r.get(score) is not None], dtype=float)
+            x, h = x[np.isfinite(x)], h[np.isfinite(h)]
             if not len(x):
                 continue
             q25, med, q75 = np.quantile(x, [0.25, 0.5, 0.75])
@@ -142,7 +144,9 @@ def checkpoint_summary(tables: Tables) -> Tables:
                     "heads": len(h),
                     "head_q25": float(hq[0]),
                     "head_q75": float(hq[1]),
-                    "median_z": float(np.median([r[f"{score}_z"] for r in layers])),
+                    "median_z": float(
+                        np.nanmedian([np.nan if r.get(f"{score}_z") is None else r[f"{score}_z"] for r in layers])
+                    ),
                 }
             )
     return {"models": out}

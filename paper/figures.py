@@ -27,6 +27,14 @@ TASK_OBJECTIVE = {
     "dit": "denoising",
 }
 TASK_LABEL = {"classify": "ViT classification", "mae": "MAE", "causal": "causal ViT", "dit": "DiT denoising"}
+#: The training objective of a checkpoint family (analyze's ``family`` column), for its colour.
+FAMILY_OBJECTIVE = {
+    "encoder": "bidirectional",
+    "decoder": "autoregressive",
+    "diffusion": "denoising",
+    "vision-supervised": "classification",
+    "vision-self-supervised": "masked_autoencoding",
+}
 SCHEME_COLORS = {
     "default": PALETTE[0],
     "symmetric": PALETTE[5],
@@ -585,7 +593,7 @@ def checkpoints(results: Results):
             if not sel:
                 continue
             r = sel[0]
-            color = PALETTE[1 + families.index(family) % 7]
+            color = color_of(FAMILY_OBJECTIVE.get(family, family), families.index(family))
             ax.plot([i, i], [r["head_q25"], r["head_q75"]], color=color, alpha=0.3, lw=8, solid_capstyle="butt")
             ax.errorbar(
                 i,
@@ -604,7 +612,9 @@ def checkpoints(results: Results):
         )
         ax.axhline(0, color="0.3", lw=0.5)
         ax.set_ylabel(label + " (per layer)")
-    handles = [plt.Line2D([], [], color=PALETTE[1 + i % 7], lw=4, label=f) for i, f in enumerate(families)]
+    handles = [
+        plt.Line2D([], [], color=color_of(FAMILY_OBJECTIVE.get(f, f), i), lw=4, label=f) for i, f in enumerate(families)
+    ]
     axes[0].legend(handles=handles, fontsize=7, title="family", title_fontsize=7)
     fig.suptitle("checkpoints: median and IQR over layers (points), per-head IQR (bars)", fontsize=10)
     fig.tight_layout()
