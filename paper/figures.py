@@ -17,6 +17,7 @@ import numpy as np
 
 from common.figures import NULL_COLOR, PALETTE, color_of, pyplot, save_figure
 from paper.results import MissingResult, Results, select
+from paper.summary import at_last_step
 
 SCORES = (("symmetry", "symmetry s"), ("directionality", "directionality δ"), ("directionality_pr", "δ_PR"))
 #: The objective each vision task trains (for its colour).
@@ -82,13 +83,6 @@ def _plain_log(ax) -> None:
 
     ax.yaxis.set_major_formatter(ScalarFormatter())
     ax.yaxis.set_minor_formatter(NullFormatter())
-
-
-def _last_step(rows: list[dict], key: str = "arm") -> dict:
-    last: dict = {}
-    for r in rows:
-        last[r[key]] = max(last.get(r[key], r["step"]), r["step"])
-    return last
 
 
 def _band(ax, x, mean, ci, color, **line) -> None:
@@ -192,8 +186,7 @@ def _arms_panel(results: Results, experiment: str, title: str):
     """Final s and δ_PR of every arm of a simulator experiment, learned W_qk and cross-pair gradient."""
     plt = pyplot()
     rows = _summary(results, experiment, layer=0)
-    last = _last_step(rows)
-    rows = [r for r in rows if r["step"] == last[r["arm"]]]
+    rows = at_last_step(rows)
     arms = list(dict.fromkeys(r["arm"] for r in rows))
     fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.3 * len(arms) + 4), 3.8))
     for ax, (score, label) in zip(axes, (SCORES[0], SCORES[2]), strict=True):
@@ -222,8 +215,7 @@ def claim7_bos(results: Results):
     """BOS as a key direction: ‖M x_BOS‖ / ‖x_BOS^T M‖ and ‖M x_BOS‖ / typical ‖M x‖ per arm (log scale, 1 marked)."""
     plt = pyplot()
     rows = _summary(results, "sim_claim7", form="W_qk", layer=0)
-    last = _last_step(rows)
-    rows = [r for r in rows if r["step"] == last[r["arm"]]]
+    rows = at_last_step(rows)
     arms = list(dict.fromkeys(r["arm"] for r in rows))
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
     for ax, (quantity, label) in zip(
@@ -303,8 +295,7 @@ def self_cross(results: Results):
     and the theory's exact first update per data setting."""
     plt = pyplot()
     rows = _summary(results, "sim_objectives", layer=0, quantity="symmetry")
-    last = _last_step(rows)
-    rows = [r for r in rows if r["step"] == last[r["arm"]]]
+    rows = at_last_step(rows)
     arms = list(dict.fromkeys(r["arm"] for r in rows))
     forms = ("grad_self", "grad_cross", "W_qk", "update")
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
@@ -378,8 +369,7 @@ def attribution(results: Results):
     ax = axes[1]
     if results.has("sim_attribution", "summary"):
         rows = results.rows("sim_attribution", "summary", form="W_qk", layer=0, quantity="symmetry")
-        last = _last_step(rows) if rows else {}
-        rows = [r for r in rows if r["step"] == last[r["arm"]]]
+        rows = at_last_step(rows)
         arms = list(dict.fromkeys(r["arm"] for r in rows))
         _null_band(ax, results, "sim_attribution", "symmetry", arm=arms[0] if arms else None, form="W_qk")
         for i, arm in enumerate(arms):
@@ -561,9 +551,8 @@ def nulls_vs_d(results: Results):
             if not summary or not nulls:
                 continue
             key = "arm" if "arm" in summary[0] else "task"
-            last = _last_step(summary, key)
-            for r in summary:
-                if r["step"] == last[r[key]] and r["layer"] == 0:
+            for r in at_last_step(summary, key):
+                if r["layer"] == 0:
                     obj = r[key] if key == "arm" else TASK_OBJECTIVE.get(r[key], r[key])
                     marker = "o" if key == "arm" else "D"
                     ax.plot(

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from paper.claims import SECTIONS, section_verdicts
 from paper.results import MissingResult, Results, select
+from paper.summary import at_last_step
 
 TEMPLATE = Path(__file__).with_name("template.md")
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
@@ -124,13 +125,6 @@ def check_table(results: Results, claim: int, verdicts: list[dict]) -> str:
     return md_table(["check", "prediction", "measured (first seed)", "tolerance", "seeds passed", "verdict"], body)
 
 
-def _final(rows: list[dict], key: str = "arm") -> list[dict]:
-    last: dict = {}
-    for r in rows:
-        last[r[key]] = max(last.get(r[key], r["step"]), r["step"])
-    return [r for r in rows if r["step"] == last[r[key]]]
-
-
 def _cell(rows: list[dict], digits: int = 3, z: bool = True, **where) -> str:
     sel = select(rows, **where)
     if not sel:
@@ -144,7 +138,7 @@ def _cell(rows: list[dict], digits: int = 3, z: bool = True, **where) -> str:
 
 def arms_table(results: Results, experiment: str, quantities: list[tuple[str, str]], forms=("W_qk",), arms=None) -> str:
     """Final-step rows per arm (and form): each quantity's mean ± CI (z), with n and the step."""
-    rows = _final(_rows(results, experiment, "summary", layer=0))
+    rows = at_last_step(_rows(results, experiment, "summary", layer=0))
     chosen = arms or list(dict.fromkeys(r["arm"] for r in rows))
     body = []
     for arm in chosen:

@@ -87,6 +87,13 @@ def steps_of(rows: Iterable[dict], group: str) -> dict:
     return {g: {"early": min((s for s in v if s > 0), default=max(v)), "last": max(v)} for g, v in steps.items()}
 
 
+def at_last_step(rows: Iterable[dict], group: str = "arm") -> list[dict]:
+    """The rows of each value of ``group`` at that group's last step."""
+    rows = list(rows)
+    steps = steps_of(rows, group)
+    return [r for r in rows if r["step"] == steps[r[group]]["last"]]
+
+
 def interval_row(ids: dict, quantity: str, mean: float, lo: float, hi: float, n: int) -> dict:
     """A summary row for an estimate with its own interval (a bootstrap CI): no t half-width, no null z."""
     return {**ids, "quantity": quantity, "n": n, "mean": mean, "ci": math.nan, "lo": lo, "hi": hi, "z": math.nan}
