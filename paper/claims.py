@@ -360,6 +360,28 @@ def verdict_rows(results: Results) -> list[dict]:
     return [{c: r.get(c) for c in VERDICT_COLUMNS} for r in rows]
 
 
+SECTION_COLUMNS = ["section", "title", "verdict", "predictions", "supported", "contradicted", "inconclusive"]
+
+
+def section_rows(rows: list[dict]) -> list[dict]:
+    """Per section: its combined verdict and how many of its predictions got each verdict (``sections.csv``)."""
+    combined = section_verdicts(rows)
+    out = []
+    for section in SECTIONS:
+        mine = [r["verdict"] for r in rows if r["section"] == section.key]
+        counts = {v: sum(m == v for m in mine) for v in ("supported", "contradicted", "inconclusive")}
+        out.append(
+            {
+                "section": section.key,
+                "title": section.title,
+                "verdict": combined[section.key],
+                "predictions": len(mine),
+                **counts,
+            }
+        )
+    return out
+
+
 def section_verdicts(rows: list[dict]) -> dict[str, str]:
     """Each section's combined verdict from its rows."""
     return {s.key: combine([r["verdict"] for r in rows if r["section"] == s.key]) for s in SECTIONS}

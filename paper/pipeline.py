@@ -210,11 +210,12 @@ def execute(
 
 
 def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) -> None:
-    """Recompute every experiment's summaries from its tables, then every verdict (``verdicts.csv``).
+    """Recompute every experiment's summaries from its tables, then every verdict (``verdicts.csv``) and each
+    section's (``sections.csv``).
 
     ``derivations``: name -> derive function (default :func:`paper.registry.derivations`)."""
     from common.io import write_csv
-    from paper.claims import VERDICT_COLUMNS, verdict_rows
+    from paper.claims import SECTION_COLUMNS, VERDICT_COLUMNS, section_rows, verdict_rows
     from paper.registry import derivations as known
 
     functions = known() if derivations is None else derivations
@@ -225,7 +226,9 @@ def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) ->
             continue
         tables = {Path(t).stem: results.table(name, Path(t).stem) for t in manifest["tables"]}
         write_tables(results_dir / name, functions[name](tables))
-    write_csv(results_dir / "verdicts.csv", verdict_rows(Results(results_dir)), VERDICT_COLUMNS)
+    verdicts = verdict_rows(Results(results_dir))
+    write_csv(results_dir / "verdicts.csv", verdicts, VERDICT_COLUMNS)
+    write_csv(results_dir / "sections.csv", section_rows(verdicts), SECTION_COLUMNS)
 
 
 def render(out: Path) -> tuple[list[Path], dict[str, str], Path]:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from paper.claims import SECTIONS, section_verdicts
+from paper.claims import SECTIONS
 from paper.results import MissingResult, Results, select
 from paper.summary import at_last_step
 
@@ -195,7 +195,7 @@ def _safe(build: Callable[[], str]) -> str:
 
 
 def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
-    combined = section_verdicts(verdicts)
+    combined = {r["section"]: r["verdict"] for r in results.sections()}
     ctx: dict[str, str] = {}
     for section in SECTIONS:
         rows = [r for r in verdicts if r["section"] == section.key]
@@ -405,21 +405,21 @@ def checkpoints_piece(results: Results) -> str:
 
 
 def headline(results: Results, verdicts: list[dict]) -> str:
-    combined = section_verdicts(verdicts)
+    """One line per section: its verdict, how many predictions got each verdict, and the measurement that decided
+    it (the first contradicted prediction, else the first measured one)."""
     body = []
-    for section in SECTIONS:
-        rows = [r for r in verdicts if r["section"] == section.key]
-        measured = [r for r in rows if r.get("quantity") != "check" and r.get("mean") is not None]
-        if measured:
-            first = measured[0]
-            evidence = f"{_prediction_label(first)}: {value_text(first)}"
-        elif rows and rows[0].get("quantity") == "check":
-            passed = sum(r["verdict"] == "supported" for r in rows)
-            evidence = f"theory check rows supported: {passed} of {len(rows)}"
-        else:
-            evidence = rows[0].get("note", "n/a") if rows else "n/a"
-        body.append([f"[{section.title}](#{anchor(section.title)})", VERDICT_MARK[combined[section.key]], evidence])
-    return md_table(["claim / question", "verdict", "first measurement"], body)
+    for section in results.sections():
+        rows = [r for r in verdicts if r["section"] == section["section"] and r.get("quantity") != "check"]
+        rows = [r for r in rows if r.get("mean") is not None]
+        deciding = next((r for r in rows if r["verdict"] == "contradicted"), rows[0] if rows else None)
+        evidence = f"{_prediction_label(deciding)}: {value_text(deciding)}" if deciding else "theory check rows"
+        counts = f"{section['supported']} / {section['contradicted']} / {section['inconclusive']}"
+        body.append(
+            [f"[{section['title']}](#{anchor(section['title'])})", VERDICT_MARK[section["verdict"]], counts, evidence]
+        )
+    return md_table(
+        ["claim / question", "verdict", "supported / contradicted / inconclusive", "deciding measurement"], body
+    )
 
 
 def anchor(title: str) -> str:

@@ -146,9 +146,17 @@ class Results:
         return select(self.table(experiment, name), **where)
 
     def verdicts(self) -> list[dict]:
-        path = self.root / "verdicts.csv"
+        """Every prediction's verdict (``verdicts.csv``)."""
+        return self._derived("verdicts")
+
+    def sections(self) -> list[dict]:
+        """Each section's verdict and counts (``sections.csv``)."""
+        return self._derived("sections")
+
+    def _derived(self, name: str) -> list[dict]:
+        path = self.root / f"{name}.csv"
         if not path.is_file():
-            raise MissingResult(f"no verdicts under {self.root}")
+            raise MissingResult(f"no {name}.csv under {self.root} (derive the results first)")
         return read_csv(path)
 
 
