@@ -23,7 +23,7 @@ import torch
 from checkpoints.detect import Plan, Unit, plan_checkpoint
 from checkpoints.loading import Checkpoint, open_checkpoint
 from theory.factored import FactoredForms
-from theory.nulls import DEFAULT_SAMPLES, null_distribution
+from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
 from theory.scores import DEFAULT_K, SCORE_NAMES
 
@@ -88,6 +88,20 @@ def all_forms(ckpt: Checkpoint, plan: Plan, stack: str | None = None) -> Factore
     if not chosen:
         raise ValueError(f"no stack {stack!r} in the plan; it has {', '.join(plan.stacks)}")
     return FactoredForms.stack([layer_forms(ckpt, plan, i) for i in chosen])
+
+
+def stack_nulls(
+    plan: Plan, per: PerChoice, k: float = DEFAULT_K, null_samples: int | None = None, null_seed: int = 0
+) -> dict[tuple[str, str], NullDistribution | None]:
+    """The null of each stack's forms, ``(stack, "head" | "layer")``, or None where its layers differ in shape."""
+    shapes: dict[tuple[str, str], set] = {}
+    for unit in plan.units:
+        for p, d, rank, n in _unit_nulls(unit, per, null_samples):
+            shapes.setdefault((unit.stack, p), set()).add((d, rank, n))
+    return {
+        key: null_distribution(*sorted(found)[0][:2], k, sorted(found)[0][2], null_seed) if len(found) == 1 else None
+        for key, found in shapes.items()
+    }
 
 
 def forms_from_state_dict(

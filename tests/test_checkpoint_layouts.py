@@ -115,10 +115,8 @@ def test_bart_decoder_heads_differ_from_encoder_heads_and_cross_is_not_symmetric
 
 
 def test_bart_decoder_prefix_scores_decoder_and_cross_only(tmp_path):
-    config = transformers.BartConfig(
-        vocab_size=50, d_model=D, encoder_layers=1, decoder_layers=L, encoder_attention_heads=H,
-        decoder_attention_heads=H, encoder_ffn_dim=37, decoder_ffn_dim=37,
-    )  # fmt: skip
+    sizes = {"encoder_layers": 1, "decoder_layers": L, "encoder_attention_heads": H, "decoder_attention_heads": H}
+    config = transformers.BartConfig(vocab_size=50, d_model=D, encoder_ffn_dim=37, decoder_ffn_dim=37, **sizes)
     transformers.BartModel(config).save_pretrained(tmp_path)
     plan = _plan(tmp_path, prefix="decoder")
     assert plan.stacks == ("decoder", "cross") and plan.n_layers == 2 * L
