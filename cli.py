@@ -78,13 +78,17 @@ def _report(err: Exception) -> int:
 
 
 def _message(err: BaseException) -> str:
-    """A checkpoint error in full (its listing of keys is part of the message); others by their first line."""
-    from checkpoints.loading import CheckpointError
+    """The one line an exception gives: an OSError's reason and file, else the first line of its message.
 
-    text = str(err).strip() or type(err).__name__
+    A checkpoint error's details (e.g. its listing of attention-looking keys) go to stdout first.
+    """
+    details = getattr(err, "details", "")
+    if details:
+        console.print(details, highlight=False, soft_wrap=True)
     if isinstance(err, OSError) and err.filename is not None and err.strerror:
         return f"{err.strerror}: {err.filename}"
-    return text if isinstance(err, CheckpointError) else text.splitlines()[0]
+    text = getattr(err, "message", None) or str(err).strip() or type(err).__name__
+    return text.splitlines()[0]
 
 
 app = typer.Typer(
@@ -96,9 +100,19 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 console = Console()
+
+
+def _output_path(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """Option check: the nearest existing path above an output is a directory (a file there cannot hold it)."""
+    above = next((p for p in value.parents if p.exists()), None) if value is not None else None
+    if above is not None and not above.is_dir():
+        raise typer.BadParameter(f"{value}: {above} is a file, not a directory", ctx=ctx, param=param)
+    return value
+
+
 #: Output options: a file path that must not be a directory, a directory path that must not be a file.
-OUTPUT_FILE = {"dir_okay": False, "writable": True}
-OUTPUT_DIR = {"file_okay": False, "writable": True}
+OUTPUT_FILE = {"dir_okay": False, "writable": True, "callback": _output_path}
+OUTPUT_DIR = {"file_okay": False, "writable": True, "callback": _output_path}
 
 
 def _positive(ctx: typer.Context, param: typer.CallbackParam, value: float | None) -> float | None:
@@ -135,9 +149,15 @@ def _cell(value) -> str:
     return str(value)
 
 
-def fail(message: str) -> None:
-    """Exit with a one-line error instead of a traceback (bad input is the user's, not a crash)."""
-    print_error(message)
+def fail(message: str | Exception) -> None:
+    """Exit with a one-line error instead of a traceback (bad input is the user's, not a crash).
+
+    Called while handling an exception with ``WQK_TRACEBACK=1`` set, re-raises it instead.
+    """
+    handling = sys.exc_info()[1]
+    if handling is not None and os.environ.get("WQK_TRACEBACK"):
+        raise handling
+    print_error(_message(message) if isinstance(message, Exception) else message)
     raise typer.Exit(2)
 
 
@@ -285,7 +305,7 @@ def analyze(
     try:
         ckpt, plan = ana.describe(path, heads, kv_heads, prefix, family)
     except CheckpointError as err:
-        fail(str(err))
+        fail(err)
     for line in plan.lines() + [f"note: {n}" for n in plan.notes]:
         console.print(line, highlight=False)
     for warning in plan.warnings:
@@ -316,7 +336,7 @@ def analyze(
                 on_layer=lambda done, total: progress.update(task, description="layers", completed=done, total=total),
             )
         except ValueError as err:  # includes CheckpointError raised while reading
-            fail(str(err))
+            fail(err)
     shown = rows if len(rows) <= 200 else [r for r in rows if r["head"] == "all"] or rows[:200]
     stack = ["stack"] if len(plan.stacks) > 1 else []
     print_table(
@@ -860,7 +880,12 @@ def theory_predict(
         str, typer.Option(help="exchangeable, reversible, irreversible, ar1-random or bos (Gaussian).")
     ] = "irreversible",
     n: Annotated[
-        int, typer.Option(min=3, max=7, help="Sequence length (the exact bidirectional average enumerates 3^n cases).")
+        int,
+        typer.Option(
+            min=3,
+            max=7,
+            help="Sequence length, 3 to 7 (the exact bidirectional average enumerates 3^n cases, at most 4096).",
+        ),
     ] = 6,
     d: Annotated[int, typer.Option(min=2, help="Token dimension.")] = 8,
     head: Annotated[

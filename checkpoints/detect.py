@@ -573,12 +573,15 @@ def plan_checkpoint(
         prefix += "."
     all_stacks = find_stacks(keys)
     stacks = [s for s in all_stacks if s.prefix.startswith(prefix)] if prefix else all_stacks
-    if not stacks:
-        where = f" under the prefix '{prefix}'" if prefix else ""
-        found = f" (stacks found: {', '.join(_describe_stack(s) for s in all_stacks)})" if all_stacks else ""
+    if not stacks and all_stacks:
         raise CheckpointError(
-            f"unrecognised attention layout in {ckpt.path}{where}{found}; "
-            f"the attention-looking keys are:\n{attention_keys_listing(keys)}"
+            f"no attention stack under the prefix '{prefix}' in {ckpt.path}; stacks found: "
+            + ", ".join(_describe_stack(s) for s in all_stacks)
+        )
+    if not stacks:
+        raise CheckpointError(
+            f"unrecognised attention layout in {ckpt.path}; the attention-looking keys are listed below",
+            attention_keys_listing(keys),
         )
     stacks = _by_model_type(stacks, config)
     chosen, warnings = _select(stacks, config)

@@ -30,7 +30,15 @@ _ALLOWED_CLASSES = [argparse.Namespace]
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be read or scored; the message says why and what to do."""
+    """A checkpoint that cannot be read or scored; the message says why and what to do.
+
+    ``details`` (e.g. a listing of the checkpoint's attention-looking keys) follow the one-line ``message``
+    in ``str(err)``; the command line prints them apart, on stdout, under the one error line.
+    """
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(f"{message}\n{details}" if details else message)
+        self.message, self.details = message, details
 
 
 def _why(err: BaseException) -> str:
@@ -208,12 +216,14 @@ def _torch_files(files: list[Path]) -> tuple[dict[str, tuple[int, ...]], Callabl
                         raise
                     obj = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:
-            if "weights_only" not in str(err) and "Weights only" not in str(err):
-                raise CheckpointError(
-                    f"cannot read {path} with torch.load: {_why(err)}; expected a state dict saved with torch.save"
-                ) from err
             found = re.search(r"GLOBAL ([\w.]+)", str(err))
-            culprit = f"it names {found[1]}" if found else str(err).strip().splitlines()[0]
+            if not found:  # not a refused object: a corrupt or foreign file (the unpickler's reason, if it gave one)
+                detail = re.search(r"WeightsUnpickler error:\s*(.+)", str(err))
+                raise CheckpointError(
+                    f"cannot read {path} with torch.load: {detail[1] if detail else _why(err)}; expected a state "
+                    "dict saved with torch.save"
+                ) from err
+            culprit = f"it names {found[1]}"
             raise CheckpointError(
                 f"refusing {path}: it holds serialised Python objects besides tensors ({culprit}), and loading "
                 "them could run arbitrary code. Save the state dict alone (torch.save(model.state_dict(), ...)) "
