@@ -50,6 +50,33 @@ def write_csv(path: str | Path, rows: Iterable[Mapping[str, Any]], columns: list
     atomic_write_text(path, buf.getvalue())
 
 
+def append_csv(path: str | Path, rows: Iterable[Mapping[str, Any]], columns: list[str]) -> None:
+    """Append tidy rows to a CSV, writing the header only when the file is new (or empty).
+
+    An existing file with other columns is an error, never a silently mixed table. The rows go out in one
+    write, flushed to disk, so a reader sees whole rows of every completed call.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; expected a CSV file to append rows to")
+    new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != columns:
+            raise ValueError(f"{path} has columns {header}; expected {columns} (write to a new file)")
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+    if new:
+        writer.writeheader()
+    writer.writerows(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", newline="") as f:
+        f.write(buf.getvalue())
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def load_arrays(path: str | Path) -> dict[str, np.ndarray]:
     """Named arrays from ``.npy`` (under the name ``"M"``), ``.npz`` or ``.safetensors``; never unpickles.
 
