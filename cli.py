@@ -652,7 +652,7 @@ def compare_theory(
     seeds: Annotated[int, typer.Option(min=1, help="Seeds.")] = COMPARE_DEFAULTS["seeds"],
     mc_sequences: Annotated[
         int, typer.Option(min=1, help="Monte Carlo sequences per seed for the theory's expectation.")
-    ] = 2048,
+    ] = COMPARE_DEFAULTS["mc_sequences"],
     out: Annotated[Path, typer.Option(**OUTPUT_DIR, help="Directory of compare_theory.csv.")] = Path(
         "runs/compare_theory"
     ),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from common.figures import NULL_COLOR, color_of, pyplot, save_figure
+from common.figures import NULL_COLOR, PALETTE, color_of, pyplot, save_figure
 from theory.nulls import NullDistribution
 from theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
 
@@ -33,7 +33,7 @@ def plot_scores(
     )
     for row_axes, (s, stack) in zip(axes, enumerate(stacks), strict=True):
         mine = [r for r in rows if r.get("stack", "self") == stack]
-        color = color_of(stack, s)
+        color = PALETTE[5] if s == 0 else color_of(stack, s)  # the first (often only) stack in blue
         for ax, name in zip(row_axes, SCORE_NAMES, strict=True):
             if all(math.isnan(r[name]) for r in mine):
                 note = "not defined:\nqueries and keys on different spaces"
