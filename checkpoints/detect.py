@@ -136,6 +136,7 @@ STACK_ORDER = (
 )
 # Why an attention-looking key is not scored; the first matching rule wins.
 SKIP_REASONS = (
+    (re.compile(r"(^|\.)(DenseReluDense|mlp|ffn|feed_forward|ff)\."), "feed-forward (MLP) weights: not attention"),
     (QK_NORM, "q/k normalisation gains: not folded into W_q, W_k (see the warning)"),
     (
         re.compile(r"relative_position|rel_pos|position_bias|relative_attention_bias"),

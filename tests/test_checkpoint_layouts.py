@@ -312,6 +312,16 @@ def test_swin_stages_differ_in_width_and_heads_and_windows_are_labelled(tmp_path
     assert wrong.n_heads != per_block[2].n_heads
 
 
+def test_swin_v2_cosine_attention_is_refused(tmp_path):
+    """Swin V2 stores query / key like Swin, but attends by cosine similarity with a learned logit scale."""
+    config = transformers.Swinv2Config(
+        image_size=16, patch_size=2, embed_dim=8, depths=[2], num_heads=[2], window_size=2
+    )
+    transformers.Swinv2Model(config).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"swinv2.*not guessing"):
+        describe(tmp_path)
+
+
 def test_segformer_reduced_key_stages_have_no_symmetry(tmp_path):
     config = transformers.SegformerConfig(
         num_encoder_blocks=2,
