@@ -1,8 +1,8 @@
 """Overhead of the tracker in a training loop: one ``track`` call per ``--every`` steps, as a fraction of the steps.
 
-The model is the ViT of benchmarks/vision.py at its default size (ViT-Ti width: dim 192, depth 6, heads 3,
-32 x 32 images, patch 4, batch 32): our ViT and transformers' ViTForImageClassification, each trained with
-AdamW on a synthetic batch. In one process, for each model:
+The models are those of benchmarks/vision.py (``vit_pair``) at its default size (ViT-Ti width: dim 192,
+depth 6, heads 3, 32 x 32 images, patch 4, batch 32): our ViT and transformers' ViTForImageClassification,
+each trained with AdamW on a synthetic batch. In one process, for each model:
 
 - the step time (median of rounds of ``--steps`` steps), and the time of one warm ``track`` call (median of
   ``--calls``; nulls already cached, rows appended to a CSV): overhead = track / (every * step);
@@ -16,6 +16,7 @@ Run: python benchmarks/track.py [--every 100] [--threads 1]
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import statistics
 import sys
@@ -24,42 +25,20 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 # Run as a script, this file's folder comes first on sys.path and its name would shadow packages.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 
 def models(args, gen: torch.Generator) -> dict:
-    """Our ViT and transformers' of the size of benchmarks/vision.py, each with its training step."""
-    from transformers import ViTConfig as HFViTConfig
-    from transformers import ViTForImageClassification
-
-    from vision.models.vit import ViT, vit_config
-
-    ours = ViT(
-        vit_config(
-            "tiny", args.image_size, 3, 10, args.patch, dim=args.dim, depth=args.depth, heads=args.heads, pos="learned"
-        ),
-        gen,
-    )
-    theirs = ViTForImageClassification(
-        HFViTConfig(
-            hidden_size=args.dim,
-            num_hidden_layers=args.depth,
-            num_attention_heads=args.heads,
-            intermediate_size=4 * args.dim,
-            image_size=args.image_size,
-            patch_size=args.patch,
-            num_labels=10,
-            attn_implementation="sdpa",
-        )
-    )
-    x = torch.randn(args.batch, 3, args.image_size, args.image_size, generator=gen)
-    y = torch.randint(10, (args.batch,), generator=gen)
+    """Our ViT and transformers' with their training steps, exactly as benchmarks/vision.py builds them."""
+    spec = importlib.util.spec_from_file_location("benchmark_vision", Path(__file__).with_name("vision.py"))
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    ours, theirs, steps = bench.vit_pair(args, gen)
     return {
-        "ours (vision.models.vit)": (ours, lambda: F.cross_entropy(ours(x), y)),
-        "transformers ViTForImageClassification": (theirs, lambda: F.cross_entropy(theirs(pixel_values=x).logits, y)),
+        "ours (vision.models.vit)": (ours, steps["ours"]),
+        "transformers ViTForImageClassification": (theirs, steps["transformers"]),
     }
 
 
@@ -70,15 +49,9 @@ def timed(fn, n: int = 1) -> float:
     return time.perf_counter() - start
 
 
-def measure(name: str, model, loss_fn, args, out: Path) -> None:
+def measure(name: str, model, step, args, out: Path) -> None:
+    """Step time, warm track time, overhead at ``--every``, the in-loop check and the first call, printed."""
     from tracking import Tracker
-
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step() -> None:
-        loss_fn().backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
 
     tracker = Tracker(out / f"{name.split()[0]}.csv")
     counter = iter(range(10**9))
@@ -114,6 +87,8 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=3, help="attention heads")
     parser.add_argument("--image-size", type=int, default=32, help="side of the square input")
     parser.add_argument("--patch", type=int, default=4, help="patch size")
+    parser.add_argument("--channels", type=int, default=3, help="input channels")
+    parser.add_argument("--classes", type=int, default=10, help="classes of the ViT head")
     parser.add_argument("--batch", type=int, default=32, help="images per step")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per round")
     parser.add_argument("--warmup", type=int, default=3, help="untimed steps first")
@@ -130,8 +105,8 @@ def main() -> None:
             f"torch {torch.__version__}, {torch.get_num_threads()} threads, cpu; load average "
             f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         )
-        for name, (model, loss_fn) in models(args, torch.Generator().manual_seed(0)).items():
-            measure(name, model, loss_fn, args, Path(tmp))
+        for name, (model, step) in models(args, torch.Generator().manual_seed(0)).items():
+            measure(name, model, step, args, Path(tmp))
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -206,6 +206,7 @@ def track(model: nn.Module, step: int, csv: str | Path | None = None, **options:
 
     The same ``csv`` and ``options`` reuse one :class:`Tracker`, so the layout is detected once. Options:
     those of :class:`Tracker` (``per``, ``k``, ``null_samples``, ``heads``, ``family``, ``tensorboard``, ...).
+    In a distributed run call it on one process (the weights are the same on every rank).
     """
     key = (str(csv), repr(sorted(options.items(), key=lambda kv: kv[0])))
     if key not in _TRACKERS:
