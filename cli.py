@@ -313,7 +313,9 @@ def analyze(
     shapes = ana.null_shapes(plan, per, null_samples)  # type: ignore[arg-type]
     if describe:
         console.print(
-            f"would score {plan.n_layers} layers ({per}); nulls: "
+            f"would score {plan.n_layers} layers ({per})"
+            + (f" in {len(plan.stacks)} stacks ({', '.join(plan.stacks)})" if len(plan.stacks) > 1 else "")
+            + "; nulls: "
             + "; ".join(f"{p}: d={d}, rank={r}, {n} samples" for p, d, r, n in shapes),
             highlight=False,
         )

@@ -242,8 +242,9 @@ class Plan:
     def lines(self) -> list[str]:
         """What will be read and how, in a few lines for the dry run."""
         kind = f" ({self.model_type})" if self.model_type else ""
+        layouts = list(dict.fromkeys(u.layout.name for u in self.units))
         out = [
-            f"model {self.model}{kind}, family {self.family}, layout {self.layout.name}"
+            f"model {self.model}{kind}, family {self.family}, layout{'s' * (len(layouts) > 1)} {', '.join(layouts)}"
             + (f", prefix '{self.prefix}'" if self.prefix else "")
         ]
         groups: dict[tuple, list[Unit]] = {}
