@@ -594,7 +594,7 @@ def checkpoints(results: Results):
             )
         ax.set_xticks(
             range(len(models)),
-            [f"{m}{' ' + s if s else ''}" for _, m, s in models],
+            [m if s in ("", "self") else f"{m} {s}" for _, m, s in models],  # a model's one stack needs no name
             rotation=40,
             ha="right",
             fontsize=7,

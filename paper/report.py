@@ -386,7 +386,7 @@ def checkpoints_piece(results: Results) -> str:
     rows = _rows(results, "checkpoints", "models")
     body = [
         [
-            r["model"] + (f" ({r['stack']})" if r.get("stack") else ""),
+            r["model"] + (f" ({r['stack']})" if r.get("stack") not in (None, "", "self") else ""),
             r["family"],
             r["score"],
             fmt(r["median"]),
