@@ -83,11 +83,11 @@ SECTIONS: tuple[Section, ...] = (
         checks=(4,),
         predictions=(
             Prediction(
-                "grid: the theory's first update agrees with the simulator's first steps in > 90% of cells",
+                "grid: the theory's first update agrees with the simulator's first step in > 90% of comparisons",
                 "sim_grid",
                 "agreement",
                 "above",
-                {"phase": "early"},
+                {"phase": "early", "theory": "predicted", "rule": "z", "score": "both"},
                 reference=0.9,
                 optional=True,
             ),

@@ -103,12 +103,12 @@ def compare_summary(tables: Tables) -> Tables:
 
 
 def grid_summary(tables: Tables) -> Tables:
-    """The grid's agreement rate per phase (early, final) over every cell and quantity, with its Wilson 95% CI."""
+    """The grid's agreement rates (per rule, prediction, simulated phase and score, as :mod:`sim.grid` counts them)
+    with their Wilson 95% CIs."""
     out = []
-    for phase in dict.fromkeys(r["phase"] for r in tables["cells"]):
-        cells = [r for r in tables["cells"] if r["phase"] == phase]
-        agree = sum(r["agree"] in (True, "True") for r in cells)
-        out.append(proportion_row({"phase": phase}, "agreement", agree, len(cells)))
+    for r in tables["rates"]:
+        ids = {"rule": r["rule"], "theory": r["theory"], "phase": r["simulated"], "score": r["score"]}
+        out.append(proportion_row(ids, "agreement", r["agree"], r["comparisons"]))
     return {"summary": out}
 
 

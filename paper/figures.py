@@ -626,35 +626,28 @@ def masking(results: Results):
 
 
 def grid_cells(results: Results):
-    """Theory vs simulation per cell: the simulator's value (mean, 95% CI) and the theory's prediction (cross), early
-    and final, for s and δ_PR; points are blue where they agree, vermillion where they do not."""
+    """Theory vs simulation per cell (sim.grid): the simulator's value (points) and the prediction (crosses) of s and
+    δ_PR, at the first step and at the end; blue where their classes agree, vermillion where they do not."""
     plt = pyplot()
-    cells = _need(results.table("sim_grid", "cells"), "sim_grid/cells.csv")
-    keys = ("objective", "data", "param", "optimizer", "positions")
-    labels = list(dict.fromkeys(" / ".join(str(r.get(k, "")) for k in keys) for r in cells))
-    phases = list(dict.fromkeys(r["phase"] for r in cells))
-    quantities = list(dict.fromkeys(r["quantity"] for r in cells))
+    rows = [
+        r for r in _need(results.table("sim_grid", "agreement"), "sim_grid/agreement.csv") if r["theory"] == "predicted"
+    ]
+    cells = list(dict.fromkeys(r["cell"] for r in rows))
+    panels = list(dict.fromkeys((r["simulated"], r["score"]) for r in rows))
     fig, axes = plt.subplots(
-        1,
-        len(phases) * len(quantities),
-        figsize=(3.4 * len(phases) * len(quantities) + 2, 0.22 * len(labels) + 1.5),
-        squeeze=False,
-        sharey=True,
+        1, len(panels), figsize=(3.2 * len(panels) + 2.5, 0.16 * len(cells) + 1.6), squeeze=False, sharey=True
     )
-    for col, (phase, quantity) in enumerate((p, q) for p in phases for q in quantities):
-        ax = axes[0, col]
-        for r in select(cells, phase=phase, quantity=quantity):
-            y = labels.index(" / ".join(str(r.get(k, "")) for k in keys))
-            color = PALETTE[5] if r["agree"] in (True, "True") else PALETTE[6]
-            ax.errorbar(r["measured"], y, xerr=r.get("measured_ci") or 0, fmt="o", color=color, ms=3, capsize=1)
-            ax.plot(r["predicted"], y, "x", color="0.2", ms=4)
-            if r.get("null_lo") is not None:
-                ax.plot([r["null_lo"], r["null_hi"]], [y, y], color=NULL_COLOR, lw=3, alpha=0.4)
-        ax.set_title(f"{phase}: {quantity}", fontsize=9)
+    for ax, (phase, score) in zip(axes[0], panels, strict=True):
+        for r in select(rows, simulated=phase, score=score):
+            y = cells.index(r["cell"])
+            agree = r["agree"] == 1
+            ax.plot(r["simulated_mean"], y, "o", color=PALETTE[5] if agree else PALETTE[6], ms=2.5)
+            ax.plot(r["theory_mean"], y, "x", color="0.3", ms=3)
+        ax.set_title(f"{phase}: {score}", fontsize=9)
         ax.axvline(0, color="0.3", lw=0.5)
-    axes[0, 0].set_yticks(range(len(labels)), labels, fontsize=6)
+    axes[0, 0].set_yticks(range(len(cells)), cells, fontsize=max(3, min(7, 400 // max(1, len(cells)))))
     axes[0, 0].invert_yaxis()
-    fig.suptitle("theory (x) vs simulation (points: blue agree, vermillion disagree; gray: null band)", fontsize=10)
+    fig.suptitle("theory (x) vs simulation (points: blue agree, vermillion disagree)", fontsize=10)
     fig.tight_layout()
     return fig
 

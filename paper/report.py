@@ -355,26 +355,25 @@ def grid_piece(results: Results) -> str:
     """The cell-by-cell grid of theory vs simulation (a slot): agreement rates, figure, disagreeing cells."""
     if not results.has("sim_grid"):
         return "*(the cell-by-cell grid of theory vs simulation is not among these results)*"
-    rates = _rows(results, "sim_grid", "summary", quantity="agreement")
+    rates = _rows(results, "sim_grid", "summary", quantity="agreement", score="both")
     table = md_table(
-        ["phase", "agreement [95% CI]", "cells"], [[r["phase"], value_text(r), fmt(r["n"])] for r in rates]
+        ["rule", "prediction", "simulated", "agreement [95% CI]", "comparisons"],
+        [[r["rule"], r["theory"], r["phase"], value_text(r), fmt(r["n"])] for r in rates],
     )
-    cells = results.table("sim_grid", "cells")
-    keys = ("objective", "data", "param", "optimizer", "positions")
     off = [
         [
-            " / ".join(str(r.get(k, "")) for k in keys),
-            r["phase"],
-            r["quantity"],
-            fmt(r["predicted"]),
-            value_text({"mean": r["measured"], "ci": r.get("measured_ci")}),
-            f"[{fmt(r['null_lo'])}, {fmt(r['null_hi'])}]",
+            r["cell"],
+            r["score"],
+            r["simulated"],
+            fmt(r["theory_mean"]),
+            fmt(r["simulated_mean"]),
+            fmt(r["simulated_z"], 1),
         ]
-        for r in cells
-        if r["agree"] not in (True, "True")
+        for r in _rows(results, "sim_grid", "agreement", theory="predicted")
+        if r["agree"] == 0
     ]
-    disagree = md_table(["cell", "phase", "quantity", "predicted", "measured", "null band"], off)
-    return f"![grid](figures/grid.png)\n\n{table}\n\nCells where theory and simulation disagree:\n\n{disagree}"
+    disagree = md_table(["cell", "score", "simulated", "predicted", "measured", "measured z"], off)
+    return f"![grid](figures/grid.png)\n\n{table}\n\nWhere the prediction and the simulation disagree:\n\n{disagree}"
 
 
 def checkpoints_piece(results: Results) -> str:

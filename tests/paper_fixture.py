@@ -291,30 +291,41 @@ def theory_tables(rng) -> dict[str, dict]:
                 for q in ("s_measured", "s_theory", "delta_measured", "delta_theory", "rel_error", "rel_noise"):
                     row[q], row[f"{q}_ci"] = float(rng.random()), 0.05
                 compare.append(row)
-    grid = [
+    agreement = [
         {
+            "cell": f"{o}/{data}",
             "objective": o,
             "data": data,
-            "param": "factored",
-            "optimizer": "adam",
-            "positions": "onehot",
-            "phase": phase,
-            "quantity": q,
-            "predicted": 0.5,
-            "measured": 0.4 if o != "autoregressive" else -0.2,
-            "measured_ci": 0.05,
-            "null_lo": -0.05,
-            "null_hi": 0.05,
-            "seeds": 2,
-            "agree": o != "autoregressive",
+            "score": score,
+            "theory": "predicted",
+            "simulated": phase,
+            "theory_mean": 0.5,
+            "theory_z": 5.0,
+            "simulated_mean": 0.4 if o != "autoregressive" else -0.2,
+            "simulated_z": 4.0,
+            "agree": float(o != "autoregressive"),
         }
         for o in objectives
         for data in ("exchangeable", "irreversible")
         for phase in ("early", "final")
-        for q in ("symmetry", "directionality_pr")
+        for score in ("s", "delta_pr")
     ]
+    rates = [
+        {
+            "rule": "z",
+            "theory": "predicted",
+            "simulated": phase,
+            "score": "both",
+            "comparisons": 8,
+            "agree": int(sum(r["agree"] for r in agreement if r["simulated"] == phase)),
+            "rate": 0.0,
+            "undefined": 0,
+        }
+        for phase in ("early", "final")
+    ]
+    grid = {"values": [], "agreement": agreement, "rates": rates}
     return {
-        "sim_grid": {"cells": grid},
+        "sim_grid": grid,
         "theory_check": {"checks": checks},
         "predictions": {"predictions": predictions, "attribution": attribution},
         "nulls": {"nulls": nulls},

@@ -17,34 +17,42 @@ def test_a_waiting_slot_says_what_it_waits_for():
         assert name not in experiments()
 
 
-def _fake_grid(rows: list[dict]) -> types.ModuleType:
+def _fake_grid(agreement: list[dict]) -> types.ModuleType:
+    """A stand-in for science's ``sim.grid`` with its interface: ``all_cells()`` and ``run_grid(out, *, seeds, steps,
+    cells, mc_sequences, progress, threads) -> {"grid", "agreement", "rates"}``."""
     module = types.ModuleType("sim.grid")
     module.__spec__ = importlib.machinery.ModuleSpec("sim.grid", None)
-    module.run_grid = lambda sizes, out, threads=1: [dict(r, seeds=sizes["seeds"]) for r in rows]
+    module.all_cells = lambda: ["c0", "c1", "c2", "c3"]
+
+    def run_grid(out, *, seeds, steps, cells, mc_sequences, progress, threads):
+        rates = [
+            {
+                "rule": "z",
+                "theory": "predicted",
+                "simulated": phase,
+                "score": "both",
+                "comparisons": 3,
+                "agree": sum(r["agree"] == 1 for r in agreement if r["simulated"] == phase),
+            }
+            for phase in ("early", "final")
+        ]
+        return {"grid": [{"cell": c, "seeds": seeds} for c in cells], "agreement": agreement, "rates": rates}
+
+    module.run_grid = run_grid
     return module
 
 
 def test_the_grid_slot_runs_once_sim_grid_exists(monkeypatch, tmp_path):
-    cell = {
-        "objective": "autoregressive",
-        "data": "irreversible",
-        "param": "factored",
-        "optimizer": "sgd",
-        "positions": "none",
-        "quantity": "symmetry",
-        "predicted": -0.2,
-        "measured": -0.1,
-        "measured_ci": 0.02,
-        "null_lo": -0.05,
-        "null_hi": 0.05,
-    }
-    rows = [{**cell, "phase": p, "agree": a} for p in ("early", "final") for a in (True, True, False)]
-    monkeypatch.setitem(sys.modules, "sim.grid", _fake_grid(rows))
+    agreement = [
+        {"cell": f"c{i}", "score": "s", "theory": "predicted", "simulated": phase, "agree": float(i < 2)}
+        for phase in ("early", "final")
+        for i in range(3)
+    ]
+    monkeypatch.setitem(sys.modules, "sim.grid", _fake_grid(agreement))
     assert "sim_grid" in experiments() and "sim_grid" not in waiting_slots()
     config = experiments()["sim_grid"].config("smoke")
     tables = sim_grid(config, Context(tmp_path))
-    assert len(tables["cells"]) == 6 and tables["cells"][0]["seeds"] == config["grid"]["seeds"]
+    assert [r["cell"] for r in tables["values"]] == ["c0", "c1", "c2"]  # smoke: the first max_cells cells
     early, final = grid_summary(tables)["summary"]
-    assert final["phase"] == "final"
-    assert (early["phase"], early["n"]) == ("early", 3)
+    assert (early["phase"], final["phase"], early["n"]) == ("early", "final", 3)
     assert abs(early["mean"] - 2 / 3) < 1e-12 and early["lo"] < 2 / 3 < early["hi"]  # Wilson interval

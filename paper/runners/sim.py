@@ -25,7 +25,8 @@ def arm_configs(config: dict) -> dict:
     if name == OBJECTIVES_ARMS:
         arms = {objective: default_config(objective) for objective in SIM_OBJECTIVES}
     elif name in EXPERIMENTS:
-        arms = EXPERIMENTS[name]()
+        spec = EXPERIMENTS[name]  # an arms function, or (science's branch) an Experiment with .arms()
+        arms = spec.arms() if hasattr(spec, "arms") else spec()
     else:
         raise ValueError(f"unknown simulator experiment {name!r}; choose from {[OBJECTIVES_ARMS, *EXPERIMENTS]}")
     return {arm: cfg.with_overrides(**config.get("overrides", {})) for arm, cfg in arms.items()}
@@ -134,9 +135,20 @@ def compare_theory(config: dict, ctx: Context) -> Tables:
 
 
 def sim_grid(config: dict, ctx: Context) -> Tables:
-    """Theory vs simulation cell by cell (:func:`sim.grid.run_grid`, science's issue 10 item 5): one row per cell,
-    phase (``early``: the first steps, ``final``) and quantity, with the prediction, the measurement and agreement."""
-    from sim.grid import run_grid
+    """Theory vs simulation cell by cell (:func:`sim.grid.run_grid`): every value (``values``: cell x phase x score,
+    seed mean with CI and z), every comparison of a prediction with a simulated phase and whether their classes
+    agree (``agreement``), and the agreement rates (``rates``)."""
+    from sim.grid import all_cells, run_grid
 
-    ctx.note("grid cells")
-    return {"cells": run_grid(config["grid"], out=ctx.scratch("grid"), threads=ctx.threads)}
+    cells = all_cells()[: config.get("max_cells")]
+    ctx.note(f"{len(cells)} cells x {config['seeds']} seeds x {config['steps']} steps")
+    tables = run_grid(
+        ctx.scratch("grid"),
+        seeds=config["seeds"],
+        steps=config["steps"],
+        cells=cells,
+        mc_sequences=config["mc_sequences"],
+        progress=False,
+        threads=ctx.threads,
+    )
+    return {"values": tables["grid"], "agreement": tables["agreement"], "rates": tables["rates"]}
