@@ -43,14 +43,9 @@ SIM_SIZES = {
 }
 
 
-def _sim(
-    name: str, arms: str, title: str, cost: float, matrices: bool = False, own_recording: bool = False
-) -> Experiment:
-    """An entry over ``sim.experiments.EXPERIMENTS[arms]``; ``own_recording`` keeps the arms' own ``record_every``
-    (experiments that record densely over the first steps)."""
-    sizes = {
-        m: {k: v for k, v in size.items() if k != "record_every" or not own_recording} for m, size in SIM_SIZES.items()
-    }
+def _sim(name: str, arms: str, title: str, cost: float, matrices: bool = False, quick_seeds: int = 8) -> Experiment:
+    """An entry over ``sim.experiments.EXPERIMENTS[arms]`` (or the default simulations: ``objectives``)."""
+    sizes = {**SIM_SIZES, "quick": {**SIM_SIZES["quick"], "seeds": quick_seeds}}
     configs = {mode: {"arms": arms, "matrices": matrices, "overrides": size} for mode, size in sizes.items()}
     return Experiment(name, title, sim_arms, configs, derive=sim_summary, cost=cost)
 
@@ -254,21 +249,23 @@ SLOTS: dict[str, tuple[Experiment, Callable[[], str | None]]] = {
             "sim_optimizer_basis",
             "optimizer_basis",
             "(a) SGD vs Adam, one-hot vs random orthonormal basis",
-            60,
-            own_recording=True,
+            120,
+            quick_seeds=4,
         ),
         _sim_experiment_exists("optimizer_basis"),
     ),
     "sim_positions": (
-        _sim("sim_positions", "positions", "(b) positions kept out of W_qk (rotary / none)", 45),
+        _sim(
+            "sim_positions", "positions", "(b) positions kept out of W_qk (none; targets by content)", 90, quick_seeds=4
+        ),
         _sim_experiment_exists("positions"),
     ),
     "sim_shared_key": (
-        _sim("sim_shared_key", "shared_key", "(c) a key many queries use: topic token, Zipf, packed BOS", 60),
+        _sim("sim_shared_key", "shared_key", "(c) a key many queries use: topic, Zipf, packed BOS", 120, quick_seeds=4),
         _sim_experiment_exists("shared_key"),
     ),
     "sim_length": (
-        _sim("sim_length", "length", "(d) sequence length swept (N = 16 ... 100)", 90),
+        _sim("sim_length", "length", "(d) sequence length swept (N = 16, 64, 96 at d = 128)", 240, quick_seeds=4),
         _sim_experiment_exists("length"),
     ),
     # science (issue 10) item 5: theory vs simulation, cell by cell

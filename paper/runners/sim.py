@@ -29,7 +29,16 @@ def arm_configs(config: dict) -> dict:
         arms = spec.arms() if hasattr(spec, "arms") else spec()
     else:
         raise ValueError(f"unknown simulator experiment {name!r}; choose from {[OBJECTIVES_ARMS, *EXPERIMENTS]}")
-    return {arm: cfg.with_overrides(**config.get("overrides", {})) for arm, cfg in arms.items()}
+    return {arm: _resized(cfg, config.get("overrides", {})) for arm, cfg in arms.items()}
+
+
+def _resized(cfg, overrides: dict):
+    """``cfg`` with the mode's overrides; an early dense recording (``record_dense``, where the simulator has one)
+    never runs past the last step."""
+    extra = {}
+    if "steps" in overrides and hasattr(cfg, "record_dense"):
+        extra["record_dense"] = min(cfg.record_dense, overrides["steps"])
+    return cfg.with_overrides(**overrides, **extra)
 
 
 def coordinate_blocks(sim) -> list[dict]:
