@@ -64,8 +64,9 @@ def study_summary(tables: Tables) -> Tables:
     ``X_hi``: the step ratio to the baseline and the final-metric difference, paired by seed, and the final metric,
     bootstrap CIs), and how many seeds reached the target with their median steps."""
     out = []
+    steps = tables["study"].get("steps") if isinstance(tables.get("study"), dict) else None
     for arm in tables["arms"]:
-        ids = {"task": arm["task"], "scheme": arm["scheme"]}
+        ids = {"task": arm["task"], "scheme": arm["scheme"], "step": steps}
         out.append(interval_row(ids, "reached", arm["reached"], math.nan, math.nan, arm["seeds"]))
         out.append(interval_row(ids, "steps_median", arm["steps_median"], math.nan, math.nan, arm["reached"]))
         for key in (k for k in arm if k.endswith("_lo")):

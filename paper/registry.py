@@ -69,7 +69,9 @@ def _vision(
 STUDY_SCHEMES = ("default", "symmetric", "symmetric-indefinite", "directional")
 
 
-def _study(task: str, title: str, cost: float, full: dict, name: str | None = None, **quick) -> Experiment:
+def _study(
+    task: str, title: str, cost: float, full: dict, name: str | None = None, smoke: dict | None = None, **quick
+) -> Experiment:
     base = {
         "task": task,
         "steps": 300,
@@ -83,7 +85,7 @@ def _study(task: str, title: str, cost: float, full: dict, name: str | None = No
     }
     configs = modes(
         base,
-        smoke={"steps": 6, "seeds": 2, "log_every": 2, "null_samples": 32},
+        smoke={"steps": 6, "seeds": 2, "log_every": 2, "null_samples": 32, **(smoke or {})},
         full={"seeds": 10, "log_every": 50, **full},
     )
     return Experiment(name or f"init_{task}", title, init_study, configs, derive=study_summary, cost=cost)
@@ -224,12 +226,22 @@ FIDELITY_SCHEMES = ("default", "symmetric", "mimetic", "conditioned")
 ALL_SCHEMES = ["default", "symmetric", "symmetric-indefinite", "directional", "mimetic", "conditioned"]
 
 
-def _mnist_study(task: str, title: str, cost: float) -> tuple[Experiment, Callable[[], str | None]]:
-    """A fidelity-branch study task: quick 3 seeds x 4 schemes at half its own budget; full 10 seeds x all six."""
+def _mnist_study(
+    task: str, title: str, cost: float, smoke_options: dict | None = None
+) -> tuple[Experiment, Callable[[], str | None]]:
+    """A fidelity-branch study task: quick 3 seeds x 4 schemes at half its own budget; full 10 seeds x all six;
+    smoke two schemes, with ``smoke_options`` for the task."""
     name = f"init_{task.replace('-', '_')}"
     quick = {"steps": 240, "seeds": 3, "data": None, "log_every": 20, "schemes": list(FIDELITY_SCHEMES)}
+    smoke = {"schemes": ["default", "symmetric"], **({"task_options": smoke_options} if smoke_options else {})}
     entry = _study(
-        task, f"init study: {title}", cost, {"steps": 480, "seeds": 10, "schemes": ALL_SCHEMES}, name=name, **quick
+        task,
+        f"init study: {title}",
+        cost,
+        {"steps": 480, "seeds": 10, "schemes": ALL_SCHEMES},
+        name=name,
+        smoke=smoke,
+        **quick,
     )
     return entry, _study_task_exists(task, FIDELITY_SCHEMES)
 
@@ -281,7 +293,13 @@ SLOTS: dict[str, tuple[Experiment, Callable[[], str | None]]] = {
         _grid_exists,
     ),
     # fidelity (issue 14): the init study on MNIST 5k, sample FID for DiT, with the published inits
-    "init_dit_mnist": _mnist_study("dit-mnist", "DiT on MNIST 5k, steps to a sample-FID target", 720),
+    # smoke: few, coarse samples (the sample FID of 200 DDIM samples at every evaluation dominates its cost)
+    "init_dit_mnist": _mnist_study(
+        "dit-mnist",
+        "DiT on MNIST 5k, steps to a sample-FID target",
+        720,
+        {"fidelity_samples": 64, "sampler": {"method": "ddim", "steps": 4, "guidance": 2.0}},
+    ),
     "init_vit_mnist": _mnist_study("vit-mnist", "ViT classification on MNIST 5k, steps to a test-accuracy target", 480),
 }
 

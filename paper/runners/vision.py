@@ -44,9 +44,9 @@ def vision_task(config: dict, ctx: Context) -> Tables:
     return {"scores": scores, "nulls": nulls, "config": {"train": base.to_dict(), "seeds": config["seeds"]}}
 
 
-def study_task(name: str, steps: int | None = None):
+def study_task(name: str, steps: int | None = None, task_options: dict | None = None):
     """The study's task ``name`` at ``steps`` (vision.study's own rescaling where it has one: it keeps the logging
-    and sample-metric cadence as fractions of the budget)."""
+    and sample-metric cadence as fractions of the budget), its ``task_options`` updated by ``task_options``."""
     from dataclasses import replace
 
     from vision import study
@@ -54,11 +54,14 @@ def study_task(name: str, steps: int | None = None):
     known = getattr(study, "STUDY_TASKS", None) or {t.name: t for t in study.DEFAULT_TASKS}
     if name not in known:
         raise ValueError(f"unknown study task {name!r}; vision.study has {sorted(known)}")
-    if steps is None:
-        return known[name]
-    if hasattr(study, "study_tasks"):
-        return study.study_tasks([name], steps={name: steps})[0]
-    return replace(known[name], steps=steps)
+    task = known[name]
+    if steps is not None:
+        task = (
+            study.study_tasks([name], steps={name: steps})[0]
+            if hasattr(study, "study_tasks")
+            else replace(task, steps=steps)
+        )
+    return replace(task, task_options={**task.task_options, **task_options}) if task_options else task
 
 
 def _curves(out: Path, scheme: str, seed: int) -> list[dict]:
@@ -83,7 +86,7 @@ def init_study(config: dict, ctx: Context) -> Tables:
     from paper.codeversion import modules_version
     from vision.study import StudyConfig, run_study
 
-    task = study_task(config["task"], config.get("steps"))
+    task = study_task(config["task"], config.get("steps"), config.get("task_options"))
     out = ctx.scratch("study", modules_version(["vision.study"]), task.name)
     study = StudyConfig(
         tasks=(task,),
