@@ -149,10 +149,12 @@ def sim_grid(config: dict, ctx: Context) -> Tables:
     agree (``agreement``), and the agreement rates (``rates``)."""
     from sim.grid import all_cells, run_grid
 
+    from paper.codeversion import modules_version
+
     cells = all_cells()[: config.get("max_cells")]
     ctx.note(f"{len(cells)} cells x {config['seeds']} seeds x {config['steps']} steps")
     tables = run_grid(
-        ctx.scratch("grid"),
+        ctx.scratch("grid", modules_version(["sim.grid"])),  # its cells are reused by config: name them by code
         seeds=config["seeds"],
         steps=config["steps"],
         cells=cells,

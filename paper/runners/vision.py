@@ -24,12 +24,14 @@ def vision_task(config: dict, ctx: Context) -> Tables:
     """Train ``config["train"]`` (a :class:`vision.train.TrainConfig`'s fields) for ``config["seeds"]`` seeds;
     per-seed per-layer scores of every form over training with the task's test metrics, and their nulls."""
     from paper.codeversion import modules_version
+    from paper.experiment import config_hash
     from paper.runners.nulls import null_rows
     from vision.runs import null_shape, read_metrics, train_grid
     from vision.train import TrainConfig
 
     base = TrainConfig(**config["train"], threads=ctx.threads, device=ctx.device, progress=False)
-    root = ctx.scratch("vision", modules_version(["vision.runs"]))
+    # named by the code and the training config: a changed config never meets the trainer's "cannot resume"
+    root = ctx.scratch("vision", f"{modules_version(['vision.runs'])}-{config_hash(config['train'])}")
     init = config.get("init", "default")
     ctx.note(f"{base.model} {base.objective}: {config['seeds']} seeds x {base.steps} steps")
     results = train_grid(base, [init], list(range(config["seeds"])), root)
@@ -84,10 +86,12 @@ def init_study(config: dict, ctx: Context) -> Tables:
     steps to target, ratios to the baseline and metric differences (paired by seed, bootstrap CIs), final metrics,
     and every run's learning curve."""
     from paper.codeversion import modules_version
+    from paper.experiment import config_hash
     from vision.study import StudyConfig, run_study
 
     task = study_task(config["task"], config.get("steps"), config.get("task_options"))
-    out = ctx.scratch("study", modules_version(["vision.study"]), task.name)
+    sizes = {k: v for k, v in config.items() if k not in ("seeds", "schemes")}  # more seeds or schemes add runs
+    out = ctx.scratch("study", f"{modules_version(['vision.study'])}-{config_hash(sizes)}", task.name)
     study = StudyConfig(
         tasks=(task,),
         schemes=tuple(config["schemes"]),
