@@ -59,7 +59,7 @@ class Experiment:
     name: str
     title: str
     runner: Callable[[dict, Context], Tables]
-    configs: Mapping[str, dict]  # mode -> the runner's full config
+    configs: Mapping[str, dict]  # mode -> the runner's full config (a mode it lacks does not run it)
     derive: Callable[[Tables], Tables] | None = None
     cost: float = 1.0  # rough seconds of one core in quick mode: the longest run first
     optional: bool = False  # run only when asked for (real checkpoints)

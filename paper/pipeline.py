@@ -272,7 +272,8 @@ def run_pipeline(
     unknown = sorted(set(only or []) - set(registry)) + sorted(set(force or []) - set(registry))
     if unknown:
         raise ValueError(f"unknown experiment(s) {unknown}; the registry has {sorted(registry)}")
-    selected = {k: v for k, v in registry.items() if not only or k in only}
+    # an entry without a config for the mode is not part of it (e.g. an experiment too costly for --quick)
+    selected = {k: v for k, v in registry.items() if mode in v.configs and (not only or k in only)}
     plans = plan(selected, mode, out / "results", Path(work), threads, device, command, tuple(checkpoint_paths or ()))
     on_plan(plans)
     todo = [p.task for p in plans if not p.cached or p.task.name in (force or [])]

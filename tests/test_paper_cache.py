@@ -109,6 +109,14 @@ def test_pipeline_reruns_only_what_changed(tmp_path):
     assert run(_fake_registry(calls, {"one": 1, "two": 3}), mode="smoke").ran  # another mode's key differs
 
 
+def test_an_entry_without_the_mode_is_not_run_in_it(tmp_path):
+    calls: list[str] = []
+    registry = _fake_registry(calls, {"one": 1, "two": 2})
+    registry["two"] = Experiment("two", "two", registry["two"].runner, {"full": {"name": "two", "x": 2}})
+    result = run_pipeline(tmp_path / "out", work=tmp_path / "work", registry=registry)
+    assert result.ran == ["one"] and calls == ["one"]
+
+
 def test_a_failing_experiment_is_reported_and_the_others_run(tmp_path):
     calls: list[str] = []
     result = run_pipeline(
