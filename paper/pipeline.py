@@ -86,10 +86,13 @@ def plan(
     command: str = "",
     checkpoint_paths: tuple[str, ...] = (),
 ) -> list[Plan]:
-    """Each experiment's task and whether its results are cached (longest expected run first)."""
+    """Each experiment's task and whether its results are cached (longest expected run first); an entry without a
+    config for ``mode`` is not part of it (e.g. an experiment too costly for ``--quick``)."""
     libraries = library_versions()
     out = []
     for experiment in registry.values():
+        if mode not in experiment.configs:
+            continue
         config = experiment.config(mode)
         code = code_version(experiment.runner)
         key = cache_key(experiment, mode, config, code.digest, libraries)
@@ -272,8 +275,7 @@ def run_pipeline(
     unknown = sorted(set(only or []) - set(registry)) + sorted(set(force or []) - set(registry))
     if unknown:
         raise ValueError(f"unknown experiment(s) {unknown}; the registry has {sorted(registry)}")
-    # an entry without a config for the mode is not part of it (e.g. an experiment too costly for --quick)
-    selected = {k: v for k, v in registry.items() if mode in v.configs and (not only or k in only)}
+    selected = {k: v for k, v in registry.items() if not only or k in only}
     plans = plan(selected, mode, out / "results", Path(work), threads, device, command, tuple(checkpoint_paths or ()))
     on_plan(plans)
     todo = [p.task for p in plans if not p.cached or p.task.name in (force or [])]
