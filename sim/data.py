@@ -277,11 +277,11 @@ class VARSequence(GaussianSequence):
         c, k = self.channels, self.lag
         xi = xi.reshape(*xi.shape[:-1], self.n, c)
         chol_0, chol_q, a = self.chol_0.to(xi.dtype), self.chol_q.to(xi.dtype), self.a.to(xi.dtype)
-        x = torch.empty_like(xi)
+        x = xi @ chol_q.T  # every innovation in one matmul; the recursion adds A x_{i-k} block by block
         x[..., :k, :] = xi[..., :k, :] @ chol_0.T
         for start in range(k, self.n, k):
             stop = min(start + k, self.n)
-            x[..., start:stop, :] = x[..., start - k : stop - k, :] @ a.T + xi[..., start:stop, :] @ chol_q.T
+            x[..., start:stop, :] += x[..., start - k : stop - k, :] @ a.T
         return x
 
 

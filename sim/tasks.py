@@ -96,7 +96,7 @@ class TokenTask(_SharedContext):
         return ids, targets, loss, self.context
 
     def loss(
-        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None
+        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: dict | None = None
     ) -> torch.Tensor:
         ids, targets, loss_at, context = self.inputs(raw)
         logits = model(model.embed_tokens(ids), context, capture)  # (S, B, N, V)
@@ -130,7 +130,7 @@ class ClassificationTask(_SharedContext):
         return ids, label, self.context
 
     def loss(
-        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None
+        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: dict | None = None
     ) -> torch.Tensor:
         ids, label, context = self.inputs(raw)
         logits = model(model.embed_tokens(ids), context, capture)[:, :, 0]  # (S, B, C): the CLS position
@@ -164,7 +164,7 @@ class DenoisingTask(_SharedContext):
         return z.view_as(x0), target.view_as(x0), self.context
 
     def loss(
-        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None
+        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: dict | None = None
     ) -> torch.Tensor:
         z, target, context = self.inputs(raw)
         pred = model(model.embed_continuous(z), context, capture)  # (S, B, N, c)

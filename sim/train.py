@@ -63,12 +63,12 @@ class Simulation:
 
     def train_step_on(self, raw: dict[str, torch.Tensor]) -> torch.Tensor:
         """One optimiser step on the drawn randomness ``raw`` (a leading seed axis)."""
-        capture = [] if self.cfg.track_pairs else None
+        capture = {} if self.cfg.track_pairs else None
         losses = self.task.loss(self.model, raw, capture)
         self.optimizer.zero_grad()
         losses.sum().backward()  # seeds share no parameters: each gets its own gradient
-        if capture:
-            s, c = pair_split(capture, self.cfg.model.head_dim)
+        if capture is not None:
+            s, c = pair_split(capture)
             self.grad_self += s
             self.grad_cross += c
         self.optimizer.step()
