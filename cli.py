@@ -455,7 +455,7 @@ def simulate(
     """
     options = {k: v for k, v in locals().items() if k not in ("objective", "out", "resume", "threads", "progress")}
     from sim.config import configs_from_options
-    from sim.report import DISPLAY_COLUMNS, format_summary
+    from sim.report import BLOCK_DISPLAY_COLUMNS, DISPLAY_COLUMNS, format_blocks, format_summary
     from sim.simulate import simulate as run_simulation
 
     try:
@@ -470,6 +470,13 @@ def simulate(
         title=f"step {result.summary[0]['step']}, {result.summary[0]['seeds']} seeds: per-layer scores, mean ± 95% CI "
         "(z = the seeds' null z combined, sum / sqrt(n)); W_qk learned, update = M_t - M_0, "
         "grad_* = self/cross pairs of sum dL/dM",
+    )
+    blocks = format_blocks(result.summary)
+    print_table(
+        blocks,
+        BLOCK_DISPLAY_COLUMNS,
+        title="layer 0 in its input coordinates: blocks (share of ||M||^2; cross pairs: pair symmetry), entries the "
+        "loss can evaluate, and the log-slopes along the sequence of the positions' key / query norms",
     )
     for path in (*[p / "metrics.csv" for p in result.run_dirs.values()], result.summary_csv, result.figure):
         console.print(f"wrote {path}", highlight=False)

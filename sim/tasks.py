@@ -71,6 +71,19 @@ class TokenTask(_SharedContext):
             out["loss"] = loss
         return out
 
+    def support(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(occupancy [R, N], loss [N])``: which table rows (data tokens, BOS, MASK, CLS) can sit at each position,
+        and which positions can carry loss (their query reaches the loss in a one-layer model)."""
+        occupancy = torch.zeros(self.vocab + 3, self.n, dtype=torch.bool)
+        first = int(self.bos)
+        occupancy[: self.vocab, first:] = True
+        occupancy[self.vocab, 0] = self.bos  # BOS id = vocab
+        loss = torch.ones(self.n, dtype=torch.bool)
+        if isinstance(self.objective, Bidirectional):
+            occupancy[self.vocab + 1, first:] = self.objective.mask_token > 0  # MASK id = vocab + 1
+            loss[:first] = False  # BOS is never selected
+        return occupancy, loss
+
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(input ids, targets, loss positions, context)``: ``[S, B, N]`` each and the shared ``[N, N]`` context.
 
@@ -122,6 +135,15 @@ class ClassificationTask(_SharedContext):
             "label": torch.randint(len(self.processes), (batch,), generator=gen),
         }
 
+    def support(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(occupancy [R, N], loss [N])`` (see :meth:`TokenTask.support`): CLS at position 0, the only loss query."""
+        occupancy = torch.zeros(self.vocab + 3, self.n, dtype=torch.bool)
+        occupancy[: self.vocab, 1:] = True
+        occupancy[self.vocab + 2, 0] = True  # CLS id = vocab + 2
+        loss = torch.zeros(self.n, dtype=torch.bool)
+        loss[0] = True
+        return occupancy, loss
+
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         label = raw["label"]
         data = mixture_from_noise(self.processes, raw["u"], label)  # (S, B, n-1), each sequence from its class
@@ -157,6 +179,10 @@ class DenoisingTask(_SharedContext):
             "t": self.objective.sample_t((batch,), gen),
             "eps": torch.randn(batch, self.n, self.channels, generator=gen, dtype=self.dtype),
         }
+
+    def support(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(occupancy [c, N], loss [N])`` (see :meth:`TokenTask.support`): every channel and loss everywhere."""
+        return torch.ones(self.channels, self.n, dtype=torch.bool), torch.ones(self.n, dtype=torch.bool)
 
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x0 = self.process.from_noise(raw["xi"])  # (S, B, N, c)

@@ -209,3 +209,31 @@ def test_parameter_gradients_equal_plain_autograd(objective: str, overrides: dic
     for name, g, r in zip(params, ours, ref, strict=True):
         err = float((g - r).abs().max() / r.abs().max().clamp_min(1e-300))
         assert err <= 1e-10, f"{name}: relative gradient difference {err:.3e}"
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_the_gradient_lives_on_the_evaluated_entries(objective: str) -> None:
+    """In input coordinates dL/dM is zero outside the entries marked evaluated (and non-zero on most of them)."""
+    from sim.coordinates import input_coordinates
+
+    sim = Simulation(small(objective, model__param="direct", batch=64))
+    for _ in range(2):
+        sim.train_step()
+    coords = input_coordinates(sim)
+    grad = coords.of((sim.grad_self + sim.grad_cross)[:, 0].sum(1))  # (S, D, D)
+    touched = (grad.abs() > 0).any(0)
+    assert not (touched & ~coords.evaluated).any(), "gradient outside the evaluated entries"
+    assert touched[coords.evaluated].double().mean() > 0.8
+
+
+def test_causal_evaluated_entries() -> None:
+    from sim.coordinates import input_coordinates
+
+    sim = Simulation(small("autoregressive"))
+    coords, v = input_coordinates(sim), sim.task.vocab
+    pos = torch.tensor([i for i, label in enumerate(coords.labels) if label == "position"])
+    block = coords.evaluated[pos[:, None], pos]
+    assert torch.equal(block, torch.ones_like(block).tril())  # a key later than its query never enters a logit
+    assert not coords.evaluated[v + 1].any() and not coords.evaluated[:, v + 2].any()  # MASK, CLS never appear
+    assert coords.evaluated[v, pos[0]] and not coords.evaluated[v, :v].any()  # BOS queries only see position 0
+    assert coords.sequence.tolist() == list(range(1, sim.cfg.n))  # position 0 holds BOS
