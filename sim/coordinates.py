@@ -6,9 +6,10 @@ The first layer's input at position ``i`` is ``x_i = V^T (c_i, e_i)``: coefficie
 (``K = M`` for the default one-hot tables, which fill every coordinate), and its blocks carry the labels
 ``token`` / ``special`` / ``position`` (``channel`` / ``position`` for continuous inputs): what
 :mod:`theory.blocks` scores. An entry ``K_ab`` can reach the loss only if some loss-carrying query has
-``a`` in its input and some key it attends to has ``b``: ``evaluated = O P O^T > 0`` with the occupancy ``O``
-(which coordinate can be non-zero at which position) and the possible pairs ``P`` (query ``i`` carries loss,
-key ``j`` in its context). In deeper layers every query's output feeds the next layer, so there ``P`` is the
+``a`` in its input and some key it attends to has ``b``: ``evaluated = O_q P O_k^T > 0`` with the occupancies
+``O_q``, ``O_k`` (which coordinate can be non-zero at which position, in a loss-carrying query and in a key: a
+masked query holds [MASK]) and the possible pairs ``P`` (query ``i`` carries loss, key ``j`` in its context).
+With several layers every query's output feeds the next layer, so there any input is a query and ``P`` is the
 context alone; blocks are scored for layer 0, whose inputs are in these coordinates.
 """
 
@@ -38,18 +39,19 @@ class InputCoordinates:
 def input_coordinates(sim) -> InputCoordinates:
     """Labels, basis, evaluated entries and data-position coordinates of a :class:`sim.train.Simulation`."""
     model, task, cfg = sim.model, sim.task, sim.cfg
-    occupancy, loss = task.support()  # (R, N), (N,)
-    rows = occupancy.shape[0]
+    queries, keys, loss = task.support()  # (R, N), (R, N), (N,)
+    if cfg.model.layers > 1:  # every query's output feeds the next layer
+        queries, loss = queries | keys, torch.ones_like(loss)
+    rows = keys.shape[0]
     labels = ["token"] * model.vocab + ["special"] * N_SPECIAL if model.vocab is not None else ["channel"] * rows
     basis = model.table.detach().double()
     n = cfg.n
     if cfg.model.positions != "none":
         labels += ["position"] * n
         basis = torch.cat([basis, model.pos.detach().double()[:, :n]], 1)
-        occupancy = torch.cat([occupancy, torch.eye(n, dtype=torch.bool)])
-    queries = loss if cfg.model.layers == 1 else torch.ones(n, dtype=torch.bool)
-    pairs = queries[:, None] & task.context  # (N, N)
-    evaluated = (occupancy.double() @ pairs.double() @ occupancy.double().T) > 0
-    first = 0 if model.vocab is None or occupancy[: model.vocab, 0].any() else 1  # BOS / CLS at position 0
+        queries, keys = (torch.cat([o, torch.eye(n, dtype=torch.bool)]) for o in (queries, keys))
+    pairs = loss[:, None] & task.context  # (N, N): query i carries loss, key j in its context
+    evaluated = (queries.double() @ pairs.double() @ keys.double().T) > 0
+    first = 0 if model.vocab is None or keys[: model.vocab, 0].any() else 1  # BOS / CLS at position 0
     sequence = torch.arange(first, n) if cfg.model.positions != "none" else torch.zeros(0, dtype=torch.long)
     return InputCoordinates(tuple(labels), basis, evaluated, rows + sequence, sequence)

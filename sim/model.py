@@ -173,6 +173,7 @@ class SeedBatchedAttention(nn.Module):
         may attend to key ``j``. With ``readout`` the output map is folded into the readout: ``[S, B, N, d_out]``
         (``y W_o w_out`` as ``y (W_o w_out)``, for a last layer with nothing after it)."""
         a = self.logits(h, layer, capture)  # (S, H, B, N, N)
+        context = context if context.ndim == 2 else context[:, None]  # per sequence: (S, 1, B, N, N)
         full = bool(context.all())  # no masking pass when every key is visible (bidirectional, denoising, CLS)
         if self.cfg.attention == "softmax":
             w = (a if full else a.masked_fill(~context, float("-inf"))).softmax(-1)

@@ -212,7 +212,7 @@ def _run(
     with _progress(progress, description or cfg.objective, last, sim.step) as advance:
         while sim.step < last:
             losses = sim.train_step()
-            if sim.step % cfg.record_every == 0 or sim.step == cfg.steps:
+            if sim.step % cfg.record_every == 0 or sim.step == cfg.steps or sim.step <= cfg.record_dense:
                 sim.record()
             if sim.step % cfg.checkpoint_every == 0 or sim.step == cfg.steps:
                 sim.save(out)

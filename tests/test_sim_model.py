@@ -15,7 +15,7 @@ from sim.train import Simulation
 from theory.montecarlo import monte_carlo_update
 from theory.scores import dense_scores
 
-OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
+OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising", "mae")
 
 
 def small(objective: str, **kw):

@@ -15,6 +15,7 @@ from sim.config import SimConfig, configs_from_options, default_config
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS
 from sim.report import load_metrics, summarize
+from sim.tasks import stack
 from sim.train import Simulation, run
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
@@ -209,3 +210,22 @@ def test_options_train(objective: str, options: dict, tmp_path) -> None:
     final = [r for r in sim.rows if r["step"] == 4]
     assert final and all(math.isfinite(r["loss"]) for r in final)
     assert all(math.isfinite(r["symmetry"]) for r in final if r["block"] == "all" or r["norm_share"] > 0)
+
+
+def test_masked_autoencoding_hides_keys_and_predicts_them_from_the_visible_ones() -> None:
+    sim = Simulation(tiny("mae", mask_ratio=0.5))
+    raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
+    ids, _, loss, context = sim.task.inputs(raw)
+    visible = context[..., 0, :]  # (S, B, N): what every query may attend to
+    assert torch.equal(loss, ~visible) and visible[..., 0].all()  # BOS always visible, never a loss query
+    assert (ids[loss] == sim.task.vocab + 1).all() and (ids[visible] <= sim.task.vocab).all()
+    hidden = (~visible[..., 1:]).sum(-1)
+    assert (hidden == (sim.cfg.n - 1) - sim.task.objective.n_visible(sim.cfg.n - 1)).all()
+
+
+def test_bos_maskable_makes_bos_a_target() -> None:
+    sim = Simulation(tiny("bidirectional", data__bos_maskable=True, mask_ratio=1.0, mask_scheme="mask"))
+    raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
+    _, targets, loss, _ = sim.task.inputs(raw)
+    assert loss[..., 0].all() and (targets[..., 0] == sim.task.vocab).all() and sim.task.classes == sim.task.vocab + 1
+    assert float(sim.train_step().min()) > 0
