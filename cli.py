@@ -538,6 +538,63 @@ def compare_theory(
     console.print(f"wrote {out / 'compare_theory.csv'}", highlight=False)
 
 
+@app.command("first-update")
+def first_update(
+    objective: Annotated[
+        str, typer.Option(help="bidirectional, autoregressive, denoising, classification, mae, or all.")
+    ] = "autoregressive",
+    set_: Annotated[
+        list[str],
+        typer.Option("--set", help="Config field key=value, repeatable (e.g. optimizer=sgd, lr=0.5, param=direct)."),
+    ] = [],
+    steps: Annotated[str, typer.Option(help="Training steps after which the update is measured, comma-separated.")] = (
+        "1,3,10"
+    ),
+    batch: Annotated[
+        int, typer.Option(help="Sequences per seed per step (larger: less noise in the measured step).")
+    ] = (256),
+    seeds: Annotated[int, typer.Option(help="Seeds.")] = 8,
+    mc_sequences: Annotated[int, typer.Option(help="Monte Carlo sequences per seed for each expectation.")] = 2048,
+    out: Annotated[Path, typer.Option(help="Directory of first_update.csv and first_update_summary.csv.")] = Path(
+        "runs/first_update"
+    ),
+    threads: Annotated[int, typer.Option(help="torch threads.")] = 1,
+) -> None:
+    """The first update of layer 0 predicted three ways vs the simulator's first steps.
+
+    averaged = -E[dL/dM] at M = 0 with the readout init averaged out (theory predict); gradient = -E[dL/dM] at the
+    model's own init and drawn readout (keeps the target terms); update = that gradient through the
+    parameterisation and optimiser trained (-lr (G W_k W_k^T + W_q W_q^T G) for separate factors, sign-like for
+    Adam). Prints s and delta_PR predicted / measured, their cosine, and the cosine the batch noise allows.
+    """
+    from sim.config import configs_from_options
+    from sim.first_update import compare_first_update
+
+    try:
+        chosen = tuple(int(x) for x in steps.split(",") if x.strip())
+        if not chosen or min(chosen) < 1 or min(batch, seeds, mc_sequences) < 1:
+            raise ValueError(f"need steps >= 1 and batch, seeds, mc-sequences >= 1; got {steps!r}, {batch}, {seeds}")
+        options = {**_key_values(set_, "--set"), "steps": max(chosen), "batch": batch, "seeds": seeds}
+        configs = configs_from_options(objective, options)
+        rows = compare_first_update(configs, out, chosen, mc_sequences, threads)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    shown = [
+        {
+            "name": r["name"],
+            "prediction": r["prediction"],
+            "step": r["step"],
+            "s pred / meas": f"{r['s_pred']:+.3f} / {r['s_meas']:+.3f}",
+            "δ_PR pred / meas": f"{r['delta_pr_pred']:+.3f} / {r['delta_pr_meas']:+.3f}",
+            "cosine": f"{r['cosine']:.3f} ± {r['cosine_ci']:.3f}",
+            "ceiling": f"{r['ceiling']:.3f}",
+        }
+        for r in rows
+    ]
+    print_table(shown, list(shown[0]), title="layer-0 first update: theory vs simulator (mean over seeds)")
+    console.print(f"wrote {out / 'first_update.csv'} and {out / 'first_update_summary.csv'}", highlight=False)
+
+
 @app.command()
 def experiment(
     names: Annotated[list[str] | None, typer.Argument(help="Experiment names (see --list), or 'all'.")] = None,
@@ -545,21 +602,21 @@ def experiment(
     out: Annotated[Path, typer.Option(help="Root of the experiments' run directories and tables.")] = Path(
         "runs/experiments"
     ),
+    seeds: Annotated[int | None, typer.Option(help="Seeds per arm (default: the arm's own, 8).")] = None,
+    steps: Annotated[int | None, typer.Option(help="Training steps per arm (default: the arm's own, 300).")] = None,
     threads: Annotated[int, typer.Option(help="torch threads while training.")] = 1,
     progress: Annotated[bool, typer.Option(help="Show a progress bar per arm.")] = True,
 ) -> None:
     """Run named simulator experiments (several arms of 8 seeds each) and print their per-layer scores.
 
-    Arms with the same configuration share one run, so experiments that reuse an arm do not train it twice,
-    and an interrupted experiment resumes.
+    Writes OUT/NAME/summary.csv (long: one row per arm x step x layer x form x block x quantity, seed mean, 95% CI,
+    combined null z), experiment.json and scores.png. Arms with the same configuration share one run, so
+    experiments that reuse an arm do not train it twice, and an interrupted experiment resumes.
     """
-    from sim.experiments import EXPERIMENTS, run_experiment
+    from sim.experiments import EXPERIMENTS, format_experiment, run_experiment
 
     if list_ or not names:
-        print_table(
-            [{"experiment": k, "what": v.__doc__.splitlines()[0]} for k, v in EXPERIMENTS.items()],
-            ["experiment", "what"],
-        )
+        print_table([{"experiment": k, "what": v.doc} for k, v in EXPERIMENTS.items()], ["experiment", "what"])
         return
     chosen = (
         list(EXPERIMENTS) if names == ["all"] else [n.strip() for name in names for n in name.split(",") if n.strip()]
@@ -567,13 +624,18 @@ def experiment(
     unknown = [n for n in chosen if n not in EXPERIMENTS]
     if unknown:
         fail(f"unknown experiment {', '.join(map(repr, unknown))}; choose from {sorted(EXPERIMENTS)} or all")
+    if (seeds is not None and seeds < 1) or (steps is not None and steps < 1):
+        fail(f"--seeds and --steps must be >= 1; got {seeds}, {steps}")
     for name in chosen:
-        rows = run_experiment(name, out, progress=progress, threads=threads)
+        try:
+            rows = run_experiment(name, out, seeds=seeds, steps=steps, progress=progress, threads=threads)
+        except (ValueError, TypeError) as err:
+            fail(str(err))
+        shown = format_experiment(rows)
         print_table(
-            rows,
-            list(rows[0]),
-            title=f"experiment {name}: {EXPERIMENTS[name].__doc__.splitlines()[0]} "
-            "(mean ± 95% CI over seeds; z combined over seeds)",
+            shown,
+            list(dict.fromkeys(k for row in shown for k in row)),
+            title=f"experiment {name}: {EXPERIMENTS[name].doc} (layer 0, mean ± 95% CI over seeds; z combined)",
         )
         console.print(f"wrote {out / name}", highlight=False)
 

@@ -143,7 +143,7 @@ def test_onehot_inputs_use_their_own_coordinates() -> None:
 
 
 def test_bos_dominance_is_the_bos_key_norm_over_the_typical_data_key_norm() -> None:
-    from sim.experiments import bos_dominance
+    from sim.analysis import bos_dominance
 
     sim = Simulation(small("autoregressive", model__layers=2))
     m = sim.model.matrices()[:, 0].sum(1)  # (S, d, d): layer 0, summed over heads; rows = query side
