@@ -18,6 +18,7 @@ a separable process with symmetric lag matrices, and 2-D Gaussian fields cut int
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -194,7 +195,6 @@ class GaussianSequence:
     cov: torch.Tensor
     n: int
     channels: int
-    chol: torch.Tensor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         size = self.n * self.channels
@@ -203,10 +203,14 @@ class GaussianSequence:
             raise ValueError(
                 f"covariance must be [{size}, {size}] for n={self.n}, channels={self.channels}; got {tuple(cov.shape)}"
             )
-        cov = (cov + cov.T) / 2
-        jitter = 1e-10 * cov.diagonal().mean()
-        object.__setattr__(self, "cov", cov)
-        object.__setattr__(self, "chol", torch.linalg.cholesky(cov + jitter * torch.eye(size, dtype=torch.float64)))
+        object.__setattr__(self, "cov", (cov + cov.T) / 2)
+
+    @functools.cached_property
+    def chol(self) -> torch.Tensor:
+        """Cholesky factor of the full covariance, built on first use (the structured subclasses never need it)."""
+        size = self.n * self.channels
+        jitter = 1e-10 * self.cov.diagonal().mean()
+        return torch.linalg.cholesky(self.cov + jitter * torch.eye(size, dtype=torch.float64))
 
     def block(self, i: int, j: int) -> torch.Tensor:
         """``E[x_i x_j^T]`` (``[c, c]``)."""

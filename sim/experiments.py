@@ -33,7 +33,7 @@ from common.io import provenance, write_csv, write_json
 from common.summary import combined_z, mean_ci
 from sim.analysis import attention_to, bos_dominance
 from sim.config import SimConfig, default_config
-from sim.train import Simulation, run
+from sim.train import Simulation, intra_op_threads, run
 from theory.scores import SCORE_NAMES
 
 SHORT = {"symmetry": "s", "directionality": "delta", "directionality_pr": "delta_pr"}
@@ -301,11 +301,14 @@ def run_experiment(
     spec = EXPERIMENTS[name]
     arms = {arm: sized(cfg, seeds, steps) for arm, cfg in spec.arms().items()}
     rows, curves = [], {}
-    for arm, cfg in arms.items():
-        sim = run(cfg, out / "runs" / config_key(cfg), resume=True, progress=progress, description=arm, threads=threads)
-        reported = sorted({s for s in spec.early if s < cfg.steps} | {cfg.steps})
-        rows += _summary_rows(name, arm, sim.rows, reported) + _analysis_rows(name, arm, sim)
-        curves[arm] = sim.rows
+    with intra_op_threads(threads):  # the analysis too: small ops, where extra threads only cost
+        for arm, cfg in arms.items():
+            sim = run(
+                cfg, out / "runs" / config_key(cfg), resume=True, progress=progress, description=arm, threads=None
+            )
+            reported = sorted({s for s in spec.early if s < cfg.steps} | {cfg.steps})
+            rows += _summary_rows(name, arm, sim.rows, reported) + _analysis_rows(name, arm, sim)
+            curves[arm] = sim.rows
     write_csv(out / name / "summary.csv", rows, COLUMNS)
     write_json(
         out / name / "experiment.json",
