@@ -193,17 +193,17 @@ EXPERIMENTS = {
     "positions": Experiment(
         "(b) Positions kept out of W_qk: no position embedding, targets found by content (topic data; controls)",
         _arms_positions,
-        (10, 25),
+        (25, 100),
     ),
     "shared_key": Experiment(
         "(c) A key many queries use: topic token, Zipfian vocabulary, BOS-packed documents, maskable BOS (controls)",
         _arms_shared_key,
-        (10, 25),
+        (25, 100),
     ),
     "length": Experiment(
         "(d) Role counts grow with N: 16, 64, 96 positions at d = 128 (autoregressive, bidirectional, denoising)",
         _arms_length,
-        (10, 25),
+        (25, 100),
     ),
 }
 
