@@ -96,6 +96,33 @@ def predictions(sim: Simulation, mc_sequences: int = 2048) -> dict[str, torch.Te
     return {kind: torch.stack(v) for kind, v in out.items()}
 
 
+def batch_updates(sim: Simulation, draws: int = 16) -> torch.Tensor:
+    """The first update as one training batch makes it: ``draws`` batches of ``cfg.batch`` fresh sequences per seed,
+    each batch's closed-form gradient at the init through the parameterisation and optimiser: ``[S, draws, d, d]``.
+
+    The scores of these, averaged over draws, predict the scores of the simulator's own first step, whose batch
+    noise is not isotropic: the self-pair terms ``beta_ii x_i x_i^T`` fluctuate symmetrically, and Adam takes the
+    sign of the noisy gradient (``E[sign(g)] != sign(E[g])``).
+    """
+    cfg = sim.cfg
+    a, b = (f[:, 0].detach().double() for f in sim.model.qk_factors())
+    out = []
+    for s in range(cfg.seeds):
+
+        def sampler(size: int, g: torch.Generator, s: int = s):
+            return attention_batch(sim, s, stack([sim.task.draw(g, size)]))
+
+        form = a[s] @ b[s].transpose(-2, -1) if cfg.model.param == "direct" else (a[s], b[s])
+        gen, head = generator(cfg.seed_list[s], COMPARE_STREAM, 3), drawn_readout(sim, s)
+        grads = [
+            monte_carlo_update(sampler, head, 1, cfg.batch, gen, d_h=cfg.model.head_dim, form=form).mean
+            for _ in range(draws)
+        ]
+        updates = first_update(torch.stack(grads), a[s], b[s], cfg.model.param, cfg.optimizer, cfg.lr)
+        out.append(updates.sum(1))  # (draws, d, d): summed over heads
+    return torch.stack(out)
+
+
 def simulated(sim: Simulation, steps: tuple[int, ...]) -> dict[int, torch.Tensor]:
     """``M_t - M_0`` of layer 0 summed over heads ``[S, d, d]`` after each of ``steps`` training steps."""
     out = {}

@@ -11,7 +11,10 @@ Per cell and seed:
 
 - **predicted**: ``s`` and ``delta_PR`` of the theory's first update of layer 0 (the ``update`` prediction of
   :mod:`sim.first_update`: ``E[dL/dM_h]`` at the seed's own init and drawn readout, through the parameterisation
-  and optimiser); beside it the readout-averaged gradient at ``M = 0`` (``averaged``, the old prediction);
+  and optimiser); **predicted_batch**: the same map applied to the closed-form gradient of one training batch
+  (16 fresh batches of the cell's batch size, their scores averaged: :func:`sim.first_update.batch_updates`),
+  which keeps the batch noise a real first step has (symmetric self-pair fluctuations; Adam's sign of a noisy
+  gradient); beside them the readout-averaged gradient at ``M = 0`` (``averaged``, the old prediction);
 - **early**: the simulator's update ``M_t - M_0`` after the first step (and after 3, reported);
 - **final**: the update after the last step (and the learned ``W_qk``, reported).
 
@@ -38,7 +41,7 @@ from common.io import provenance, write_csv, write_json
 from common.summary import combined_z, mean_ci
 from sim.config import SimConfig, default_config
 from sim.experiments import config_key
-from sim.first_update import predictions
+from sim.first_update import batch_updates, predictions
 from sim.train import Simulation, intra_op_threads, run
 from theory.nulls import null_distribution
 from theory.scores import dense_scores
@@ -59,9 +62,10 @@ CELL_MODEL = {"model__d": 32, "model__heads": 1, "model__d_head": 16, "n": 17}
 SGD_LR = {"classification": 1.0, "denoising": 1.0}
 SGD_LR_DEFAULT = 3.0
 SCORES = ("s", "delta_pr")
-PHASES = ("predicted", "averaged", "early", "early_3", "final", "final_W_qk")
+PHASES = ("predicted", "predicted_batch", "averaged", "early", "early_3", "final", "final_W_qk")
 #: which predicted phase is compared with which simulated phase
-COMPARISONS = (("predicted", "early"), ("predicted", "final"), ("averaged", "early"), ("averaged", "final"))
+COMPARISONS = tuple((p, s) for p in ("predicted", "predicted_batch", "averaged") for s in ("early", "final"))
+BATCH_DRAWS = 16
 
 
 @dataclass(frozen=True)
@@ -125,15 +129,28 @@ def _per_seed_scores(m: torch.Tensor) -> dict[str, list[float]]:
     return out
 
 
+def _mean_scores(updates: torch.Tensor) -> dict[str, list[float]]:
+    """Per seed, the scores of ``updates [S, K, d, d]`` averaged over the ``K`` draws, with the null z of that mean."""
+    scores = dense_scores(updates)
+    null = null_distribution(updates.shape[-1], updates.shape[-1])
+    out = {}
+    for short, name in (("s", "symmetry"), ("delta_pr", "directionality_pr")):
+        values = getattr(scores, name).mean(1).numpy()
+        out[short], out[f"{short}_z"] = values.tolist(), null.z(name, values).tolist()
+    return out
+
+
 def cell_prediction(cell: Cell, cfg: SimConfig, out: Path, mc_sequences: int) -> dict:
-    """Predicted per-seed scores (``predicted``, ``averaged``), cached in ``out/predictions``."""
+    """Predicted per-seed scores (``predicted``, ``predicted_batch``, ``averaged``), cached in ``out/predictions``."""
     path = out / "predictions" / f"{config_key(cfg)}_{mc_sequences}.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    sim = Simulation(cfg)
-    pred = predictions(sim, mc_sequences)
-    result = {"predicted": _per_seed_scores(pred["update"]), "averaged": _per_seed_scores(pred["averaged"])}
-    write_json(path, result)
+    result = json.loads(path.read_text()) if path.exists() else {}
+    if set(result) != {"predicted", "predicted_batch", "averaged"}:
+        sim = Simulation(cfg)
+        if "predicted" not in result:
+            pred = predictions(sim, mc_sequences)
+            result |= {"predicted": _per_seed_scores(pred["update"]), "averaged": _per_seed_scores(pred["averaged"])}
+        result["predicted_batch"] = _mean_scores(batch_updates(sim, BATCH_DRAWS))
+        write_json(path, result)
     return result
 
 
@@ -238,7 +255,7 @@ def run_cell(cell: Cell, out: Path, seeds: int, steps: int, mc_sequences: int, p
         if "NaN" not in str(err):
             raise
         nan = {k: [math.nan] * seeds for k in ("s", "s_z", "delta_pr", "delta_pr_z")}
-        phases |= dict.fromkeys(PHASES[2:], nan)
+        phases |= dict.fromkeys(PHASES[3:], nan)
         return cell_rows(cell, phases, math.nan)
     for step in REPORTED_EARLY:
         phases["early" if step == EARLY else f"early_{step}"] = _simulated(sim.rows, step, "update")

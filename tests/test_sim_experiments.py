@@ -133,10 +133,30 @@ def test_grid_runs_a_subset_and_writes_its_tables(tmp_path) -> None:
     cells = [c for c in cells if c.optimizer == "adam" and c.positions == "onehot"]
     result = run_grid(tmp_path, seeds=2, steps=4, cells=cells, mc_sequences=32, progress=False)
     grid = read(tmp_path / "grid.csv")
-    assert {r["phase"] for r in grid} == {"predicted", "averaged", "early", "early_3", "final", "final_W_qk"}
-    assert len(grid) == len(cells) * 6 * 2
-    assert len(read(tmp_path / "agreement.csv")) == len(cells) * 2 * 4
+    phases = {"predicted", "predicted_batch", "averaged", "early", "early_3", "final", "final_W_qk"}
+    assert {r["phase"] for r in grid} == phases
+    assert len(grid) == len(cells) * len(phases) * 2
+    assert len(read(tmp_path / "agreement.csv")) == len(cells) * 2 * 6
     assert {r["score"] for r in result["rates"]} == {"s", "delta_pr", "both"}
     assert (tmp_path / "grid.png").stat().st_size > 10_000
     meta = json.loads((tmp_path / "grid.json").read_text())
     assert meta["cells"] == [c.name for c in cells] and meta["seeds"] == 2
+
+
+def test_sgd_batch_updates_average_to_the_expected_update() -> None:
+    """For SGD the first update is linear in the gradient, so batch updates average to the expected update."""
+    import torch
+
+    from sim.config import default_config
+    from sim.first_update import batch_updates, cosine, predictions
+
+    cfg = default_config("denoising", seeds=2, n=6, batch=8, optimizer="sgd", lr=0.5, model__d=16)
+    cfg = cfg.with_overrides(model__heads=1, model__d_head=4, data__channels=8, data__lag=2)
+    sim = Simulation(cfg)
+    expected = predictions(sim, mc_sequences=4096)["update"]  # (S, d, d)
+    batches = batch_updates(sim, draws=256)  # (S, 256, d, d): one batch of 8 each
+    assert batches.shape == (2, 256, 16, 16)
+    agreement = cosine(batches.mean(1), expected)
+    single = cosine(batches[:, 0], expected)
+    assert bool((agreement > 0.9).all()) and bool((agreement > single).all()), (agreement, single)
+    assert torch.isfinite(batches).all()
