@@ -685,10 +685,12 @@ def grid(
     except (ValueError, TypeError) as err:
         fail(str(err))
     print_table(
-        result["rates"],
-        ["theory", "simulated", "score", "comparisons", "agree", "rate", "undefined"],
-        title=f"grid: {len(cells)} cells, {seeds} seeds, {steps} steps; agreement of the theory's first update "
-        "(predicted; averaged = readout-averaged gradient at M = 0) with the simulated update",
+        [r for r in result["rates"] if r["score"] == "both"],
+        ["rule", "theory", "simulated", "comparisons", "agree", "rate", "undefined"],
+        title=f"grid: {len(cells)} cells, {seeds} seeds, {steps} steps; agreement (s and delta_PR) of the theory's "
+        "first update (predicted: expected; predicted_batch: from one training batch; averaged: readout-averaged "
+        "gradient at M = 0) with the simulated update; rule z: |combined z| > 2 is outside the null band, rule "
+        "seeds: and the seeds' 95% interval excludes the null mean; per score in rates.csv",
     )
     bad = [r for r in result["agreement"] if r["theory"] == "predicted" and r["agree"] == 0.0]
     if bad:

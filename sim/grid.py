@@ -21,7 +21,9 @@ Per cell and seed:
 Each side's value is the seed mean with its 95% CI and the seeds' null z combined (Stouffer), against the null of
 a dense ``d x d`` form; its class is the sign of the mean when ``|z| > 2`` (outside the null band) and ``0``
 (inside) otherwise. A cell agrees on a score when the classes are equal: same sign and both outside, or both
-inside. ``agreement.csv`` holds every comparison, ``grid.csv`` every value (long), ``rates.csv`` the agreement
+inside. A stricter rule (``agree_seeds``) also asks the seeds' 95% t-interval to exclude the null mean before a
+value counts as outside, since the seeds can spread far more than the null does (``delta_PR``'s null is narrow).
+``agreement.csv`` holds every comparison, ``grid.csv`` every value (long), ``rates.csv`` the agreement
 rates (early and final, per score and prediction), ``grid.png`` one row per cell. Everything is resumable: each
 cell's run directory (``OUT/runs/<hash>``) and prediction (``OUT/predictions/<hash>.json``) are reused.
 """
@@ -172,15 +174,24 @@ def classify(mean: float, z: float) -> int:
     return int(math.copysign(1, mean)) if abs(z) > 2 else 0
 
 
-def cell_rows(cell: Cell, phases: dict[str, dict[str, list[float]]], loss: float) -> list[dict]:
+def classify_over_seeds(mean: float, ci: float, z: float, null_mean: float) -> int:
+    """The stricter rule: outside only if also the seeds' 95% t-interval excludes the null mean."""
+    c = classify(mean, z)
+    return c if not c or abs(mean - null_mean) > ci else 0
+
+
+def cell_rows(cell: Cell, phases: dict[str, dict[str, list[float]]], loss: float, d: int) -> list[dict]:
+    null = null_distribution(d, d).summary()
     rows = []
     for phase, values in phases.items():
         for score in SCORES:
             mean, ci = mean_ci(values[score])
             z = combined_z(values[f"{score}_z"])
+            null_mean = null["symmetry" if score == "s" else "directionality_pr"]["mean"]
             rows.append(
                 {"cell": cell.name, **cell.__dict__, "phase": phase, "score": score}
                 | {"mean": mean, "ci": ci, "z": z, "class": classify(mean, z), "seeds": len(values[score])}
+                | {"null_mean": null_mean, "class_seeds": classify_over_seeds(mean, ci, z, null_mean)}
                 | {"final_loss": loss}
             )
     return rows
@@ -196,8 +207,8 @@ def agreement_rows(rows: list[dict]) -> list[dict]:
                 a, b = index.get((cell, theory, score)), index.get((cell, simulated, score))
                 if a is None or b is None:
                     continue
-                agree = (
-                    math.nan if math.isnan(a["class"]) or math.isnan(b["class"]) else float(a["class"] == b["class"])
+                same = lambda key, a=a, b=b: (
+                    math.nan if math.isnan(a[key]) or math.isnan(b[key]) else float(a[key] == b[key])
                 )
                 out.append(
                     {
@@ -212,34 +223,38 @@ def agreement_rows(rows: list[dict]) -> list[dict]:
                         "simulated_z": b["z"],
                         "theory_class": a["class"],
                         "simulated_class": b["class"],
-                        "agree": agree,
+                        "agree": same("class"),
+                        "agree_seeds": same("class_seeds"),
                     }
                 )
     return out
 
 
 def agreement_rates(agreement: list[dict]) -> list[dict]:
-    """Agreement rate per (theory, simulated phase, score) and over both scores."""
+    """Agreement rate per (rule, theory, simulated phase, score) and over both scores; rule ``z`` (the agreement rule
+    of the module docstring) or ``seeds`` (outside also needs the seeds' t-interval to exclude the null mean)."""
     out = []
-    for theory, simulated in COMPARISONS:
-        for score in (*SCORES, "both"):
-            chosen = [
-                r["agree"]
-                for r in agreement
-                if r["theory"] == theory and r["simulated"] == simulated and score in (r["score"], "both")
-            ]
-            finite = [a for a in chosen if math.isfinite(a)]
-            out.append(
-                {
-                    "theory": theory,
-                    "simulated": simulated,
-                    "score": score,
-                    "comparisons": len(finite),
-                    "agree": int(sum(finite)),
-                    "rate": sum(finite) / len(finite) if finite else math.nan,
-                    "undefined": len(chosen) - len(finite),
-                }
-            )
+    for rule, key in (("z", "agree"), ("seeds", "agree_seeds")):
+        for theory, simulated in COMPARISONS:
+            for score in (*SCORES, "both"):
+                chosen = [
+                    r[key]
+                    for r in agreement
+                    if r["theory"] == theory and r["simulated"] == simulated and score in (r["score"], "both")
+                ]
+                finite = [a for a in chosen if math.isfinite(a)]
+                out.append(
+                    {
+                        "rule": rule,
+                        "theory": theory,
+                        "simulated": simulated,
+                        "score": score,
+                        "comparisons": len(finite),
+                        "agree": int(sum(finite)),
+                        "rate": sum(finite) / len(finite) if finite else math.nan,
+                        "undefined": len(chosen) - len(finite),
+                    }
+                )
     return out
 
 
@@ -256,13 +271,13 @@ def run_cell(cell: Cell, out: Path, seeds: int, steps: int, mc_sequences: int, p
             raise
         nan = {k: [math.nan] * seeds for k in ("s", "s_z", "delta_pr", "delta_pr_z")}
         phases |= dict.fromkeys(PHASES[3:], nan)
-        return cell_rows(cell, phases, math.nan)
+        return cell_rows(cell, phases, math.nan, cfg.model.d)
     for step in REPORTED_EARLY:
         phases["early" if step == EARLY else f"early_{step}"] = _simulated(sim.rows, step, "update")
     phases["final"] = _simulated(sim.rows, cfg.steps, "update")
     phases["final_W_qk"] = _simulated(sim.rows, cfg.steps, "W_qk")
     final = [r["loss"] for r in sim.rows if r["step"] == cfg.steps and r["form"] == "W_qk" and r["head"] == "all"]
-    return cell_rows(cell, phases, mean_ci(final)[0])
+    return cell_rows(cell, phases, mean_ci(final)[0], cfg.model.d)
 
 
 def run_grid(

@@ -14,7 +14,16 @@ from typer.testing import CliRunner
 
 from cli import app
 from sim.experiments import COLUMNS, EXPERIMENTS, run_experiment
-from sim.grid import AXES, agreement_rates, agreement_rows, all_cells, classify, run_grid, select_cells
+from sim.grid import (
+    AXES,
+    agreement_rates,
+    agreement_rows,
+    all_cells,
+    classify,
+    classify_over_seeds,
+    run_grid,
+    select_cells,
+)
 from sim.train import Simulation
 
 
@@ -110,9 +119,11 @@ def test_agreement_rule() -> None:
     """Same sign outside the null band, or both inside, agree; anything else does not."""
     assert classify(0.3, 5.0) == 1 and classify(-0.3, -2.5) == -1 and classify(0.3, 1.9) == 0
     assert math.isnan(classify(math.nan, 3.0))
+    assert classify_over_seeds(0.3, 0.1, 5.0, 0.0) == 1 and classify_over_seeds(0.3, 0.5, 5.0, 0.0) == 0  # spread
 
     def row(cell, phase, mean, z):
-        return {"cell": cell, "phase": phase, "score": "s", "mean": mean, "z": z, "class": classify(mean, z)}
+        cls = classify(mean, z)
+        return {"cell": cell, "phase": phase, "score": "s", "mean": mean, "z": z, "class": cls, "class_seeds": cls}
 
     base = {"objective": "x", "data": "x", "param": "x", "optimizer": "x", "positions": "x"}
     rows = [
@@ -124,7 +135,11 @@ def test_agreement_rule() -> None:
     agreement = {(r["theory"], r["simulated"]): r["agree"] for r in agreement_rows(rows)}
     assert agreement[("predicted", "early")] == 1.0 and agreement[("predicted", "final")] == 0.0
     assert agreement[("averaged", "early")] == 0.0 and agreement[("averaged", "final")] == 1.0
-    rates = {(r["theory"], r["simulated"], r["score"]): r["rate"] for r in agreement_rates(agreement_rows(rows))}
+    rates = {
+        (r["theory"], r["simulated"], r["score"]): r["rate"]
+        for r in agreement_rates(agreement_rows(rows))
+        if r["rule"] == "z"
+    }
     assert rates[("predicted", "early", "s")] == 1.0 and rates[("predicted", "final", "both")] == 0.0
 
 
