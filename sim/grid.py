@@ -177,7 +177,7 @@ def classify(mean: float, z: float) -> int:
 def classify_over_seeds(mean: float, ci: float, z: float, null_mean: float) -> int:
     """The stricter rule: outside only if also the seeds' 95% t-interval excludes the null mean."""
     c = classify(mean, z)
-    return c if not c or abs(mean - null_mean) > ci else 0
+    return c if not c or math.isnan(c) or abs(mean - null_mean) > ci else 0
 
 
 def cell_rows(cell: Cell, phases: dict[str, dict[str, list[float]]], loss: float, d: int) -> list[dict]:

@@ -120,6 +120,7 @@ def test_agreement_rule() -> None:
     assert classify(0.3, 5.0) == 1 and classify(-0.3, -2.5) == -1 and classify(0.3, 1.9) == 0
     assert math.isnan(classify(math.nan, 3.0))
     assert classify_over_seeds(0.3, 0.1, 5.0, 0.0) == 1 and classify_over_seeds(0.3, 0.5, 5.0, 0.0) == 0  # spread
+    assert math.isnan(classify_over_seeds(math.nan, 0.1, math.nan, 0.0))
 
     def row(cell, phase, mean, z):
         cls = classify(mean, z)
