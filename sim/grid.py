@@ -350,7 +350,7 @@ def plot_grid(rows: list[dict], agreement: list[dict], path: Path) -> None:
         ax.grid(axis="x", color="0.9")
     axes[0].set_yticks(range(len(cells)))
     axes[0].set_yticklabels(cells, fontsize=5.5)
-    axes[0].invert_yaxis()
+    axes[0].set_ylim(len(cells) - 0.5, -0.7)  # first cell on top
     axes[0].legend(fontsize=7, loc="lower left", title="x: disagrees with predicted", title_fontsize=6)
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
