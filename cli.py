@@ -639,19 +639,24 @@ def simulate(
         console.print(f"wrote {path}", highlight=False)
 
 
+#: The options the simulator's theory comparisons share: which objective, and config overrides.
+SimObjective = Annotated[
+    str, typer.Option(help="bidirectional, autoregressive, denoising, classification, mae, or all (the first four).")
+]
+SimOverrides = Annotated[
+    list[str],
+    typer.Option(
+        "--set",
+        help="Config field key=value, repeatable, as `simulate` names them (d, n, heads, process, optimizer, lr, "
+        "...) or SimConfig fields with model__X / data__X.",
+    ),
+]
+
+
 @app.command("compare-theory")
 def compare_theory(
-    objective: Annotated[
-        str, typer.Option(help="bidirectional, autoregressive, denoising, classification, or all.")
-    ] = "all",
-    set_: Annotated[
-        list[str],
-        typer.Option(
-            "--set",
-            help="Config field key=value, repeatable, as `simulate` names them (d, n, heads, "
-            "process, ...) or SimConfig fields with model__X / data__X.",
-        ),
-    ] = [],
+    objective: SimObjective = "all",
+    set_: SimOverrides = [],
     steps: Annotated[
         int, typer.Option(min=1, help="First steps measured (the gradients are taken within a step or two of init).")
     ] = COMPARE_DEFAULTS["steps"],
@@ -695,13 +700,8 @@ def compare_theory(
 
 @app.command("first-update")
 def first_update(
-    objective: Annotated[
-        str, typer.Option(help="bidirectional, autoregressive, denoising, classification, mae, or all.")
-    ] = "autoregressive",
-    set_: Annotated[
-        list[str],
-        typer.Option("--set", help="Config field key=value, repeatable (e.g. optimizer=sgd, lr=0.5, param=direct)."),
-    ] = [],
+    objective: SimObjective = "autoregressive",
+    set_: SimOverrides = [],
     steps: Annotated[str, typer.Option(help="Training steps after which the update is measured, comma-separated.")] = (
         "1,3,10"
     ),

@@ -17,14 +17,8 @@ import torch.nn.functional as F
 from sim.config import MASK_SCHEMES, SIM_OBJECTIVES, DataConfig
 from sim.data import GaussianSequence, TokenChain, TopicDocuments, build_process, class_processes, mixture_from_noise
 from sim.model import SeedBatchedAttention
-from theory.objectives import (
-    Autoregressive,
-    Bidirectional,
-    Classification,
-    Denoising,
-    MaskedAutoencoding,
-    get_objective,
-)
+from theory import objectives
+from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
 
 
 def _per_seed_mean(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -272,20 +266,20 @@ def build_task(
     if objective == "denoising":
         if not data.continuous:
             raise ValueError(f"denoising needs a continuous process, got {data.process!r}")
-        return DenoisingTask(get_objective("denoising", target=target), build_process(data, n), n, dtype)
+        return DenoisingTask(objectives.get_objective("denoising", target=target), build_process(data, n), n, dtype)
     if data.continuous:
         raise ValueError(f"{objective} needs a token process, got the continuous process {data.process!r}")
     if objective == "classification":
-        return ClassificationTask(get_objective("classification"), class_processes(data), n)
+        return ClassificationTask(objectives.get_objective("classification"), class_processes(data), n)
     if objective == "mae":
-        obj = get_objective("mae", mask_ratio=mask_ratio)
+        obj = objectives.get_objective("mae", mask_ratio=mask_ratio)
     elif objective == "bidirectional":
         if mask_scheme not in MASK_SCHEMES:
             raise ValueError(f"unknown mask scheme {mask_scheme!r}; choose from {sorted(MASK_SCHEMES)}")
         p_mask, p_random = MASK_SCHEMES[mask_scheme]
-        obj = get_objective("bidirectional", mask_ratio=mask_ratio, mask_token=p_mask, random_token=p_random)
+        obj = objectives.get_objective("bidirectional", mask_ratio=mask_ratio, mask_token=p_mask, random_token=p_random)
     else:
-        obj = get_objective("autoregressive")
+        obj = objectives.get_objective("autoregressive")
     task = TokenTask(obj, build_process(data, n), n, data.bos, data.bos_maskable)
     if task.n_data < 2:
         raise ValueError(f"n={n} positions leave fewer than 2 data tokens")
