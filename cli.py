@@ -809,7 +809,9 @@ def grid(
     positions: Annotated[str | None, typer.Option(help="onehot, none, comma-separated (default: both).")] = None,
     seeds: Annotated[int, typer.Option(min=2, help="Seeds per cell.")] = 8,
     steps: Annotated[int, typer.Option(min=4, help="Training steps per cell (the first 3 are all recorded).")] = 200,
-    mc_sequences: Annotated[int, typer.Option(min=2, help="Monte Carlo sequences per seed for the prediction.")] = 1024,
+    mc_sequences: Annotated[
+        int, typer.Option(min=2, help="Monte Carlo sequences per seed for the prediction.")
+    ] = 1024,  # sim.grid.DEFAULT_MC_SEQUENCES (not imported here: sim.grid imports torch)
     out: Annotated[
         Path, typer.Option(**OUTPUT_DIR, help="Directory of the grid's tables, figure and cell runs.")
     ] = Path("runs/grid"),

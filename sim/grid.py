@@ -6,7 +6,8 @@ Classification's classes are i.i.d. token processes, so it has the exchangeable 
 
 Each cell is a small one-layer model (:data:`CELL_MODEL`: ``d = 32``, one head of 16, 16 data positions, 12 tokens
 or 16 channels; lag-4 dependence for the reversible and irreversible data) trained with 8 seeds for 200 steps
-(:data:`DEFAULT_SEEDS`, :data:`DEFAULT_STEPS`; about 2-4 s per cell on two cores, ~8 minutes for the grid).
+(:data:`DEFAULT_SEEDS`, :data:`DEFAULT_STEPS`; 12 minutes for the grid on two cores shared at a load average of
+5-7, most of it training; a rerun reuses every cell).
 Per cell and seed:
 
 - **predicted**: ``s`` and ``delta_PR`` of the theory's first update of layer 0 (the ``update`` prediction of
@@ -55,7 +56,7 @@ OPTIMIZERS = ("sgd", "adam")
 POSITIONS = ("onehot", "none")
 AXES = {"objective": OBJECTIVES, "data": DATA, "param": PARAMS, "optimizer": OPTIMIZERS, "positions": POSITIONS}
 
-DEFAULT_SEEDS, DEFAULT_STEPS = 8, 200
+DEFAULT_SEEDS, DEFAULT_STEPS, DEFAULT_MC_SEQUENCES = 8, 200, 1024
 EARLY, REPORTED_EARLY = 1, (1, 3)
 CELL_MODEL = {"model__d": 32, "model__heads": 1, "model__d_head": 16, "n": 17}
 #: learning rates: Adam the simulator's default (3e-3); SGD the largest of 0.3, 1, 3 that did not diverge in a
@@ -286,7 +287,7 @@ def run_grid(
     seeds: int = DEFAULT_SEEDS,
     steps: int = DEFAULT_STEPS,
     cells: list[Cell] | None = None,
-    mc_sequences: int = 512,
+    mc_sequences: int = DEFAULT_MC_SEQUENCES,
     progress: bool = True,
     threads: int | None = 1,
 ) -> dict[str, list[dict]]:
