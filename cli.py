@@ -612,7 +612,7 @@ def simulate(
     """
     options = {k: v for k, v in locals().items() if k not in ("objective", "out", "resume", "threads", "progress")}
     from sim.config import configs_from_options
-    from sim.report import DISPLAY_COLUMNS, format_summary
+    from sim.report import BLOCK_DISPLAY_COLUMNS, DISPLAY_COLUMNS, format_blocks, format_summary
     from sim.simulate import simulate as run_simulation
 
     try:
@@ -628,23 +628,35 @@ def simulate(
         "(z = the seeds' null z combined, sum / sqrt(n)); W_qk learned, update = M_t - M_0, "
         "grad_* = self/cross pairs of sum dL/dM",
     )
+    blocks = format_blocks(result.summary)
+    print_table(
+        blocks,
+        BLOCK_DISPLAY_COLUMNS,
+        title="layer 0 in its input coordinates: blocks (share of ||M||^2; cross pairs: pair symmetry), entries the "
+        "loss can evaluate, and the log-slopes along the sequence of the positions' key / query norms",
+    )
     for path in (*[p / "metrics.csv" for p in result.run_dirs.values()], result.summary_csv, result.figure):
         console.print(f"wrote {path}", highlight=False)
 
 
+#: The options the simulator's theory comparisons share: which objective, and config overrides.
+SimObjective = Annotated[
+    str, typer.Option(help="bidirectional, autoregressive, denoising, classification, mae, or all (the first four).")
+]
+SimOverrides = Annotated[
+    list[str],
+    typer.Option(
+        "--set",
+        help="Config field key=value, repeatable, as `simulate` names them (d, n, heads, process, optimizer, lr, "
+        "...) or SimConfig fields with model__X / data__X.",
+    ),
+]
+
+
 @app.command("compare-theory")
 def compare_theory(
-    objective: Annotated[
-        str, typer.Option(help="bidirectional, autoregressive, denoising, classification, or all.")
-    ] = "all",
-    set_: Annotated[
-        list[str],
-        typer.Option(
-            "--set",
-            help="Config field key=value, repeatable, as `simulate` names them (d, n, heads, "
-            "process, ...) or SimConfig fields with model__X / data__X.",
-        ),
-    ] = [],
+    objective: SimObjective = "all",
+    set_: SimOverrides = [],
     steps: Annotated[
         int, typer.Option(min=1, help="First steps measured (the gradients are taken within a step or two of init).")
     ] = COMPARE_DEFAULTS["steps"],
@@ -686,6 +698,61 @@ def compare_theory(
     console.print(f"wrote {out / 'compare_theory.csv'}", highlight=False)
 
 
+@app.command("first-update")
+def first_update(
+    objective: SimObjective = "autoregressive",
+    set_: SimOverrides = [],
+    steps: Annotated[str, typer.Option(help="Training steps after which the update is measured, comma-separated.")] = (
+        "1,3,10"
+    ),
+    batch: Annotated[
+        int, typer.Option(min=1, help="Sequences per seed per step (larger: less noise in the measured step).")
+    ] = 256,
+    seeds: Annotated[int, typer.Option(min=1, help="Seeds.")] = 8,
+    mc_sequences: Annotated[
+        int, typer.Option(min=2, help="Monte Carlo sequences per seed for each expectation.")
+    ] = 2048,
+    out: Annotated[
+        Path, typer.Option(**OUTPUT_DIR, help="Directory of first_update.csv and first_update_summary.csv.")
+    ] = Path("runs/first_update"),
+    threads: Annotated[int, typer.Option(min=1, help="torch threads.")] = 1,
+) -> None:
+    """The first update of layer 0 predicted three ways vs the simulator's first steps.
+
+    averaged = -E[dL/dM] at M = 0 with the readout init averaged out (theory predict); gradient = -E[dL/dM] at the
+    model's own init and drawn readout (keeps the target terms); update = that gradient through the
+    parameterisation and optimiser trained (-lr (G W_k W_k^T + W_q W_q^T G) for separate factors, sign-like for
+    Adam). Prints s and delta_PR predicted / measured, their cosine, and the cosine the batch noise allows.
+    """
+    from sim.config import configs_from_options
+    from sim.first_update import compare_first_update
+
+    parts = [x.strip() for x in steps.split(",") if x.strip()]
+    if not parts or not all(x.isdigit() and int(x) >= 1 for x in parts):
+        fail(f"--steps takes positive step numbers separated by commas, got {steps!r}")
+    chosen = tuple(int(x) for x in parts)
+    try:
+        options = {**_key_values(set_, "--set"), "steps": max(chosen), "batch": batch, "seeds": seeds}
+        configs = configs_from_options(objective, options)
+        rows = compare_first_update(configs, out, chosen, mc_sequences, threads)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    shown = [
+        {
+            "name": r["name"],
+            "prediction": r["prediction"],
+            "step": r["step"],
+            "s pred / meas": f"{r['s_pred']:+.3f} / {r['s_meas']:+.3f}",
+            "δ_PR pred / meas": f"{r['delta_pr_pred']:+.3f} / {r['delta_pr_meas']:+.3f}",
+            "cosine": f"{r['cosine']:.3f} ± {r['cosine_ci']:.3f}",
+            "ceiling": f"{r['ceiling']:.3f}",
+        }
+        for r in rows
+    ]
+    print_table(shown, list(shown[0]), title="layer-0 first update: theory vs simulator (mean over seeds)")
+    console.print(f"wrote {out / 'first_update.csv'} and {out / 'first_update_summary.csv'}", highlight=False)
+
+
 @app.command()
 def experiment(
     names: Annotated[list[str] | None, typer.Argument(help="Experiment names (see --list), or 'all'.")] = None,
@@ -693,21 +760,23 @@ def experiment(
     out: Annotated[
         Path, typer.Option(**OUTPUT_DIR, help="Root of the experiments' run directories and tables.")
     ] = Path("runs/experiments"),
+    seeds: Annotated[int | None, typer.Option(min=1, help="Seeds per arm (default: the arm's own, 8).")] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Training steps per arm (default: the arm's own, 300).")
+    ] = None,
     threads: Annotated[int, typer.Option(min=1, help="torch threads while training.")] = 1,
     progress: Annotated[bool, typer.Option(help="Show a progress bar per arm.")] = True,
 ) -> None:
     """Run named simulator experiments (several arms of 8 seeds each) and print their per-layer scores.
 
-    Arms with the same configuration share one run, so experiments that reuse an arm do not train it twice,
-    and an interrupted experiment resumes.
+    Writes OUT/NAME/summary.csv (long: one row per arm x step x layer x form x block x quantity, seed mean, 95% CI,
+    combined null z), experiment.json and scores.png. Arms with the same configuration share one run, so
+    experiments that reuse an arm do not train it twice, and an interrupted experiment resumes.
     """
-    from sim.experiments import EXPERIMENTS, run_experiment
+    from sim.experiments import EXPERIMENTS, format_experiment, run_experiment
 
     if list_ or not names:
-        print_table(
-            [{"experiment": k, "what": v.__doc__.splitlines()[0]} for k, v in EXPERIMENTS.items()],
-            ["experiment", "what"],
-        )
+        print_table([{"experiment": k, "what": v.doc} for k, v in EXPERIMENTS.items()], ["experiment", "what"])
         return
     chosen = (
         list(EXPERIMENTS) if names == ["all"] else [n.strip() for name in names for n in name.split(",") if n.strip()]
@@ -716,14 +785,88 @@ def experiment(
     if unknown:
         fail(f"unknown experiment {', '.join(map(repr, unknown))}; choose from {sorted(EXPERIMENTS)} or all")
     for name in chosen:
-        rows = run_experiment(name, out, progress=progress, threads=threads)
+        try:
+            rows = run_experiment(name, out, seeds=seeds, steps=steps, progress=progress, threads=threads)
+        except (ValueError, TypeError) as err:
+            fail(str(err))
+        shown = format_experiment(rows)
         print_table(
-            rows,
-            list(rows[0]),
-            title=f"experiment {name}: {EXPERIMENTS[name].__doc__.splitlines()[0]} "
-            "(mean ± 95% CI over seeds; z combined over seeds)",
+            shown,
+            list(dict.fromkeys(k for row in shown for k in row)),
+            title=f"experiment {name}: {EXPERIMENTS[name].doc} (layer 0, mean ± 95% CI over seeds; z combined)",
         )
         console.print(f"wrote {out / name}", highlight=False)
+
+
+@app.command()
+def grid(
+    objective: Annotated[str | None, typer.Option(help="Objectives, comma-separated (default: all five).")] = None,
+    data: Annotated[
+        str | None, typer.Option(help="exchangeable, reversible, irreversible, comma-separated (default: all).")
+    ] = None,
+    param: Annotated[str | None, typer.Option(help="direct, factored, tied, comma-separated (default: all).")] = None,
+    optimizer: Annotated[str | None, typer.Option(help="sgd, adam, comma-separated (default: both).")] = None,
+    positions: Annotated[str | None, typer.Option(help="onehot, none, comma-separated (default: both).")] = None,
+    seeds: Annotated[int, typer.Option(min=2, help="Seeds per cell.")] = 8,
+    steps: Annotated[int, typer.Option(min=4, help="Training steps per cell (the first 3 are all recorded).")] = 200,
+    mc_sequences: Annotated[
+        int, typer.Option(min=2, help="Monte Carlo sequences per seed for the prediction.")
+    ] = 1024,  # sim.grid.DEFAULT_MC_SEQUENCES (not imported here: sim.grid imports torch)
+    out: Annotated[
+        Path, typer.Option(**OUTPUT_DIR, help="Directory of the grid's tables, figure and cell runs.")
+    ] = Path("runs/grid"),
+    threads: Annotated[int, typer.Option(min=1, help="torch threads.")] = 1,
+    progress: Annotated[bool, typer.Option(help="Say which cell runs.")] = True,
+) -> None:
+    """Theory vs simulation cell by cell: objective x data x parameterisation x optimiser x positions (156 cells).
+
+    Per cell: s and delta_PR of the theory's first update (at each seed's init and drawn readout, through the
+    parameterisation and optimiser) vs the simulator's update after the first step (early) and the last (final);
+    agreement = same sign and outside the null band (|combined z| > 2), or both inside. The full grid takes
+    about 8 minutes on two cores at the defaults; pick a subset with the axis options. Writes grid.csv,
+    agreement.csv, rates.csv, grid.json and grid.png under --out (cells already run are reused).
+    """
+    from sim.grid import run_grid, select_cells
+
+    split = lambda text: None if text is None else [v.strip() for v in text.split(",") if v.strip()]
+    try:
+        cells = select_cells(
+            objective=split(objective),
+            data=split(data),
+            param=split(param),
+            optimizer=split(optimizer),
+            positions=split(positions),
+        )
+        if not cells:
+            raise ValueError("no grid cell matches these options (classification has exchangeable data only)")
+        result = run_grid(out, seeds=seeds, steps=steps, cells=cells, mc_sequences=mc_sequences, progress=progress)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    print_table(
+        [r for r in result["rates"] if r["score"] == "both"],
+        ["rule", "theory", "simulated", "comparisons", "agree", "rate", "undefined"],
+        title=f"grid: {len(cells)} cells, {seeds} seeds, {steps} steps; agreement (s and delta_PR) of the theory's "
+        "first update (predicted: expected; predicted_batch: from one training batch; averaged: readout-averaged "
+        "gradient at M = 0) with the simulated update; rule z: |combined z| > 2 is outside the null band, rule "
+        "seeds: and the seeds' 95% interval excludes the null mean; per score in rates.csv",
+    )
+    bad = [r for r in result["agreement"] if r["theory"] == "predicted" and r["agree"] == 0.0]
+    if bad:
+        print_table(
+            [
+                {
+                    "cell": r["cell"],
+                    "score": r["score"],
+                    "vs": r["simulated"],
+                    "predicted (z)": f"{r['theory_mean']:+.3f} ({r['theory_z']:.1f})",
+                    "simulated (z)": f"{r['simulated_mean']:+.3f} ({r['simulated_z']:.1f})",
+                }
+                for r in bad
+            ],
+            ["cell", "score", "vs", "predicted (z)", "simulated (z)"],
+            title="cells where the predicted first update disagrees",
+        )
+    console.print(f"wrote {out / 'grid.csv'}, agreement.csv, rates.csv, grid.png", highlight=False)
 
 
 @app.command()
@@ -979,7 +1122,7 @@ def theory_check(
     except ValueError as err:
         fail(str(err))
     rows = [r.row() for r in results]
-    table = Table(title=f"theory check (seed {seed})", show_lines=False)
+    table = Table(title=f"theory check (seed {seed}; kind: identity = holds by construction, claim = tested)")
     for col in COLUMNS:
         table.add_column(col, justify="right" if col == "claim" else "left", overflow="fold")
     for r in rows:
@@ -992,7 +1135,11 @@ def theory_check(
         write_csv(csv, rows, COLUMNS)
         console.print(f"wrote {csv}", highlight=False)
     failed = sum(not r.passed for r in results)
-    console.print(f"{len(results) - failed}/{len(results)} checks passed", highlight=False)
+    claims = sum(r.kind == "claim" for r in results)
+    console.print(
+        f"{len(results) - failed}/{len(results)} checks passed ({claims} claims, {len(results) - claims} identities)",
+        highlight=False,
+    )
     if failed:
         raise typer.Exit(1)
 
@@ -1058,7 +1205,7 @@ def theory_predict(
     extra = ["key/query"] if rows and "key/query" in rows[0] else []
     print_table(
         rows,
-        ["objective", "part", "symmetry", "directionality", "skew_fraction", *extra],
+        ["objective", "part", "symmetry", "directionality", "directionality_pr", "skew_fraction", *extra],
         title=f"E[dL/dM] at init, {data}: {DATA_SETTINGS[data]} (N={n}, d={d}, head {head}, seed {seed})",
     )
     print_table(

@@ -5,6 +5,13 @@ Batched: one ``Simulation`` holding all seeds (parameters with a leading seed ax
 per-seed data and init (seed ``s`` batched equals seed ``s`` alone, tests/test_sim_model.py), the
 pair-split tracking included; recording is left out of both. Timing alternates between the two in
 rounds (the machine may be shared) and reports the median seed-steps per second of each and the ratio.
+
+What the hardware allows is measured in the same run: every matmul of one training step is recorded
+(shape, strides, dtype) and replayed alone, back to back, so the step's flops divided by that replay
+time is the rate the machine gives *these* small batched matmuls; a 1024^3 sgemm gives the large-matmul
+rate. The batched step's achieved rate is printed against both, and the share of the step that is not
+matmul (softmax, elementwise, data, per-op overhead) for each side: the batched / sequential ratio
+cannot exceed (sequential step time) / (batched step's matmuls alone).
 Run: python benchmarks/sim.py [--objective denoising --seeds 32 --steps 10 --rounds 3 --threads 1 --set batch=8]
 """
 
@@ -18,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the package `sim`.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
@@ -25,11 +33,64 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 from sim.config import default_config  # noqa: E402 (after the sys.path fix above)
 from sim.train import Simulation  # noqa: E402
 
+MATMULS = {"bmm", "mm", "addmm", "baddbmm"}
+
 
 def timed(fn) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
+
+
+class RecordMatmuls(TorchDispatchMode):
+    """Records ``(op, [(shape, stride, dtype) of each tensor argument])`` of every matmul dispatched."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name in MATMULS:
+            self.calls.append((func, [(a.shape, a.stride(), a.dtype) for a in args if isinstance(a, torch.Tensor)]))
+        return func(*args, **(kwargs or {}))
+
+
+def flops(calls: list[tuple]) -> float:
+    total = 0.0
+    for _, specs in calls:
+        (*batch, m, k), n = specs[-2][0], specs[-1][0][-1]
+        total += 2.0 * m * k * n * (batch[0] if batch else 1)
+    return total
+
+
+def replay_seconds(calls: list[tuple], repeats: int = 5) -> float:
+    """Time to run the recorded matmuls alone (operands with the recorded strides), median over repeats."""
+
+    def operand(shape, stride, dtype) -> torch.Tensor:  # random storage, viewed with the recorded (maybe 0) strides
+        size = 1 + sum((n - 1) * st for n, st in zip(shape, stride, strict=True))
+        return torch.randn(size, dtype=dtype).as_strided(shape, stride)
+
+    operands = [[operand(*spec) for spec in specs] for _, specs in calls]
+
+    def run() -> None:
+        for (func, _), args in zip(calls, operands, strict=True):
+            func(*args)
+
+    run()
+    return statistics.median(timed(run) for _ in range(repeats))
+
+
+def sgemm_rate(n: int = 1024) -> float:
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    return 2 * n**3 / statistics.median(timed(lambda: a @ b) for _ in range(5))
+
+
+def step_matmuls(sim: Simulation) -> list[tuple]:
+    with RecordMatmuls() as rec:
+        sim.train_step()
+    return rec.calls
 
 
 def main() -> None:
@@ -72,6 +133,11 @@ def main() -> None:
         times["sequential"].append(timed(run_sequential))
     work = args.seeds * args.steps
     rate = {k: work / statistics.median(v) for k, v in times.items()}
+    step = {"batched": args.seeds / rate["batched"], "sequential": 1 / rate["sequential"]}  # s per step of one sim
+    calls = {"batched": step_matmuls(batched), "sequential": step_matmuls(alone[0])}
+    fl = {k: flops(c) for k, c in calls.items()}
+    replay = {k: replay_seconds(c) for k, c in calls.items()}
+    peak = sgemm_rate()
     m = cfg.model
     print(
         f"{args.objective}: d={m.d}, heads={m.heads}x{m.head_dim}, layers={m.layers}, n={cfg.n}, batch={cfg.batch}, "
@@ -80,6 +146,16 @@ def main() -> None:
     print(f"batched    : {rate['batched']:8.1f} seed-steps/s")
     print(f"sequential : {rate['sequential']:8.1f} seed-steps/s")
     print(f"ratio batched / sequential: {rate['batched'] / rate['sequential']:.2f}x")
+    print(f"sgemm 1024^3: {peak / 1e9:.1f} GFLOP/s")
+    for side in ("batched", "sequential"):
+        print(
+            f"{side:10s} step: {step[side] * 1e3:7.2f} ms, {fl[side] / 1e9:.3f} GFLOP in {len(calls[side])} matmuls, "
+            f"achieved {fl[side] / step[side] / 1e9:5.1f} GFLOP/s; its matmuls replayed alone "
+            f"{replay[side] * 1e3:6.2f} ms ({fl[side] / replay[side] / 1e9:5.1f} GFLOP/s, "
+            f"{fl[side] / replay[side] / peak:.0%} of sgemm); not matmul: {1 - replay[side] / step[side]:.0%}"
+        )
+    bound = args.seeds * step["sequential"] / replay["batched"]
+    print(f"bound on the ratio at these matmul rates (sequential step / batched matmuls alone): {bound:.2f}x")
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ def attention_batch(sim: Simulation, seed: int, raw: dict[str, torch.Tensor]) ->
     else:
         ids, targets, loss, context = task.inputs(raw)
     x = TableInputs(ids, None, table, pos[:, : ids.shape[-1]]).dense()
-    return AttentionBatch(x[0].double(), targets[0], RolePattern(loss[0], context))
+    return AttentionBatch(x[0].double(), targets[0], RolePattern(loss[0], context if context.ndim == 2 else context[0]))
 
 
 def loss_normaliser(sim: Simulation, raw: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -102,6 +102,8 @@ def loss_normaliser(sim: Simulation, raw: dict[str, torch.Tensor]) -> torch.Tens
         return torch.full((sim.cfg.seeds,), float(b), dtype=torch.float64)
     if "loss" in raw:  # bidirectional: the number of masked positions of each seed's batch
         return raw["loss"].flatten(1).sum(1).double()
+    if "visible" in raw:  # masked autoencoding: the number of hidden positions
+        return (~raw["visible"]).flatten(1).sum(1).double()
     return torch.full((sim.cfg.seeds,), float(b * task.n), dtype=torch.float64)
 
 

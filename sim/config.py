@@ -38,11 +38,13 @@ from typing import Literal
 
 #: Named choices (validated here; built by :mod:`sim.data`, :mod:`sim.tasks` and :mod:`sim.train`).
 TRANSITIONS = ("involution", "cycle", "copy", "random_reversible", "uniform")
-TOKEN_PROCESSES = ("lag", "markov", "iid")
-CONTINUOUS_PROCESSES = ("var_irreversible", "var_reversible", "separable", "field")
+TOKEN_PROCESSES = ("lag", "markov", "iid", "topic")
+CONTINUOUS_PROCESSES = ("var_irreversible", "var_reversible", "separable", "field", "latent")
 #: ``--mask-scheme`` name -> (P[MASK], P[random token]); the rest of the selected positions keep their token.
 MASK_SCHEMES = {"bert": (0.8, 0.1), "mask": (1.0, 0.0), "random": (0.0, 1.0), "keep": (0.0, 0.0)}
-SIM_OBJECTIVES = ("bidirectional", "autoregressive", "denoising", "classification")
+SIM_OBJECTIVES = ("bidirectional", "autoregressive", "denoising", "classification", "mae")
+#: What ``--objective all`` runs side by side.
+MAIN_OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
 DTYPE_NAMES = ("float32", "float64")
 
 
@@ -103,6 +105,10 @@ class DataConfig:
     patch: int = 4
     n_classes: int = 4
     process_seed: int = 0
+    topics: int = 4  # topic process: the first `topics` token ids are topic tokens, the rest content
+    zipf: float = 0.0  # topic process: content frequencies ~ rank^-zipf (0: uniform)
+    documents: float = 0.0  # topic process: mean document length of BOS-packed documents (0: one per sequence)
+    bos_maskable: bool = False  # bidirectional: BOS (position 0) may be selected and must then be predicted
 
     @property
     def continuous(self) -> bool:
@@ -114,6 +120,10 @@ class DataConfig:
             raise ValueError(f"unknown process {self.process!r}; choose from {TOKEN_PROCESSES + CONTINUOUS_PROCESSES}")
         if self.transition not in TRANSITIONS:
             raise ValueError(f"unknown transition {self.transition!r}; choose from {TRANSITIONS}")
+        if self.process == "topic" and not 1 <= self.topics < self.vocab:
+            raise ValueError(f"a topic process needs 1 <= topics < vocab; got topics={self.topics}, vocab={self.vocab}")
+        if self.documents and self.documents < 3:
+            raise ValueError(f"documents (mean length of packed documents) must be 0 or >= 3, got {self.documents}")
         if self.vocab < 2 or self.channels < 1 or self.lag < 1 or self.patch < 1:
             raise ValueError(
                 f"need vocab >= 2, channels >= 1, lag >= 1 and patch >= 1; got vocab={self.vocab}, "
@@ -137,6 +147,7 @@ class SimConfig:
     mask_ratio: float = 0.15
     target: str = "eps"
     record_every: int = 25
+    record_dense: int = 0  # also record after every step up to this one (the first updates)
     checkpoint_every: int = 100  # a multiple of record_every (with_overrides rounds it up to one if not given)
     track_pairs: bool = True
     null_samples: int = 256
@@ -217,6 +228,7 @@ DEFAULTS = {
     "autoregressive": SimConfig(objective="autoregressive", n=33, steps=300, model=DEFAULT_MODEL, data=TOKEN_DATA),
     "classification": SimConfig(objective="classification", n=33, steps=300, model=DEFAULT_MODEL, data=TOKEN_DATA),
     "denoising": SimConfig(objective="denoising", n=32, steps=300, model=DEFAULT_MODEL, data=CONTINUOUS_DATA),
+    "mae": SimConfig(objective="mae", n=33, steps=300, mask_ratio=0.75, model=DEFAULT_MODEL, data=TOKEN_DATA),
 }
 OBJECTIVE_CHOICES = (*DEFAULTS, "all")
 
@@ -281,7 +293,7 @@ def configs_from_options(objective: str, options: dict) -> dict[str, SimConfig]:
         raise ValueError(
             f"unknown option(s) {sorted(unknown)}; known: {sorted(OPTION_FIELDS)} (or model__X / data__X fields)"
         )
-    names = list(DEFAULTS) if objective == "all" else [objective]
+    names = list(MAIN_OBJECTIVES) if objective == "all" else [objective]
     out = {}
     for name in names:
         given = {OPTION_FIELDS.get(k, k): v for k, v in options.items() if v is not None}

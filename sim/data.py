@@ -18,6 +18,7 @@ a separable process with symmetric lag matrices, and 2-D Gaussian fields cut int
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -194,7 +195,6 @@ class GaussianSequence:
     cov: torch.Tensor
     n: int
     channels: int
-    chol: torch.Tensor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         size = self.n * self.channels
@@ -203,10 +203,14 @@ class GaussianSequence:
             raise ValueError(
                 f"covariance must be [{size}, {size}] for n={self.n}, channels={self.channels}; got {tuple(cov.shape)}"
             )
-        cov = (cov + cov.T) / 2
-        jitter = 1e-10 * cov.diagonal().mean()
-        object.__setattr__(self, "cov", cov)
-        object.__setattr__(self, "chol", torch.linalg.cholesky(cov + jitter * torch.eye(size, dtype=torch.float64)))
+        object.__setattr__(self, "cov", (cov + cov.T) / 2)
+
+    @functools.cached_property
+    def chol(self) -> torch.Tensor:
+        """Cholesky factor of the full covariance, built on first use (the structured subclasses never need it)."""
+        size = self.n * self.channels
+        jitter = 1e-10 * self.cov.diagonal().mean()
+        return torch.linalg.cholesky(self.cov + jitter * torch.eye(size, dtype=torch.float64))
 
     def block(self, i: int, j: int) -> torch.Tensor:
         """``E[x_i x_j^T]`` (``[c, c]``)."""
@@ -277,11 +281,11 @@ class VARSequence(GaussianSequence):
         c, k = self.channels, self.lag
         xi = xi.reshape(*xi.shape[:-1], self.n, c)
         chol_0, chol_q, a = self.chol_0.to(xi.dtype), self.chol_q.to(xi.dtype), self.a.to(xi.dtype)
-        x = torch.empty_like(xi)
+        x = xi @ chol_q.T  # every innovation in one matmul; the recursion adds A x_{i-k} block by block
         x[..., :k, :] = xi[..., :k, :] @ chol_0.T
         for start in range(k, self.n, k):
             stop = min(start + k, self.n)
-            x[..., start:stop, :] = x[..., start - k : stop - k, :] @ a.T + xi[..., start:stop, :] @ chol_q.T
+            x[..., start:stop, :] += x[..., start - k : stop - k, :] @ a.T
         return x
 
 
@@ -370,7 +374,7 @@ def patch_reflection(patch: int) -> torch.Tensor:
 # ---- named processes for the command line -------------------------------------------------------
 
 
-def build_process(cfg: DataConfig, n: int) -> TokenChain | GaussianSequence:
+def build_process(cfg: DataConfig, n: int) -> TokenChain | TopicDocuments | GaussianSequence:
     """The process named in ``cfg`` for sequences of ``n`` data positions."""
     gen = torch.Generator().manual_seed(cfg.process_seed)
     if cfg.process == "iid":
@@ -387,6 +391,10 @@ def build_process(cfg: DataConfig, n: int) -> TokenChain | GaussianSequence:
         s = w @ w.T + 0.1 * torch.eye(cfg.channels, dtype=torch.float64)
         scale = s.diagonal().rsqrt()
         return separable_sequence(n, scale[:, None] * s * scale[None, :], cfg.length)  # unit variances
+    if cfg.process == "topic":
+        return TopicDocuments(cfg.topics, cfg.vocab, cfg.zipf, cfg.documents)
+    if cfg.process == "latent":
+        return latent_sequence(n, cfg.channels, cfg.rho)
     if cfg.process == "field":
         side = math.isqrt(n)
         if side * side != n:
@@ -408,3 +416,83 @@ def class_processes(cfg: DataConfig) -> list[TokenChain]:
         raise ValueError(f"need 2 <= n_classes <= vocab; got {n_classes} classes for {v} tokens")
     group = torch.arange(v) % n_classes
     return [iid_tokens(v, (1 + 3 * (group == c)).double() / (1 + 3 * (group == c)).sum()) for c in range(n_classes)]
+
+
+# ---- a key many queries use: topic documents -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicDocuments:
+    """Documents that open with a topic token which conditions every later token (docs/theory.md section 3).
+
+    Token ids: ``0 .. topics-1`` are topic tokens, ``topics .. vocab-1`` content tokens, ``vocab`` is BOS. A
+    document is ``[BOS,] topic, content, content, ...``; its content tokens are i.i.d. from the topic's law,
+    ``P_t(a) ~ (1 + rank_t(a))^-zipf`` with the ranks of topic ``t`` shifted by ``t (content / topics)`` (``zipf = 0``:
+    topic ``t`` favours its own quarter of the content 4:1). So the topic position is a key that every later
+    query of its document needs, found by content alone (no position is needed to find it). With
+    ``documents > 0`` a sequence packs documents of geometric lengths (mean ``documents``), each after the first
+    opening with an in-stream BOS; the first document's BOS is the task's position-0 BOS.
+    """
+
+    topics: int
+    vocab: int
+    zipf: float = 0.0
+    documents: float = 0.0
+    cdf: torch.Tensor = field(init=False, repr=False, compare=False)  # (topics, vocab): content CDF per topic
+
+    def __post_init__(self) -> None:
+        content = self.vocab - self.topics
+        rank = torch.arange(content, dtype=torch.float64)
+        shift = content // self.topics
+        rows = []
+        for t in range(self.topics):
+            r = (rank - t * shift) % content
+            w = (1 + r) ** -self.zipf if self.zipf > 0 else 1 + 3 * (r < max(1, shift)).double()
+            rows.append(torch.cat([torch.zeros(self.topics, dtype=torch.float64), w / w.sum()]))
+        cdf = torch.stack(rows).cumsum(1)
+        cdf[:, -1] = 1.0
+        object.__setattr__(self, "cdf", cdf)
+
+    @property
+    def emits_bos(self) -> bool:
+        return self.documents > 0
+
+    def noise(self, batch: tuple[int, ...], n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        return torch.rand(*batch, n, 2, generator=generator, dtype=torch.float64)
+
+    def from_noise(self, u: torch.Tensor) -> torch.Tensor:
+        """Tokens ``[..., n]`` from uniforms ``[..., n, 2]`` (token draw, document boundary draw)."""
+        draw, boundary = u[..., 0], u[..., 1]
+        n = draw.shape[-1]
+        index = torch.arange(n)
+        if self.emits_bos:  # a new document (an in-stream BOS) w.p. 1 / (mean - 2) after at least 2 tokens
+            start = (boundary < 1 / (self.documents - 2)) & (index >= 2)
+            # a start right after a start is dropped: every document keeps its topic token
+            start = start & ~torch.cat([torch.zeros_like(start[..., :1]), start[..., :-1]], -1)
+            start[..., 0] = True
+            last = torch.where(start, index, torch.zeros_like(index)).cummax(-1).values  # the document's start
+            offset = index - last  # 0: BOS (or, for the first document, its topic), 1: topic, ...
+            offset = torch.where(last == 0, offset + 1, offset)  # the first document's BOS is the task's
+        else:
+            last, offset = torch.zeros_like(index).expand_as(draw), (index + 1).expand_as(draw)
+        topic = (draw * self.topics).long().clamp_max(self.topics - 1)
+        topic_pos = torch.where(last == 0, last, last + 1).clamp_max(n - 1)  # where the document's topic sits
+        doc_topic = topic.gather(-1, topic_pos)
+        content = (draw[..., None] >= self.cdf[doc_topic]).sum(-1).clamp_max(self.vocab - 1)
+        return torch.where(offset == 0, self.vocab, torch.where(offset == 1, topic, content))
+
+    def sample(self, batch: tuple[int, ...], n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+        return self.from_noise(self.noise(batch, n, generator))
+
+
+def latent_sequence(n: int, channels: int, rho: float) -> GaussianSequence:
+    """A sequence-level latent at position 0 that every later position carries: ``x_0 = z``, ``x_i = rho z + e_i``.
+
+    Unit variances (``e_i ~ N(0, (1 - rho^2) I)``); positions after 0 are exchangeable. The continuous
+    analogue of :class:`TopicDocuments` (the control for denoising).
+    """
+    k = torch.full((n, n), rho**2, dtype=torch.float64)
+    k[0, :], k[:, 0] = rho, rho
+    k.fill_diagonal_(1.0)
+    cov = separable_covariance(k, torch.eye(channels, dtype=torch.float64)).reshape(n * channels, n * channels)
+    return SeparableSequence(cov, n, channels, time_cov=k, channel_cov=torch.eye(channels, dtype=torch.float64))

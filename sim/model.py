@@ -1,6 +1,6 @@
 """The minimal attention model, batched over seeds: every parameter has a leading seed axis ``S``.
 
-One model object holds ``S`` independent models; all contractions are batched einsums over the seed
+One model object holds ``S`` independent models; all contractions are batched matmuls over the seed
 axis, so seeds never mix and seed ``s`` trained in a batch equals seed ``s`` trained alone.
 Layers: attention only by default (no residual, no MLP), so whatever the objective needs must
 pass through ``W_qk``; ``W_qk`` is parameterised directly (``M``), as separate ``W_q, W_k``
@@ -13,7 +13,7 @@ dominance.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -121,11 +121,14 @@ class SeedBatchedAttention(nn.Module):
     # ---- embedding ---------------------------------------------------------------------------
     def embed_tokens(self, tokens: torch.Tensor) -> TableInputs:
         """Token ids ``[S, B, N]`` (data tokens, then BOS, MASK, CLS) -> inputs ``table[id] + pos``."""
-        return TableInputs(tokens, None, self.table, self.pos[:, : tokens.shape[-1]])
+        return TableInputs(tokens, None, self.table, self._positions(tokens.shape[-1]))
 
     def embed_continuous(self, z: torch.Tensor) -> TableInputs:
         """Continuous tokens ``[S, B, N, c]`` -> inputs ``z @ table + pos`` (the input map is the ``c``-row table)."""
-        return TableInputs(None, z, self.table, self.pos[:, : z.shape[-2]])
+        return TableInputs(None, z, self.table, self._positions(z.shape[-2]))
+
+    def _positions(self, n: int) -> torch.Tensor | None:
+        return None if self.cfg.positions == "none" else self.pos[:, :n]
 
     def special_vectors(self) -> dict[str, torch.Tensor]:
         """Input vectors ``[S, d]`` of the special tokens (BOS and CLS with position 0, MASK without position)."""
@@ -146,41 +149,53 @@ class SeedBatchedAttention(nn.Module):
         eye = torch.eye(self.cfg.d, dtype=self.m.dtype).expand_as(self.m)
         return self.m, eye
 
-    def logits(self, h: torch.Tensor | TableInputs, layer: int) -> torch.Tensor:
-        """``a_ij = x_i^T M_h x_j / sqrt(d_h)``: ``[S, B, H, N, N]``."""
-        scale = 1 / math.sqrt(self.cfg.head_dim)
-        if self.cfg.param == "direct":
-            xm = _project(h, self.m[:, layer])  # (S, B, H, N, d)
-            return torch.einsum("sbhne,sbme->sbhnm", xm, _dense(h)) * scale
+    def logits(self, h: torch.Tensor | TableInputs, layer: int, capture: dict | None = None) -> torch.Tensor:
+        """``a_ij = x_i^T M_h x_j / sqrt(d_h)``: ``[S, H, B, N, N]`` (heads before the batch, see :func:`project`).
+
+        ``capture``, when given, receives ``capture[layer] = (self, cross)`` pair parts of ``dL/dM`` in the backward.
+        """
         a, b = self.qk_factors()
-        q = _project(h, a[:, layer] * scale)  # (S, B, H, N, d_h), the 1/sqrt(d_h) folded into the smaller factor
-        k = _project(h, b[:, layer])
-        return q @ k.transpose(-2, -1)
+        table = isinstance(h, TableInputs) and not h.requires_grad  # else the inputs need their own gradient
+        dense = None if table else _dense(h)
+        return _BilinearLogits.apply(
+            a[:, layer], b[:, layer], dense, h if table else None, 1 / math.sqrt(self.cfg.head_dim), capture, layer
+        )
 
     def attend(
-        self, h: torch.Tensor | TableInputs, context: torch.Tensor, layer: int, capture: list | None
+        self,
+        h: torch.Tensor | TableInputs,
+        context: torch.Tensor,
+        layer: int,
+        capture: dict | None,
+        readout: bool = False,
     ) -> torch.Tensor:
-        """One attention layer; ``context [N, N]`` (shared by all sequences) is True where query ``i`` may attend
-        to key ``j``."""
-        a = self.logits(h, layer)  # (S, B, H, N, N)
-        if capture is not None:
-            a.retain_grad()
-            capture.append((_dense(h), a))
+        """One attention layer ``[S, B, N, d]``; ``context [N, N]`` (shared by all sequences) is True where query ``i``
+        may attend to key ``j``. With ``readout`` the output map is folded into the readout: ``[S, B, N, d_out]``
+        (``y W_o w_out`` as ``y (W_o w_out)``, for a last layer with nothing after it)."""
+        a = self.logits(h, layer, capture)  # (S, H, B, N, N)
+        context = context if context.ndim == 2 else context[:, None]  # per sequence: (S, 1, B, N, N)
         full = bool(context.all())  # no masking pass when every key is visible (bidirectional, denoising, CLS)
         if self.cfg.attention == "softmax":
             w = (a if full else a.masked_fill(~context, float("-inf"))).softmax(-1)
         else:  # linear: logits averaged over the context
             w = (a if full else a.masked_fill(~context, 0.0)) / context.sum(-1, keepdim=True).clamp_min(1)
-        y = w @ _project(h, self.w_v[:, layer])  # (S, B, H, N, d_h)
-        return torch.einsum("sbhne,shed->sbnd", y, self.w_o[:, layer])  # (S, B, N, d)
+        y = w @ project(h, self.w_v[:, layer])  # (S, H, B, N, d_h)
+        w_o = self.w_o[:, layer]  # (S, H, d_h, d)
+        if readout:
+            w_o = w_o @ self.w_out[:, None]  # (S, H, d_h, d_out)
+        s, n_heads, b, n, e = y.shape
+        return (y.reshape(s, n_heads, b * n, e) @ w_o).sum(1).view(s, b, n, -1)
 
-    def forward(self, inputs: TableInputs, context: torch.Tensor, capture: list | None = None) -> torch.Tensor:
-        """Inputs of all seeds -> readout ``[S, B, N, d_out]``; ``capture`` collects ``(layer input, logits)``."""
+    def forward(self, inputs: TableInputs, context: torch.Tensor, capture: dict | None = None) -> torch.Tensor:
+        """Inputs of all seeds -> readout ``[S, B, N, d_out]``; ``capture`` collects the pair parts of ``dL/dM``."""
         h: torch.Tensor | TableInputs = inputs
-        for layer in range(self.cfg.layers):
+        last, cfg = self.cfg.layers - 1, self.cfg
+        for layer in range(cfg.layers):
+            if layer == last and not cfg.residual and not cfg.mlp:
+                return self.attend(h, context, layer, capture, readout=True) + self.b_out[:, None, None]
             y = self.attend(h, context, layer, capture)
-            h = _dense(h) + y if self.cfg.residual else y
-            if self.cfg.mlp:
+            h = _dense(h) + y if cfg.residual else y
+            if cfg.mlp:
                 u = torch.relu(torch.einsum("sbnd,sde->sbne", h, self.w_1[:, layer]))
                 h = h + torch.einsum("sbne,sed->sbnd", u, self.w_2[:, layer])
         return torch.einsum("sbnd,sdo->sbno", h, self.w_out) + self.b_out[:, None, None]  # h: dense after a layer
@@ -205,59 +220,160 @@ class SeedBatchedAttention(nn.Module):
 class TableInputs:
     """First-layer inputs ``x = table[ids] + pos`` (tokens) or ``x = z @ table + pos`` (continuous).
 
-    Projections ``x W`` are computed as ``(table W)[ids] + pos W``: the tables are small, so this
-    replaces the largest matmuls of the model by gathers.
+    In the table's coordinates ``x_i = T^T c_i + p_i``, with coefficients ``c_i`` (the one-hot id, or ``z_i``):
+    projections ``x W`` are computed as ``(T W)[ids] + P W`` (gathers instead of the largest matmuls), and
+    the pair sums of ``dL/dM`` in ``(c, position)`` coordinates (:func:`pair_sums`). ``pos`` is None without
+    position embeddings.
     """
 
     ids: torch.Tensor | None  # (S, B, N) long
     z: torch.Tensor | None  # (S, B, N, c)
     table: torch.Tensor  # (S, R, d)
-    pos: torch.Tensor  # (S, N, d)
+    pos: torch.Tensor | None  # (S, N, d)
+    _rows: dict[int, torch.Tensor] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @property
+    def requires_grad(self) -> bool:
+        return self.table.requires_grad or (self.pos is not None and self.pos.requires_grad)
 
     def dense(self) -> torch.Tensor:
         """``x [S, B, N, d]``."""
         if self.ids is not None:
             seed = torch.arange(self.table.shape[0])[:, None, None]
-            return self.table[seed, self.ids] + self.pos[:, None]
-        return self.z @ self.table[:, None] + self.pos[:, None]
+            x = self.table[seed, self.ids]
+        else:
+            x = self.z @ self.table[:, None]
+        return x if self.pos is None else x + self.pos[:, None]
+
+    def coefficients(self) -> torch.Tensor:
+        """``c [S, B, N, R]``: ``x_i = T^T c_i + p_i``."""
+        if self.ids is None:
+            return self.z
+        return F.one_hot(self.ids, self.table.shape[1]).to(self.table.dtype)
+
+    def coefficient_rows(self, j: int) -> torch.Tensor:
+        """The coefficients repeated for ``j`` heads, ``[S, J, B N, R]`` contiguous: one copy shared by every matmul
+        against per-head operands (a broadcast matmul would copy them each time)."""
+        if j not in self._rows:
+            c = self.coefficients()
+            s, b, n, r = c.shape
+            self._rows[j] = c.reshape(s, 1, b * n, r).expand(s, j, b * n, r).contiguous()
+        return self._rows[j]
+
+    def basis(self) -> torch.Tensor | None:
+        """``V = [T; P]`` ``[S, R (+ N), d]`` (``x_i = V^T (c_i, e_i)``), or None where ``V`` is the identity (one-hot
+        tables filling every coordinate: multiplying by it would change nothing)."""
+        v = self.table if self.pos is None else torch.cat([self.table, self.pos], 1)
+        if v.shape[-2] == v.shape[-1] and torch.equal(v, torch.eye(v.shape[-1], dtype=v.dtype).expand_as(v)):
+            return None
+        return v
 
     def project(self, w: torch.Tensor) -> torch.Tensor:
-        """``x W_h`` for per-head ``w [S, H, d, e]`` -> ``[S, B, H, N, e]``."""
-        pos = torch.einsum("snd,shde->shne", self.pos, w)[:, None]  # (S, 1, H, N, e)
-        rows = torch.einsum("srd,shde->srhe", self.table, w)  # (S, R, H, e)
+        """``x W_j`` for ``w [S, J, d, e]`` -> ``[S, J, B, N, e]``."""
+        rows = self.table[:, None] @ w  # (S, J, R, e)
+        s, j, r, e = rows.shape
         if self.ids is not None:
-            s, r = rows.shape[:2]
-            flat = self.ids + r * torch.arange(s)[:, None, None]  # row of seed s is s * R + id
-            out = F.embedding(flat, rows.reshape(s * r, -1)).unflatten(-1, rows.shape[2:])  # (S, B, N, H, e)
-            return out.transpose(2, 3) + pos
-        return torch.einsum("sbnc,sche->sbhne", self.z, rows) + pos
+            offset = (torch.arange(s * j) * r).view(s, j, 1, 1)  # rows of (seed, j) start at (s J + j) R
+            out = F.embedding(self.ids[:, None] + offset, rows.reshape(s * j * r, e))  # (S, J, B, N, e)
+        else:
+            out = (self.coefficient_rows(j) @ rows).view(s, j, *self.z.shape[1:3], e)
+        return out if self.pos is None else out.add_((self.pos[:, None] @ w)[:, :, None])  # no autograd use of out
 
 
 def _dense(h: torch.Tensor | TableInputs) -> torch.Tensor:
     return h.dense() if isinstance(h, TableInputs) else h
 
 
-def _project(h: torch.Tensor | TableInputs, w: torch.Tensor) -> torch.Tensor:
+def project(h: torch.Tensor | TableInputs, w: torch.Tensor) -> torch.Tensor:
+    """``h W_j`` for inputs ``[S, B, N, d]`` (or table inputs) and ``w [S, J, d, e]`` -> ``[S, J, B, N, e]``.
+
+    Heads come before the batch so that every attention matmul is one contiguous batched GEMM.
+    """
     if isinstance(h, TableInputs):
         return h.project(w)
-    return torch.einsum("sbnd,shde->sbhne", h, w)
+    s, b, n, d = h.shape
+    return (h.reshape(s, 1, b * n, d) @ w).view(s, w.shape[1], b, n, w.shape[-1])
 
 
-def pair_split(capture: list, d_head: int) -> tuple[torch.Tensor, torch.Tensor]:
+def pair_sums(beta: torch.Tensor, x: torch.Tensor | TableInputs, self_pairs: bool) -> tuple[torch.Tensor, ...]:
+    """``sum_b sum_ij beta_ij x_i x_j^T`` per seed and head ``[S, H, d, d]``, and (``self_pairs``) its ``j = i`` part.
+
+    ``beta [S, H, B, N, N]``. For table inputs ``x_i = V^T (c_i, e_i)`` (:class:`TableInputs`), so the sums are
+    taken over the ``R + N`` coefficients, with the position blocks read off ``beta`` directly
+    (``sum_b beta`` is the position-position block), and mapped to ``d`` by ``V^T (.) V`` at the end.
+    """
+    s, h, b, n, _ = beta.shape
+    if isinstance(x, TableInputs):
+        c, basis, positions = x.coefficient_rows(h), x.basis(), x.pos is not None
+    else:
+        c, basis, positions = x.reshape(s, 1, b * n, -1).expand(s, h, b * n, x.shape[-1]).contiguous(), None, False
+    r = c.shape[-1]
+    ct = c.transpose(-2, -1)  # (S, H, R, B N)
+    bc = beta @ c.view(s, h, b, n, r)  # (S, H, B, N, R): sum_j beta_ij c_j
+    flat = beta.view(s, h, b * n, n)
+    out = [_blocks(ct @ bc.view(s, h, b * n, r), ct @ flat, bc.sum(2), beta.sum(2), positions)]
+    if self_pairs:
+        w = beta.diagonal(0, -2, -1)  # (S, H, B, N): beta_ii
+        wc = c * w.reshape(s, h, b * n, 1)  # (S, H, B N, R)
+        side = wc.view(s, h, b, n, r).sum(2)  # (S, H, N, R): row i = sum_b beta_ii c_i
+        diag = torch.diag_embed(w.sum(2))
+        out.append(_blocks(ct @ wc, side.transpose(-2, -1), side, diag, positions))
+    if basis is not None:
+        out = [basis.transpose(-2, -1)[:, None] @ g @ basis[:, None] for g in out]
+    return tuple(out)
+
+
+def _blocks(cc: torch.Tensor, cp: torch.Tensor, pc: torch.Tensor, pp: torch.Tensor, positions: bool) -> torch.Tensor:
+    """``[[cc, cp], [pc, pp]]`` (coefficient and position blocks), or ``cc`` alone without positions."""
+    if not positions:
+        return cc
+    return torch.cat([torch.cat([cc, cp], -1), torch.cat([pc, pp], -1)], -2)
+
+
+class _BilinearLogits(torch.autograd.Function):
+    """Logits ``(x_i^T A)(x_j^T B)^T scale`` whose backward goes through ``G = dL/dM = scale sum beta_ij x_i x_j^T``.
+
+    ``dL/dA = G B`` and ``dL/dB = G^T A`` (the chain rule through ``M = A B^T``) come from the pair sums the
+    recording needs anyway (:func:`pair_sums`), instead of ``beta K`` and ``beta^T Q`` projected back: one
+    pass over ``beta`` gives the factor gradients and the self/cross split. Inputs that need a gradient
+    (later layers, learned embeddings) come ``dense`` and get ``dX`` from ``beta K`` and ``beta^T Q``.
+    """
+
+    @staticmethod
+    def forward(ctx, a, b, dense, table, scale, capture, layer):
+        x = table if dense is None else dense
+        q, k = project(x, a * scale), project(x, b)  # (S, H, B, N, r)
+        needs_x = dense is not None and ctx.needs_input_grad[2]
+        ctx.save_for_backward(a, b, dense, *((q, k) if needs_x else ()))
+        ctx.table, ctx.scale, ctx.capture, ctx.layer = table, scale, capture, layer
+        return q @ k.transpose(-2, -1)
+
+    @staticmethod
+    def backward(ctx, beta):
+        a, b, dense, *qk = ctx.saved_tensors
+        x = ctx.table if dense is None else dense
+        sums = pair_sums(beta, x, self_pairs=ctx.capture is not None)
+        g = sums[0] * ctx.scale  # dL/dM (S, H, d, d)
+        if ctx.capture is not None:
+            full, self_pair = sums[0].double() * ctx.scale, sums[1].double() * ctx.scale
+            ctx.capture[ctx.layer] = (self_pair, full - self_pair)
+        grad_a = g @ b if ctx.needs_input_grad[0] else None
+        grad_b = g.transpose(-2, -1) @ a if ctx.needs_input_grad[1] else None
+        grad_x = None
+        if qk:
+            q, k = qk
+            s, h, n_b, n, r = q.shape
+            dq, dk = (beta @ k).reshape(s, h, n_b * n, r), (beta.transpose(-2, -1) @ q).reshape(s, h, n_b * n, r)
+            grad_x = (dq @ (a * ctx.scale).transpose(-2, -1) + dk @ b.transpose(-2, -1)).sum(1).view(dense.shape)
+        return grad_a, grad_b, grad_x, None, None, None, None
+
+
+def pair_split(capture: dict[int, tuple[torch.Tensor, torch.Tensor]]) -> tuple[torch.Tensor, torch.Tensor]:
     """``dL/dM`` of each layer and head split into self pairs (``j = i``) and cross pairs (``j != i``).
 
     From ``dL/dM_h = sum_b sum_ij beta_ij x_i x_j^T / sqrt(d_h)`` with ``beta = dL/da`` (docs/theory.md
-    section 3), after ``backward``. Returns ``(self, cross)``, each ``[S, L, H, d, d]`` (float64).
+    section 3), as filled into ``capture`` by the backward pass. Returns ``(self, cross)``, each
+    ``[S, L, H, d, d]`` (float64).
     """
-    selfs, crosses = [], []
-    scale = 1 / math.sqrt(d_head)
-    for x, a in capture:
-        x = x.detach()  # (S, B, N, d)
-        beta = a.grad  # (S, B, H, N, N)
-        bx = beta @ x[:, :, None]  # (S, B, H, N, d): sum_j beta_ij x_j
-        full = torch.einsum("sbnd,sbhne->shde", x, bx)
-        bdx = beta.diagonal(0, -2, -1)[..., None] * x[:, :, None]  # (S, B, H, N, d): beta_ii x_i
-        diag = torch.einsum("sbnd,sbhne->shde", x, bdx)
-        selfs.append(diag.double() * scale)
-        crosses.append((full.double() - diag.double()) * scale)
-    return torch.stack(selfs, 1), torch.stack(crosses, 1)
+    layers = sorted(capture)
+    return tuple(torch.stack([capture[layer][part] for layer in layers], 1) for part in (0, 1))

@@ -9,10 +9,20 @@ Forms scored (column ``form``):
   docs/theory.md sections 3 and 7. Their sum is the total accumulated gradient; with plain SGD on the direct
   parameterisation ``update = -lr (grad_self + grad_cross)`` exactly.
 
+Column ``block``: ``all`` is the whole form; for layer 0 the form is also scored in its input coordinates
+(:mod:`sim.coordinates`, :mod:`theory.blocks`): diagonal blocks ``token-token``, ``special-special``,
+``position-position`` (``channel-channel`` for continuous inputs), cross pairs ``token-position`` etc.
+(pair symmetry only; delta columns empty), and ``evaluated`` (the entries that can reach the loss), each with
+its null z and its ``norm_share`` of ``||M||^2``.
+
 Scores and null z-scores come from :func:`theory.report.score_rows` (one definition of each). The null
 of the dense forms (``update``, ``grad_*``, and ``W_qk`` of the direct parameterisation) is the full-rank
 one (rank ``d``). ``bos_key_norm = ||M x_BOS||`` and ``bos_query_norm = ||x_BOS^T M||`` (docs/theory.md claim 7;
 ``x_BOS`` is the input vector at position 0, the CLS token in classification), likewise for ``[MASK]``.
+``pos_key_slope`` / ``pos_query_slope`` (layer 0): least-squares slopes along the sequence of
+``log ||M p_i||`` and ``log ||p_i^T M||`` over the position embeddings ``p_i`` of the positions that hold data
+(the role-counting signal: under a causal mask position ``i`` is a key for ``N - i`` queries); the norms
+themselves go to ``positions.csv`` (:data:`POSITION_COLUMNS`, per-layer forms).
 """
 
 from __future__ import annotations
@@ -21,12 +31,28 @@ import math
 
 import torch
 
+from sim.coordinates import InputCoordinates
+from theory.blocks import block_rows
 from theory.factored import FactoredForms
 from theory.report import SCORE_COLUMNS, score_rows
 
 FORMS = ("W_qk", "update", "grad_self", "grad_cross")
 NORM_COLUMNS = ["bos_key_norm", "bos_query_norm", "mask_key_norm", "mask_query_norm"]
-METRIC_COLUMNS = ["step", "seed", "layer", "head", "form", *SCORE_COLUMNS[2:], "loss", *NORM_COLUMNS]
+SLOPE_COLUMNS = ["pos_key_slope", "pos_query_slope"]
+METRIC_COLUMNS = [
+    "step",
+    "seed",
+    "layer",
+    "head",
+    "form",
+    "block",
+    *SCORE_COLUMNS[2:],
+    "norm_share",
+    "loss",
+    *NORM_COLUMNS,
+    *SLOPE_COLUMNS,
+]
+POSITION_COLUMNS = ["step", "seed", "layer", "head", "form", "position", "key_norm", "query_norm"]
 
 
 def form_rows(
@@ -38,7 +64,7 @@ def form_rows(
     specials: dict[str, torch.Tensor],
     null_samples: int,
 ) -> list[dict]:
-    """Rows for one form of all seeds; ``forms`` stacks seeds on the layer axis (``S L`` layers)."""
+    """Whole-form rows for one form of all seeds; ``forms`` stacks seeds on the layer axis (``S L`` layers)."""
     n_layers = forms.n_layers // len(seeds)
     rows = score_rows(forms, "both", null_samples=null_samples)
     # each seed's token vector [S, d], repeated for its layers: [S L, 1, d]
@@ -46,7 +72,7 @@ def form_rows(
     for row in rows:
         stacked = row["layer"]
         s, layer = divmod(stacked, n_layers)
-        row.update(step=step, seed=seeds[s], layer=layer, form=form, loss=losses[s])
+        row.update(step=step, seed=seeds[s], layer=layer, form=form, block="all", norm_share=1.0, loss=losses[s])
         for name in ("bos", "mask"):
             if name not in norms:
                 row[f"{name}_key_norm"] = row[f"{name}_query_norm"] = math.nan
@@ -55,6 +81,60 @@ def form_rows(
             row[f"{name}_key_norm"] = float(norms[name][f"key_{per}"][index])
             row[f"{name}_query_norm"] = float(norms[name][f"query_{per}"][index])
     return rows
+
+
+def log_slope(norms: torch.Tensor) -> torch.Tensor:
+    """Least-squares slope of ``log norms`` against the index along the last axis (NaN if any norm is 0)."""
+    t = torch.arange(norms.shape[-1], dtype=torch.float64)
+    t = t - t.mean()
+    y = norms.log()
+    return ((y - y.mean(-1, keepdim=True)) * t).sum(-1) / (t * t).sum()
+
+
+def position_norms(m: torch.Tensor, coords: InputCoordinates) -> tuple[torch.Tensor, torch.Tensor]:
+    """``||M p_i||`` and ``||p_i^T M||`` for the data positions' embeddings: ``[S, ..., N_used]`` each."""
+    p = coords.basis[:, coords.positions]  # (S, N_used, d)
+    p = p.reshape(p.shape[0], *([1] * (m.ndim - 3)), *p.shape[1:])
+    return (p @ m.transpose(-2, -1)).norm(dim=-1), (p @ m).norm(dim=-1)
+
+
+def layer0_rows(
+    m: torch.Tensor,
+    form: str,
+    rank_head: int,
+    rank_layer: int,
+    step: int,
+    seeds: list[int],
+    coords: InputCoordinates,
+    null_samples: int,
+) -> tuple[list[dict], dict, list[dict]]:
+    """Block rows, per-(seed, head) position slopes, and per-layer position norms of layer 0's dense forms.
+
+    ``m [S, L, H, d, d]``. Returns ``(block rows, {(seed, head): slopes}, position rows)``.
+    """
+    heads = m[:, 0]  # (S, H, d, d)
+    forms = {h: heads[:, h] for h in range(heads.shape[1])} | {"all": heads.sum(1)}
+    rows, slopes, positions = [], {}, []
+    for head, dense in forms.items():
+        rank = rank_layer if head == "all" else rank_head
+        d_coords = len(coords.labels)
+        for r in block_rows(
+            coords.of(dense), coords.labels, min(rank, d_coords), coords.evaluated, null_samples=null_samples
+        ):
+            rows.append({"step": step, "seed": seeds[r.pop("index")], "layer": 0, "head": head, "form": form, **r})
+        if len(coords.positions) < 2:
+            continue
+        key, query = position_norms(dense, coords)  # (S, N_used)
+        for s, (ks, qs) in enumerate(zip(log_slope(key).tolist(), log_slope(query).tolist(), strict=True)):
+            slopes[(seeds[s], head)] = {"pos_key_slope": ks, "pos_query_slope": qs}
+        if head == "all":
+            for s in range(len(seeds)):
+                positions += [
+                    {"step": step, "seed": seeds[s], "layer": 0, "head": "all", "form": form, "position": i}
+                    | {"key_norm": float(key[s, j]), "query_norm": float(query[s, j])}
+                    for j, i in enumerate(coords.sequence.tolist())
+                ]
+    return rows, slopes, positions
 
 
 def record_rows(
@@ -67,17 +147,31 @@ def record_rows(
     losses: list[float],
     specials: dict[str, torch.Tensor],
     null_samples: int,
-) -> list[dict]:
-    """All rows of one record step; ``specials`` maps ``bos`` / ``mask`` to input vectors ``[S, d]``.
+    coords: InputCoordinates | None = None,
+) -> tuple[list[dict], list[dict]]:
+    """All rows of one record step (metrics, positions); ``specials`` maps ``bos`` / ``mask`` to inputs ``[S, d]``.
 
     A dense form that is exactly zero for some head (nothing accumulated yet, e.g. at step 0) is skipped.
     """
     m = model.matrices()
-    rows = form_rows(model.forms(), "W_qk", step, seeds, losses, specials, null_samples)
-    parts = {"update": m - m0, "grad_self": grad_self, "grad_cross": grad_cross}
+    forms = model.forms()
+    parts = {"W_qk": m, "update": m - m0, "grad_self": grad_self, "grad_cross": grad_cross}
+    rows, positions = [], []
     for name, dense in parts.items():
         if dense is None or not bool((dense.flatten(3).abs().amax(-1) > 0).all()):
             continue
-        stacked = FactoredForms.from_dense(dense.flatten(0, 1))  # [S, L, H, d, d] -> A = M, B = I on S L layers
-        rows += form_rows(stacked, name, step, seeds, losses, specials, null_samples)
-    return rows
+        stacked = forms if name == "W_qk" else FactoredForms.from_dense(dense.flatten(0, 1))  # S L layers
+        whole = form_rows(stacked, name, step, seeds, losses, specials, null_samples)
+        if coords is None:
+            rows += whole
+            continue
+        ranks = (stacked.rank("head"), stacked.rank("layer"))
+        blocks, slopes, pos = layer0_rows(dense, name, *ranks, step, seeds, coords, null_samples)
+        nan = dict.fromkeys(SLOPE_COLUMNS, math.nan)
+        for row in whole:
+            row.update(slopes.get((row["seed"], row["head"]), nan) if row["layer"] == 0 else nan)
+        loss_of = dict(zip(seeds, losses, strict=True))
+        empty = dict.fromkeys(NORM_COLUMNS + SLOPE_COLUMNS, math.nan)  # whole-form quantities
+        rows += whole + [r | empty | {"loss": loss_of[r["seed"]]} for r in blocks]
+        positions += pos
+    return rows, positions

@@ -20,16 +20,22 @@ from theory.scores import SCORE_NAMES
 
 NUMERIC = (
     *(f"{name}{suffix}" for name in SCORE_NAMES for suffix in ("", "_z", "_p")),
+    "norm_share",
     "loss",
     "bos_key_norm",
     "bos_query_norm",
     "mask_key_norm",
     "mask_query_norm",
+    "pos_key_slope",
+    "pos_query_slope",
+    "key_norm",
+    "query_norm",
 )
 SUMMARY_COLUMNS = [
     "objective",
     "layer",
     "form",
+    "block",
     "seeds",
     "s",
     "s_ci",
@@ -40,8 +46,13 @@ SUMMARY_COLUMNS = [
     "delta_pr",
     "delta_pr_ci",
     "delta_pr_z",
+    "norm_share",
     "loss",
     "bos_key/query",
+    "pos_key_slope",
+    "pos_key_slope_ci",
+    "pos_query_slope",
+    "pos_query_slope_ci",
 ]
 
 
@@ -51,10 +62,16 @@ def load_metrics(path: str | Path) -> list[dict]:
         return [parse_row(row) for row in csv.DictReader(f)]
 
 
+def load_positions(path: str | Path) -> list[dict]:
+    """Rows of a ``positions.csv`` (per-position key / query norms), numbers parsed; none if the file is absent."""
+    return load_metrics(path) if Path(path).exists() else []
+
+
 def parse_row(row: dict) -> dict:
     out = dict(row)
-    for key in ("step", "seed", "layer"):
-        out[key] = int(row[key])
+    for key in ("step", "seed", "layer", "position"):
+        if key in row:
+            out[key] = int(row[key])
     out["head"] = row["head"] if row["head"] == "all" else int(row["head"])
     for key in NUMERIC:
         if key in row:
@@ -63,30 +80,32 @@ def parse_row(row: dict) -> dict:
 
 
 def summarize(rows: list[dict], objective: str, step: int | None = None) -> list[dict]:
-    """One summary row per ``(layer, form)`` of the per-layer forms at ``step`` (default: the last recorded step).
+    """One summary row per ``(layer, form, block)`` of the per-layer forms at ``step`` (default: the last step).
 
-    ``rows``: parsed metrics rows (as :func:`load_metrics` returns them).
+    ``rows``: parsed metrics rows (as :func:`load_metrics` returns them); ``block`` is ``all`` for the whole form.
     """
     step = max(r["step"] for r in rows) if step is None else step
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
         if r["step"] == step and r["head"] == "all":
-            groups[(r["layer"], r["form"])].append(r)
+            groups[(r["layer"], r["form"], r.get("block", "all"))].append(r)
     out = []
-    for (layer, form), group in sorted(groups.items(), key=lambda kv: (kv[0][0], _form_order(kv[0][1]))):
+    for (layer, form, block), group in sorted(groups.items(), key=lambda kv: (kv[0][0], _form_order(kv[0][1]))):
         s, s_ci = mean_ci([r["symmetry"] for r in group])
         dl, dl_ci = mean_ci([r["directionality"] for r in group])
         pr, pr_ci = mean_ci([r.get("directionality_pr", math.nan) for r in group])
         ratio = [
             r["bos_key_norm"] / r["bos_query_norm"]
             for r in group
-            if r["bos_query_norm"] > 0 and math.isfinite(r["bos_key_norm"])
+            if r.get("bos_query_norm", 0) > 0 and math.isfinite(r["bos_key_norm"])
         ]
+        slopes = {c: mean_ci([r.get(c, math.nan) for r in group]) for c in ("pos_key_slope", "pos_query_slope")}
         out.append(
             {
                 "objective": objective,
                 "layer": layer,
                 "form": form,
+                "block": block,
                 "seeds": len(group),
                 "step": step,
                 "s": s,
@@ -98,8 +117,11 @@ def summarize(rows: list[dict], objective: str, step: int | None = None) -> list
                 "delta_pr": pr,
                 "delta_pr_ci": pr_ci,
                 "delta_pr_z": combined_z(r.get("directionality_pr_z", math.nan) for r in group),
-                "loss": float(np.nanmean([r["loss"] for r in group])),
+                "norm_share": mean_ci(r.get("norm_share", math.nan) for r in group)[0],
+                "loss": mean_ci(r["loss"] for r in group)[0],
                 "bos_key/query": float(np.mean(ratio)) if ratio else math.nan,
+                **{c: v[0] for c, v in slopes.items()},
+                **{f"{c}_ci": v[1] for c, v in slopes.items()},
             }
         )
     return out
@@ -115,7 +137,9 @@ DISPLAY_COLUMNS = ["objective", "form", "s (z)", "δ (z)", "δ_PR (z)", "loss", 
 
 
 def format_summary(rows: list[dict]) -> list[dict]:
-    """Summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`): ``mean±ci`` strings, layer in the form."""
+    """Whole-form summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`): ``mean±ci`` strings, layer in
+    the form."""
+    rows = [r for r in rows if r.get("block", "all") == "all"]
     multi = len({r["layer"] for r in rows}) > 1
     return [
         {
@@ -131,6 +155,33 @@ def format_summary(rows: list[dict]) -> list[dict]:
     ]
 
 
+BLOCK_DISPLAY_COLUMNS = ["objective", "form", "block", "share", "s (z)", "δ_PR (z)", "key/query slope"]
+
+
+def format_blocks(rows: list[dict], forms: tuple[str, ...] = ("W_qk", "update")) -> list[dict]:
+    """Layer-0 block rows of ``forms`` (and the whole form's position slopes) for a printed table."""
+    out = []
+    for r in rows:
+        if r["layer"] != 0 or r["form"] not in forms:
+            continue
+        slope = ""
+        if r["block"] == "all" and math.isfinite(r["pos_key_slope"]):
+            slope = f"{r['pos_key_slope']:+.3f} / {r['pos_query_slope']:+.3f}"
+        pr = "" if not math.isfinite(r["delta_pr"]) else f"{plus_minus(r['delta_pr'], r['delta_pr_ci'], 2, '±')}"
+        out.append(
+            {
+                "objective": r["objective"],
+                "form": r["form"],
+                "block": r["block"],
+                "share": f"{r['norm_share']:.2f}",
+                "s (z)": f"{plus_minus(r['s'], r['s_ci'], 2, '±')} ({r['s_z']:.1f})",
+                "δ_PR (z)": f"{pr} ({r['delta_pr_z']:.1f})" if pr else "",
+                "key/query slope": slope,
+            }
+        )
+    return out
+
+
 # ---- figures -----------------------------------------------------------------------------------
 
 
@@ -138,7 +189,7 @@ def _curves(rows: list[dict], score: str, layer: int, form: str = "W_qk") -> tup
     """Steps, seed mean and 95% half-width of one score of the per-layer form."""
     by_step: dict[int, list[float]] = defaultdict(list)
     for r in rows:
-        if r["head"] == "all" and r["layer"] == layer and r["form"] == form:
+        if r["head"] == "all" and r["layer"] == layer and r["form"] == form and r.get("block", "all") == "all":
             by_step[r["step"]].append(r[score])
     steps = np.array(sorted(by_step))
     stats = np.array([mean_ci(by_step[s]) for s in steps]) if len(steps) else np.zeros((0, 2))

@@ -15,9 +15,10 @@ import torch
 import torch.nn.functional as F
 
 from sim.config import MASK_SCHEMES, SIM_OBJECTIVES, DataConfig
-from sim.data import GaussianSequence, TokenChain, build_process, class_processes, mixture_from_noise
+from sim.data import GaussianSequence, TokenChain, TopicDocuments, build_process, class_processes, mixture_from_noise
 from sim.model import SeedBatchedAttention
-from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, get_objective
+from theory import objectives
+from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
 
 
 def _per_seed_mean(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -45,16 +46,39 @@ class _SharedContext:
 
 @dataclass
 class TokenTask(_SharedContext):
-    """Bidirectional masked prediction or next-token prediction on a token chain."""
+    """Bidirectional masked prediction, next-token prediction, or masked autoencoding on a token process.
 
-    objective: Bidirectional | Autoregressive
-    process: TokenChain
+    Masked autoencoding (``mae``), a one-layer stand-in for MAE: a random ``mask_ratio`` of the positions is
+    hidden; hidden positions are [MASK] queries (MAE's decoder mask tokens) that carry the loss, and every query
+    attends only to the visible positions (MAE's encoder never sees a hidden one): ``P`` = hidden, ``D_i`` =
+    visible, so queries and keys play disjoint roles. Context masks are then per sequence (``[S, B, N, N]``).
+    """
+
+    objective: Bidirectional | Autoregressive | MaskedAutoencoding
+    process: TokenChain | TopicDocuments
     n: int
     bos: bool
+    bos_maskable: bool = False
 
     @property
     def vocab(self) -> int:
         return self.process.vocab
+
+    @property
+    def in_stream_bos(self) -> bool:
+        """BOS also inside the data (packed documents): then BOS is a token to predict."""
+        return getattr(self.process, "emits_bos", False)
+
+    @property
+    def classes(self) -> int:
+        """Output classes: the data tokens, and BOS where it can be a target (packed documents, maskable BOS)."""
+        maskable = self.bos and self.bos_maskable and isinstance(self.objective, Bidirectional)
+        return self.vocab + int(self.in_stream_bos or maskable)
+
+    @property
+    def fixed(self) -> int:
+        """Leading positions never selected for masking (the BOS, unless it is maskable)."""
+        return int(self.bos and not self.bos_maskable)
 
     @property
     def n_data(self) -> int:
@@ -62,19 +86,50 @@ class TokenTask(_SharedContext):
         return self.n - self.bos + isinstance(self.objective, Autoregressive)
 
     def draw(self, gen: torch.Generator, batch: int) -> dict[str, torch.Tensor]:
-        out = {"u": self.process.noise((batch,), self.n_data, gen)}
+        out = {"u": self.process.noise((batch,), self.n_data, gen)}  # (B, n_data[, 2])
+        if isinstance(self.objective, MaskedAutoencoding):
+            out["visible"] = self.objective.visible(self.n - self.bos, (batch,), gen)
         if isinstance(self.objective, Bidirectional):
-            n_maskable = self.n - self.bos  # BOS is never selected
+            n_maskable = self.n - self.fixed
             loss = self.objective.pattern(n_maskable, (batch,), gen).loss
             out["kind"] = self.objective.replacement(loss, gen)
             out["random"] = torch.randint(self.vocab, (batch, n_maskable), generator=gen)
             out["loss"] = loss
         return out
 
-    def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(input ids, targets, loss positions, context)``: ``[S, B, N]`` each and the shared ``[N, N]`` context.
+    def support(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(queries [R, N], keys [R, N], loss [N])``: which table rows (data tokens, BOS, MASK, CLS) can sit at
+        each position as a loss-carrying query and as a key, and which positions can carry loss (a query that
+        reaches the loss in a one-layer model)."""
+        keys = torch.zeros(self.vocab + 3, self.n, dtype=torch.bool)
+        first = int(self.bos)
+        keys[: self.vocab, first:] = True
+        keys[self.vocab, 0] = self.bos  # BOS id = vocab
+        keys[self.vocab, first + 2 :] |= self.in_stream_bos
+        queries, loss = keys.clone(), torch.ones(self.n, dtype=torch.bool)
+        if isinstance(self.objective, Bidirectional):
+            keys[self.vocab + 1, self.fixed :] = queries[self.vocab + 1, self.fixed :] = self.objective.mask_token > 0
+            queries[: self.vocab + 1] &= self.objective.mask_token < 1  # a selected query keeps or swaps its token
+            loss[: self.fixed] = False
+        if isinstance(self.objective, MaskedAutoencoding):  # hidden queries are [MASK]; keys are visible tokens
+            queries[:] = False
+            queries[self.vocab + 1, first:] = True  # MASK id = vocab + 1
+            loss[:first] = False
+        return queries, keys, loss
 
-        Targets are data tokens (``< vocab``) everywhere, 0 at the BOS position, which carries no loss.
+    @cached_property
+    def context(self) -> torch.Tensor:
+        """The shared context ``[N, N]``; for masked autoencoding the pairs any sequence can have (not ``j = i``)."""
+        if isinstance(self.objective, MaskedAutoencoding):
+            return ~torch.eye(self.n, dtype=torch.bool) | (torch.arange(self.n) < self.bos)
+        return super().context
+
+    def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(input ids, targets, loss positions, context)``: ``[S, B, N]`` each and the shared ``[N, N]`` context
+        (per sequence ``[S, B, N, N]`` for masked autoencoding).
+
+        Targets are data tokens (``< vocab``; BOS = ``vocab`` where it is a target: packed documents, a maskable
+        BOS), 0 at a BOS position that carries no loss.
         """
         data = self.process.from_noise(raw["u"])  # (S, B, n_data)
         s, b = data.shape[:2]
@@ -83,20 +138,28 @@ class TokenTask(_SharedContext):
             seq = torch.cat([bos, data], -1) if self.bos else data
             ids, targets = seq[..., :-1], seq[..., 1:]
             loss = torch.ones_like(ids, dtype=torch.bool)
+        elif isinstance(self.objective, MaskedAutoencoding):
+            visible = raw["visible"]
+            ids, targets, loss = torch.where(visible, data, self.vocab + 1), data, ~visible
+            if self.bos:  # BOS is always visible and carries no loss
+                ones = torch.ones((s, b, 1), dtype=torch.bool)
+                ids, targets = torch.cat([bos, ids], -1), torch.cat([torch.zeros_like(bos), targets], -1)
+                loss, visible = torch.cat([~ones, loss], -1), torch.cat([ones, visible], -1)
+            return ids, targets, loss, visible[..., None, :].expand(s, b, self.n, self.n)
         else:
             kind = raw["kind"]
-            ids = torch.where(
-                kind == 1, self.vocab + 1, torch.where(kind == 2, raw["random"], data)
-            )  # MASK id = vocab + 1
-            targets, loss = data, raw["loss"]
-            if self.bos:
+            clean = data if self.fixed == self.bos else torch.cat([bos, data], -1)  # a maskable BOS is drawn too
+            mask_id = self.vocab + 1
+            ids = torch.where(kind == 1, mask_id, torch.where(kind == 2, raw["random"], clean))
+            targets, loss = clean, raw["loss"]
+            if self.fixed:
                 pad = torch.zeros((s, b, 1), dtype=torch.long)
                 ids, targets = torch.cat([bos, ids], -1), torch.cat([pad, targets], -1)
                 loss = torch.cat([pad.bool(), loss], -1)
         return ids, targets, loss, self.context
 
     def loss(
-        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None
+        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: dict | None = None
     ) -> torch.Tensor:
         ids, targets, loss_at, context = self.inputs(raw)
         logits = model(model.embed_tokens(ids), context, capture)  # (S, B, N, V)
@@ -122,6 +185,15 @@ class ClassificationTask(_SharedContext):
             "label": torch.randint(len(self.processes), (batch,), generator=gen),
         }
 
+    def support(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(queries, keys, loss)`` (see :meth:`TokenTask.support`): CLS at position 0, the only loss query."""
+        keys = torch.zeros(self.vocab + 3, self.n, dtype=torch.bool)
+        keys[: self.vocab, 1:] = True
+        keys[self.vocab + 2, 0] = True  # CLS id = vocab + 2
+        loss = torch.zeros(self.n, dtype=torch.bool)
+        loss[0] = True
+        return keys, keys, loss
+
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         label = raw["label"]
         data = mixture_from_noise(self.processes, raw["u"], label)  # (S, B, n-1), each sequence from its class
@@ -130,7 +202,7 @@ class ClassificationTask(_SharedContext):
         return ids, label, self.context
 
     def loss(
-        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None
+        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: dict | None = None
     ) -> torch.Tensor:
         ids, label, context = self.inputs(raw)
         logits = model(model.embed_tokens(ids), context, capture)[:, :, 0]  # (S, B, C): the CLS position
@@ -158,13 +230,18 @@ class DenoisingTask(_SharedContext):
             "eps": torch.randn(batch, self.n, self.channels, generator=gen, dtype=self.dtype),
         }
 
+    def support(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(queries, keys, loss)`` (see :meth:`TokenTask.support`): every channel and loss everywhere."""
+        every = torch.ones(self.channels, self.n, dtype=torch.bool)
+        return every, every, torch.ones(self.n, dtype=torch.bool)
+
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x0 = self.process.from_noise(raw["xi"])  # (S, B, N, c)
         z, target = self.objective.corrupt(x0.flatten(0, 1), raw["t"].flatten(), raw["eps"].flatten(0, 1))
         return z.view_as(x0), target.view_as(x0), self.context
 
     def loss(
-        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: list | None = None
+        self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: dict | None = None
     ) -> torch.Tensor:
         z, target, context = self.inputs(raw)
         pred = model(model.embed_continuous(z), context, capture)  # (S, B, N, c)
@@ -189,19 +266,21 @@ def build_task(
     if objective == "denoising":
         if not data.continuous:
             raise ValueError(f"denoising needs a continuous process, got {data.process!r}")
-        return DenoisingTask(get_objective("denoising", target=target), build_process(data, n), n, dtype)
+        return DenoisingTask(objectives.get_objective("denoising", target=target), build_process(data, n), n, dtype)
     if data.continuous:
         raise ValueError(f"{objective} needs a token process, got the continuous process {data.process!r}")
     if objective == "classification":
-        return ClassificationTask(get_objective("classification"), class_processes(data), n)
-    if objective == "bidirectional":
+        return ClassificationTask(objectives.get_objective("classification"), class_processes(data), n)
+    if objective == "mae":
+        obj = objectives.get_objective("mae", mask_ratio=mask_ratio)
+    elif objective == "bidirectional":
         if mask_scheme not in MASK_SCHEMES:
             raise ValueError(f"unknown mask scheme {mask_scheme!r}; choose from {sorted(MASK_SCHEMES)}")
         p_mask, p_random = MASK_SCHEMES[mask_scheme]
-        obj = get_objective("bidirectional", mask_ratio=mask_ratio, mask_token=p_mask, random_token=p_random)
+        obj = objectives.get_objective("bidirectional", mask_ratio=mask_ratio, mask_token=p_mask, random_token=p_random)
     else:
-        obj = get_objective("autoregressive")
-    task = TokenTask(obj, build_process(data, n), n, data.bos)
+        obj = objectives.get_objective("autoregressive")
+    task = TokenTask(obj, build_process(data, n), n, data.bos, data.bos_maskable)
     if task.n_data < 2:
         raise ValueError(f"n={n} positions leave fewer than 2 data tokens")
     return task
@@ -213,4 +292,4 @@ def task_shapes(task: Task) -> dict[str, int | None]:
         return {"d_out": task.channels, "channels": task.channels, "vocab": None}
     if isinstance(task, ClassificationTask):
         return {"d_out": len(task.processes), "vocab": task.vocab, "channels": None}
-    return {"d_out": task.vocab, "vocab": task.vocab, "channels": None}
+    return {"d_out": task.classes, "vocab": task.vocab, "channels": None}

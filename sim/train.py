@@ -1,8 +1,8 @@
 """Train all seeds of one simulation together, record scores every ``k`` steps, checkpoint, resume exactly.
 
 A run directory (docs/architecture.md) holds ``config.json`` (every parameter, the seeds, versions, the git
-commit), ``metrics.csv`` (tidy rows, see :mod:`sim.record`), ``checkpoint.safetensors`` with its JSON
-sidecar ``checkpoint.json`` (step and every RNG state), and the figures written by :mod:`sim.report`.
+commit), ``metrics.csv`` and ``positions.csv`` (tidy rows, see :mod:`sim.record`), ``checkpoint.safetensors``
+with its JSON sidecar ``checkpoint.json`` (step and every RNG state), and the figures written by :mod:`sim.report`.
 Resuming from the checkpoint continues bit for bit: parameters, optimiser moments, accumulated
 gradient splits, the per-seed data generators and the partial loss window are all restored.
 """
@@ -20,10 +20,11 @@ import torch
 from common.io import atomic_write_bytes, provenance, write_csv, write_json
 from common.seeding import generator
 from sim.config import SimConfig
+from sim.coordinates import input_coordinates
 from sim.model import SeedBatchedAttention, pair_split
 from sim.optim import ElementwiseOptimizer
-from sim.record import METRIC_COLUMNS, record_rows
-from sim.report import load_metrics
+from sim.record import METRIC_COLUMNS, POSITION_COLUMNS, record_rows
+from sim.report import load_metrics, load_positions
 from sim.tasks import DenoisingTask, TokenTask, build_task, stack, task_shapes
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}  # the names of sim.config.DTYPE_NAMES
@@ -55,6 +56,7 @@ class Simulation:
         self.loss_count = 0
         self.step = 0
         self.rows: list[dict] = []
+        self.position_rows: list[dict] = []
 
     # ---- one step ----------------------------------------------------------------------------
     def train_step(self) -> torch.Tensor:
@@ -63,12 +65,12 @@ class Simulation:
 
     def train_step_on(self, raw: dict[str, torch.Tensor]) -> torch.Tensor:
         """One optimiser step on the drawn randomness ``raw`` (a leading seed axis)."""
-        capture = [] if self.cfg.track_pairs else None
+        capture = {} if self.cfg.track_pairs else None
         losses = self.task.loss(self.model, raw, capture)
         self.optimizer.zero_grad()
         losses.sum().backward()  # seeds share no parameters: each gets its own gradient
-        if capture:
-            s, c = pair_split(capture, self.cfg.model.head_dim)
+        if capture is not None:
+            s, c = pair_split(capture)
             self.grad_self += s
             self.grad_cross += c
         self.optimizer.step()
@@ -92,7 +94,7 @@ class Simulation:
 
     def record(self) -> None:
         losses = (self.loss_sum / self.loss_count).tolist() if self.loss_count else [float("nan")] * self.cfg.seeds
-        self.rows += record_rows(
+        rows, positions = record_rows(
             self.model,
             self.m0,
             self.grad_self,
@@ -102,7 +104,10 @@ class Simulation:
             losses,
             self.specials(),
             self.cfg.null_samples,
+            input_coordinates(self),
         )
+        self.rows += rows
+        self.position_rows += positions
         self.loss_sum.zero_()
         self.loss_count = 0
 
@@ -129,6 +134,7 @@ class Simulation:
         from safetensors.torch import save
 
         write_csv(out / "metrics.csv", self.rows, METRIC_COLUMNS)
+        write_csv(out / "positions.csv", self.position_rows, POSITION_COLUMNS)
         # each file is written atomically; the step in both lets load() detect a save interrupted between them
         atomic_write_bytes(out / "checkpoint.safetensors", save(self.tensors(), metadata={"step": str(self.step)}))
         write_json(out / "checkpoint.json", self.sidecar())
@@ -158,6 +164,7 @@ class Simulation:
             gen.set_state(torch.frombuffer(bytearray(base64.b64decode(enc)), dtype=torch.uint8))
         self.step, self.loss_count = meta["step"], meta["loss_count"]
         self.rows = [row for row in load_metrics(out / "metrics.csv") if row["step"] <= self.step]
+        self.position_rows = [row for row in load_positions(out / "positions.csv") if row["step"] <= self.step]
 
 
 def run(
@@ -205,7 +212,7 @@ def _run(
     with _progress(progress, description or cfg.objective, last, sim.step) as advance:
         while sim.step < last:
             losses = sim.train_step()
-            if sim.step % cfg.record_every == 0 or sim.step == cfg.steps:
+            if sim.step % cfg.record_every == 0 or sim.step == cfg.steps or sim.step <= cfg.record_dense:
                 sim.record()
             if sim.step % cfg.checkpoint_every == 0 or sim.step == cfg.steps:
                 sim.save(out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+
 from typer.testing import CliRunner
 
 from cli import app
@@ -39,8 +41,13 @@ def test_simulate_all_objectives_side_by_side(tmp_path) -> None:
         rows = load_metrics(tmp_path / name / "metrics.csv")
         assert max(r["step"] for r in rows) == 4
     assert (tmp_path / "scores.png").stat().st_size > 10_000
-    assert (tmp_path / "summary.csv").read_text().count("\n") == 1 + 4 * 4  # 4 objectives x 4 forms
+    with open(tmp_path / "summary.csv") as f:
+        summary = list(csv.DictReader(f))
+    assert sum(r["block"] == "all" for r in summary) == 4 * 4  # 4 objectives x 4 forms
+    blocks = {r["block"] for r in summary if r["objective"] == "autoregressive"}
+    assert {"token-token", "position-position", "token-position", "evaluated"} <= blocks
     assert "per-layer s" in result.output and "W_qk" in result.output and "grad_self" in result.output
+    assert "evaluated" in result.output  # the block table
 
 
 def test_simulate_single_objective_with_options(tmp_path) -> None:

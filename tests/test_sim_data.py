@@ -186,3 +186,26 @@ def test_a_mixture_samples_each_sequence_from_its_own_chain(lag: int) -> None:
     expected = alone.gather(0, which[None, ..., None].expand(1, *u.shape))[0]
     assert torch.equal(mixture_from_noise(chains, u, which), expected)
     assert int(alone.max()) < 6 and int(alone.min()) >= 0
+
+
+@pytest.mark.parametrize("documents", [0.0, 6.0])
+def test_topic_documents_open_with_their_topic_and_follow_its_law(documents: float) -> None:
+    from sim.data import TopicDocuments
+
+    p = TopicDocuments(topics=4, vocab=28, zipf=1.0, documents=documents)
+    x = p.sample((4000,), 24, torch.Generator().manual_seed(0))
+    bos = x == 28
+    assert bool(bos.any()) == (documents > 0) and not bos[:, :2].any()
+    after_bos = torch.cat([torch.zeros_like(bos[:, :1]), bos[:, :-1]], 1)
+    is_topic = x < 4
+    assert torch.equal(is_topic, after_bos | (torch.arange(24) == 0))  # a topic opens each document, only there
+    if documents:  # mean document length near the asked mean (a sequence cuts its last document short)
+        assert abs(24 / float(bos.sum(1).double().mean() + 1) - documents) < 1.5
+    # one-document sequences: content tokens follow the topic's Zipf law (rank 0 most frequent)
+    if not documents:
+        topic = x[:, 0]
+        for t in range(4):
+            content = x[topic == t, 1:].flatten()
+            counts = torch.bincount(content, minlength=28)[4:].double()
+            top = int(counts.argmax()) + 4
+            assert top == 4 + t * 6, f"topic {t}: most frequent content token {top}"

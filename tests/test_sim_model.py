@@ -16,7 +16,7 @@ from sim.train import Simulation
 from theory.montecarlo import monte_carlo_update
 from theory.scores import dense_scores
 
-OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
+OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising", "mae")
 
 
 def small(objective: str, **kw):
@@ -67,7 +67,7 @@ def test_table_projection_equals_dense_projection(kind: str) -> None:
         inputs = TableInputs(torch.randint(r, (s, b, n), generator=g), None, table, pos)
     else:
         inputs = TableInputs(None, torch.randn(s, b, n, r, generator=g, dtype=torch.float64), table, pos)
-    dense = torch.einsum("sbnd,shde->sbhne", inputs.dense(), w)
+    dense = torch.einsum("sbnd,shde->shbne", inputs.dense(), w)
     assert torch.allclose(inputs.project(w), dense, atol=1e-12), (
         f"max diff {(inputs.project(w) - dense).abs().max():.3e}"
     )
@@ -78,9 +78,9 @@ def test_pair_split_sums_to_the_autograd_gradient_of_m(objective: str) -> None:
     """For the direct parameterisation ``dL/dM`` is the parameter gradient itself."""
     sim = Simulation(small(objective, model__param="direct"))
     raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
-    capture: list = []
+    capture: dict = {}
     sim.task.loss(sim.model, raw, capture).sum().backward()
-    self_part, cross_part = pair_split(capture, sim.cfg.model.head_dim)
+    self_part, cross_part = pair_split(capture)
     total = self_part + cross_part
     diff = float((total - sim.model.m.grad).abs().max())
     assert diff <= 1e-10 * float(sim.model.m.grad.abs().max()), f"||split - autograd||_max = {diff:.3e}"
@@ -92,9 +92,9 @@ def test_autograd_gradient_equals_the_theory_closed_form(objective: str) -> None
     """One head, at the model's own M: the simulator's dL/dM (autograd) equals theory.gradients' closed form."""
     sim = Simulation(small(objective, model__heads=1, model__d_head=8))
     raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
-    capture: list = []
+    capture: dict = {}
     sim.task.loss(sim.model, raw, capture).sum().backward()
-    self_part, cross_part = pair_split(capture, sim.cfg.model.head_dim)
+    self_part, cross_part = pair_split(capture)
     scale = loss_normaliser(sim, raw)
     for s in range(sim.cfg.seeds):
         batch = attention_batch(sim, s, {k: v[s : s + 1] for k, v in raw.items()})
@@ -121,12 +121,15 @@ def test_forms_score_like_the_dense_matrices() -> None:
 def test_tied_model_attends_and_learns_through_one_shared_factor() -> None:
     """Tied ``W_q = W_k = W``: the model's logits are ``x_i^T W W^T x_j / sqrt(d_h)`` written out by hand, and a
     causal step (whose ``G = dL/dM`` is not symmetric) gives ``W`` the chain-rule gradient ``(G + G^T) W`` of
-    ``M = W W^T``, through both sides; ``G`` comes from the logits' own gradient (:func:`pair_split`)."""
+    ``M = W W^T``, through both sides; ``G`` comes from the logits' own gradient (:func:`pair_split`). (The model
+    takes its factor gradients from ``G``, so the chain rule is also checked against a plain autograd forward in
+    :func:`test_parameter_gradients_equal_plain_autograd`.)"""
     sim = Simulation(small("autoregressive", model__param="tied"))
     raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
-    capture: list = []
+    capture: dict = {}
     sim.task.loss(sim.model, raw, capture).sum().backward()
-    x, logits = capture[0]  # layer 0: inputs (S, B, N, d), logits (S, B, H, N, N)
+    inputs = sim.model.embed_tokens(sim.task.inputs(raw)[0])
+    x, logits = inputs.dense(), sim.model.logits(inputs, 0).transpose(1, 2)  # (S, B, N, d), (S, B, H, N, N)
     w = sim.model.w_qk[:, 0].detach()  # (S, H, d, d_h)
     d_h = sim.cfg.model.head_dim
     wrong = []
@@ -137,7 +140,7 @@ def test_tied_model_attends_and_learns_through_one_shared_factor() -> None:
             if diff > 1e-12:
                 wrong.append(f"seed {s} head {h}: max |logit - x_i^T W W^T x_j / sqrt(d_h)| = {diff:.3e}")
     oracles.assert_no_mismatches(wrong, "the tied model's logits")
-    self_part, cross_part = pair_split(capture, d_h)
+    self_part, cross_part = pair_split(capture)
     g = (self_part + cross_part)[:, 0]  # (S, H, d, d)
     assert float((g - g.transpose(-2, -1)).norm() / g.norm()) > 0.1, "a causal dL/dM should not be symmetric"
     chain = (g + g.transpose(-2, -1)) @ w.double()
@@ -163,7 +166,7 @@ def test_onehot_inputs_use_their_own_coordinates() -> None:
 
 
 def test_bos_dominance_is_the_bos_key_norm_over_the_typical_data_key_norm() -> None:
-    from sim.experiments import bos_dominance
+    from sim.analysis import bos_dominance
 
     sim = Simulation(small("autoregressive", model__layers=2))
     m = sim.model.matrices()[:, 0].sum(1)  # (S, d, d): layer 0, summed over heads; rows = query side
@@ -172,3 +175,88 @@ def test_bos_dominance_is_the_bos_key_norm_over_the_typical_data_key_norm() -> N
     typical = (data @ m.transpose(-2, -1)).norm(dim=-1).mean(-1)  # mean ||M x||
     bos = (m @ sim.specials()["bos"].double()[..., None]).norm(dim=(-2, -1))
     assert torch.allclose(torch.tensor(bos_dominance(sim), dtype=torch.float64), bos / typical, rtol=1e-10, atol=0)
+
+
+def _reference_forward(model: SeedBatchedAttention, x: torch.Tensor, context: torch.Tensor) -> torch.Tensor:
+    """The model written out with plain autograd ops (no custom backward, no folded readout): ``[S, B, N, d_out]``."""
+    cfg = model.cfg
+    a_all, b_all = model.qk_factors()
+    h = x
+    for layer in range(cfg.layers):
+        q = torch.einsum("sbnd,shde->sbhne", h, a_all[:, layer])
+        k = torch.einsum("sbnd,shde->sbhne", h, b_all[:, layer])
+        logits = q @ k.transpose(-2, -1) / math.sqrt(cfg.head_dim)
+        if cfg.attention == "softmax":
+            w = logits.masked_fill(~context, float("-inf")).softmax(-1)
+        else:
+            w = logits.masked_fill(~context, 0.0) / context.sum(-1, keepdim=True)
+        v = torch.einsum("sbnd,shde->sbhne", h, model.w_v[:, layer])
+        y = torch.einsum("sbhne,shed->sbnd", w @ v, model.w_o[:, layer])
+        h = h + y if cfg.residual else y
+        if cfg.mlp:
+            h = h + torch.einsum(
+                "sbne,sed->sbnd",
+                torch.relu(torch.einsum("sbnd,sde->sbne", h, model.w_1[:, layer])),
+                model.w_2[:, layer],
+            )
+    return torch.einsum("sbnd,sdo->sbno", h, model.w_out) + model.b_out[:, None, None]
+
+
+@pytest.mark.parametrize(
+    "objective, overrides",
+    [
+        ("autoregressive", {}),
+        ("autoregressive", {"model__param": "direct"}),
+        ("autoregressive", {"model__param": "tied", "model__layers": 2}),
+        ("bidirectional", {"model__layers": 2, "model__residual": True, "model__mlp": True}),
+        ("bidirectional", {"model__learn_embed": True, "model__embed": "gaussian", "model__positions": "gaussian"}),
+        ("denoising", {"model__positions": "none", "model__attention": "linear"}),
+        ("denoising", {"model__embed": "orthogonal", "model__positions": "orthogonal"}),
+        ("classification", {"model__layers": 2}),
+    ],
+)
+def test_parameter_gradients_equal_plain_autograd(objective: str, overrides: dict) -> None:
+    """The factor gradients taken from the pair sums (G W_k, G^T W_q) equal autograd through a plain forward."""
+    sim = Simulation(small(objective, **overrides))
+    raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
+    first, *_, context = sim.task.inputs(raw)
+    inputs = sim.model.embed_continuous(first) if objective == "denoising" else sim.model.embed_tokens(first)
+    weights = torch.randn(
+        sim.model(inputs, context).shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
+    params = {k: p for k, p in sim.model.named_parameters() if p.requires_grad}
+    ours = torch.autograd.grad((sim.model(inputs, context, {}) * weights).sum(), list(params.values()))
+    ref = torch.autograd.grad(
+        (_reference_forward(sim.model, inputs.dense(), context) * weights).sum(), list(params.values())
+    )
+    for name, g, r in zip(params, ours, ref, strict=True):
+        err = float((g - r).abs().max() / r.abs().max().clamp_min(1e-300))
+        assert err <= 1e-10, f"{name}: relative gradient difference {err:.3e}"
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_the_gradient_lives_on_the_evaluated_entries(objective: str) -> None:
+    """In input coordinates dL/dM is zero outside the entries marked evaluated (and non-zero on most of them)."""
+    from sim.coordinates import input_coordinates
+
+    sim = Simulation(small(objective, model__param="direct", batch=64))
+    for _ in range(2):
+        sim.train_step()
+    coords = input_coordinates(sim)
+    grad = coords.of((sim.grad_self + sim.grad_cross)[:, 0].sum(1))  # (S, D, D)
+    touched = (grad.abs() > 0).any(0)
+    assert not (touched & ~coords.evaluated).any(), "gradient outside the evaluated entries"
+    assert touched[coords.evaluated].double().mean() > 0.8
+
+
+def test_causal_evaluated_entries() -> None:
+    from sim.coordinates import input_coordinates
+
+    sim = Simulation(small("autoregressive"))
+    coords, v = input_coordinates(sim), sim.task.vocab
+    pos = torch.tensor([i for i, label in enumerate(coords.labels) if label == "position"])
+    block = coords.evaluated[pos[:, None], pos]
+    assert torch.equal(block, torch.ones_like(block).tril())  # a key later than its query never enters a logit
+    assert not coords.evaluated[v + 1].any() and not coords.evaluated[:, v + 2].any()  # MASK, CLS never appear
+    assert coords.evaluated[v, pos[0]] and not coords.evaluated[v, :v].any()  # BOS queries only see position 0
+    assert coords.sequence.tolist() == list(range(1, sim.cfg.n))  # position 0 holds BOS

@@ -16,6 +16,7 @@ from sim.config import SimConfig, configs_from_options, default_config
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS
 from sim.report import load_metrics, summarize
+from sim.tasks import stack
 from sim.train import Simulation, run
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
@@ -54,12 +55,27 @@ def test_short_run_learns_and_writes_a_tidy_run_directory(objective: str, tmp_pa
     final = [r for r in rows if r["step"] == 60]
     # W_qk, update, grad_self, grad_cross for 2 seeds x (2 heads + the layer)
     assert {r["form"] for r in final} == {"W_qk", "update", "grad_self", "grad_cross"}
-    assert len(final) == 4 * 2 * 3
-    for r in final:
+    whole = [r for r in final if r["block"] == "all"]
+    assert len(whole) == 4 * 2 * 3
+    for r in whole:
         assert all(
             math.isfinite(r[c]) for c in ("symmetry", "directionality", "symmetry_z", "directionality_z", "loss")
         )
         assert -1 - 1e-9 <= r["symmetry"] <= 1 + 1e-9
+    blocks = {r["block"] for r in final} - {"all"}
+    kind = "channel" if objective == "denoising" else "token"
+    expected = {f"{kind}-{kind}", "position-position", f"{kind}-position", "evaluated"}
+    if objective != "denoising":
+        expected |= {"special-special", "token-special", "special-position"}
+    assert blocks == expected
+    for r in final:  # every block of every form, per head and per layer, in layer 0 (one layer here)
+        if r["block"] != "all":
+            assert 0 <= r["norm_share"] <= 1 + 1e-12
+            assert math.isfinite(r["symmetry_z"]) or r["norm_share"] == 0, r  # a zero block has no scores
+    shares = [r["norm_share"] for r in final if r["seed"] == 0 and r["head"] == "all" and r["form"] == "W_qk"]
+    assert math.isclose(sum(shares[1:]) - shares[-1], 1.0, rel_tol=1e-9)  # the blocks partition ||M||^2
+    positions = load_metrics(tmp_path / "positions.csv")
+    assert {r["form"] for r in positions} == {"W_qk", "update", "grad_self", "grad_cross"}
     first = {r["seed"]: r["loss"] for r in rows if r["step"] == 20 and r["head"] == "all" and r["form"] == "W_qk"}
     last = {r["seed"]: r["loss"] for r in final if r["head"] == "all" and r["form"] == "W_qk"}
     assert all(last[s] < first[s] for s in first), f"loss did not fall: {first} -> {last}"
@@ -72,7 +88,7 @@ def test_short_run_learns_and_writes_a_tidy_run_directory(objective: str, tmp_pa
 
 def test_bos_norms_are_recorded_for_token_objectives(tmp_path) -> None:
     run(tiny("autoregressive", steps=20), tmp_path, progress=False)
-    rows = [r for r in load_metrics(tmp_path / "metrics.csv") if r["form"] == "W_qk"]
+    rows = [r for r in load_metrics(tmp_path / "metrics.csv") if r["form"] == "W_qk" and r["block"] == "all"]
     assert all(r["bos_key_norm"] > 0 and r["bos_query_norm"] > 0 for r in rows)
     assert all(math.isnan(r["mask_key_norm"]) for r in rows), "no [MASK] in next-token prediction"
 
@@ -134,13 +150,15 @@ def test_elementwise_adam_matches_torch_adam() -> None:
 def test_summary_has_intervals_over_seeds(tmp_path) -> None:
     sim = run(tiny("bidirectional", steps=20, seeds=3), tmp_path, progress=False)
     rows = summarize(sim.rows, "bidirectional")
-    w = next(r for r in rows if r["form"] == "W_qk")
-    final = [r for r in sim.rows if r["step"] == 20 and r["form"] == "W_qk" and r["head"] == "all"]
-    s, z = [r["symmetry"] for r in final], [r["symmetry_z"] for r in final]
-    lo, hi = stats.t.interval(0.95, len(s) - 1, loc=np.mean(s), scale=stats.sem(s))  # scipy's t-interval
-    assert w["seeds"] == 3 and w["s"] == pytest.approx(np.mean(s), rel=1e-12)
-    assert w["s_ci"] == pytest.approx((hi - lo) / 2, rel=1e-10) and w["s_ci"] > 0
-    assert w["s_z"] == pytest.approx(sum(z) / math.sqrt(3), rel=1e-12)  # Stouffer, by hand
+    for block in ("all", "token-token", "evaluated"):
+        w = next(r for r in rows if r["form"] == "W_qk" and r["block"] == block)
+        final = [r for r in sim.rows if r["step"] == 20 and r["form"] == "W_qk" and r["head"] == "all"]
+        final = [r for r in final if r["block"] == block]
+        s, z = [r["symmetry"] for r in final], [r["symmetry_z"] for r in final]
+        lo, hi = stats.t.interval(0.95, len(s) - 1, loc=np.mean(s), scale=stats.sem(s))  # scipy's t-interval
+        assert w["seeds"] == 3 and w["s"] == pytest.approx(np.mean(s), rel=1e-12)
+        assert w["s_ci"] == pytest.approx((hi - lo) / 2, rel=1e-10) and w["s_ci"] > 0
+        assert w["s_z"] == pytest.approx(sum(z) / math.sqrt(3), rel=1e-12)  # Stouffer, by hand
 
 
 def test_config_validation() -> None:
@@ -194,4 +212,24 @@ def test_checkpoint_every_follows_record_every_unless_given() -> None:
 def test_options_train(objective: str, options: dict, tmp_path) -> None:
     sim = run(tiny(objective, steps=4, record_every=2, checkpoint_every=4, **options), tmp_path, progress=False)
     final = [r for r in sim.rows if r["step"] == 4]
-    assert final and all(math.isfinite(r["symmetry"]) and math.isfinite(r["loss"]) for r in final)
+    assert final and all(math.isfinite(r["loss"]) for r in final)
+    assert all(math.isfinite(r["symmetry"]) for r in final if r["block"] == "all" or r["norm_share"] > 0)
+
+
+def test_masked_autoencoding_hides_keys_and_predicts_them_from_the_visible_ones() -> None:
+    sim = Simulation(tiny("mae", mask_ratio=0.5))
+    raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
+    ids, _, loss, context = sim.task.inputs(raw)
+    visible = context[..., 0, :]  # (S, B, N): what every query may attend to
+    assert torch.equal(loss, ~visible) and visible[..., 0].all()  # BOS always visible, never a loss query
+    assert (ids[loss] == sim.task.vocab + 1).all() and (ids[visible] <= sim.task.vocab).all()
+    hidden = (~visible[..., 1:]).sum(-1)
+    assert (hidden == (sim.cfg.n - 1) - sim.task.objective.n_visible(sim.cfg.n - 1)).all()
+
+
+def test_bos_maskable_makes_bos_a_target() -> None:
+    sim = Simulation(tiny("bidirectional", data__bos_maskable=True, mask_ratio=1.0, mask_scheme="mask"))
+    raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
+    _, targets, loss, _ = sim.task.inputs(raw)
+    assert loss[..., 0].all() and (targets[..., 0] == sim.task.vocab).all() and sim.task.classes == sim.task.vocab + 1
+    assert float(sim.train_step().min()) > 0

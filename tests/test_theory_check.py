@@ -56,3 +56,15 @@ def test_cli_predict_prints_scores_and_attribution(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert "attribution" in result.output and out.exists()
+
+
+def test_rows_are_labelled_identity_or_claim():
+    rows = run_checks(seed=0, claims=tuple(CLAIMS))
+    kinds = {r.check: r.kind for r in rows}
+    assert set(kinds.values()) == {"identity", "claim"}
+    for check_text, kind in kinds.items():  # the by-construction rows of issue 10, and claims that could fail
+        if check_text.startswith(("sum_j beta_ij = 0", "tied W_q = W_k: M positive", "tie kept by a symmetric G")):
+            assert kind == "identity", check_text
+        if check_text.startswith(("null s mean", "exact Gaussian E[dL/dM] = Monte Carlo", "causal mask + the same")):
+            assert kind == "claim", check_text
+    assert all(r.row()["kind"] == r.kind for r in rows)

@@ -106,6 +106,7 @@ class Attribution:
                         "part": part,
                         "symmetry": scores[part]["symmetry"],
                         "directionality": scores[part]["directionality"],
+                        "directionality_pr": scores[part]["directionality_pr"],
                         "skew_fraction": skew_fraction(upd.part(part)),
                     }
                 )

@@ -1,7 +1,10 @@
 """``cli.py theory check``: every theory claim of docs/theory.md section 4 (claims 1-6), measured now.
 
-Each line states a prediction, what was measured, the tolerance and pass/fail. Everything is
-seeded (``seed``) and small enough to finish in well under a minute on two cores.
+Each line states a prediction, what was measured, the tolerance and pass/fail, and its ``kind``: ``identity`` for
+rows that hold by construction (sum of beta = 0, tied forms symmetric PSD, the tie kept by a symmetrised G,
+monotone threshold counts, s = +-1 for symmetric / skew inputs, swap-symmetric patterns ignoring time, the
+invariances of the scores, causal role counts), ``claim`` for rows that test something that could be false. Everything
+is seeded (``seed``) and small enough to finish in well under a minute on two cores.
 
 Claim 4 is checked in the precise form the exact expectation at ``M = 0`` supports (see
 :mod:`theory.gaussian`): averaged over the value/readout init, a swap-symmetric role pattern gives
@@ -50,7 +53,26 @@ from theory.objectives import (
 from theory.processes import bos_gaussian, gaussian_sequences, reverse_covariance
 from theory.scores import dense_scores, directionality, factored_scores, symmetry
 
-COLUMNS = ["claim", "check", "prediction", "measured", "tolerance", "passed"]
+COLUMNS = ["claim", "kind", "check", "prediction", "measured", "tolerance", "passed"]
+
+#: Rows that hold by construction (an identity of the definitions, the mask or the algebra: they check the code,
+#: they cannot fail for correct code whatever the data), told apart from the rows that test a claim. Matched on the
+#: start of the check's text.
+IDENTITIES = (
+    "s invariant to scale",
+    "s = 1 for symmetric",
+    "delta: scale, permutation invariant",
+    "delta is basis dependent",
+    "factored scores equal dense",
+    "higher k: more forms with no outlier",
+    "sum_j beta_ij = 0",
+    "swap-symmetric patterns ignore the arrow of time",
+    "causal: position j (1-based) is context",
+    "causal, symbolic in N",
+    "tied W_q = W_k",
+    "one SGD step from a tie",
+    "tie kept by a symmetric G",
+)
 
 
 @dataclass(frozen=True)
@@ -62,8 +84,13 @@ class ClaimResult:
     tolerance: str
     passed: bool
 
+    @property
+    def kind(self) -> str:
+        """``identity`` (holds by construction, see :data:`IDENTITIES`) or ``claim`` (could be false)."""
+        return "identity" if self.check.startswith(IDENTITIES) else "claim"
+
     def row(self) -> dict:
-        return asdict(self)
+        return asdict(self) | {"kind": self.kind}
 
 
 def _max_dev(pairs: list[tuple[torch.Tensor, torch.Tensor]]) -> float:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from theory.scores import DEFAULT_K, dense_scores
+from theory.scores import DEFAULT_K, SCORE_NAMES, dense_scores
 
 PARTS = ("whole", "self", "cross")
 
@@ -45,15 +45,15 @@ class ExpectedUpdate:
         return {"whole": self.stderr, "self": self.self_stderr, "cross": self.cross_stderr}[name]
 
     def scores(self, k: float = DEFAULT_K) -> dict[str, dict[str, float]]:
-        """Symmetry and directionality of each part (NaN where a part is zero, e.g. no self-pairs)."""
+        """Symmetry, directionality and delta_PR of each part (NaN where a part is zero, e.g. no self-pairs)."""
         out = {}
         for name in PARTS:
             m = self.part(name)
             if float(m.abs().max()) <= 1e-14 * float(self.mean.abs().max().clamp_min(1e-300)):
-                out[name] = {"symmetry": math.nan, "directionality": math.nan}
+                out[name] = dict.fromkeys(SCORE_NAMES, math.nan)
                 continue
             s = dense_scores(m, k)
-            out[name] = {"symmetry": float(s.symmetry), "directionality": float(s.directionality)}
+            out[name] = {score: float(getattr(s, score)) for score in SCORE_NAMES}
         return out
 
 

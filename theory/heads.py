@@ -1,8 +1,8 @@
 """What comes after attention in the theory's one-head model: the value map and a readout with its loss.
 
-``LinearReadout`` (MSE, exact and Monte Carlo), ``SoftmaxReadout`` (cross-entropy, Monte Carlo only) and
-``AveragedHead`` (the value/readout init averaged out). Each gives the upstream gradient ``g_i = dl_i/dy_i``
-that enters ``beta_ij`` (:mod:`theory.gradients`).
+``LinearReadout`` (MSE, exact and Monte Carlo), ``SoftmaxReadout`` (cross-entropy, Monte Carlo only),
+``AveragedHead`` (the value/readout init averaged out) and ``MultiHeadReadout`` (several heads read out
+together). Each gives the upstream gradient ``g_i = dl_i/dy_i`` that enters ``beta_ij`` (:mod:`theory.gradients`).
 """
 
 from __future__ import annotations
@@ -106,4 +106,41 @@ class AveragedHead:
         return y
 
 
-Head = LinearReadout | SoftmaxReadout | AveragedHead
+@dataclass(frozen=True)
+class MultiHeadReadout:
+    """Several heads read out together, as a trained model does: ``p_i = sum_h readout_h y_i^h``.
+
+    ``value`` ``W_v^h [H, d_v, d]`` and ``readout`` ``[H, d_out, d_v]`` (head ``h``'s path from its output to the
+    prediction, e.g. ``(W_o^h w_out)^T``); ``loss`` is ``"mse"`` (targets ``[B, N, d_out]``) or ``"ce"`` (integer
+    targets ``[B, N]``). The upstream gradient of head ``h`` is ``readout_h^T dl/dp_i``: every head sees the
+    prediction of all heads, which a single stacked head cannot give per head. Unlike :class:`AveragedHead` this is
+    one drawn readout, so the target-dependent terms of ``E[dL/dM]`` stay.
+    """
+
+    value: torch.Tensor
+    readout: torch.Tensor
+    loss: str = "ce"
+
+    def __post_init__(self) -> None:
+        for name in ("value", "readout"):
+            object.__setattr__(self, name, _f64(getattr(self, name)))
+        if self.value.ndim != 3 or self.readout.ndim != 3 or self.value.shape[:2] != self.readout.shape[::2]:
+            raise ValueError(
+                f"value must be [H, d_v, d] and readout [H, d_out, d_v]; got {tuple(self.value.shape)}, "
+                f"{tuple(self.readout.shape)}"
+            )
+        if self.loss not in ("mse", "ce"):
+            raise ValueError(f"loss must be 'mse' or 'ce', got {self.loss!r}")
+
+    def upstream(self, y: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """``g^h_i = readout_h^T dl/dp_i`` ``[B, H, N, d_v]`` for head outputs ``y [B, H, N, d_v]``."""
+        p = torch.einsum("bhnv,hov->bno", y, self.readout)
+        if self.loss == "mse":
+            residual = p - targets
+        else:
+            onehot = torch.nn.functional.one_hot(targets.clamp_min(0), p.shape[-1]).to(p.dtype)
+            residual = torch.softmax(p, -1) - onehot
+        return torch.einsum("bno,hov->bhnv", residual, self.readout)
+
+
+Head = LinearReadout | SoftmaxReadout | AveragedHead | MultiHeadReadout
