@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -192,6 +193,63 @@ def test_batch_order_is_a_seeded_permutation_per_epoch():
     assert not torch.equal(order(0), order(3))  # a new permutation each epoch
     with pytest.raises(ValueError, match="exceeds"):
         BatchOrder(2, 3, seed=0)
+
+
+def test_metrics_log_is_append_only_and_equals_one_write_of_all_rows(tmp_path, digits, monkeypatch):
+    """Every log only appends (each earlier file is a prefix of the final one), and the final bytes are what
+    writing all rows at once gives with the old header rule (RUN_COLUMNS, token norms, sorted test metrics)."""
+    import common.io
+    from common.io import write_csv
+    from vision.record import MetricsLog
+
+    seen, rewrites = [], []
+    original, atomic = MetricsLog.append, common.io.atomic_write_bytes
+
+    def spy(self, rows):
+        seen.append(self.path.read_text())
+        original(self, rows)
+
+    def count(path, data):
+        rewrites.append(Path(path).name)
+        atomic(path, data)
+
+    monkeypatch.setattr(MetricsLog, "append", spy)
+    monkeypatch.setattr(common.io, "atomic_write_bytes", count)
+    result = train(small_config(tmp_path), digits)
+    final = (tmp_path / "run" / "metrics.csv").read_text()
+    assert len(seen) == 4 and all(final.startswith(before) for before in seen)  # steps 0, 2, 4, 6
+    assert rewrites.count("metrics.csv") == 1, rewrites  # the header, once: never rewritten per log
+    norms = sorted({k for r in result.rows for k in r if k.endswith(("_key_norm", "_query_norm"))})
+    write_csv(tmp_path / "once.csv", result.rows, RUN_COLUMNS + norms + sorted(result.metrics))
+    assert final == (tmp_path / "once.csv").read_text()
+
+
+def test_resume_drops_rows_logged_after_the_checkpoint_and_a_torn_line(tmp_path, digits):
+    """A run that died after logging past its last checkpoint, in the middle of an append, resumes to the same file."""
+    whole = small_config(tmp_path / "a", steps=8)
+    train(whole, digits)
+    parts = replace(whole, out_dir=str(tmp_path / "b" / "run"), checkpoint_every=2, keep_checkpoints=4)
+    Trainer(parts, digits).run(until=5)  # logs 0, 2, 4; checkpoints 2, 4, 5
+    ckpt = tmp_path / "b" / "run" / "ckpt"
+    for step in (4, 5):  # as if the process died before writing them
+        for path in ckpt.glob(f"step_{step:07d}*"):
+            path.unlink()
+    log = tmp_path / "b" / "run" / "metrics.csv"
+    with log.open("a") as f:
+        f.write("6,0,default,W_qk,0,")  # the start of a row that was never finished
+    assert "\n4," in log.read_text()  # rows of step 4 are there, after the step-2 checkpoint
+    Trainer(parts, digits).run()
+    assert log.read_text() == (tmp_path / "a" / "run" / "metrics.csv").read_text()
+
+
+def test_resume_refuses_a_log_with_other_columns(tmp_path, digits):
+    cfg = small_config(tmp_path)
+    Trainer(cfg, digits).run(until=3)
+    log = tmp_path / "run" / "metrics.csv"
+    text = log.read_text()
+    log.write_text(text.replace("test_loss", "test_los", 1))
+    with pytest.raises(ValueError, match=r"metrics\.csv has columns .* but this run writes"):
+        Trainer(cfg, digits).run()
 
 
 def test_ema_update_and_swap():
