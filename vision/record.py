@@ -138,5 +138,6 @@ class MetricsLog:
                 break
             kept.append(line)
             rows.append(dict(zip(header, cells, strict=True)))
-        atomic_write_text(self.path, "".join(kept))
+        if len(kept) < len(lines) or (lines and not lines[-1].endswith("\n")):
+            atomic_write_text(self.path, "".join(kept))  # once per resume, and only when something is dropped
         return rows

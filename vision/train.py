@@ -76,7 +76,7 @@ class TrainConfig:
     checkpoint_every: int = 0  # 0 = only at the end
     keep_checkpoints: int = 2
     artifacts_every: int = 0  # 0 = only at the end
-    fidelity_every: int = 0  # sample-quality metrics (tasks with sample_metrics) every this many steps; 0 = at the end
+    fidelity_every: int = 0  # sample metrics (tasks with sample_metrics) every this many steps after 0; 0 = at the end
     ema_decay: float = 0.999  # for tasks with uses_ema
     null_samples: int = 256
     device: str = "auto"  # auto = cuda:LOCAL_RANK if available, else cpu
@@ -441,11 +441,12 @@ class Trainer:
         self.rows += rows
 
     def _fidelity_due(self) -> bool:
-        """Sample metrics at multiples of ``fidelity_every`` (from step 0) and at the last step."""
+        """Sample metrics at the positive multiples of ``fidelity_every`` and at the last step (an untrained DiT
+        outputs zero, whose samples need no scoring)."""
         if self.sample_metrics is None:
             return False
         every = self.cfg.fidelity_every
-        return self.step == self.cfg.steps or bool(every and self.step % every == 0)
+        return self.step == self.cfg.steps or bool(every and self.step and self.step % every == 0)
 
     def _token_inputs(self) -> list[torch.Tensor] | None:
         """Attention inputs on a fixed probe batch (the first test images), for tasks with special tokens."""
