@@ -174,3 +174,60 @@ def test_config_refuses_impossible_geometry():
         FeatureNet(FeatureNetConfig(image_size=4, widths=(8, 8, 8)))
     with pytest.raises(ValueError, match="max_shift must be >= 0"):
         FeatureNetRecipe(max_shift=-1)
+
+
+def test_dit_run_logs_sample_metrics_at_their_cadence_without_changing_training(tiny_net, digits, tmp_path):
+    from dataclasses import replace
+
+    from safetensors.torch import load_file
+
+    from vision.run_checkpoint import latest_checkpoint
+    from vision.runs import read_metrics
+    from vision.train import TrainConfig, train
+
+    net_path = save_feature_net(*tiny_net, tmp_path / "net")
+    small = {"dim": 16, "depth": 1, "heads": 2, "samples_per_class": 1, "sampler": {"steps": 2, "guidance": 2.0}}
+    on = TrainConfig(
+        model="dit-tiny",
+        objective="denoise",
+        steps=6,
+        batch_size=16,
+        log_every=2,
+        fidelity_every=4,
+        null_samples=16,
+        eval_limit=32,
+        progress=False,
+        task_options={**small, "fidelity_samples": 20, "fidelity_net": str(net_path)},
+        out_dir=str(tmp_path / "on"),
+    )
+    result = train(on, digits)
+    logged = {r["step"]: r for r in read_metrics(tmp_path / "on" / "metrics.csv") if r["form"] == "W_qk"}
+    for step, row in logged.items():
+        have = [
+            isinstance(row[c], float) for c in ("sample_fid", "sample_precision", "sample_recall", "sample_accuracy")
+        ]
+        assert all(have) if step in (4, 6) else not any(have), (step, row)  # at 4 and the last step, not at 0
+    assert result.metrics["sample_fid"] > 0 and 0 <= result.metrics["sample_accuracy"] <= 1
+    info = json.loads((tmp_path / "on" / "config.json").read_text())["fidelity"]
+    assert info["samples"] == 20 and info["feature_net_sha256"] == load_feature_net(net_path)[1]["sha256"]
+    off = replace(on, fidelity_every=0, task_options=small, out_dir=str(tmp_path / "off"))
+    train(off, digits)
+    weights = [
+        load_file(str(latest_checkpoint(tmp_path / r / "ckpt").with_suffix(".safetensors"))) for r in ("on", "off")
+    ]
+    assert all(torch.equal(weights[0][k], weights[1][k]) for k in weights[0]), "sampling must not touch training"
+
+
+def test_sample_metric_options_are_checked(digits, tmp_path):
+    from vision.train import TrainConfig, train
+
+    base = {"model": "dit-tiny", "objective": "denoise", "steps": 2, "log_every": 1, "progress": False}
+    with pytest.raises(ValueError, match=r"fidelity_every must be 0 .* a positive multiple of log_every = 2"):
+        TrainConfig(**{**base, "log_every": 2, "fidelity_every": 3})
+    with pytest.raises(ValueError, match=r"computes no sample metrics .* fidelity_samples=N"):
+        train(TrainConfig(**base, fidelity_every=1, out_dir=str(tmp_path / "a")), digits)
+    with pytest.raises(ValueError, match=r"takes 1 x 28 x 28 images"):  # the MNIST net on 8 x 8 digits
+        opts = {"fidelity_samples": 20, "fidelity_net": "mnist5k", "dim": 16, "depth": 1, "heads": 2}
+        train(TrainConfig(**base, task_options=opts, out_dir=str(tmp_path / "b")), digits)
+    with pytest.raises(ValueError, match="fidelity_samples must be an integer >= 0"):
+        train(TrainConfig(**base, task_options={"fidelity_samples": -1}, out_dir=str(tmp_path / "c")), digits)
