@@ -19,7 +19,7 @@ OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
 
 
 def small(objective: str, **kw):
-    """A tiny float64 config of ``objective`` (defaults of sim.simulate, shrunk)."""
+    """A tiny float64 config of ``objective`` (defaults of sim.config, shrunk)."""
     base = {
         "n": 10,
         "seeds": 3,
