@@ -28,17 +28,7 @@ from vision.models.feature_cnn import FeatureNet, FeatureNetConfig
 TINY = FeatureNetRecipe(data="digits", widths=(8, 16), feature_dim=16, steps=200, batch_size=64, lr=1e-2, warmup=10)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_data("digits")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

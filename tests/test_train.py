@@ -8,7 +8,6 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vision.data import load_data
 from vision.record import RUN_COLUMNS
 from vision.run_checkpoint import latest_checkpoint, load_weights
 from vision.train import EMA, BatchOrder, TrainConfig, Trainer, lr_at, train
@@ -19,18 +18,7 @@ SMALL = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models on a shared 2-core machine: one intra-op thread avoids spinning on busy cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_data("digits")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small_config(tmp_path, model="vit-tiny", objective="classify", **kw) -> TrainConfig:
