@@ -336,11 +336,10 @@ def train(
         if recipe is None:
             base = TrainConfig(**{field: value for field, (_, value) in fields.items()})
         else:
-            from click.core import ParameterSource
-
             from vision.recipes import recipe_config
 
-            given = {n for n in ctx.params if ctx.get_parameter_source(n) is ParameterSource.COMMANDLINE}
+            # typer may vendor its own click: compare the source's name, not the enum
+            given = {n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"}
             base = recipe_config(recipe, **{f: value for f, (option, value) in fields.items() if option in given})
         from vision.runs import run_experiment
 

@@ -356,3 +356,27 @@ def test_cli_train_runs_and_reports_bad_input_without_a_traceback(tmp_path):
     for extra, message in bad:
         result = runner.invoke(app, ["train", *tiny, "--out", str(tmp_path / "bad"), *extra])
         assert result.exit_code == 2 and message in result.output, (extra, result.output[-500:])
+
+
+def test_cli_train_recipe_takes_the_recipe_and_what_the_command_line_changes(tmp_path):
+    """``train --recipe dit-mnist --steps 4 --set dim=16 ...``: the recipe's data, batch, lr and sample metrics,
+    with the given steps and model options merged in; sample metrics land in metrics.csv and the figure."""
+    from typer.testing import CliRunner
+
+    from cli import app
+    from vision.recipes import RECIPES
+
+    small = ["--set", "dim=16", "--set", "depth=1", "--set", "heads=2", "--set", "fidelity_samples=20"]
+    args = ["train", "--recipe", "dit-mnist", "--steps", "4", *small, "--seeds", "1", "--threads", "1", "--no-progress"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "dit-mnist-denoising-mnist5k" / "default" / "seed0"
+    config = json.loads((run / "config.json").read_text())["config"]
+    recipe = RECIPES["dit-mnist"]
+    assert config["steps"] == 4 and config["lr"] == recipe.lr and config["batch_size"] == recipe.batch_size
+    assert config["task_options"]["sampler"] == recipe.task_options["sampler"] and config["data"] == "mnist5k"
+    assert config["task_options"]["dim"] == 16 and config["task_options"]["fidelity_samples"] == 20
+    header = (run / "metrics.csv").read_text().splitlines()[0]
+    assert "sample_fid" in header and (tmp_path / "dit-mnist-denoising-mnist5k" / "metrics.png").exists()
+    bad = CliRunner().invoke(app, ["train", "--recipe", "dit-cifar", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "unknown recipe 'dit-cifar'" in bad.output and "Traceback" not in bad.output

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -73,6 +74,17 @@ def score_table(
                 }
             )
     return rows
+
+
+def is_number(value) -> bool:
+    """A finite number (cells of ``metrics.csv`` read back are numbers, or ``""`` where a metric was not computed)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def logged_rows(metric: str):
+    """Selects one ``metrics.csv`` row per logged step (form W_qk, layer 0, head "all": a step's metrics are the
+    same in all its rows) where ``metric`` was computed (sample metrics only are at ``fidelity_every``)."""
+    return lambda r: r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0 and is_number(r[metric])
 
 
 def run_columns(task: VisionTask) -> list[str]:

@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vision.record import is_number, logged_rows
 from vision.runs import read_metrics, train_grid
 from vision.train import TrainConfig
 
@@ -353,16 +354,6 @@ def task_config(task: StudyTask, cfg: StudyConfig) -> TrainConfig:
     )
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, int | float) and math.isfinite(value)
-
-
-def _logged(metric: str):
-    """Selects one ``metrics.csv`` row per logged step (form W_qk, layer 0, head "all": a step's metrics are the
-    same in all its rows) where ``metric`` was computed (sample metrics are only at ``fidelity_every``)."""
-    return lambda r: r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0 and _is_number(r[metric])
-
-
 def init_scale_ratios(base: TrainConfig, schemes, data) -> dict[str, dict[str, float]]:
     """Per scheme: the std of its q, k, v thirds and output projection over the baseline's (seed 0's init)."""
     from vision.init import init_scales
@@ -388,7 +379,7 @@ def run_study(cfg: StudyConfig) -> dict:
         data = load_data(base.data, base.test_fraction, base.split_seed)
         results = train_grid(base, list(cfg.schemes), list(range(cfg.seeds)), out / task.name, data)
         runs = {key: read_metrics(res.run_dir / "metrics.csv") for key, res in results.items()}
-        curves = {k: _curves(rows, task.metric, _logged(task.metric)) for k, rows in runs.items()}
+        curves = {k: _curves(rows, task.metric, logged_rows(task.metric)) for k, rows in runs.items()}
         scales = init_scale_ratios(replace(base, init=cfg.baseline), cfg.schemes, data)
         analysis = analyse_task(task, curves, cfg, scales)
         analysis["config"] = base.to_dict()
@@ -419,7 +410,7 @@ def _curve_rows(task: StudyTask, runs: dict[tuple[str, int], list[dict]]) -> lis
         names = metric_names(metrics)
         for r in metrics:
             if r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0:
-                values = {n: r[n] if _is_number(r[n]) else None for n in names}
+                values = {n: r[n] if is_number(r[n]) else None for n in names}
                 rows.append(
                     {"task": task.name, "scheme": scheme, "seed": seed, "step": r["step"], "loss": r["loss"]} | values
                 )
@@ -436,7 +427,7 @@ def _plot_task(task: StudyTask, runs, analysis: dict, path: Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1.3, 1]})
     for i, scheme in enumerate(schemes):
         seeds = [rows for (s, _), rows in runs.items() if s == scheme]
-        _band(left, seeds, task.metric, _logged(task.metric), color_of(scheme, i), scheme)
+        _band(left, seeds, task.metric, logged_rows(task.metric), color_of(scheme, i), scheme)
     left.axhline(analysis["target"], color="0.2", ls="--", lw=1, label="target")
     if task.metric == "sample_fid":
         left.set_yscale("log")
