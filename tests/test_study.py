@@ -182,3 +182,59 @@ def test_bootstrap_of_an_undefined_statistic_is_nan_not_an_error():
     pairs = np.array([[10.0, 0.0], [20.0, 0.0]])  # the baseline reached the target at step 0: no ratio
     lo, hi = bootstrap_ci(pairs, lambda p: p[:, 0].mean() / p[:, 1].mean() if p[:, 1].mean() else math.nan, 50, 0.9)
     assert math.isnan(lo) and math.isnan(hi)
+
+
+def test_a_fidelity_task_reads_its_metric_only_where_samples_were_scored(tmp_path, digits):
+    """A DiT task whose metric is sample_fid: the curves hold the sample-metric steps only (not the empty cells of
+    the other logged steps), the budgets read the first of them at or after each fraction, and the tidy curves
+    keep every logged step with empty sample cells where none were computed."""
+    from vision.fidelity import FeatureNetRecipe, save_feature_net, train_feature_net
+
+    net = save_feature_net(
+        *train_feature_net(FeatureNetRecipe(data="digits", widths=(4,), feature_dim=8, steps=20), digits),
+        tmp_path / "net",
+    )
+    options = {
+        "dim": 16,
+        "depth": 1,
+        "heads": 2,
+        "samples_per_class": 1,
+        "fidelity_samples": 12,
+        "fidelity_net": str(net),
+        "sampler": {"steps": 2},
+    }
+    task = StudyTask(
+        "dit-fid",
+        "dit-tiny",
+        "denoising",
+        "sample_fid",
+        False,
+        8,
+        data="digits",
+        log_every=2,
+        fidelity_every=4,
+        task_options=options,
+    )
+    cfg = StudyConfig(
+        tasks=(task,),
+        schemes=("default", "conditioned"),
+        seeds=2,
+        n_boot=50,
+        null_samples=16,
+        out=str(tmp_path / "study"),
+        progress=False,
+    )
+    before = torch.get_num_threads()
+    try:
+        report = run_study(cfg)
+    finally:
+        torch.set_num_threads(before)
+    (analysis,) = report["tasks"]
+    runs = {(r["scheme"], r["seed"]): r for r in analysis["runs"]}
+    assert all(isinstance(r["at25"], float) and r["at25"] > 0 for r in runs.values())
+    curves = list(csv.DictReader((tmp_path / "study" / "study_curves.csv").open()))
+    steps = sorted({int(r["step"]) for r in curves})
+    assert steps == [0, 2, 4, 6, 8]
+    scored = sorted({int(r["step"]) for r in curves if r["sample_fid"]})
+    assert scored == [4, 8], scored  # fidelity_every 4 (not at 0) and the last step
+    assert analysis["fidelity"]["samples"] == 12 and analysis["arms"][1]["q_std_ratio"] > 1.2  # conditioned's scale
