@@ -15,7 +15,7 @@ and labels in every arm, seed and step: common random numbers). Tasks:
 **Steps to target.** Per run, the first logged step at which the metric reaches the target; a run that never
 reaches it is "not reached", never a speed-up (docs/theory.md section 6: the reference code's ``idxmax`` reported
 100% for such runs). **The target rule was fixed before any run of the study was looked at** (for the digits tasks
-in the first version of this module; for ``vit-mnist`` and ``dit-mnist`` on 2025-12-01, before their first run):
+in the first version of this module; for ``vit-mnist`` and ``dit-mnist`` on 2026-12-01, before their first run):
 the baseline arm's median metric at a fraction ``target_at`` of the budget (default: half way), unless a task
 gives an explicit target. The baseline then needs about ``target_at x steps`` by construction; a faster arm gets
 there earlier, a slower one later or not at all. (A rule such as "90% of the baseline's improvement" lands in the
