@@ -1,18 +1,98 @@
-"""Command line for the W_qk toolkit: every command is a thin wrapper over a plain function."""
+"""Command line for the W_qk toolkit: every command is a thin wrapper over a plain function.
+
+Bad input never ends in a traceback: :class:`OneLineErrors` runs every command (present and future) and
+turns click's usage errors and out-of-range values, and the ``ValueError`` / ``OSError`` a command lets
+through, into one line on stderr and exit status 2. ``WQK_TRACEBACK=1`` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
+import math
+import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from sim.config import COMPARE_DEFAULTS, default_text
 
+try:  # only for older typer, whose errors are click's own
+    import click
+except ImportError:  # pragma: no cover
+    click = None
+
+
+def print_error(message: str) -> None:
+    """``error: message`` on stderr, never wrapped (one line per line of the message)."""
+    Console(stderr=True, soft_wrap=True).print(Text.assemble(("error: ", "bold red"), message))
+
+
+class OneLineErrors(typer.core.TyperGroup):
+    """The command group: every command's bad input ends in one line on stderr, never a traceback.
+
+    Click's usage errors (unknown options, values out of range, paths of the wrong kind) and the
+    ``ValueError`` / ``OSError`` that a command lets through are printed as ``error: ...`` with exit status
+    2; anything else (a bug) as one line naming the exception, exit status 1. ``WQK_TRACEBACK=1`` re-raises.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except Exception as err:
+            code = _report(err)
+        if not standalone_mode:
+            return code
+        sys.exit(code or 0)
+
+
+#: Click's exception classes: typer >= 0.2x vendors its own click (typer.TyperException), older typer uses click's.
+_CLICK_ERRORS = (typer.TyperException, *((click.ClickException,) if click is not None else ()))
+_ABORTS = (typer.Abort, *((click.exceptions.Abort,) if click is not None else ()))
+
+
+def _report(err: Exception) -> int:
+    """Print ``err`` as one line (a usage error's help, for a bare group) and return the exit status."""
+    if type(err).__name__ == "NoArgsIsHelpError":  # `cli.py` or `cli.py theory` alone: the help
+        typer.echo(err.format_message())  # type: ignore[attr-defined]
+        return 0
+    if isinstance(err, _CLICK_ERRORS):
+        ctx = getattr(err, "ctx", None)
+        hint = f" (see: {ctx.command_path} --help)" if ctx is not None else ""
+        print_error(" ".join(err.format_message().split()) + hint)  # type: ignore[attr-defined]
+        return int(getattr(err, "exit_code", 2))
+    if isinstance(err, _ABORTS):
+        print_error("aborted")
+        return 1
+    if os.environ.get("WQK_TRACEBACK"):
+        raise err
+    if isinstance(err, ValueError | OSError):
+        print_error(_message(err))
+        return 2
+    print_error(f"internal error ({type(err).__name__}): {_message(err)}; WQK_TRACEBACK=1 shows where")
+    return 1
+
+
+def _message(err: BaseException) -> str:
+    """The one line an exception gives: an OSError's reason and file, else the first line of its message.
+
+    A checkpoint error's details (e.g. its listing of attention-looking keys) go to stdout first.
+    """
+    details = getattr(err, "details", "")
+    if details:
+        console.print(details, highlight=False, soft_wrap=True)
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return f"{err.strerror}: {err.filename}"
+    text = getattr(err, "message", None) or str(err).strip() or type(err).__name__
+    return text.splitlines()[0]
+
+
 app = typer.Typer(
+    cls=OneLineErrors,
     help="How does the training objective shape W_qk = W_q W_k^T? Score forms, draw nulls, simulate, train, analyse.",
     no_args_is_help=True,
     add_completion=False,
@@ -22,21 +102,62 @@ app = typer.Typer(
 console = Console()
 
 
+def _output_path(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Path | None:
+    """Option check: the nearest existing path above an output is a directory (a file there cannot hold it)."""
+    above = next((p for p in value.parents if p.exists()), None) if value is not None else None
+    if above is not None and not above.is_dir():
+        raise typer.BadParameter(f"{value}: {above} is a file, not a directory", ctx=ctx, param=param)
+    return value
+
+
+#: Output options: a file path that must not be a directory, a directory path that must not be a file.
+OUTPUT_FILE = {"dir_okay": False, "writable": True, "callback": _output_path}
+OUTPUT_DIR = {"file_okay": False, "writable": True, "callback": _output_path}
+
+
+def _positive(ctx: typer.Context, param: typer.CallbackParam, value: float | None) -> float | None:
+    """Option check: ``value > 0`` (click's ranges have no open bound through typer)."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"{value} is not > 0", ctx=ctx, param=param)
+    return value
+
+
+def _in_open_unit_interval(ctx: typer.Context, param: typer.CallbackParam, value: float | None) -> float | None:
+    """Option check: ``0 < value <= 1`` (a fraction that must not be zero)."""
+    if value is not None and not 0 < value <= 1:
+        raise typer.BadParameter(f"{value} is not in the range 0<x<=1", ctx=ctx, param=param)
+    return value
+
+
+SYMBOLIC_MAX_SIZE = 4  # theory.symbolic.MAX_SIZE (not imported here: sympy is slow to import)
+
+
 def print_table(rows: list[dict], columns: list[str], title: str | None = None) -> None:
     """Print rows as a rich table; floats with 4 significant decimals."""
     table = Table(title=title)
     for col in columns:
         table.add_column(col, justify="right", overflow="fold")
     for row in rows:
-        table.add_row(
-            *(Text(f"{row[c]:.4g}" if isinstance(row.get(c), float) else str(row.get(c, ""))) for c in columns)
-        )
+        table.add_row(*(Text(_cell(row.get(c, ""))) for c in columns))
     console.print(table)
 
 
-def fail(message: str) -> None:
-    """Exit with a one-line error instead of a traceback (bad input is the user's, not a crash)."""
-    Console(stderr=True, soft_wrap=True).print(Text.assemble(("error: ", "bold red"), message))
+def _cell(value) -> str:
+    """Floats with 4 significant digits; NaN (a score not defined, e.g. symmetry of cross-attention) as n/a."""
+    if isinstance(value, float):
+        return "n/a" if math.isnan(value) else f"{value:.4g}"
+    return str(value)
+
+
+def fail(message: str | Exception) -> None:
+    """Exit with a one-line error instead of a traceback (bad input is the user's, not a crash).
+
+    Called while handling an exception with ``WQK_TRACEBACK=1`` set, re-raises it instead.
+    """
+    handling = sys.exc_info()[1]
+    if handling is not None and os.environ.get("WQK_TRACEBACK"):
+        raise handling
+    print_error(_message(message) if isinstance(message, Exception) else message)
     raise typer.Exit(2)
 
 
@@ -46,11 +167,13 @@ def scores(
         Path, typer.Argument(help=".npy of forms [..., d, d], or .npz/.safetensors with factors 'q' and 'k'.")
     ],
     csv: Annotated[
-        Path | None, typer.Option(help="Write one row per (layer, head) and per layer (head = 'all').")
+        Path | None, typer.Option(**OUTPUT_FILE, help="Write one row per (layer, head) and per layer (head = 'all').")
     ] = None,
     per: Annotated[str, typer.Option(help="head, layer or both.")] = "both",
-    k: Annotated[float, typer.Option(help="Directionality threshold: mean + k * std of the row/column norms.")] = 2.0,
-    null_samples: Annotated[int, typer.Option(help="Random forms drawn for each null distribution.")] = 256,
+    k: Annotated[
+        float, typer.Option(min=0.0, help="Directionality threshold: mean + k * std of the row/column norms.")
+    ] = 2.0,
+    null_samples: Annotated[int, typer.Option(min=2, help="Random forms drawn for each null distribution.")] = 256,
 ) -> None:
     """Symmetry and directionality of every head and layer in PATH, with null z-scores and p-values.
 
@@ -74,11 +197,11 @@ def scores(
 
 @app.command()
 def null(
-    d: Annotated[int, typer.Option(help="Model dimension: the forms are d x d.")] = 256,
-    rank: Annotated[int, typer.Option(help="Rank of the factors (d_h per head, H d_h per layer).")] = 32,
-    k: Annotated[float, typer.Option(help="Directionality threshold k.")] = 2.0,
-    samples: Annotated[int, typer.Option(help="Number of random forms.")] = 256,
-    seed: Annotated[int, typer.Option(help="Seed of the draw.")] = 0,
+    d: Annotated[int, typer.Option(min=2, help="Model dimension: the forms are d x d.")] = 256,
+    rank: Annotated[int, typer.Option(min=1, help="Rank of the factors (d_h per head, H d_h per layer).")] = 32,
+    k: Annotated[float, typer.Option(min=0.0, help="Directionality threshold k.")] = 2.0,
+    samples: Annotated[int, typer.Option(min=2, help="Number of random forms.")] = 256,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the draw.")] = 0,
 ) -> None:
     """Null distributions of both scores for M = A B^T with Gaussian A, B of shape [d, rank]."""
     from theory.nulls import null_distribution
@@ -115,17 +238,21 @@ def analyze(
             "and every attention-looking key skipped, with the reason.",
         ),
     ] = False,
-    csv: Annotated[Path | None, typer.Option(help="Write the rows (columns of `scores` plus model, family).")] = None,
+    csv: Annotated[
+        Path | None, typer.Option(**OUTPUT_FILE, help="Write the rows (columns of `scores` plus model, family).")
+    ] = None,
     plot: Annotated[
-        Path | None, typer.Option(help="Draw scores per layer with the 95% null band (PNG, PDF or SVG).")
+        Path | None, typer.Option(**OUTPUT_FILE, help="Draw scores per layer with the 95% null band (PNG, PDF or SVG).")
     ] = None,
     heads: Annotated[
-        int | None, typer.Option(help="Query heads, when config.json / GGUF metadata do not say (overrides them).")
+        int | None,
+        typer.Option(min=1, help="Query heads, when config.json / GGUF metadata do not say (overrides them)."),
     ] = None,
     kv_heads: Annotated[
         int | None,
         typer.Option(
-            help="Key/value heads for grouped-query attention (inferred from the key weight's shape when not given)."
+            min=1,
+            help="Key/value heads for grouped-query attention (inferred from the key weight's shape when not given).",
         ),
     ] = None,
     prefix: Annotated[
@@ -135,21 +262,35 @@ def analyze(
             "'model.' instead of the default 'ema.' of a DiT training checkpoint."
         ),
     ] = None,
-    k: Annotated[float, typer.Option(help="Directionality threshold: mean + k * std of the row/column norms.")] = 2.0,
+    k: Annotated[
+        float, typer.Option(min=0.0, help="Directionality threshold: mean + k * std of the row/column norms.")
+    ] = 2.0,
     null_samples: Annotated[
         int | None,
         typer.Option(
+            min=2,
             help="Random forms per null; default 256, fewer (>= 32) for costly "
-            "per-layer nulls of wide models. Cached on disk."
+            "per-layer nulls of wide models. Cached on disk.",
+        ),
+    ] = None,
+    family: Annotated[
+        str | None,
+        typer.Option(
+            help="Objective family of the rows, when the model type does not say or says wrongly (e.g. a DINO "
+            "checkpoint of model type vit): encoder, decoder, encoder-decoder, vision-supervised, "
+            "vision-self-supervised, vision-language, segmentation, diffusion."
         ),
     ] = None,
 ) -> None:
     """Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.
 
     Layouts: Hugging Face encoders (BERT, RoBERTa, ViT, DeiT, BEiT, ViT-MAE, DINO), GPT-2, GPT-NeoX / Pythia,
-    Llama / Mistral / Qwen (grouped-query), timm ViT and original DiT (blocks.{i}.attn.qkv), diffusers DiT
-    and llama-family GGUF. The summary is the paper's convention: median and interquartile range over layers
-    of the per-layer scores. Layers are read one at a time.
+    Llama / Mistral / Qwen (grouped-query), Phi-3, Falcon, Bloom, GPT-J, T5 and BART (encoder, decoder and
+    cross-attention apart), CLIP / SigLIP (vision tower or both towers), SAM's image encoder, Swin, SegFormer,
+    timm ViT and original DiT (blocks.{i}.attn.qkv), diffusers DiT, PixArt, SD3 / Flux (image and text
+    streams, image-query/text-key block) and llama-family GGUF. Rows carry model, family (the objective) and
+    stack; cross-attention has no symmetry (two spaces: n/a). The summary is the paper's convention: median
+    and interquartile range over layers of the per-layer scores, per stack. Layers are read one at a time.
     """
     from rich.progress import Progress
 
@@ -157,15 +298,14 @@ def analyze(
     from checkpoints.loading import CheckpointError
     from checkpoints.plot import plot_scores
     from common.io import write_csv
-    from theory.nulls import null_distribution
     from theory.report import SHOWN_COLUMNS
 
     if per not in ("head", "layer", "both"):
         fail(f"--per must be head, layer or both; got {per!r}")
     try:
-        ckpt, plan = ana.describe(path, heads, kv_heads, prefix)
+        ckpt, plan = ana.describe(path, heads, kv_heads, prefix, family)
     except CheckpointError as err:
-        fail(str(err))
+        fail(err)
     for line in plan.lines() + [f"note: {n}" for n in plan.notes]:
         console.print(line, highlight=False)
     for warning in plan.warnings:
@@ -173,7 +313,9 @@ def analyze(
     shapes = ana.null_shapes(plan, per, null_samples)  # type: ignore[arg-type]
     if describe:
         console.print(
-            f"would score {plan.n_layers} layers ({per}); nulls: "
+            f"would score {plan.n_layers} layers ({per})"
+            + (f" in {len(plan.stacks)} stacks ({', '.join(plan.stacks)})" if len(plan.stacks) > 1 else "")
+            + "; nulls: "
             + "; ".join(f"{p}: d={d}, rank={r}, {n} samples" for p, d, r, n in shapes),
             highlight=False,
         )
@@ -196,26 +338,26 @@ def analyze(
                 on_layer=lambda done, total: progress.update(task, description="layers", completed=done, total=total),
             )
         except ValueError as err:  # includes CheckpointError raised while reading
-            fail(str(err))
+            fail(err)
     shown = rows if len(rows) <= 200 else [r for r in rows if r["head"] == "all"] or rows[:200]
+    stack = ["stack"] if len(plan.stacks) > 1 else []
     print_table(
         shown,
-        SHOWN_COLUMNS,
+        stack + SHOWN_COLUMNS,
         title=f"{plan.model}: s in [-1, 1] (1 = symmetric); delta, delta_pr < 0 = key-side columns",
     )
     if len(shown) < len(rows):
         console.print(f"({len(rows) - len(shown)} more rows: write them with --csv)")
     print_table(
         ana.summarise(rows),
-        ["score", "over", "median", "q25", "q75", "median_z"],
+        [*stack, "score", "over", "median", "q25", "q75", "median_z"],
         title="summary: median and interquartile range over layers (the paper's convention)",
     )
     if csv is not None:
         write_csv(csv, rows, ana.ANALYZE_COLUMNS)
         console.print(f"wrote {csv}")
     if plot is not None:
-        nulls = {p: null_distribution(d, r, k, n, 0) for p, d, r, n in shapes}
-        plot_scores(rows, nulls, plot, f"{plan.model} ({plan.family})")
+        plot_scores(rows, ana.stack_nulls(plan, per, k, null_samples), plot, f"{plan.model} ({plan.family})")
         console.print(f"wrote {plot}")
 
 
@@ -262,15 +404,19 @@ def train(
         str,
         typer.Option(help="Init scheme(s), comma-separated: default, symmetric, symmetric-indefinite, directional."),
     ] = "default",
-    seeds: Annotated[int, typer.Option(help="Number of seeds per init (seed-start, seed-start + 1, ...).")] = 3,
-    seed_start: Annotated[int, typer.Option(help="First seed.")] = 0,
-    steps: Annotated[int, typer.Option(help="Optimizer steps per run.")] = 300,
-    batch_size: Annotated[int, typer.Option(help="Global batch (split across torchrun processes).")] = 64,
-    lr: Annotated[float, typer.Option(help="Peak AdamW learning rate (linear warmup, cosine decay).")] = 1e-3,
+    seeds: Annotated[int, typer.Option(min=1, help="Number of seeds per init (seed-start, seed-start + 1, ...).")] = 3,
+    seed_start: Annotated[int, typer.Option(min=0, help="First seed.")] = 0,
+    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps per run.")] = 300,
+    batch_size: Annotated[int, typer.Option(min=1, help="Global batch (split across torchrun processes).")] = 64,
+    lr: Annotated[
+        float, typer.Option(callback=_positive, help="Peak AdamW learning rate (linear warmup, cosine decay).")
+    ] = 1e-3,
     log_every: Annotated[
-        int, typer.Option(help="Score the forms (with nulls) and evaluate every this many steps.")
+        int, typer.Option(min=1, help="Score the forms (with nulls) and evaluate every this many steps.")
     ] = 25,
-    checkpoint_every: Annotated[int, typer.Option(help="Checkpoint every this many steps (0: only at the end).")] = 0,
+    checkpoint_every: Annotated[
+        int, typer.Option(min=0, help="Checkpoint every this many steps (0: only at the end).")
+    ] = 0,
     set_: Annotated[
         list[str],
         typer.Option(
@@ -286,13 +432,13 @@ def train(
         list[str], typer.Option(help="Init parameter key=value: n_directions, strength (directional).")
     ] = [],
     out: Annotated[
-        Path, typer.Option(help="Root of the run directories (ROOT/model-objective-data/init/seedK).")
+        Path, typer.Option(**OUTPUT_DIR, help="Root of the run directories (ROOT/model-objective-data/init/seedK).")
     ] = Path("runs/train"),
     device: Annotated[str, typer.Option(help="auto (CUDA if present), cpu, cuda, cuda:1, ...")] = "auto",
     amp: Annotated[bool, typer.Option(help="bf16 autocast on CUDA.")] = True,
     compile_: Annotated[bool, typer.Option("--compile", help="torch.compile the training forward.")] = False,
     threads: Annotated[
-        int, typer.Option(help="CPU threads (1 suits tiny models and shared machines; 0 = torch's default).")
+        int, typer.Option(min=0, help="CPU threads (1 suits tiny models and shared machines; 0 = torch's default).")
     ] = 1,
     resume: Annotated[bool, typer.Option(help="Continue runs from their newest checkpoint (exactly).")] = True,
     progress: Annotated[bool, typer.Option(help="Show a progress bar per run.")] = True,
@@ -312,8 +458,6 @@ def train(
     unknown = [i for i in inits if i not in SCHEMES]
     if unknown or not inits:
         fail(f"unknown init scheme(s) {unknown}; choose from {list(SCHEMES)}")
-    if seeds < 1:
-        fail(f"--seeds must be >= 1, got {seeds}")
     fields = {  # TrainConfig field: (option name, value)
         "model": ("model", model),
         "objective": ("objective", ALIASES.get(objective, objective)),
@@ -371,22 +515,28 @@ def simulate(
         typer.Option(help="bidirectional, autoregressive, denoising, classification, or all (the four side by side)."),
     ] = "denoising",
     out: Annotated[
-        Path, typer.Option(help="Run directory (with 'all': one subdirectory per objective, shared table and figure).")
+        Path,
+        typer.Option(
+            **OUTPUT_DIR, help="Run directory (with 'all': one subdirectory per objective, shared table and figure)."
+        ),
     ] = Path("runs/simulate"),
-    d: Annotated[int | None, typer.Option(help=_sim_help("Model dimension", "d"))] = None,
-    n: Annotated[int | None, typer.Option(help=_sim_help("Positions per sequence, BOS/CLS included", "n"))] = None,
-    heads: Annotated[int | None, typer.Option(help=_sim_help("Attention heads per layer", "heads"))] = None,
-    d_head: Annotated[int | None, typer.Option(help=_sim_help("Head size; 0 = d / heads", "d_head"))] = None,
-    layers: Annotated[int | None, typer.Option(help=_sim_help("Attention layers", "layers"))] = None,
-    steps: Annotated[int | None, typer.Option(help=_sim_help("Training steps", "steps"))] = None,
+    d: Annotated[int | None, typer.Option(min=2, help=_sim_help("Model dimension", "d"))] = None,
+    n: Annotated[
+        int | None, typer.Option(min=2, help=_sim_help("Positions per sequence, BOS/CLS included", "n"))
+    ] = None,
+    heads: Annotated[int | None, typer.Option(min=1, help=_sim_help("Attention heads per layer", "heads"))] = None,
+    d_head: Annotated[int | None, typer.Option(min=0, help=_sim_help("Head size; 0 = d / heads", "d_head"))] = None,
+    layers: Annotated[int | None, typer.Option(min=1, help=_sim_help("Attention layers", "layers"))] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help=_sim_help("Training steps", "steps"))] = None,
     seeds: Annotated[
-        int | None, typer.Option(help=_sim_help("Seeds trained together in one batched model", "seeds"))
+        int | None, typer.Option(min=1, help=_sim_help("Seeds trained together in one batched model", "seeds"))
     ] = None,
     first_seed: Annotated[
-        int | None, typer.Option(help=_sim_help("First seed value (seeds are first, first + 1, ...)", "first_seed"))
+        int | None,
+        typer.Option(min=0, help=_sim_help("First seed value (seeds are first, first + 1, ...)", "first_seed")),
     ] = None,
-    batch: Annotated[int | None, typer.Option(help=_sim_help("Sequences per seed per step", "batch"))] = None,
-    lr: Annotated[float | None, typer.Option(help=_sim_help("Learning rate", "lr"))] = None,
+    batch: Annotated[int | None, typer.Option(min=1, help=_sim_help("Sequences per seed per step", "batch"))] = None,
+    lr: Annotated[float | None, typer.Option(callback=_positive, help=_sim_help("Learning rate", "lr"))] = None,
     optimizer: Annotated[str | None, typer.Option(help=_sim_help("adam or sgd", "optimizer"))] = None,
     process: Annotated[
         str | None,
@@ -408,13 +558,16 @@ def simulate(
         ),
     ] = None,
     strength: Annotated[
-        float | None, typer.Option(help=_sim_help("Probability of the chain's deterministic move", "strength"))
+        float | None,
+        typer.Option(min=0.0, max=1.0, help=_sim_help("Probability of the chain's deterministic move", "strength")),
     ] = None,
     lag: Annotated[
-        int | None, typer.Option(help=_sim_help("Distance k of the dependence x_i <- x_{i-k}", "lag"))
+        int | None, typer.Option(min=1, help=_sim_help("Distance k of the dependence x_i <- x_{i-k}", "lag"))
     ] = None,
-    vocab: Annotated[int | None, typer.Option(help=_sim_help("Data tokens", "vocab"))] = None,
-    channels: Annotated[int | None, typer.Option(help=_sim_help("Channels of continuous tokens", "channels"))] = None,
+    vocab: Annotated[int | None, typer.Option(min=2, help=_sim_help("Data tokens", "vocab"))] = None,
+    channels: Annotated[
+        int | None, typer.Option(min=1, help=_sim_help("Channels of continuous tokens", "channels"))
+    ] = None,
     bos: Annotated[
         bool | None, typer.Option("--bos/--no-bos", help=_sim_help("BOS token at position 0 (token objectives)", "bos"))
     ] = None,
@@ -425,7 +578,8 @@ def simulate(
         ),
     ] = None,
     mask_ratio: Annotated[
-        float | None, typer.Option(help=_sim_help("Fraction of positions masked", "mask_ratio"))
+        float | None,
+        typer.Option(callback=_in_open_unit_interval, help=_sim_help("Fraction of positions masked", "mask_ratio")),
     ] = None,
     target: Annotated[str | None, typer.Option(help=_sim_help("Denoising target: eps, x0 or v", "target"))] = None,
     param: Annotated[
@@ -443,7 +597,8 @@ def simulate(
         str | None, typer.Option(help=_sim_help("gaussian, or symmetric (W_k = W_q at init, same scale)", "init"))
     ] = None,
     init_scale: Annotated[
-        float | None, typer.Option(help=_sim_help("Std of W_q, W_k entries times sqrt(d)", "init_scale"))
+        float | None,
+        typer.Option(callback=_positive, help=_sim_help("Std of W_q, W_k entries times sqrt(d)", "init_scale")),
     ] = None,
     embed: Annotated[
         str | None, typer.Option(help=_sim_help("Token/channel embedding: onehot, orthogonal, gaussian", "embed"))
@@ -455,10 +610,12 @@ def simulate(
         bool | None, typer.Option("--learn-embed/--fixed-embed", help=_sim_help("Train the embeddings", "learn_embed"))
     ] = None,
     record_every: Annotated[
-        int | None, typer.Option(help=_sim_help("Record scores every this many steps", "record_every"))
+        int | None, typer.Option(min=1, help=_sim_help("Record scores every this many steps", "record_every"))
     ] = None,
     resume: Annotated[bool, typer.Option(help="Continue from the run directory's checkpoint (exactly).")] = False,
-    threads: Annotated[int, typer.Option(help="torch threads while training (1 is fastest for these small ops).")] = 1,
+    threads: Annotated[
+        int, typer.Option(min=1, help="torch threads while training (1 is fastest for these small ops).")
+    ] = 1,
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Train minimal attention models (all seeds batched) under an objective and score W_qk as it learns.
@@ -505,17 +662,19 @@ def compare_theory(
         ),
     ] = [],
     steps: Annotated[
-        int, typer.Option(help="First steps measured (the gradients are taken within a step or two of init).")
+        int, typer.Option(min=1, help="First steps measured (the gradients are taken within a step or two of init).")
     ] = COMPARE_DEFAULTS["steps"],
     batch: Annotated[
-        int, typer.Option(help="Sequences per seed per step (large, so sampling noise is below the signal).")
+        int, typer.Option(min=1, help="Sequences per seed per step (large, so sampling noise is below the signal).")
     ] = COMPARE_DEFAULTS["batch"],
-    seeds: Annotated[int, typer.Option(help="Seeds.")] = COMPARE_DEFAULTS["seeds"],
+    seeds: Annotated[int, typer.Option(min=1, help="Seeds.")] = COMPARE_DEFAULTS["seeds"],
     mc_sequences: Annotated[
-        int, typer.Option(help="Monte Carlo sequences per seed for the theory's expectation.")
+        int, typer.Option(min=1, help="Monte Carlo sequences per seed for the theory's expectation.")
     ] = COMPARE_DEFAULTS["mc_sequences"],
-    out: Annotated[Path, typer.Option(help="Directory of compare_theory.csv.")] = Path("runs/compare_theory"),
-    threads: Annotated[int, typer.Option(help="torch threads.")] = 1,
+    out: Annotated[Path, typer.Option(**OUTPUT_DIR, help="Directory of compare_theory.csv.")] = Path(
+        "runs/compare_theory"
+    ),
+    threads: Annotated[int, typer.Option(min=1, help="torch threads.")] = 1,
     progress: Annotated[bool, typer.Option(help="Say which objective runs.")] = True,
 ) -> None:
     """The first steps' dL/dM of the simulator vs the theory's expected update at init, per objective and part.
@@ -527,10 +686,6 @@ def compare_theory(
     from sim.compare import compare_theory as compare
     from sim.config import configs_from_options
 
-    if min(steps, batch, seeds, mc_sequences) < 1:
-        fail(
-            f"--steps, --batch, --seeds and --mc-sequences must be >= 1; got {steps}, {batch}, {seeds}, {mc_sequences}"
-        )
     try:
         configs = configs_from_options(
             objective, {**_key_values(set_, "--set"), "steps": steps, "batch": batch, "seeds": seeds}
@@ -551,10 +706,10 @@ def compare_theory(
 def experiment(
     names: Annotated[list[str] | None, typer.Argument(help="Experiment names (see --list), or 'all'.")] = None,
     list_: Annotated[bool, typer.Option("--list", help="List the experiments and what each tests.")] = False,
-    out: Annotated[Path, typer.Option(help="Root of the experiments' run directories and tables.")] = Path(
-        "runs/experiments"
-    ),
-    threads: Annotated[int, typer.Option(help="torch threads while training.")] = 1,
+    out: Annotated[
+        Path, typer.Option(**OUTPUT_DIR, help="Root of the experiments' run directories and tables.")
+    ] = Path("runs/experiments"),
+    threads: Annotated[int, typer.Option(min=1, help="torch threads while training.")] = 1,
     progress: Annotated[bool, typer.Option(help="Show a progress bar per arm.")] = True,
 ) -> None:
     """Run named simulator experiments (several arms of 8 seeds each) and print their per-layer scores.
@@ -596,7 +751,7 @@ def study(
             "MNIST), vit, dit (the 8x8 digits versions: accuracy; denoising loss)."
         ),
     ] = "vit,dit",
-    seeds: Annotated[int, typer.Option(help="Seeds per arm (the same seeds in every arm).")] = 5,
+    seeds: Annotated[int, typer.Option(min=2, help="Seeds per arm (the same seeds in every arm).")] = 5,
     schemes: Annotated[
         str, typer.Option(help="Init schemes, comma-separated; must include the baseline 'default'.")
     ] = "default,symmetric,symmetric-indefinite,directional,mimetic,conditioned",
@@ -608,13 +763,22 @@ def study(
         typer.Option(help="An explicit target, TASK=VALUE, repeatable (default: the baseline's median half way)."),
     ] = [],
     target_at: Annotated[
-        float, typer.Option(help="Default targets: the baseline's median metric at this fraction of the steps.")
+        float,
+        typer.Option(
+            callback=_in_open_unit_interval,
+            help="Default targets: the baseline's median metric at this fraction of the steps.",
+        ),
     ] = 0.5,
     log_every: Annotated[
-        int, typer.Option(help="Evaluate every this many steps where a task sets none: the resolution of the target.")
+        int,
+        typer.Option(
+            min=1, help="Evaluate every this many steps where a task sets none: the resolution of the target."
+        ),
     ] = 10,
-    out: Annotated[Path, typer.Option(help="Directory of the runs, the tables and figures.")] = Path("runs/study"),
-    threads: Annotated[int, typer.Option(help="CPU threads per run (0 = torch's default).")] = 1,
+    out: Annotated[Path, typer.Option(**OUTPUT_DIR, help="Directory of the runs, the tables and figures.")] = Path(
+        "runs/study"
+    ),
+    threads: Annotated[int, typer.Option(min=0, help="CPU threads per run (0 = torch's default).")] = 1,
     progress: Annotated[bool, typer.Option(help="Show a progress bar per run.")] = True,
 ) -> None:
     """Does a symmetric, directional, mimetic or conditioned W_qk init learn faster or better than the default?
@@ -628,11 +792,7 @@ def study(
     from vision.study import StudyConfig, run_study, study_tasks, summary_tables
 
     try:
-        chosen = study_tasks(
-            tasks,
-            {k: int(v) for k, v in _key_values(steps, "--steps").items()},
-            {k: float(v) for k, v in _key_values(target, "--target").items()},
-        )
+        chosen = study_tasks(tasks, _key_values(steps, "--steps"), _key_values(target, "--target"))
         report = run_study(
             StudyConfig(
                 tasks=chosen,
@@ -656,15 +816,19 @@ def study(
 @app.command("fidelity-net")
 def fidelity_net(
     data: Annotated[str, typer.Option(help="mnist5k (28x28) or digits (8x8): the real images it learns.")] = "mnist5k",
-    steps: Annotated[int, typer.Option(help="Training steps (batch 128, AdamW, random 1-2 px shifts).")] = 1200,
-    seed: Annotated[int, typer.Option(help="Seed of the init, batch order and augmentation.")] = 0,
+    steps: Annotated[int, typer.Option(min=1, help="Training steps (batch 128, AdamW, random 1-2 px shifts).")] = 1200,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the init, batch order and augmentation.")] = 0,
     out: Annotated[
         Path | None,
-        typer.Option(help="Where to write NAME.safetensors + NAME.json (default: ~/.cache/wqk/feature_nets/DATA)."),
+        typer.Option(
+            **OUTPUT_FILE, help="Where to write NAME.safetensors + NAME.json (default: ~/.cache/wqk/feature_nets/DATA)."
+        ),
     ] = None,
     retrain: Annotated[bool, typer.Option(help="Train again even if OUT holds a net of the same recipe.")] = False,
-    sanity_seeds: Annotated[int, typer.Option(help="Random halvings of the test split for the sanity figures.")] = 5,
-    threads: Annotated[int, typer.Option(help="CPU threads (0 = torch's default).")] = 1,
+    sanity_seeds: Annotated[
+        int, typer.Option(min=2, help="Random halvings of the test split for the sanity figures.")
+    ] = 5,
+    threads: Annotated[int, typer.Option(min=0, help="CPU threads (0 = torch's default).")] = 1,
 ) -> None:
     """Train the feature classifier of the sample-quality metrics (or reuse the cached one) and show its sanity figures.
 
@@ -706,9 +870,11 @@ app.add_typer(theory_app, name="theory")
 
 @theory_app.command("check")
 def theory_check(
-    seed: Annotated[int, typer.Option(help="Seed of every random draw in the checks.")] = 0,
-    claim: Annotated[list[int] | None, typer.Option(help="Run only these claims (1-6); repeat the option.")] = None,
-    csv: Annotated[Path | None, typer.Option(help="Also write the table as CSV.")] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of every random draw in the checks.")] = 0,
+    claim: Annotated[
+        list[int] | None, typer.Option(min=1, max=6, help="Run only these claims (1-6); repeat the option.")
+    ] = None,
+    csv: Annotated[Path | None, typer.Option(**OUTPUT_FILE, help="Also write the table as CSV.")] = None,
 ) -> None:
     """Run claims 1-6 of docs/theory.md; print claim, prediction, measured, tolerance, pass; exit 1 on a failure."""
     from common.io import write_csv
@@ -748,10 +914,12 @@ def theory_derive(
     n: Annotated[
         int,
         typer.Option(
-            help="Number of positions (1-4; N=3, d=2 takes ~10 s, N=4, d=3 a few minutes: sympy slows down fast)."
+            min=1,
+            max=SYMBOLIC_MAX_SIZE,
+            help="Number of positions (1-4; N=3, d=2 takes ~10 s, N=4, d=3 a few minutes: sympy slows down fast).",
         ),
     ] = 3,
-    d: Annotated[int, typer.Option(help="Token dimension (1-4).")] = 2,
+    d: Annotated[int, typer.Option(min=1, max=SYMBOLIC_MAX_SIZE, help="Token dimension (1-4).")] = 2,
     latex: Annotated[bool, typer.Option(help="Print the matrices as LaTeX instead of pretty text.")] = False,
 ) -> None:
     """Derive dL/dM symbolically and show it equals sum_ij beta_ij x_i x_j^T; role counts; the tie condition."""
@@ -770,13 +938,20 @@ def theory_predict(
     data: Annotated[
         str, typer.Option(help="exchangeable, reversible, irreversible, ar1-random or bos (Gaussian).")
     ] = "irreversible",
-    n: Annotated[int, typer.Option(help="Sequence length (the exact bidirectional average enumerates 3^n cases).")] = 6,
-    d: Annotated[int, typer.Option(help="Token dimension.")] = 8,
+    n: Annotated[
+        int,
+        typer.Option(
+            min=3,
+            max=7,
+            help="Sequence length, 3 to 7 (the exact bidirectional average enumerates 3^n cases, at most 4096).",
+        ),
+    ] = 6,
+    d: Annotated[int, typer.Option(min=2, help="Token dimension.")] = 8,
     head: Annotated[
         str, typer.Option(help="averaged (over the value/readout init) or random (one seeded draw).")
     ] = "averaged",
-    seed: Annotated[int, typer.Option(help="Seed of the data setting, embeddings and head.")] = 0,
-    csv: Annotated[Path | None, typer.Option(help="Write the score rows as CSV.")] = None,
+    seed: Annotated[int, typer.Option(min=0, help="Seed of the data setting, embeddings and head.")] = 0,
+    csv: Annotated[Path | None, typer.Option(**OUTPUT_FILE, help="Write the score rows as CSV.")] = None,
 ) -> None:
     """Exact expected first update at M = 0 per objective: s and delta of whole/self/cross parts, and attribution."""
     from common.io import write_csv

@@ -5,13 +5,20 @@ Each adapter turns one layer's stored weights into that layer's :class:`Factored
 written as an einops pattern over the stored tensor: ``d`` the model width, ``h`` query heads,
 ``g`` key heads, ``dh`` the head size, ``three`` the q | k | v blocks. Biases and the value third
 of a fused weight are never read: they are not part of ``W_q W_k^T``.
+
+A layout also says which attention of a model it reads (``stack``: ``self``, ``cross``, an MMDiT stream,
+...) and whether its queries and keys act on the same space (``cross = False``). Cross-attention
+(``d_dec x d_enc``: queries from one stream, keys from another) has a form ``W_q W_k^T`` whose rows and
+columns index different spaces: its symmetry is not defined and is never reported; its directionality
+(row norms on the query side against column norms on the key side) and norms are.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from einops import rearrange
@@ -43,22 +50,108 @@ def neox_interleaved(qkv_weight: torch.Tensor, n_heads: int, n_kv_heads: int) ->
     return FactoredForms.from_linear(q, k, n_heads)
 
 
-def _linear_shapes(q: tuple[int, ...], k: tuple[int, ...]) -> tuple[int, int, int]:
+def blocked_gqa(qkv_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:
+    """Phi-3 ``qkv_proj``: q | k | v blocked, keys and values with ``g`` heads: ``"(h dh | g dh | g dh) d"``.
+
+    Phi-3's forward slices ``qkv[..., : H d_h]``, ``[..., H d_h : (H + H_kv) d_h]``, the rest is values.
+    """
+    d_head = qkv_weight.shape[0] // (n_heads + 2 * n_kv_heads)
+    q = qkv_weight[: n_heads * d_head]
+    k = qkv_weight[n_heads * d_head : (n_heads + n_kv_heads) * d_head]
+    return FactoredForms.from_linear(q, k, n_heads, n_kv_heads)
+
+
+def falcon_grouped(qkv_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:
+    """Falcon ``query_key_value``: per key head ``g``, its ``H / H_kv`` query heads, then its key, then its value:
+    ``"(g (r + 2) dh) d"`` with ``r = H / H_kv``.
+
+    This is Falcon's ``_split_heads`` for the new decoder architecture (``view(..., g, r + 2, dh)``); it also
+    covers the older two: multi-query (``g = 1``: ``H`` query heads, one key, one value) and full multi-head
+    (``g = H``: ``(h three dh)``, interleaved per head as GPT-NeoX).
+    """
+    group = n_heads // n_kv_heads
+    qkv = rearrange(qkv_weight, "(g r dh) d -> g r dh d", g=n_kv_heads, r=group + 2)
+    q = rearrange(qkv[:, :group], "g r dh d -> (g r dh) d")
+    k = rearrange(qkv[:, group], "g dh d -> (g dh) d")
+    return FactoredForms.from_linear(q, k, n_heads, n_kv_heads)
+
+
+def _linear_shapes(q: tuple[int, ...], k: tuple[int, ...], **_heads) -> tuple[int, int, int]:
     if len(q) != 2 or len(k) != 2 or q[1] != k[1]:
         raise ValueError(f"expected q and k weights (out, in) with the same in; got {q} and {k}")
     return q[1], q[0], k[0]
 
 
-def _fused_shapes(qkv: tuple[int, ...]) -> tuple[int, int, int]:
+def _fused_shapes(qkv: tuple[int, ...], **_heads) -> tuple[int, int, int]:
     if len(qkv) != 2 or qkv[0] % 3:
         raise ValueError(f"expected a fused weight (3 * H * d_h, d); got {qkv}")
     return qkv[1], qkv[0] // 3, qkv[0] // 3
 
 
-def _conv1d_shapes(c_attn: tuple[int, ...]) -> tuple[int, int, int]:
+def _conv1d_shapes(c_attn: tuple[int, ...], **_heads) -> tuple[int, int, int]:
     if len(c_attn) != 2 or c_attn[1] != 3 * c_attn[0]:
         raise ValueError(f"expected GPT-2's Conv1D c_attn of shape (d, 3 d); got {c_attn}")
     return c_attn[0], c_attn[0], c_attn[0]
+
+
+def _gqa_fused_shapes(qkv: tuple[int, ...], n_heads: int | None = None, n_kv_heads: int | None = None):
+    """``(H + 2 H_kv) d_h`` rows: ``d_h`` from the stated head counts, else ``d_h = d / H`` (Phi-3's default)."""
+    if len(qkv) != 2:
+        raise ValueError(f"expected a fused weight ((H + 2 H_kv) d_h, d); got {qkv}")
+    rows, d = qkv
+    if not n_heads:
+        raise ValueError("a fused q | k | v weight with grouped keys cannot be split without the head count")
+    units = n_heads + 2 * n_kv_heads if n_kv_heads else None
+    d_head = rows // units if units and rows % units == 0 else d // n_heads
+    if d_head < 1 or (rows - n_heads * d_head) % (2 * d_head) or rows <= n_heads * d_head:
+        raise ValueError(f"{rows} rows are not (H + 2 H_kv) d_h for H = {n_heads} heads of size d_h = {d_head}")
+    return d, n_heads * d_head, (rows - n_heads * d_head) // 2
+
+
+def _falcon_shapes(qkv: tuple[int, ...], **_heads) -> tuple[int, int, int]:
+    """Falcon's query rows are always ``d`` (``head_dim = hidden_size / H``); the rest are keys and values."""
+    if len(qkv) != 2 or qkv[0] <= qkv[1] or (qkv[0] - qkv[1]) % 2:
+        raise ValueError(f"expected Falcon's query_key_value (d + 2 H_kv d_h, d); got {qkv}")
+    return qkv[1], qkv[1], (qkv[0] - qkv[1]) // 2
+
+
+def _replace(key: str, rule: tuple[str, ...]) -> str:
+    suffix, replacement = rule[:2]
+    return key[: -len(suffix)] + replacement
+
+
+# ---- per-block labels: which kind of attention a block of a layout does ---------------------------------
+Label = tuple[str, bool]  # (stack label, cross: queries and keys on different spaces)
+
+
+def _sam_label(config: Mapping[str, Any], stage: int, block: int) -> Label:
+    """SAM's image encoder: windowed blocks, and global ones at ``global_attn_indexes``."""
+    glob = config.get("global_attn_indexes") or []
+    return ("global" if block in glob or not config.get("window_size") else "windowed"), False
+
+
+def _swin_label(config: Mapping[str, Any], stage: int, block: int) -> Label:
+    """Swin: windows, shifted windows on odd blocks, and a whole-stage window where the stage is no larger
+    than one window (``SwinLayer.set_shift_and_window_size``, at the config's ``image_size``)."""
+    size, patch, window = config.get("image_size"), config.get("patch_size"), config.get("window_size")
+    if isinstance(size, int | list) and isinstance(patch, int | list) and isinstance(window, int):
+        sizes = size if isinstance(size, list) else [size, size]
+        patches = patch if isinstance(patch, list) else [patch, patch]
+        if min(s // p // 2**stage for s, p in zip(sizes, patches, strict=False)) <= window:
+            return "global", False
+    return ("shifted-window" if block % 2 else "window"), False
+
+
+def _segformer_label(config: Mapping[str, Any], stage: int, block: int) -> Label:
+    """SegFormer: keys (and values) of stages with ``sr_ratio > 1`` come from ``LayerNorm(Conv_sr(x))``.
+
+    The strided convolution mixes channels, so the key side is not the query side's basis: such a form
+    pairs two spaces (like cross-attention) and its symmetry is not defined. Stages with ``sr_ratio = 1``
+    are plain self-attention.
+    """
+    ratios = config.get("sr_ratios") or []
+    reduced = stage < len(ratios) and ratios[stage] > 1
+    return ("reduced-keys", True) if reduced else ("self", False)
 
 
 @dataclass(frozen=True)
@@ -66,26 +159,43 @@ class Layout:
     """Where a family keeps layer ``i``'s ``W_q, W_k``, how they are shaped, and the adapter that reads them."""
 
     name: str
-    pattern: str  # regex of the key of the first weight, after the prefix; group "layer"
+    pattern: str  # regex of the key of the first weight, after the prefix; group "layer" (and "stage")
     partner: tuple[str, str] | None  # (suffix, replacement) giving the key weight's key; None when fused
     adapter: Callable[..., FactoredForms]
     shapes: Callable[..., tuple[int, int, int]]  # stored shapes -> (d, q rows, k rows); ValueError if foreign
     einops: str
     rotary: bool = False  # rotary positions are the norm in this family
-    model_types: frozenset[str] | None = None  # config model types known to use it (None: any)
+    model_types: frozenset[str] | None = None  # config model types / diffusers classes known to use it (None: any)
+    stack: str = "self"  # which attention of the model it reads (the ``stack`` column)
+    cross: bool = False  # queries and keys act on different spaces: symmetry is not defined
+    companion: bool = False  # read with the model's other attentions (cross-attention, a second stream)
+    requires: tuple[str, str] | None = None  # (suffix, replacement): a key that must exist for a match
+    live_if: tuple[str, str, str] | None = None  # (suffix, replacement, why): blocks without that key are skipped
+    labeller: Callable[[Mapping[str, Any], int, int], Label] | None = None  # (config, stage, block) -> label
+    caveat: str | None = None  # what the scored W_q W_k^T leaves out, said in the plan's warnings
 
     def match(self, key: str) -> re.Match | None:
         return re.fullmatch(r"(?P<prefix>(?:[^.]+\.)*?)" + self.pattern, key)
 
     def keys(self, first: str) -> tuple[str, ...]:
         """All keys an adapter call needs, from the key of the first weight."""
-        if self.partner is None:
-            return (first,)
-        suffix, replacement = self.partner
-        return first, first[: -len(suffix)] + replacement
+        return (first,) if self.partner is None else (first, _replace(first, self.partner))
+
+    def required_key(self, first: str) -> str | None:
+        return None if self.requires is None else _replace(first, self.requires)
+
+    def live_key(self, first: str) -> str | None:
+        return None if self.live_if is None else _replace(first, self.live_if)
 
 
 _LINEAR = "(h dh) d -> h d dh, (g dh) d -> g d dh; nn.Linear (out, in); key head of h = h // (H / H_kv)"
+_CROSS = (
+    "cross-attention ({}): queries from {}, keys from {}; W_q W_k^T maps one space to another, so its symmetry "
+    "is not defined (left empty); directionality compares query-side rows with key-side columns"
+)
+_DIFFUSERS_CROSS = frozenset({"PixArtTransformer2DModel", "Transformer2DModel"})
+_MMDIT = frozenset({"SD3Transformer2DModel", "FluxTransformer2DModel"})
+_T5 = frozenset({"t5", "mt5", "umt5"})
 LAYOUTS = (
     Layout(
         "hf-encoder",
@@ -103,6 +213,43 @@ LAYOUTS = (
         _linear_shapes,
         f"q_proj, k_proj: {_LINEAR}",
         rotary=True,
+    ),
+    Layout(
+        "bart-cross",
+        r"layers\.(?P<layer>\d+)\.encoder_attn\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"encoder_attn.q_proj (decoder stream), encoder_attn.k_proj (encoder output): {_LINEAR}",
+        stack="cross",
+        cross=True,
+        companion=True,
+        caveat=_CROSS.format("encoder_attn", "the decoder stream", "the encoder's output"),
+    ),
+    Layout(
+        "t5",
+        r"block\.(?P<layer>\d+)\.layer\.0\.SelfAttention\.q\.weight",
+        (".q.weight", ".k.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"SelfAttention.q, .k: {_LINEAR}",
+        model_types=_T5,
+        caveat="T5 has no 1/sqrt(d_h) in its logits (x_i^T M x_j unscaled: the scores are scale-free, so unchanged) "
+        "and adds a learned relative position bias b_h(j - i) to them (block 0's, shared by all layers), an additive "
+        "term that is not part of W_q W_k^T and is not scored",
+    ),
+    Layout(
+        "t5-cross",
+        r"block\.(?P<layer>\d+)\.layer\.1\.EncDecAttention\.q\.weight",
+        (".q.weight", ".k.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"EncDecAttention.q (decoder stream), .k (encoder output): {_LINEAR}",
+        model_types=_T5,
+        stack="cross",
+        cross=True,
+        companion=True,
+        caveat=_CROSS.format("EncDecAttention", "the decoder stream", "the encoder's output"),
     ),
     Layout(
         "meta-llama",
@@ -123,6 +270,16 @@ LAYOUTS = (
         model_types=frozenset({"gpt2", "imagegpt", "decision_transformer"}),
     ),
     Layout(
+        "gpt-j",
+        r"h\.(?P<layer>\d+)\.attn\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"attn.q_proj, attn.k_proj: {_LINEAR}",
+        rotary=True,
+        model_types=frozenset({"gptj"}),
+    ),
+    Layout(
         "gpt-neox",
         r"layers\.(?P<layer>\d+)\.attention\.query_key_value\.weight",
         None,
@@ -133,6 +290,38 @@ LAYOUTS = (
         model_types=frozenset({"gpt_neox", "gpt_neox_japanese"}),
     ),
     Layout(
+        "bloom",
+        r"h\.(?P<layer>\d+)\.self_attention\.query_key_value\.weight",
+        None,
+        neox_interleaved,
+        _fused_shapes,
+        "query_key_value: (h three dh) d -> three h d dh (interleaved per head, BloomAttention._reshape)",
+        model_types=frozenset({"bloom"}),
+        caveat="ALiBi: Bloom adds -m_h (i - j) to the logits of head h, a fixed linear-in-distance bias that is "
+        "not part of W_q W_k^T",
+    ),
+    Layout(
+        "falcon",
+        r"h\.(?P<layer>\d+)\.self_attention\.query_key_value\.weight",
+        None,
+        falcon_grouped,
+        _falcon_shapes,
+        "query_key_value: (g (r + 2) dh) d, r = H / H_kv query heads then one key and one value per key head "
+        "(multi-query: g = 1; classic multi-head: g = H, i.e. (h three dh))",
+        rotary=True,
+        model_types=frozenset({"falcon"}),
+    ),
+    Layout(
+        "phi3",
+        r"layers\.(?P<layer>\d+)\.self_attn\.qkv_proj\.weight",
+        None,
+        blocked_gqa,
+        _gqa_fused_shapes,
+        "qkv_proj: (h dh | g dh | g dh) d -> q, k, v blocked (Phi3Attention slices q, then k, then v)",
+        rotary=True,
+        model_types=frozenset({"phi3"}),
+    ),
+    Layout(
         "timm-vit",
         r"blocks\.(?P<layer>\d+)\.attn\.qkv\.weight",
         None,
@@ -141,12 +330,128 @@ LAYOUTS = (
         "qkv: (three h dh) d -> three h d dh (blocked)",
     ),
     Layout(
+        "sam-vit",
+        r"layers\.(?P<layer>\d+)\.attn\.qkv\.weight",
+        None,
+        blocked_qkv,
+        _fused_shapes,
+        "attn.qkv: (three h dh) d -> three h d dh (blocked, SamVisionAttention)",
+        model_types=frozenset({"sam", "sam_vision_model"}),
+        labeller=_sam_label,
+        caveat="SAM adds a decomposed relative position term q_i^T (R_h(dh_ij) + R_w(dw_ij)) to the logits: it "
+        "depends on the query, but not on the key token, and is not part of W_q W_k^T",
+    ),
+    Layout(
+        "swin",
+        r"layers\.(?P<stage>\d+)\.blocks\.(?P<layer>\d+)\.attention\.self\.query\.weight",
+        (".query.weight", ".key.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"query, key per stage (width and heads double each stage): {_LINEAR}",
+        model_types=frozenset({"swin", "donut-swin", "maskformer-swin"}),
+        labeller=_swin_label,
+        caveat="Swin attends within windows (every other block shifted) and adds a learned relative position bias "
+        "per head, an additive logit term that is not part of W_q W_k^T; stages differ in width d",
+    ),
+    Layout(
+        "segformer",
+        r"block\.(?P<stage>\d+)\.(?P<layer>\d+)\.attention\.self\.query\.weight",
+        (".query.weight", ".key.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"query, key per stage (keys from the spatially reduced sequence where sr_ratio > 1): {_LINEAR}",
+        model_types=frozenset({"segformer"}),
+        labeller=_segformer_label,
+        caveat="SegFormer's spatial-reduction attention: where sr_ratio > 1 the keys are computed from "
+        "LayerNorm(Conv_sr(x)), a strided convolution that mixes channels, so queries and keys act on different "
+        "spaces (stack 'reduced-keys', symmetry not defined); stages differ in width d",
+    ),
+    Layout(
         "diffusers-dit",
         r"transformer_blocks\.(?P<layer>\d+)\.attn1\.to_q\.weight",
         ("to_q.weight", "to_k.weight"),
         separate_qk,
         _linear_shapes,
         f"attn1.to_q, attn1.to_k: {_LINEAR}",
+    ),
+    Layout(
+        "diffusers-cross",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn2\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"attn2.to_q (image tokens), attn2.to_k (caption tokens): {_LINEAR}",
+        model_types=_DIFFUSERS_CROSS,
+        stack="cross",
+        cross=True,
+        companion=True,
+        caveat=_CROSS.format("attn2", "the image tokens", "the projected caption tokens"),
+    ),
+    Layout(
+        "mmdit-image",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"attn.to_q, attn.to_k (image stream): {_LINEAR}",
+        model_types=_MMDIT,
+        stack="image",
+        requires=(".to_q.weight", ".add_k_proj.weight"),
+        caveat="MMDiT joint attention: image and text tokens, each stream with its own projections, attend over "
+        "the joined sequence; scored: the image stream's form ('image'), the text stream's ('text') and the "
+        "image-query/text-key block ('image-text', W_q^image W_k^text^T: two spaces, symmetry not defined)",
+    ),
+    Layout(
+        "mmdit-text",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn\.add_q_proj\.weight",
+        ("add_q_proj.weight", "add_k_proj.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"attn.add_q_proj, attn.add_k_proj (text stream): {_LINEAR}",
+        model_types=_MMDIT,
+        stack="text",
+        companion=True,
+        live_if=(
+            ".add_q_proj.weight",
+            ".to_add_out.weight",
+            "text-stream queries of a context_pre_only block: their output is discarded (no to_add_out), so the "
+            "form acts on nothing (its text keys are scored in 'image-text')",
+        ),
+    ),
+    Layout(
+        "mmdit-image-text",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn\.to_q\.weight",
+        ("to_q.weight", "add_k_proj.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"attn.to_q (image stream), attn.add_k_proj (text stream): {_LINEAR}",
+        model_types=_MMDIT,
+        stack="image-text",
+        cross=True,
+        companion=True,
+        requires=(".to_q.weight", ".add_k_proj.weight"),
+    ),
+    Layout(
+        "sd3-attn2",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn2\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"attn2.to_q, attn2.to_k (SD3.5's second, image-only self-attention): {_LINEAR}",
+        model_types=frozenset({"SD3Transformer2DModel"}),
+        stack="image-attn2",
+        companion=True,
+    ),
+    Layout(
+        "flux-single",
+        r"single_transformer_blocks\.(?P<layer>\d+)\.attn\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"single-stream blocks' attn.to_q, attn.to_k on the joined text + image sequence: {_LINEAR}",
+        model_types=frozenset({"FluxTransformer2DModel"}),
+        stack="joint",
+        companion=True,
     ),
     Layout(
         "gguf",

@@ -1,9 +1,13 @@
 """Describe, score and summarise the attention of a checkpoint on disk (``cli.py analyze``).
 
 Layers are read and scored one at a time, so a 7B model needs the memory of one layer, not of the
-model. Rows are those of :func:`theory.report.score_rows` plus ``model`` and ``family``; the
-summary is the paper's convention: median and interquartile range over layers of the per-layer
-scores, with the median null z-score.
+model. Rows are those of :func:`theory.report.score_rows` plus ``model``, ``family`` (the objective
+family) and ``stack`` (which attention of the model: ``self``, ``encoder`` / ``decoder`` / ``cross``, an
+MMDiT stream, ...); ``layer`` counts within its stack. The summary is the paper's convention: median and
+interquartile range over layers of the per-layer scores, with the median null z-score, per stack.
+
+Cross-attention (and SegFormer's reduced keys) pairs two spaces: its symmetry columns are left empty
+(NaN), never a pretended symmetry; directionality, delta_PR and their nulls are reported.
 """
 
 from __future__ import annotations
@@ -16,14 +20,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from checkpoints.detect import Plan, plan_checkpoint
+from checkpoints.detect import Plan, Unit, plan_checkpoint
 from checkpoints.loading import Checkpoint, open_checkpoint
 from theory.factored import FactoredForms
-from theory.nulls import DEFAULT_SAMPLES, null_distribution
+from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
 from theory.scores import DEFAULT_K, SCORE_NAMES
 
-ANALYZE_COLUMNS = ["model", "family", *SCORE_COLUMNS]
+ANALYZE_COLUMNS = ["model", "family", "stack", *SCORE_COLUMNS]
+#: Columns that are not defined when queries and keys act on different spaces (cross-attention).
+CROSS_UNDEFINED = ("symmetry", "symmetry_z", "symmetry_p")
 MIN_NULL_SAMPLES = 32
 # A null draw costs about d * r * min(d, r) multiply-adds; keep one (d, r) near 2^39 of them.
 _NULL_BUDGET = 2**39
@@ -43,33 +49,59 @@ def _pers(per: PerChoice) -> tuple[str, ...]:
     return ("head", "layer") if per == "both" else (per,)
 
 
-def null_shapes(plan: Plan, per: PerChoice, null_samples: int | None = None) -> list[tuple[str, int, int, int]]:
-    """``(per, d, rank, n_samples)`` of every null the scores need.
-
-    The per-layer rank is ``H_kv d_h`` (see :meth:`FactoredForms.factors`), capped at ``d``.
-    """
-    ranks = {"head": plan.d_head, "layer": min(plan.heads.n_kv_heads * plan.d_head, plan.d_model)}
-    d = plan.d_model
+def _unit_nulls(unit: Unit, per: PerChoice, null_samples: int | None) -> list[tuple[str, int, int, int]]:
+    ranks = {"head": unit.d_head, "layer": min(unit.heads.n_kv_heads * unit.d_head, unit.d_model)}
+    d = unit.d_model
     return [(p, d, ranks[p], null_samples or default_null_samples(d, ranks[p])) for p in _pers(per)]
 
 
+def null_shapes(plan: Plan, per: PerChoice, null_samples: int | None = None) -> list[tuple[str, int, int, int]]:
+    """``(per, d, rank, n_samples)`` of every null the scores need (one per distinct shape of the plan's units).
+
+    The per-layer rank is ``H_kv d_h`` (see :meth:`FactoredForms.factors`), capped at ``d``.
+    """
+    return list(dict.fromkeys(shape for unit in plan.units for shape in _unit_nulls(unit, per, null_samples)))
+
+
 def describe(
-    path: str | Path, heads: int | None = None, kv_heads: int | None = None, prefix: str | None = None
+    path: str | Path,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    prefix: str | None = None,
+    family: str | None = None,
 ) -> tuple[Checkpoint, Plan]:
     """Open the checkpoint and plan the analysis, reading no tensor (the dry run)."""
     ckpt = open_checkpoint(path)
-    return ckpt, plan_checkpoint(ckpt, heads, kv_heads, prefix)
+    return ckpt, plan_checkpoint(ckpt, heads, kv_heads, prefix, family)
 
 
 def layer_forms(ckpt: Checkpoint, plan: Plan, layer: int) -> FactoredForms:
-    """Read one layer's weights and pass them through the layout's adapter: forms ``[1, H, d, d_h]``."""
-    weights = [ckpt.get(key) for key in plan.layer_keys[layer]]
-    return plan.layout.adapter(*weights, n_heads=plan.heads.n_heads, n_kv_heads=plan.heads.n_kv_heads)
+    """Read unit ``layer``'s weights (one attention of one block) through its layout's adapter: ``[1, H, d, d_h]``."""
+    unit = plan.units[layer]
+    weights = [ckpt.get(key) for key in unit.keys]
+    return unit.layout.adapter(*weights, n_heads=unit.heads.n_heads, n_kv_heads=unit.heads.n_kv_heads)
 
 
-def all_forms(ckpt: Checkpoint, plan: Plan) -> FactoredForms:
-    """Every layer's forms stacked ``[L, H, d, d_h]`` (all in memory: for small models and tests)."""
-    return FactoredForms.stack([layer_forms(ckpt, plan, layer) for layer in range(plan.n_layers)])
+def all_forms(ckpt: Checkpoint, plan: Plan, stack: str | None = None) -> FactoredForms:
+    """The forms of every layer (of one ``stack``, if given) stacked ``[L, H, d, d_h]``, all in memory (tests)."""
+    chosen = [i for i, u in enumerate(plan.units) if stack is None or u.stack == stack]
+    if not chosen:
+        raise ValueError(f"no stack {stack!r} in the plan; it has {', '.join(plan.stacks)}")
+    return FactoredForms.stack([layer_forms(ckpt, plan, i) for i in chosen])
+
+
+def stack_nulls(
+    plan: Plan, per: PerChoice, k: float = DEFAULT_K, null_samples: int | None = None, null_seed: int = 0
+) -> dict[tuple[str, str], NullDistribution | None]:
+    """The null of each stack's forms, ``(stack, "head" | "layer")``, or None where its layers differ in shape."""
+    shapes: dict[tuple[str, str], set] = {}
+    for unit in plan.units:
+        for p, d, rank, n in _unit_nulls(unit, per, null_samples):
+            shapes.setdefault((unit.stack, p), set()).add((d, rank, n))
+    return {
+        key: null_distribution(*sorted(found)[0][:2], k, sorted(found)[0][2], null_seed) if len(found) == 1 else None
+        for key, found in shapes.items()
+    }
 
 
 def forms_from_state_dict(
@@ -93,38 +125,56 @@ def iter_rows(
     null_seed: int = 0,
 ) -> Iterator[list[dict]]:
     """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``)."""
-    samples = {p: n for p, _, _, n in null_shapes(plan, per, null_samples)}
     for layer in range(plan.n_layers):
         forms = layer_forms(ckpt, plan, layer)
+        samples = {p: n for p, _, _, n in _unit_nulls(plan.units[layer], per, null_samples)}
         rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed)]  # type: ignore
-        yield [{"model": plan.model, "family": plan.family, **row, "layer": layer} for row in rows]
+        yield label_rows(plan, layer, rows)
+
+
+def label_rows(plan: Plan, layer: int, rows: list[dict]) -> list[dict]:
+    """Rows of unit ``layer`` with ``model``, ``family``, ``stack``, the layer within its stack, and NaN for
+    what is not defined (symmetry of a cross-attention form: two spaces, see :data:`CROSS_UNDEFINED`)."""
+    unit = plan.units[layer]
+    blank = dict.fromkeys(CROSS_UNDEFINED, float("nan")) if unit.cross else {}
+    return [
+        {"model": plan.model, "family": plan.family, "stack": unit.stack, **row, **blank, "layer": unit.layer}
+        for row in rows
+    ]
 
 
 def summarise(rows: list[dict]) -> list[dict]:
-    """Median and interquartile range over layers of the per-layer scores, with the median null z.
+    """Median and interquartile range over layers of the per-layer scores, with the median null z, per stack.
 
-    Falls back to all heads when only per-head rows were computed (``over`` says which).
+    Falls back to all heads when only per-head rows were computed (``over`` says which). A score not
+    defined for a stack (symmetry of cross-attention, NaN) is left out of its summary.
     """
-    items = [r for r in rows if r["head"] == "all"]
-    over = f"{len(items)} layers (per-layer M)"
-    if not items:
-        items = rows
-        over = f"{len(items)} heads (per-head M_h)"
+    stacks = list(dict.fromkeys(r.get("stack", "") for r in rows))
     out = []
-    for name in (s for s in SCORE_NAMES if s in items[0]):  # rows written before a score existed lack it
-        x = np.array([r[name] for r in items])
-        z = np.array([r[f"{name}_z"] for r in items])
-        q25, median, q75 = np.quantile(x, [0.25, 0.5, 0.75])
-        out.append(
-            {
-                "score": name,
-                "over": over,
-                "median": float(median),
-                "q25": float(q25),
-                "q75": float(q75),
-                "median_z": float(np.median(z)),
-            }
-        )
+    for stack in stacks:
+        mine = [r for r in rows if r.get("stack", "") == stack]
+        items = [r for r in mine if r["head"] == "all"]
+        over = f"{len(items)} layers (per-layer M)"
+        if not items:
+            items = mine
+            over = f"{len(items)} heads (per-head M_h)"
+        for name in (s for s in SCORE_NAMES if s in items[0]):  # rows written before a score existed lack it
+            x = np.array([r[name] for r in items], dtype=float)
+            if np.isnan(x).all():
+                continue
+            z = np.array([r[f"{name}_z"] for r in items], dtype=float)
+            q25, median, q75 = np.quantile(x, [0.25, 0.5, 0.75])
+            out.append(
+                {
+                    **({"stack": stack} if len(stacks) > 1 or stack else {}),
+                    "score": name,
+                    "over": over,
+                    "median": float(median),
+                    "q25": float(q25),
+                    "q75": float(q75),
+                    "median_z": float(np.median(z)),
+                }
+            )
     return out
 
 
@@ -174,7 +224,8 @@ def analyze(
     k: float = DEFAULT_K,
     null_samples: int | None = None,
     null_seed: int = 0,
+    family: str | None = None,
 ) -> Analysis:
     """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``)."""
-    ckpt, plan = describe(path, heads, kv_heads, prefix)
+    ckpt, plan = describe(path, heads, kv_heads, prefix, family)
     return Analysis(plan, score(ckpt, plan, per, k, null_samples, null_seed))

@@ -30,7 +30,24 @@ _ALLOWED_CLASSES = [argparse.Namespace]
 
 
 class CheckpointError(ValueError):
-    """A checkpoint that cannot be read or scored; the message says why and what to do."""
+    """A checkpoint that cannot be read or scored; the message says why and what to do.
+
+    ``details`` (e.g. a listing of the checkpoint's attention-looking keys) follow the one-line ``message``
+    in ``str(err)``; the command line prints them apart, on stdout, under the one error line.
+    """
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(f"{message}\n{details}" if details else message)
+        self.message, self.details = message, details
+
+
+def _why(err: BaseException) -> str:
+    """The first line of a reader's own error (its type when it says nothing)."""
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+_SAFETENSORS = "a .safetensors file (an 8-byte header length, a JSON header, then the tensor bytes it describes)"
 
 
 @dataclass(frozen=True)
@@ -88,45 +105,56 @@ _HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_
 _KV_HEAD_KEYS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "n_kv_heads")
 
 
-def _first_in(scope: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, int] | None:
-    """The first of ``names`` that ``scope`` maps to a positive int."""
+def _count(value: Any, stage: int | None) -> int | None:
+    """A positive int, or entry ``stage`` of a per-stage list of them (Swin's ``num_heads``, SegFormer's)."""
+    if isinstance(value, list) and stage is not None and stage < len(value):
+        value = value[stage]
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _first_in(scope: Mapping[str, Any], names: tuple[str, ...], stage: int | None = None) -> tuple[str, int] | None:
+    """The first of ``names`` that ``scope`` maps to a positive int (or a per-stage list, given ``stage``)."""
     for name in names:
-        value = scope.get(name)
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return name, value
+        value = _count(scope.get(name), stage)
+        if value is not None:
+            return (name if stage is None or not isinstance(scope.get(name), list) else f"{name}[{stage}]"), value
     return None
 
 
-def _first(config: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str, int] | None:
+def _first(config: Mapping[str, Any], names: tuple[str, ...], stage: int | None = None) -> tuple[str, int] | None:
     """The first of ``names`` holding an int at the top level, else one level down (run configs nest ``model``).
 
     One level down, the nested configs that state a value must agree: a composite config whose towers
     differ (CLIP's ``text_config`` and ``vision_config``) gives None rather than one tower's count.
     """
-    found = _first_in(config, names)
+    found = _first_in(config, names, stage)
     if found:
         return found
     nested = [
         (f"{key}.{hit[0]}", hit[1])
         for key, scope in config.items()
-        if isinstance(scope, Mapping) and (hit := _first_in(scope, names))
+        if isinstance(scope, Mapping) and (hit := _first_in(scope, names, stage))
     ]
     return nested[0] if len({value for _, value in nested}) == 1 else None
 
 
-def config_head_counts(config: Mapping[str, Any], source: str = "config.json", role: str = "") -> HeadCounts | None:
+def config_head_counts(
+    config: Mapping[str, Any], source: str = "config.json", role: str = "", stage: int | None = None
+) -> HeadCounts | None:
     """Head counts a config states, or None when it names none.
 
-    ``role`` (e.g. ``"decoder"``) looks for ``decoder_num_attention_heads`` and the like first, as a
-    ViT-MAE config states its decoder's heads. ``n_kv_heads`` is 0 when the config does not say (the
-    caller infers it from the key weight's shape).
+    ``role`` (e.g. ``"decoder"``) looks for ``decoder_num_attention_heads``, ``decoder_attention_heads`` and
+    the like first, as a ViT-MAE or BART config states its decoder's heads; ``stage`` picks the entry of a
+    per-stage list. ``n_kv_heads`` is 0 when the config does not say (the caller infers it from the key
+    weight's shape). A multi-query config (``multi_query``, Falcon's older architecture) has one key head.
     """
-    heads = _first(config, tuple(f"{role}_{n}" for n in _HEAD_KEYS if role) + _HEAD_KEYS)
+    role_keys = tuple(f"{role}_{n}" for n in (*_HEAD_KEYS, "attention_heads") if role)
+    heads = _first(config, role_keys + _HEAD_KEYS, stage)
     if heads is None:
         return None
-    kv = _first(config, tuple(f"{role}_{n}" for n in _KV_HEAD_KEYS if role) + _KV_HEAD_KEYS)
-    if kv is None and config.get("multi_query") is True:
-        kv = ("multi_query", 1)
+    kv = _first(config, tuple(f"{role}_{n}" for n in _KV_HEAD_KEYS if role) + _KV_HEAD_KEYS, stage)
+    if config.get("multi_query") is True and not config.get("new_decoder_architecture"):
+        kv = ("multi_query", 1)  # Falcon writes num_kv_heads = H beside it, but its forward uses one key head
     where = f"{source} ({heads[0]}" + (f", {kv[0]})" if kv else ")")
     return HeadCounts(heads[1], kv[1] if kv else 0, where)
 
@@ -138,16 +166,23 @@ def _safetensors_files(files: list[Path]) -> tuple[dict[str, tuple[int, ...]], C
 
     shapes, where = {}, {}
     for path in files:
-        with safe_open(str(path), framework="pt") as f:
-            for key in f.keys():  # noqa: SIM118 (safe_open has keys() but is not iterable)
-                if key in where:
-                    raise CheckpointError(f"tensor {key!r} is in both {where[key].name} and {path.name}")
-                shapes[key] = tuple(f.get_slice(key).get_shape())
-                where[key] = path
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                found = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}  # noqa: SIM118
+        except Exception as err:  # safetensors' own error types: a truncated or corrupt header, bad offsets
+            raise CheckpointError(f"cannot read {path}: {_why(err)}; expected {_SAFETENSORS}") from err
+        for key, shape in found.items():
+            if key in where:
+                raise CheckpointError(f"tensor {key!r} is in both {where[key].name} and {path.name}")
+            shapes[key] = shape
+            where[key] = path
 
     def read(key: str) -> torch.Tensor:
-        with safe_open(str(where[key]), framework="pt") as f:
-            return f.get_tensor(key)
+        try:
+            with safe_open(str(where[key]), framework="pt") as f:
+                return f.get_tensor(key)
+        except Exception as err:
+            raise CheckpointError(f"cannot read tensor {key!r} of {where[key]}: {_why(err)}") from err
 
     return shapes, read
 
@@ -181,10 +216,14 @@ def _torch_files(files: list[Path]) -> tuple[dict[str, tuple[int, ...]], Callabl
                         raise
                     obj = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:
-            if "weights_only" not in str(err) and "Weights only" not in str(err):
-                raise CheckpointError(f"cannot read {path} with torch.load: {err}") from err
             found = re.search(r"GLOBAL ([\w.]+)", str(err))
-            culprit = f"it names {found[1]}" if found else str(err).strip().splitlines()[0]
+            if not found:  # not a refused object: a corrupt or foreign file (the unpickler's reason, if it gave one)
+                detail = re.search(r"WeightsUnpickler error:\s*(.+)", str(err))
+                raise CheckpointError(
+                    f"cannot read {path} with torch.load: {detail[1] if detail else _why(err)}; expected a state "
+                    "dict saved with torch.save"
+                ) from err
+            culprit = f"it names {found[1]}"
             raise CheckpointError(
                 f"refusing {path}: it holds serialised Python objects besides tensors ({culprit}), and loading "
                 "them could run arbitrary code. Save the state dict alone (torch.save(model.state_dict(), ...)) "
@@ -214,7 +253,12 @@ def _gguf_file(path: Path) -> tuple[dict[str, tuple[int, ...]], Callable[[str], 
         from gguf.quants import dequantize
     except ImportError as err:
         raise CheckpointError("reading .gguf needs the 'gguf' package: pip install 'wqk-toolkit[formats]'") from err
-    reader = GGUFReader(str(path))
+    try:
+        reader = GGUFReader(str(path))
+    except Exception as err:  # the reader's ValueError (magic, version), or IndexError on a truncated file
+        raise CheckpointError(
+            f"cannot read {path} as GGUF: {_why(err)}; expected a GGUF file of version 2 or 3 (llama.cpp's format)"
+        ) from err
     tensors = {t.name: t for t in reader.tensors}
     arch = _gguf_field(reader, "general.architecture") or "unknown"
     config: dict[str, Any] = {"model_type": arch}
@@ -253,10 +297,15 @@ def _weight_files(directory: Path) -> list[Path]:
 
 def _index_files(index: Path) -> list[Path]:
     """Shard files named by a Hugging Face ``*.index.json`` (its ``weight_map``)."""
+    what = "expected a shard index: a JSON object whose 'weight_map' maps tensor names to shard file names"
     try:
         weight_map = json.loads(index.read_text())["weight_map"]
-    except (KeyError, json.JSONDecodeError) as err:
-        raise CheckpointError(f"{index} is not a shard index (a JSON with a 'weight_map')") from err
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{index} is not valid JSON ({err}); {what}") from err
+    except (KeyError, TypeError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"{index} has no 'weight_map'; {what}") from err
+    if not isinstance(weight_map, Mapping) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise CheckpointError(f"{index}: its 'weight_map' is not a mapping of names to file names; {what}")
     files = [index.parent / name for name in sorted(set(weight_map.values()))]
     missing = [f.name for f in files if not f.exists()]
     if missing:
@@ -279,6 +328,19 @@ def _config_file(path: Path) -> Path | None:
     return sidecar if path.is_file() and sidecar != path and sidecar.exists() else None
 
 
+def read_config(path: Path) -> dict[str, Any]:
+    """A ``config.json`` (or sidecar) as a dict; a corrupt one is an error naming it."""
+    try:
+        config = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{path} is not valid JSON ({err}); expected the model's config, a JSON object") from err
+    except UnicodeDecodeError as err:
+        raise CheckpointError(f"{path} is not text; expected the model's config, a JSON object") from err
+    if not isinstance(config, dict):
+        raise CheckpointError(f"{path} holds a JSON {type(config).__name__}; expected the model's config, an object")
+    return config
+
+
 def open_checkpoint(path: str | Path) -> Checkpoint:
     """Open a file or directory for reading tensor by tensor; the config comes from ``config.json`` or GGUF."""
     path = Path(path)
@@ -290,7 +352,7 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
         notes.append(f"{path.name} is a diffusers pipeline: reading its transformer/ folder")
         path = path / "transformer"
     config_path = _config_file(path)
-    config = json.loads(config_path.read_text()) if config_path else {}
+    config = read_config(config_path) if config_path else {}
     files = _weight_files(path) if path.is_dir() else [path]
     if not files:
         raise CheckpointError(f"{path} holds no weights (.safetensors, .bin, .pt, .pth or .gguf, or a shard index)")

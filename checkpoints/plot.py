@@ -1,43 +1,67 @@
-"""Scores per layer of one analysed checkpoint, drawn over the 95% band of their nulls."""
+"""Scores per layer of one analysed checkpoint, drawn over the 95% band of their nulls: one row of panels per stack."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
+from common.figures import NULL_COLOR, PALETTE, color_of, pyplot, save_figure
 from theory.nulls import NullDistribution
 from theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
 
-_STYLE = {
-    "head": {"color": NULL_COLOR, "label": "per head M_h"},
-    "layer": {"color": PALETTE[5], "label": "per layer M"},
-}
+_LABEL = {"head": "per head M_h", "layer": "per layer M"}
 
 
-def plot_scores(rows: list[dict], nulls: dict[str, NullDistribution], out: str | Path, title: str) -> None:
-    """Every score against layer; ``nulls`` maps ``"head"`` / ``"layer"`` to the null used."""
+def plot_scores(
+    rows: list[dict], nulls: dict[tuple[str, str], NullDistribution | None], out: str | Path, title: str
+) -> None:
+    """Every score against layer, one row of panels per stack (``encoder``, ``cross``, ...).
+
+    ``nulls`` maps ``(stack, "head" | "layer")`` to the null of that stack's forms, or None where its
+    layers differ in shape (Swin's stages): the band is then left out and the z columns carry the null.
+    A score not defined for a stack (symmetry of cross-attention) is marked so, never drawn.
+    """
     from matplotlib.ticker import MaxNLocator
 
-    fig, axes = pyplot().subplots(1, len(SCORE_NAMES), figsize=(4.6 * len(SCORE_NAMES), 3.8), sharex=True)
-    for ax, name in zip(axes, SCORE_NAMES, strict=True):
-        for per, null in nulls.items():
-            band = null.summary()[name]
-            ax.axhspan(
-                band["q025"], band["q975"], color=_STYLE[per]["color"], alpha=0.15, label=f"null 95%, rank {null.rank}"
-            )
-            items = [r for r in rows if (r["head"] == "all") == (per == "layer")]
-            x, y = [r["layer"] for r in items], [r[name] for r in items]
-            if per == "head":
-                ax.scatter(x, y, s=6, color=_STYLE[per]["color"], label=_STYLE[per]["label"])
-            else:
-                ax.plot(x, y, "o-", ms=3, color=_STYLE[per]["color"], label=_STYLE[per]["label"])
-        ax.set(xlabel="layer", ylabel=name)
-        ax.set_title(SCORE_LABELS[name], fontsize=9)
-        if name in UNIT_RANGE:
-            ax.set_ylim(-1.05, 1.05)
-        ax.axhline(0, color="k", lw=0.5)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[-1].legend(fontsize=7, loc="best")
+    stacks = list(dict.fromkeys(r.get("stack", "self") for r in rows))
+    fig, axes = pyplot().subplots(
+        len(stacks),
+        len(SCORE_NAMES),
+        figsize=(4.6 * len(SCORE_NAMES), 3.4 * len(stacks) + 0.4),
+        squeeze=False,
+        sharex="row",
+    )
+    for row_axes, (s, stack) in zip(axes, enumerate(stacks), strict=True):
+        mine = [r for r in rows if r.get("stack", "self") == stack]
+        color = PALETTE[5] if s == 0 else color_of(stack, s)  # the first (often only) stack in blue
+        for ax, name in zip(row_axes, SCORE_NAMES, strict=True):
+            if all(math.isnan(r[name]) for r in mine):
+                note = "not defined:\nqueries and keys on different spaces"
+                ax.text(0.5, 0.5, note, ha="center", va="center", transform=ax.transAxes, fontsize=9)
+                ax.set(xticks=[], yticks=[])
+                ax.set_title(f"{stack}: {name}", fontsize=9)
+                continue
+            for per, style in (("head", {"s": 6, "color": NULL_COLOR}), ("layer", {"ms": 3, "color": color})):
+                items = [r for r in mine if (r["head"] == "all") == (per == "layer")]
+                if not items:
+                    continue
+                null = nulls.get((stack, per))
+                if null is not None:
+                    band = null.summary()[name]
+                    label = f"null 95%, {per}, rank {null.rank}"
+                    ax.axhspan(band["q025"], band["q975"], color=style["color"], alpha=0.15, label=label)
+                x, y = [r["layer"] for r in items], [r[name] for r in items]
+                if per == "head":
+                    ax.scatter(x, y, label=_LABEL[per], **style)
+                else:
+                    ax.plot(x, y, "o-", label=_LABEL[per], **style)
+            ax.set(xlabel=f"layer of {stack}", ylabel=name)
+            ax.set_title(f"{stack}: {SCORE_LABELS[name]}" if len(stacks) > 1 else SCORE_LABELS[name], fontsize=9)
+            if name in UNIT_RANGE:
+                ax.set_ylim(-1.05, 1.05)
+            ax.axhline(0, color="k", lw=0.5)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        row_axes[-1].legend(fontsize=7, loc="best")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     save_figure(fig, out, dpi=150)

@@ -50,27 +50,74 @@ def write_csv(path: str | Path, rows: Iterable[Mapping[str, Any]], columns: list
     atomic_write_text(path, buf.getvalue())
 
 
+def append_csv(path: str | Path, rows: Iterable[Mapping[str, Any]], columns: list[str]) -> None:
+    """Append tidy rows to a CSV, writing the header only when the file is new (or empty).
+
+    An existing file with other columns is an error, never a silently mixed table. The rows go out in one
+    write, flushed to disk, so a reader sees whole rows of every completed call.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; expected a CSV file to append rows to")
+    new = not path.exists() or path.stat().st_size == 0
+    if not new:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != columns:
+            raise ValueError(f"{path} has columns {header}; expected {columns} (write to a new file)")
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n", extrasaction="ignore")
+    if new:
+        writer.writeheader()
+    writer.writerows(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", newline="") as f:
+        f.write(buf.getvalue())
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def load_arrays(path: str | Path) -> dict[str, np.ndarray]:
-    """Named arrays from ``.npy`` (under the name ``"M"``), ``.npz`` or ``.safetensors``; never unpickles."""
+    """Named arrays from ``.npy`` (under the name ``"M"``), ``.npz`` or ``.safetensors``; never unpickles.
+
+    A file the reader cannot parse is a ``ValueError`` naming the file and what was expected.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
+    if path.is_dir():
+        raise ValueError(f"{path} is a directory; expected a .npy, .npz or .safetensors file")
     suffix = path.suffix.lower()
+    expected = {
+        ".npy": "a NumPy .npy array (written by numpy.save, no pickled objects)",
+        ".npz": "a NumPy .npz archive of arrays (numpy.savez, no pickled objects)",
+        ".safetensors": "a .safetensors file (8-byte header length, JSON header, tensor data)",
+    }
+    if suffix not in expected:
+        raise ValueError(f"unsupported file type {suffix!r} for {path}: expected .npy, .npz or .safetensors")
+    try:
+        return _read_arrays(path, suffix)
+    except (FileNotFoundError, PermissionError):
+        raise
+    except Exception as err:  # each reader raises its own types (BadZipFile, SafetensorError, ...)
+        why = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ValueError(f"cannot read {path}: {why}; expected {expected[suffix]}") from err
+
+
+def _read_arrays(path: Path, suffix: str) -> dict[str, np.ndarray]:
     if suffix == ".npy":
         return {"M": np.load(path, allow_pickle=False)}
     if suffix == ".npz":
         with np.load(path, allow_pickle=False) as data:
             return {name: data[name] for name in data.files}
-    if suffix == ".safetensors":
-        from safetensors.numpy import load_file
+    from safetensors.numpy import load_file
 
-        try:
-            return load_file(str(path))
-        except (TypeError, ValueError):  # bfloat16 has no numpy dtype: go through torch
-            from safetensors.torch import load_file as load_torch
+    try:
+        return load_file(str(path))
+    except (TypeError, ValueError):  # bfloat16 has no numpy dtype: go through torch
+        from safetensors.torch import load_file as load_torch
 
-            return {name: t.float().numpy() for name, t in load_torch(str(path)).items()}
-    raise ValueError(f"unsupported file type {suffix!r} for {path}: expected .npy, .npz or .safetensors")
+        return {name: t.float().numpy() for name, t in load_torch(str(path)).items()}
 
 
 def provenance() -> dict[str, Any]:

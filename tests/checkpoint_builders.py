@@ -26,9 +26,10 @@ VISION = dict(image_size=8, patch_size=4, **SMALL)
 SCORE_FIELDS = ("symmetry", "directionality", "symmetry_z", "directionality_z")
 
 
-def probe(module: nn.Module, d: int = D) -> torch.Tensor:
+def probe(module: nn.Module, d: int | None = None) -> torch.Tensor:
     """The linear map a projection computes, ``[d_in, d_out]`` with rows the input basis (bias removed)."""
     m = copy.deepcopy(module).double()
+    d = d or getattr(module, "in_features", D)
     with torch.no_grad():
         return m(torch.eye(d, dtype=torch.float64)) - m(torch.zeros(1, d, dtype=torch.float64))
 
@@ -50,18 +51,27 @@ def qk_modules(model: nn.Module, skip: tuple[str, ...] = ()) -> list[tuple[nn.Mo
     return out
 
 
-def separate_reference(model: nn.Module, n_heads: int = H, n_kv: int | None = None, skip=()) -> FactoredForms:
-    """Separate q/k Linears; key heads shared through the model family's own ``repeat_kv`` (GQA)."""
+def pairs_reference(
+    pairs: list[tuple[nn.Module, nn.Module]], n_heads: int = H, n_kv: int | None = None
+) -> FactoredForms:
+    """Forms of explicit (query module, key module) pairs, one layer each; key heads shared through the
+    model family's own ``repeat_kv`` (GQA)."""
     from transformers.models.llama.modeling_llama import repeat_kv
 
     n_kv = n_kv or n_heads
     q, k = [], []
-    for q_mod, k_mod in qk_modules(model, skip):
-        d = q_mod.in_features
-        q.append(split_heads_hf(probe(q_mod, d), n_heads))
-        k.append(repeat_kv(split_heads_hf(probe(k_mod, d), n_kv)[None], n_heads // n_kv)[0])
-    assert q, f"no query/key modules found in {type(model).__name__}"
+    for q_mod, k_mod in pairs:
+        q.append(split_heads_hf(probe(q_mod), n_heads))
+        k.append(repeat_kv(split_heads_hf(probe(k_mod), n_kv)[None], n_heads // n_kv)[0])
+    assert q, "no query/key modules given"
     return FactoredForms(torch.stack(q), torch.stack(k), n_kv)
+
+
+def separate_reference(model: nn.Module, n_heads: int = H, n_kv: int | None = None, skip=()) -> FactoredForms:
+    """Separate q/k Linears found in ``model`` (module order); GQA through ``repeat_kv``."""
+    pairs = qk_modules(model, skip)
+    assert pairs, f"no query/key modules found in {type(model).__name__}"
+    return pairs_reference(pairs, n_heads, n_kv)
 
 
 def gpt2_reference(blocks: nn.ModuleList, n_heads: int = H) -> FactoredForms:
@@ -83,6 +93,56 @@ def neox_reference(model: nn.Module, n_heads: int = H) -> FactoredForms:
         q_h, k_h, _ = out.view(out.shape[0], n_heads, -1).transpose(0, 1).chunk(3, dim=-1)
         q.append(q_h)
         k.append(k_h)
+    return FactoredForms(torch.stack(q), torch.stack(k))
+
+
+def phi3_reference(model: nn.Module) -> FactoredForms:
+    """Phi-3: ``qkv[..., :H d_h]``, ``qkv[..., H d_h : (H + H_kv) d_h]`` (Phi3Attention.forward)."""
+    from transformers.models.llama.modeling_llama import repeat_kv
+
+    cfg = model.config
+    n, g = cfg.num_attention_heads, cfg.num_key_value_heads
+    d_head = cfg.hidden_size // n
+    q, k = [], []
+    for layer in model.model.layers:
+        out = probe(layer.self_attn.qkv_proj)
+        q.append(split_heads_hf(out[:, : n * d_head], n))
+        k.append(repeat_kv(split_heads_hf(out[:, n * d_head : (n + g) * d_head], g)[None], n // g)[0])
+    return FactoredForms(torch.stack(q), torch.stack(k), g)
+
+
+def falcon_reference(model: nn.Module) -> FactoredForms:
+    """Falcon's own ``_split_heads`` on the probed fused output (keys broadcast to the query heads as it does)."""
+    q, k = [], []
+    for block in model.transformer.h:
+        attn = block.self_attention
+        query, key, _ = attn._split_heads(probe(attn.query_key_value)[None])  # [1, N, H or H_kv, d_h]
+        if key.shape[2] == 1:  # multi-query: one key head for every query head (the new architecture broadcasts)
+            key = key.expand(-1, -1, query.shape[2], -1)
+        q.append(query[0].transpose(0, 1))
+        k.append(key[0].transpose(0, 1))
+    return FactoredForms(torch.stack(q), torch.stack(k), model.transformer.h[0].self_attention.num_kv_heads)
+
+
+def bloom_reference(model: nn.Module) -> FactoredForms:
+    """Bloom's own ``_reshape``: ``view(B, N, H, 3, d_h)``, q and k as ``[B, H, N, d_h]``."""
+    q, k = [], []
+    for block in model.transformer.h:
+        attn = block.self_attention
+        query, key, _ = attn._reshape(probe(attn.query_key_value)[None])
+        q.append(query[0])
+        k.append(key[0])
+    return FactoredForms(torch.stack(q), torch.stack(k))
+
+
+def sam_reference(encoder: nn.Module) -> FactoredForms:
+    """SAM's image encoder: ``qkv(x).reshape(B, HW, 3, H, -1).permute(2, 0, 3, 1, 4)`` (SamVisionAttention)."""
+    q, k = [], []
+    for layer in encoder.layers:
+        out = probe(layer.attn.qkv)
+        qkv = out.reshape(out.shape[0], 3, layer.attn.num_attention_heads, -1).permute(1, 2, 0, 3)
+        q.append(qkv[0])
+        k.append(qkv[1])
     return FactoredForms(torch.stack(q), torch.stack(k))
 
 
@@ -151,11 +211,37 @@ def write_gguf(
     writer.close()
 
 
-def adapted(path, **kw) -> FactoredForms:
-    """All layers of a checkpoint on disk through the adapter its layout is detected as."""
+def adapted(path, stack: str | None = None, **kw) -> FactoredForms:
+    """All layers (of one ``stack``) of a checkpoint on disk through the adapter its layout is detected as."""
     from checkpoints.analyze import all_forms, describe
 
-    return all_forms(*describe(path, **kw))
+    return all_forms(*describe(path, **kw), stack=stack)
+
+
+def assert_stacks_match(path, references: dict[str, FactoredForms], cross: set[str] = frozenset(), **kw) -> None:
+    """Every stack of the analysis equals its reference forms, layer by layer, and its rows equal scoring them.
+
+    The plan must hold exactly the stacks of ``references``, in that order; ``cross`` names those whose
+    symmetry is not defined.
+    """
+    from checkpoints.analyze import analyze, describe, layer_forms
+
+    ckpt, plan = describe(path, **{k: v for k, v in kw.items() if k != "null_samples"})
+    assert plan.stacks == tuple(references), (plan.stacks, tuple(references))
+    result = analyze(path, null_samples=NULL_SAMPLES, **kw)
+    for stack, want in references.items():
+        units = [i for i, u in enumerate(plan.units) if u.stack == stack]
+        assert len(units) == want.n_layers, (stack, len(units), want.n_layers)
+        assert all(plan.units[i].cross == (stack in cross) for i in units), stack
+        for j, i in enumerate(units):
+            assert_forms_equal(layer_forms(ckpt, plan, i), want.layers([j]))
+        rows = [r for r in result.rows if r["stack"] == stack]
+        expected = [r for j in range(want.n_layers) for r in _layer_rows(want.layers([j]), plan.units[units[j]].layer)]
+        assert_rows_match(rows, None, cross=stack in cross, expected=expected)
+
+
+def _layer_rows(forms: FactoredForms, layer: int) -> list[dict]:
+    return [{**row, "layer": layer} for row in score_rows(forms, "both", null_samples=NULL_SAMPLES)]
 
 
 def assert_forms_equal(got: FactoredForms, want: FactoredForms, atol: float = 1e-9) -> None:
@@ -166,13 +252,27 @@ def assert_forms_equal(got: FactoredForms, want: FactoredForms, atol: float = 1e
     assert diff <= atol * scale, f"||M_got - M_ref|| = {diff:.3g} (||M_ref|| = {scale:.3g})"
 
 
-def assert_rows_match(rows: list[dict], want: FactoredForms, per: str = "both", atol: float = 1e-9) -> None:
-    """Analysis rows equal scoring the reference factors directly (same nulls: same z-scores)."""
-    expected = score_rows(want, per, null_samples=NULL_SAMPLES)
+def assert_rows_match(
+    rows: list[dict],
+    want: FactoredForms | None,
+    per: str = "both",
+    atol: float = 1e-9,
+    cross: bool = False,
+    expected: list[dict] | None = None,
+) -> None:
+    """Analysis rows equal scoring the reference factors directly (same nulls: same z-scores).
+
+    ``cross``: queries and keys on different spaces, so the symmetry columns must be empty (NaN).
+    """
+    if expected is None:
+        expected = score_rows(want, per, null_samples=NULL_SAMPLES)
     assert len(rows) == len(expected)
     for got, exp in zip(rows, expected, strict=True):
         assert (got["layer"], got["head"]) == (exp["layer"], exp["head"])
         for col in SCORE_FIELDS:
+            if cross and col.startswith("symmetry"):
+                assert np.isnan(got[col]), f"layer {got['layer']} head {got['head']}: {col} of a cross form"
+                continue
             assert got[col] == pytest.approx(exp[col], abs=atol), (
                 f"layer {got['layer']} head {got['head']} {col}: {got[col]} vs {exp[col]} "
                 f"(|diff| = {abs(got[col] - exp[col]):.3g})"

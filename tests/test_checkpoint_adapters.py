@@ -64,6 +64,17 @@ def _encoder(name):
     }[name]()
 
 
+ENCODER_FAMILIES = {
+    "bert": "encoder",
+    "bert-mlm": "encoder",
+    "roberta-mlm": "encoder",
+    "vit-classifier": "vision-supervised",
+    "dino-vitmodel": "vision-supervised",  # model type vit: a note says DINO v1 shares it (--family)
+    "dinov2": "vision-self-supervised",
+    "deit-classifier": "vision-supervised",
+    "beit-no-key-bias": "vision-self-supervised",
+    "vit-mae-pretraining": "vision-self-supervised",
+}
 ENCODER_PREFIXES = {
     "bert": "encoder.",
     "bert-mlm": "bert.encoder.",
@@ -83,7 +94,8 @@ def test_hf_encoder_scores_equal_its_module_weights(name, tmp_path):
     model.save_pretrained(tmp_path)
     result = _analyze(tmp_path)
     assert (result.plan.layout.name, result.plan.prefix) == ("hf-encoder", ENCODER_PREFIXES[name])
-    assert result.plan.family == model.config.model_type
+    assert (result.plan.model_type, result.plan.family) == (model.config.model_type, ENCODER_FAMILIES[name])
+    assert {r["stack"] for r in result.rows} == {"self"}
     reference = separate_reference(model, skip=("decoder",))
     assert_forms_equal(adapted(tmp_path), reference)
     assert_rows_match(result.rows, reference)
@@ -181,7 +193,8 @@ def test_timm_vit_needs_heads_without_a_config_and_matches_with_them(tmp_path):
     with pytest.raises(ValueError, match="--heads"):
         describe(path)
     result = _analyze(path, heads=H)
-    assert (result.plan.layout.name, result.plan.family) == ("timm-vit", "timm-vit")
+    assert (result.plan.layout.name, result.plan.family) == ("timm-vit", "unknown")
+    assert any("--family" in note for note in result.plan.notes)
     assert_forms_equal(adapted(path, heads=H), model.reference())
     assert_rows_match(result.rows, model.reference())
 
@@ -207,7 +220,7 @@ def test_dit_training_checkpoint_scores_ema_by_default_and_model_on_request(tmp_
         path,
     )
     result = _analyze(path, heads=H)
-    assert (result.plan.prefix, result.plan.family) == ("ema.", "dit")
+    assert (result.plan.prefix, result.plan.family) == ("ema.", "diffusion")
     assert any("EMA" in w for w in result.plan.warnings) and any("adaLN" in w for w in result.plan.warnings)
     assert_rows_match(result.rows, ema.reference())
     assert_forms_equal(adapted(path, heads=H, prefix="model"), raw.reference())
@@ -219,7 +232,7 @@ def test_released_dit_checkpoint_is_a_bare_state_dict(tmp_path):
     path = tmp_path / "DiT-S-2-256x256.pt"
     torch.save(model.state_dict(), path)
     result = _analyze(path, heads=H)
-    assert (result.plan.prefix, result.plan.family) == ("", "dit")
+    assert (result.plan.prefix, result.plan.family) == ("", "diffusion")
     assert_rows_match(result.rows, model.reference())
 
 
@@ -275,7 +288,7 @@ def test_gguf_row_permutation_leaves_every_head_form_unchanged(tmp_path):
     q0 = model.model.layers[0].self_attn.q_proj.weight.detach().numpy()
     assert not np.array_equal(tensors["blk.0.attn_q.weight"], q0)  # the file's rows really are permuted
     result = _analyze(path)
-    assert (result.plan.layout.name, result.plan.family) == ("gguf", "llama")
+    assert (result.plan.layout.name, result.plan.model_type, result.plan.family) == ("gguf", "llama", "decoder")
     assert result.plan.heads.source.startswith("GGUF metadata")
     reference = separate_reference(model, H, 2)
     assert_forms_equal(adapted(path), reference)

@@ -42,7 +42,7 @@ def test_csv_has_the_scores_columns_plus_model_and_family(bert_dir, tmp_path):
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ANALYZE_COLUMNS
     assert [(r["layer"], r["head"]) for r in rows] == [(str(l), str(h)) for l in range(L) for h in [*range(H), "all"]]
-    assert {(r["model"], r["family"]) for r in rows} == {(bert_dir.name, "bert")}
+    assert {(r["model"], r["family"], r["stack"]) for r in rows} == {(bert_dir.name, "encoder", "self")}
 
 
 @pytest.mark.parametrize("per, heads", [("layer", {"all"}), ("head", {str(h) for h in range(H)})])
@@ -95,7 +95,7 @@ def test_summary_is_median_and_iqr_over_layer_rows_only():
 def test_analysis_rows_carry_model_and_family(bert_dir):
     result = analyze(bert_dir, per="layer", null_samples=NULL_SAMPLES)
     assert [r["layer"] for r in result.rows] == list(range(L))
-    assert all(r["model"] == bert_dir.name and r["family"] == "bert" for r in result.rows)
+    assert all(r["model"] == bert_dir.name and r["family"] == "encoder" for r in result.rows)
     assert result.summary[0]["score"] == "symmetry"
 
 

@@ -120,12 +120,24 @@ def test_missing_path_and_empty_directory_are_clear_errors(tmp_path):
 # ---- layouts that cannot be scored ----------------------------------------------------------------------
 def test_unknown_layout_lists_the_attention_looking_keys(tmp_path):
     w = torch.zeros(3 * D, D)
-    tensors = {f"transformer.h.{i}.self_attention.query_key_value.weight": w for i in range(L)}
-    path = _save(tensors | {"transformer.word_embeddings.weight": torch.zeros(10, D)}, tmp_path / "bloom.safetensors")
+    tensors = {f"transformer.h.{i}.mixer.Wqkv.weight": w for i in range(L)}
+    path = _save(tensors | {"transformer.word_embeddings.weight": torch.zeros(10, D)}, tmp_path / "mpt.safetensors")
     with pytest.raises(CheckpointError, match="unrecognised attention layout") as err:
         describe(path)
-    assert "transformer.h.*.self_attention.query_key_value.weight  (2 keys)" in str(err.value)
+    assert "transformer.h.*.mixer.Wqkv.weight  (2 keys)" in str(err.value)
     assert "word_embeddings" not in str(err.value)
+
+
+def test_keys_two_layouts_split_differently_need_the_config(tmp_path):
+    """Bloom and Falcon both store ``h.{i}.self_attention.query_key_value``, interleaved differently."""
+    tensors = {f"transformer.h.{i}.self_attention.query_key_value.weight": torch.zeros(3 * D, D) for i in range(L)}
+    path = _save(tensors, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"both the bloom and falcon layouts.*config\.json"):
+        describe(path, heads=H)
+    for model_type, layout in (("bloom", "bloom"), ("falcon", "falcon")):
+        config = {"model_type": model_type, "n_head": H, "multi_query": False}
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        assert describe(tmp_path)[1].layout.name == layout
 
 
 def test_keys_of_a_known_layout_with_a_foreign_model_type_are_not_guessed(tmp_path):

@@ -105,9 +105,12 @@ def test_bad_input_fails_cleanly(tmp_path) -> None:
         (["--objective", "nope"], "unknown objective"),
         (["--objective", "denoising", "--process", "lag"], "continuous process"),
         (["--objective", "autoregressive", "--d", "8"], "one coordinate"),
-        (["--objective", "denoising", "--lag", "0"], "lag >= 1"),
-        (["--objective", "denoising", "--n", "1"], "n >= 2"),
-        (["--objective", "autoregressive", "--process", "iid", "--vocab", "1"], "vocab >= 2"),
+        (["--objective", "denoising", "--lag", "0"], "--lag': Input should be greater than or equal to 1"),
+        (["--objective", "denoising", "--n", "1"], "--n': Input should be greater than or equal to 2"),
+        (
+            ["--objective", "autoregressive", "--process", "iid", "--vocab", "1"],
+            "--vocab': Input should be greater than or equal to 2",
+        ),
         (["--objective", "denoising", "--mask-scheme", "bret"], "unknown mask scheme"),
         (["--objective", "denoising", "--process", "nope"], "unknown process"),
     ):
@@ -117,7 +120,7 @@ def test_bad_input_fails_cleanly(tmp_path) -> None:
     for args, message in (
         (["compare-theory", "--objective", "denoising", "--set", "residual=true"], "one softmax attention layer"),
         (["compare-theory", "--set", "nope=1"], "unknown option"),
-        (["compare-theory", "--steps", "0"], "must be >= 1"),
+        (["compare-theory", "--steps", "0"], "--steps': Input should be greater than or equal to 1"),
         (["experiment", "nope"], "unknown experiment"),
         (["experiment", "claim7,nope"], "unknown experiment 'nope'"),
     ):

@@ -350,7 +350,7 @@ def test_cli_train_runs_and_reports_bad_input_without_a_traceback(tmp_path):
         (["--device", "tpu"], "unknown device"),
         (["--set", "dim"], "key=value"),
         (["--init", "orthogonal"], "unknown init scheme"),
-        (["--threads", "-1"], "must be >= 0"),
+        (["--threads", "-1"], "--threads': Input should be greater than or equal to 0"),
         (["--model", "dit-tiny"], "no task for model family 'dit'"),
     ]
     for extra, message in bad:

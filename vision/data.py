@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from common.io import load_arrays
+
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 BUILTIN = ("digits", "mnist5k")
 ALIASES = {"mnist": "mnist5k"}
@@ -161,8 +163,7 @@ def _mnist5k_arrays() -> tuple[np.ndarray, np.ndarray]:
 
 def load_npz(path: Path, test_fraction: float, split_seed: int) -> ImageData:
     """``.npz`` with ``images``/``x`` and ``labels``/``y``; with ``x_test``/``y_test`` too, that split is kept."""
-    with np.load(path, allow_pickle=False) as z:
-        arrays = {k: z[k] for k in z.files}
+    arrays = load_arrays(path)  # a corrupt file is a ValueError naming it
 
     def pick(*names: str) -> np.ndarray | None:
         return next((arrays[n] for n in names if n in arrays), None)

@@ -9,9 +9,7 @@ the task's test metrics.
 from __future__ import annotations
 
 import csv
-import io
 import math
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -98,34 +96,26 @@ def run_columns(task: VisionTask) -> list[str]:
 class MetricsLog:
     """``metrics.csv`` written append-only: the header once, then each log's rows appended (and synced).
 
-    The bytes equal :func:`common.io.write_csv` of all rows with the same columns (cells a row lacks are empty),
-    so a long run costs linear, not quadratic, I/O. On resume :meth:`resume` keeps the rows up to the checkpoint's
-    step (dropping rows logged after it and a torn last line of an interrupted append) in one atomic rewrite,
-    and appending continues: a resumed run's file equals an uninterrupted run's.
+    The bytes equal :func:`common.io.write_csv` of all rows with the same columns (cells a row lacks are empty;
+    appends go through :func:`common.io.append_csv`), so a long run costs linear, not quadratic, I/O. On resume
+    :meth:`resume` keeps the rows up to the checkpoint's step (dropping rows logged after it and a torn last line
+    of an interrupted append) in one atomic rewrite, and appending continues: a resumed run's file equals an
+    uninterrupted run's.
     """
 
     def __init__(self, path: str | Path, columns: list[str]) -> None:
         self.path, self.columns = Path(path), list(columns)
 
-    def _format(self, rows: Iterable[Mapping], header: bool) -> str:
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=self.columns, lineterminator="\n", extrasaction="raise")
-        if header:
-            writer.writeheader()
-        writer.writerows(rows)
-        return buf.getvalue()
-
     def start(self) -> None:
-        """A fresh file holding the header only."""
-        from common.io import atomic_write_text
+        """A fresh file holding the header only (replacing what an earlier, never checkpointed start left)."""
+        from common.io import write_csv
 
-        atomic_write_text(self.path, self._format([], header=True))
+        write_csv(self.path, [], self.columns)
 
     def append(self, rows: Iterable[Mapping]) -> None:
-        with self.path.open("a", newline="") as f:
-            f.write(self._format(rows, header=False))
-            f.flush()
-            os.fsync(f.fileno())
+        from common.io import append_csv
+
+        append_csv(self.path, rows, self.columns)
 
     def resume(self, step: int) -> list[dict]:
         """Cut the file back to the rows of steps ``<= step`` and return them (cells as strings)."""
@@ -150,6 +140,6 @@ class MetricsLog:
                 break
             kept.append(line)
             rows.append(dict(zip(header, cells, strict=True)))
-        if len(kept) < len(lines) or (lines and not lines[-1].endswith("\n")):
+        if len(kept) < len(lines):
             atomic_write_text(self.path, "".join(kept))  # once per resume, and only when something is dropped
         return rows

@@ -110,7 +110,7 @@ DEFAULT_TASKS = (STUDY_TASKS["vit"], STUDY_TASKS["dit"])
 DEFAULT_SCHEMES = ("default", "symmetric", "symmetric-indefinite", "directional", "mimetic", "conditioned")
 
 
-def study_tasks(names, steps: dict[str, int] | None = None, targets: dict[str, float] | None = None):
+def study_tasks(names, steps: dict | None = None, targets: dict | None = None) -> tuple[StudyTask, ...]:
     """The named tasks (a list, or a comma-separated string), with ``steps`` and ``targets`` replaced per task name;
     changing the steps keeps the logging and sample-metric cadence as fractions of the budget."""
     chosen = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
@@ -118,16 +118,32 @@ def study_tasks(names, steps: dict[str, int] | None = None, targets: dict[str, f
     unknown = [n for n in chosen if n not in STUDY_TASKS]
     if unknown or not chosen:
         raise ValueError(f"unknown study task(s) {unknown}; choose from {sorted(STUDY_TASKS)}")
+    steps, targets = dict(steps or {}), dict(targets or {})
+    for what, values in (("steps", steps), ("target", targets)):
+        stray = sorted(set(values) - set(chosen))
+        if stray:
+            raise ValueError(f"{what} given for {stray}, which are not among the study's tasks {chosen}")
+    for name, value in steps.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"steps of task {name} must be an integer >= 1, got {value!r}")
+    for name, value in targets.items():
+        metric = STUDY_TASKS[name].metric
+        bounded = metric.endswith("accuracy")
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"target of task {name} must be a number, got {value!r}")
+        if (bounded and not 0 <= value <= 1) or (not bounded and value <= 0):
+            rule = "in [0, 1]" if bounded else "> 0"
+            raise ValueError(f"target of task {name} ({metric}) must be {rule}, got {value}")
     out = []
     for name in chosen:
         task = STUDY_TASKS[name]
-        if steps and name in steps and steps[name] != task.steps:
+        if name in steps and steps[name] != task.steps:
             scale = steps[name] / task.steps
             log = max(1, round((task.log_every or 10) * scale)) if task.log_every else None
             fid = log * max(1, round(task.fidelity_every / (task.log_every or 10))) if task.fidelity_every else 0
             task = replace(task, steps=steps[name], log_every=log, fidelity_every=fid)
-        if targets and name in targets:
-            task = replace(task, target=targets[name])
+        if name in targets:
+            task = replace(task, target=float(targets[name]))
         out.append(task)
     return tuple(out)
 

@@ -1,0 +1,427 @@
+"""The layouts of encoder-decoders, MMDiT / PixArt, segmentation and language-supervised vision models and
+fused-qkv language models: a tiny random model built with its own library, saved as its users save it,
+analysed, and compared stack by stack with the W_q, W_k read from its own modules (checkpoint_builders);
+each with a wrong reading that must differ, so that the comparison can fail."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from checkpoint_builders import (
+    NULL_SAMPLES,
+    SMALL,
+    VISION,
+    D,
+    H,
+    L,
+    adapted,
+    assert_forms_equal,
+    assert_stacks_match,
+    bloom_reference,
+    falcon_reference,
+    pairs_reference,
+    phi3_reference,
+    sam_reference,
+    separate_reference,
+)
+
+from checkpoints.analyze import analyze, describe
+from theory.factored import FactoredForms
+
+transformers = pytest.importorskip("transformers")
+
+
+def _differs(a: FactoredForms, b: FactoredForms) -> bool:
+    return bool((a.matrices() - b.matrices()).norm() > 1e-3 * b.matrices().norm())
+
+
+def _swapped(forms: FactoredForms) -> FactoredForms:
+    """Query and key read the wrong way round (M^T)."""
+    return forms.transposed()
+
+
+def _plan(path, **kw):
+    return describe(path, **kw)[1]
+
+
+# ---- encoder-decoder: T5 and BART, encoder / decoder / cross labelled apart ---------------------------
+def test_t5_encoder_decoder_and_cross_attention_are_scored_apart(tmp_path):
+    config = transformers.T5Config(vocab_size=50, d_model=D, d_kv=6, d_ff=37, num_layers=L, num_heads=H)
+    model = transformers.T5ForConditionalGeneration(config)  # inner width H d_kv = 24 != d = 32
+    model.save_pretrained(tmp_path)
+
+    def attn(blocks, i, name):
+        return [(getattr(b.layer[i], name).q, getattr(b.layer[i], name).k) for b in blocks]
+
+    refs = {
+        "encoder": pairs_reference(attn(model.encoder.block, 0, "SelfAttention")),
+        "decoder": pairs_reference(attn(model.decoder.block, 0, "SelfAttention")),
+        "cross": pairs_reference(attn(model.decoder.block, 1, "EncDecAttention")),
+    }
+    assert_stacks_match(tmp_path, refs, cross={"cross"})
+    plan = _plan(tmp_path)
+    assert (plan.family, plan.model_type, plan.d_head) == ("encoder-decoder", "t5", 6)
+    assert any("no 1/sqrt(d_h)" in w and "relative position bias" in w for w in plan.warnings)
+    assert any("relative_attention_bias" in p and "relative position" in why for p, _, why in plan.skipped)
+    # the labels are discriminative: the decoder's cross-attention is not its self-attention
+    assert _differs(refs["cross"], refs["decoder"]) and _differs(_swapped(refs["encoder"]), refs["encoder"])
+
+
+def test_t5_encoder_model_alone_is_an_encoder(tmp_path):
+    config = transformers.T5Config(vocab_size=50, d_model=D, d_kv=8, d_ff=37, num_layers=L, num_heads=H)
+    model = transformers.T5EncoderModel(config)
+    model.save_pretrained(tmp_path)
+    refs = {
+        "self": pairs_reference([(b.layer[0].SelfAttention.q, b.layer[0].SelfAttention.k) for b in model.encoder.block])
+    }
+    assert_stacks_match(tmp_path, refs)
+    assert _plan(tmp_path).family == "encoder"
+
+
+def test_bart_decoder_heads_differ_from_encoder_heads_and_cross_is_not_symmetric(tmp_path):
+    config = transformers.BartConfig(
+        vocab_size=50,
+        d_model=D,
+        encoder_layers=L,
+        decoder_layers=L,
+        encoder_attention_heads=H,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=37,
+        decoder_ffn_dim=37,
+    )
+    model = transformers.BartForConditionalGeneration(config)
+    model.save_pretrained(tmp_path)
+    enc, dec = model.model.encoder.layers, model.model.decoder.layers
+    refs = {
+        "encoder": pairs_reference([(l.self_attn.q_proj, l.self_attn.k_proj) for l in enc], H),
+        "decoder": pairs_reference([(l.self_attn.q_proj, l.self_attn.k_proj) for l in dec], 2),
+        "cross": pairs_reference([(l.encoder_attn.q_proj, l.encoder_attn.k_proj) for l in dec], 2),
+    }
+    assert_stacks_match(tmp_path, refs, cross={"cross"})
+    plan = _plan(tmp_path)
+    assert plan.family == "encoder-decoder" and plan.prefix == "model."
+    heads = {u.stack: u.heads for u in plan.units}
+    assert (heads["encoder"].n_heads, heads["decoder"].n_heads, heads["cross"].n_heads) == (H, 2, 2)
+    assert "decoder_attention_heads" in heads["decoder"].source
+    result = analyze(tmp_path, null_samples=NULL_SAMPLES)
+    summary = {(s["stack"], s["score"]) for s in result.summary}
+    assert ("cross", "directionality") in summary and ("cross", "symmetry") not in summary
+    assert ("encoder", "symmetry") in summary and ("decoder", "symmetry") in summary
+    # scored with the encoder's head count, the decoder's per-head forms would be wrong
+    wrong = pairs_reference([(l.self_attn.q_proj, l.self_attn.k_proj) for l in dec], H)
+    assert wrong.n_heads != refs["decoder"].n_heads
+
+
+def test_bart_decoder_prefix_scores_decoder_and_cross_only(tmp_path):
+    sizes = {"encoder_layers": 1, "decoder_layers": L, "encoder_attention_heads": H, "decoder_attention_heads": H}
+    config = transformers.BartConfig(vocab_size=50, d_model=D, encoder_ffn_dim=37, decoder_ffn_dim=37, **sizes)
+    transformers.BartModel(config).save_pretrained(tmp_path)
+    plan = _plan(tmp_path, prefix="decoder")
+    assert plan.stacks == ("decoder", "cross") and plan.n_layers == 2 * L
+    encoder = [why for p, _, why in plan.skipped if p.startswith("encoder.layers.")]
+    assert encoder and all("another stack" in why and "--prefix 'encoder.'" in why for why in encoder)
+
+
+# ---- diffusion transformers: PixArt (self + cross), SD3 / Flux joint attention ---------------------------------
+def _diffusers():
+    return pytest.importorskip("diffusers")
+
+
+def test_pixart_self_and_cross_attention(tmp_path):
+    model = _diffusers().PixArtTransformer2DModel(
+        num_attention_heads=H,
+        attention_head_dim=D // H,
+        in_channels=4,
+        out_channels=8,
+        num_layers=L,
+        cross_attention_dim=D,
+        sample_size=8,
+        patch_size=2,
+        caption_channels=12,
+        num_embeds_ada_norm=10,
+    )
+    model.save_pretrained(tmp_path)
+    blocks = model.transformer_blocks
+    refs = {
+        "self": pairs_reference([(b.attn1.to_q, b.attn1.to_k) for b in blocks]),
+        "cross": pairs_reference([(b.attn2.to_q, b.attn2.to_k) for b in blocks]),
+    }
+    assert_stacks_match(tmp_path, refs, cross={"cross"})
+    plan = _plan(tmp_path)
+    assert (plan.family, plan.model_type) == ("diffusion", "PixArtTransformer2DModel")
+    assert any("adaLN" in w for w in plan.warnings)
+    assert _differs(refs["cross"], refs["self"])
+
+
+def _sd3(**kw):
+    return _diffusers().SD3Transformer2DModel(
+        sample_size=8,
+        patch_size=2,
+        in_channels=4,
+        num_layers=L,
+        attention_head_dim=D // H,
+        num_attention_heads=H,
+        joint_attention_dim=12,
+        caption_projection_dim=D,
+        pooled_projection_dim=6,
+        out_channels=4,
+        pos_embed_max_size=8,
+        **kw,
+    )
+
+
+def _joint_refs(blocks) -> dict[str, FactoredForms]:
+    live = [b for b in blocks if getattr(b.attn, "to_add_out", None) is not None]
+    return {
+        "image": pairs_reference([(b.attn.to_q, b.attn.to_k) for b in blocks]),
+        "text": pairs_reference([(b.attn.add_q_proj, b.attn.add_k_proj) for b in live]),
+        "image-text": pairs_reference([(b.attn.to_q, b.attn.add_k_proj) for b in blocks]),
+    }
+
+
+def test_sd3_joint_attention_streams_and_image_text_block(tmp_path):
+    model = _sd3()
+    model.save_pretrained(tmp_path)
+    refs = _joint_refs(model.transformer_blocks)
+    assert refs["text"].n_layers == L - 1, "SD3's last block is context_pre_only: its text queries are discarded"
+    assert_stacks_match(tmp_path, refs, cross={"image-text"})
+    plan = _plan(tmp_path)
+    assert plan.family == "diffusion" and not any("rotary" in w for w in plan.warnings)
+    dead = [(p, why) for p, _, why in plan.skipped if f"transformer_blocks.{L - 1}" in p or "context_pre_only" in why]
+    assert any("add_q_proj.weight" in p and "context_pre_only" in why for p, why in dead), plan.skipped
+    assert _differs(refs["image-text"], refs["image"])
+
+
+def test_sd35_second_image_attention_and_qk_norm(tmp_path):
+    model = _sd3(qk_norm="rms_norm", dual_attention_layers=(0,))
+    model.save_pretrained(tmp_path)
+    blocks = model.transformer_blocks
+    refs = _joint_refs(blocks)
+    refs["image-attn2"] = pairs_reference([(blocks[0].attn2.to_q, blocks[0].attn2.to_k)])
+    assert_stacks_match(tmp_path, refs, cross={"image-text"})
+    assert any("q/k normalisation" in w for w in _plan(tmp_path).warnings)
+
+
+def test_flux_double_and_single_stream_blocks(tmp_path):
+    model = _diffusers().FluxTransformer2DModel(
+        patch_size=1,
+        in_channels=4,
+        num_layers=1,
+        num_single_layers=2,
+        attention_head_dim=D // H,
+        num_attention_heads=H,
+        joint_attention_dim=12,
+        pooled_projection_dim=6,
+        axes_dims_rope=(2, 2, 4),
+    )
+    model.save_pretrained(tmp_path)
+    refs = _joint_refs(model.transformer_blocks)
+    refs["joint"] = pairs_reference([(b.attn.to_q, b.attn.to_k) for b in model.single_transformer_blocks])
+    assert_stacks_match(tmp_path, refs, cross={"image-text"})
+    warnings = _plan(tmp_path).warnings
+    assert any("rotary" in w for w in warnings) and any("q/k normalisation" in w for w in warnings)
+
+
+# ---- vision towers trained with language: CLIP, SigLIP ----------------------------------------------------
+@pytest.mark.parametrize("name", ["clip", "siglip"])
+def test_language_supervised_vision_towers(name, tmp_path):
+    t = transformers
+    cls, cfg = {"clip": (t.CLIPVisionModel, t.CLIPVisionConfig), "siglip": (t.SiglipVisionModel, t.SiglipVisionConfig)}[
+        name
+    ]
+    model = cls(cfg(**VISION))
+    model.save_pretrained(tmp_path)
+    refs = {"self": separate_reference(model)}
+    assert_stacks_match(tmp_path, refs)
+    plan = _plan(tmp_path)
+    assert plan.family == "vision-language" and not any("rotary" in w for w in plan.warnings)
+    if name == "siglip":  # the attention-pooling head is not a self-attention form
+        assert any("in_proj_weight" in p and "attention-pooling" in why for p, _, why in plan.skipped)
+    assert _differs(_swapped(refs["self"]), refs["self"])
+
+
+def test_clip_model_scores_both_towers_with_their_own_heads(tmp_path):
+    t = transformers
+    vision = dict(VISION, num_attention_heads=H)
+    text = dict(SMALL, vocab_size=50, num_attention_heads=2)
+    model = t.CLIPModel(t.CLIPConfig(vision_config=vision, text_config=text))
+    model.save_pretrained(tmp_path)
+    v, x = model.vision_model.encoder.layers, model.text_model.encoder.layers
+    refs = {
+        "vision": pairs_reference([(l.self_attn.q_proj, l.self_attn.k_proj) for l in v], H),
+        "text": pairs_reference([(l.self_attn.q_proj, l.self_attn.k_proj) for l in x], 2),
+    }
+    assert_stacks_match(tmp_path, refs)
+    heads = {u.stack: u.heads for u in _plan(tmp_path).units}
+    assert "vision_config." in heads["vision"].source and "text_config." in heads["text"].source
+
+
+# ---- segmentation: SAM's image encoder, SegFormer; windowed attention: Swin -------------------------------
+def test_sam_image_encoder_labels_windowed_and_global_blocks(tmp_path):
+    vision = {
+        "hidden_size": D,
+        "num_hidden_layers": 3,
+        "num_attention_heads": H,
+        "image_size": 32,
+        "patch_size": 8,
+        "window_size": 2,
+        "global_attn_indexes": [1],
+        "output_channels": 16,
+        "mlp_dim": 37,
+    }
+    model = transformers.SamModel(transformers.SamConfig(vision_config=vision))
+    model.save_pretrained(tmp_path)
+    reference = sam_reference(model.vision_encoder)
+    refs = {"windowed": reference.layers([0, 2]), "global": reference.layers([1])}
+    assert_stacks_match(tmp_path, refs)
+    plan = _plan(tmp_path)
+    assert plan.family == "segmentation" and [u.stack for u in plan.units] == ["windowed", "global", "windowed"]
+    assert any("mask decoder" in w for w in plan.warnings) and any("rel" in w for w in plan.warnings)
+    assert any(p.startswith("mask_decoder.") and "another stack" in why for p, _, why in plan.skipped)
+    # read as interleaved per head (h three dh), as GPT-NeoX stores it, the forms are wrong
+    w = torch.stack([l.attn.qkv.weight.detach() for l in model.vision_encoder.layers])
+    q, k, _ = w.reshape(3, H, 3, D // H, D).permute(2, 0, 1, 3, 4).reshape(3, 3, D, D)
+    assert _differs(FactoredForms.from_linear(q, k, H), reference)
+
+
+def test_swin_stages_differ_in_width_and_heads_and_windows_are_labelled(tmp_path):
+    config = transformers.SwinConfig(
+        image_size=16, patch_size=2, embed_dim=8, depths=[2, 2, 2], num_heads=[2, 4, 8], window_size=2
+    )  # stage resolutions 8, 4, 2: the last stage fits in one window
+    model = transformers.SwinModel(config)
+    model.save_pretrained(tmp_path)
+    stages = model.encoder.layers
+    blocks = [(s, b) for s, stage in enumerate(stages) for b in stage.blocks]
+    per_block = [pairs_reference([(b.attention.q_proj, b.attention.k_proj)], config.num_heads[s]) for s, b in blocks]
+    ckpt, plan = describe(tmp_path)
+    labels = ["window", "shifted-window", "window", "shifted-window", "global", "global"]
+    assert [u.stack for u in plan.units] == labels and plan.stacks == ("window", "shifted-window", "global")
+    from checkpoints.analyze import layer_forms
+
+    by_layer = {u.layer: i for i, u in enumerate(plan.units)}
+    for layer, want in enumerate(per_block):
+        unit = plan.units[by_layer[layer]]
+        assert (unit.d_model, unit.heads.n_heads) == (8 * 2 ** (layer // 2), config.num_heads[layer // 2])
+        assert_forms_equal(layer_forms(ckpt, plan, by_layer[layer]), want)
+    assert plan.family == "vision-supervised" and any("relative position bias" in w for w in plan.warnings)
+    # one head count for all stages (the first stage's) splits the later stages' heads wrongly
+    _s, b = blocks[2]
+    wrong = pairs_reference([(b.attention.q_proj, b.attention.k_proj)], config.num_heads[0])
+    assert wrong.n_heads != per_block[2].n_heads
+
+
+def test_swin_v2_cosine_attention_is_refused(tmp_path):
+    """Swin V2 stores query / key like Swin, but attends by cosine similarity with a learned logit scale."""
+    config = transformers.Swinv2Config(
+        image_size=16, patch_size=2, embed_dim=8, depths=[2], num_heads=[2], window_size=2
+    )
+    transformers.Swinv2Model(config).save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"swinv2.*not guessing"):
+        describe(tmp_path)
+
+
+def test_segformer_reduced_key_stages_have_no_symmetry(tmp_path):
+    config = transformers.SegformerConfig(
+        num_encoder_blocks=2,
+        depths=[2, 1],
+        sr_ratios=[2, 1],
+        hidden_sizes=[8, 16],
+        num_attention_heads=[1, 2],
+        patch_sizes=[3, 3],
+        strides=[2, 2],
+        decoder_hidden_size=16,
+    )
+    model = transformers.SegformerForSemanticSegmentation(config)
+    model.save_pretrained(tmp_path)
+    stages = model.segformer.stages
+    refs = {
+        "reduced-keys": pairs_reference([(b.attention.q_proj, b.attention.k_proj) for b in stages[0].blocks], 1),
+        "self": pairs_reference([(b.attention.q_proj, b.attention.k_proj) for b in stages[1].blocks], 2),
+    }
+    assert_stacks_match(tmp_path, refs, cross={"reduced-keys"})
+    plan = _plan(tmp_path)
+    assert plan.family == "segmentation" and any("LayerNorm(Conv_sr(x))" in w for w in plan.warnings)
+    assert any(".sr." in p and "spatial reduction" in why for p, _, why in plan.skipped)
+
+
+# ---- fused-qkv language models: Phi-3, Falcon, Bloom; GPT-J ------------------------------------------------
+def test_phi3_qkv_proj_is_blocked_with_grouped_keys(tmp_path):
+    config = transformers.Phi3Config(
+        vocab_size=50, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2, **SMALL
+    )
+    model = transformers.Phi3ForCausalLM(config)
+    model.save_pretrained(tmp_path)
+    reference = phi3_reference(model)
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.heads.n_kv_heads, plan.family) == ("phi3", 2, "decoder")
+    assert any("rotary" in w for w in plan.warnings)
+    # read as Falcon's grouped interleaving (per key head: its queries, key, value), the forms are wrong
+    from checkpoints.adapters import falcon_grouped
+
+    w = [l.self_attn.qkv_proj.weight.detach() for l in model.model.layers]
+    assert _differs(FactoredForms.stack([falcon_grouped(x, H, 2) for x in w]), reference)
+
+
+FALCON = {
+    "multi-query": {"multi_query": True},
+    "multi-head": {"multi_query": False},
+    "new-architecture-gqa": {"new_decoder_architecture": True, "num_kv_heads": 2},
+}
+
+
+@pytest.mark.parametrize("variant", list(FALCON))
+def test_falcon_query_key_value_in_each_architecture(variant, tmp_path):
+    model = transformers.FalconForCausalLM(transformers.FalconConfig(vocab_size=50, **SMALL, **FALCON[variant]))
+    model.save_pretrained(tmp_path)
+    reference = falcon_reference(model)
+    plan = _plan(tmp_path)
+    expected_kv = {"multi-query": 1, "multi-head": H, "new-architecture-gqa": 2}[variant]
+    assert (plan.layout.name, plan.heads.n_kv_heads, plan.family) == ("falcon", expected_kv, "decoder")
+    assert any("rotary" in w for w in plan.warnings)
+    assert_forms_equal(adapted(tmp_path), reference)
+    assert reference.n_kv_heads == expected_kv
+    assert_stacks_match(tmp_path, {"self": reference})
+    # read as blocked q | k | v (Phi-3's order), the forms are wrong unless there is one key head
+    from checkpoints.adapters import blocked_gqa
+
+    w = [b.self_attention.query_key_value.weight.detach() for b in model.transformer.h]
+    blocked = FactoredForms.stack([blocked_gqa(x, H, expected_kv) for x in w])
+    assert _differs(blocked, reference) == (expected_kv > 1)
+
+
+def test_bloom_query_key_value_is_interleaved_per_head(tmp_path):
+    model = transformers.BloomForCausalLM(transformers.BloomConfig(vocab_size=50, hidden_size=D, n_layer=L, n_head=H))
+    model.save_pretrained(tmp_path)
+    reference = bloom_reference(model)
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family) == ("bloom", "decoder")
+    assert any("ALiBi" in w for w in plan.warnings) and not any("rotary" in w for w in plan.warnings)
+    w = torch.stack([b.self_attention.query_key_value.weight.detach() for b in model.transformer.h])
+    assert _differs(FactoredForms.from_fused_qkv(w, H), reference)  # sliced as if blocked (3, H, d_h)
+
+
+def test_gptj_separate_projections_with_partial_rotary(tmp_path):
+    config = transformers.GPTJConfig(vocab_size=50, n_embd=D, n_layer=L, n_head=H, rotary_dim=4)
+    model = transformers.GPTJForCausalLM(config)
+    model.save_pretrained(tmp_path)
+    reference = pairs_reference([(b.attn.q_proj, b.attn.k_proj) for b in model.transformer.h])
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family) == ("gpt-j", "decoder")
+    assert any("rotary" in w and "rotary_dim" in w for w in plan.warnings)
+    assert _differs(_swapped(reference), reference)
+
+
+def test_family_can_be_given_and_an_unknown_one_is_refused(tmp_path):
+    model = transformers.ViTModel(transformers.ViTConfig(**VISION))  # e.g. a DINO (v1) checkpoint: model type vit
+    model.save_pretrained(tmp_path)
+    plan = _plan(tmp_path)
+    assert plan.family == "vision-supervised" and any("DINO" in n for n in plan.notes)
+    assert _plan(tmp_path, family="vision-self-supervised").family == "vision-self-supervised"
+    with pytest.raises(ValueError, match="unknown family 'selfie'"):
+        _plan(tmp_path, family="selfie")
+    assert math.isfinite(analyze(tmp_path, per="layer", null_samples=NULL_SAMPLES).rows[0]["symmetry"])
