@@ -27,7 +27,6 @@ import functools
 import hashlib
 import json
 import math
-import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from common.io import atomic_write_bytes, provenance, write_json
+from common.io import atomic_write_bytes, cache_dir, provenance, write_json
 from common.seeding import generator
 from vision.models.feature_cnn import FeatureNet, FeatureNetConfig
 
@@ -49,7 +48,7 @@ _STREAM_SPLIT, _STREAM_NOISE, _STREAM_NET, _STREAM_AUGMENT = 101, 102, 103, 104
 
 def user_dir() -> Path:
     """Where :func:`build_feature_net` writes by default: ``$WQK_CACHE_DIR/feature_nets`` (default ``~/.cache/wqk``)."""
-    return Path(os.environ.get("WQK_CACHE_DIR", Path.home() / ".cache" / "wqk")) / "feature_nets"
+    return cache_dir("feature_nets")
 
 
 # ---- images ------------------------------------------------------------------------------------------
