@@ -47,6 +47,12 @@ from vision.train import TrainConfig
 
 #: Fractions of the budget at which the metric is compared.
 BUDGETS = (0.25, 0.5, 1.0)
+#: Axis labels of the study's metrics (with their units).
+METRIC_LABELS = {
+    "sample_fid": "sample FID (feature-net units)",
+    "test_accuracy": "test accuracy (fraction)",
+    "test_loss": "test loss (MSE or cross-entropy)",
+}
 
 
 @dataclass(frozen=True)
@@ -435,20 +441,23 @@ def _curve_rows(task: StudyTask, runs: dict[tuple[str, int], list[dict]]) -> lis
 
 def _plot_task(task: StudyTask, runs, analysis: dict, path: Path) -> Path:
     """Learning curves per arm (seed mean, min-max band, the target dashed) and the paired budget differences."""
-    from common.figures import color_of, pyplot, save_figure
+    from common.figures import PALETTE, color_of, pyplot, save_figure
     from vision.figures import _band
 
     plt = pyplot()
     schemes = [a["scheme"] for a in analysis["arms"]]
+    # the baseline in black, each arm in its own Okabe-Ito colour (the same in both panels)
+    colors = {s: PALETTE[0] if i == 0 else color_of(s, i - 1) for i, s in enumerate(schemes)}
+    label = METRIC_LABELS.get(task.metric, task.metric.replace("_", " "))
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1.3, 1]})
-    for i, scheme in enumerate(schemes):
+    for scheme in schemes:
         seeds = [rows for (s, _), rows in runs.items() if s == scheme]
-        _band(left, seeds, task.metric, logged_rows(task.metric), color_of(scheme, i), scheme)
+        _band(left, seeds, task.metric, logged_rows(task.metric), colors[scheme], scheme)
     left.axhline(analysis["target"], color="0.2", ls="--", lw=1, label="target")
     if task.metric == "sample_fid":
-        left.set_yscale("log")
+        left.set_yscale("log")  # it falls by an order of magnitude in the first steps
     left.set_xlabel("training step")
-    left.set_ylabel(task.metric.replace("_", " "))
+    left.set_ylabel(label)
     left.set_title(f"{task.name}: seed mean, min-max band ({analysis['arms'][0]['seeds']} seeds)", fontsize=9)
     left.legend(fontsize=7)
     width = 0.8 / max(1, len(schemes) - 1)
@@ -458,12 +467,12 @@ def _plot_task(task: StudyTask, runs, analysis: dict, path: Path) -> Path:
         lo = [arm[f"{_budget_key(b)}_diff_lo"] for b in BUDGETS]
         hi = [arm[f"{_budget_key(b)}_diff_hi"] for b in BUDGETS]
         err = np.array([np.subtract(mean, lo), np.subtract(hi, mean)])
-        color = color_of(arm["scheme"], schemes.index(arm["scheme"]))
+        color = colors[arm["scheme"]]
         right.errorbar(xs, mean, yerr=err, fmt="o", color=color, label=arm["scheme"], capsize=3, ms=4)
     right.axhline(0, color="0.3", lw=0.8)
     right.set_xticks(range(len(BUDGETS)), [f"{round(100 * b)}% of steps" for b in BUDGETS])
     better = "higher" if task.higher_is_better else "lower"
-    right.set_ylabel(f"{task.metric.replace('_', ' ')}: arm - {schemes[0]}")
+    right.set_ylabel(f"{label}: arm - {schemes[0]}")
     right.set_title(f"paired difference, 95% bootstrap CI ({better} is better)", fontsize=9)
     right.legend(fontsize=7)
     fig.tight_layout()
