@@ -441,13 +441,14 @@ def _curve_rows(task: StudyTask, runs: dict[tuple[str, int], list[dict]]) -> lis
 
 def _plot_task(task: StudyTask, runs, analysis: dict, path: Path) -> Path:
     """Learning curves per arm (seed mean, min-max band, the target dashed) and the paired budget differences."""
-    from common.figures import PALETTE, color_of, pyplot, save_figure
+    from common.figures import PALETTE, pyplot, save_figure
     from vision.figures import _band
 
     plt = pyplot()
     schemes = [a["scheme"] for a in analysis["arms"]]
-    # the baseline in black, each arm in its own Okabe-Ito colour (the same in both panels)
-    colors = {s: PALETTE[0] if i == 0 else color_of(s, i - 1) for i, s in enumerate(schemes)}
+    # the baseline in black, each arm in an Okabe-Ito colour (the same in both panels; not the pale yellow)
+    arm_colors = [c for c in PALETTE[1:] if c != "#F0E442"]
+    colors = {s: PALETTE[0] if i == 0 else arm_colors[(i - 1) % len(arm_colors)] for i, s in enumerate(schemes)}
     label = METRIC_LABELS.get(task.metric, task.metric.replace("_", " "))
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1.3, 1]})
     for scheme in schemes:
