@@ -1,4 +1,5 @@
-"""Training steps per second: our ViT vs transformers' ViTForImageClassification, our DiT vs diffusers' DiT.
+"""Training steps per second: our ViT vs transformers' ViTForImageClassification, our DiT vs diffusers' DiT;
+and the ``dit-mnist`` recipe's step at one and two CPU threads (``--only recipe``).
 
 Both sides of a pair have the same width, depth, heads, patch and image size, take the same synthetic
 batch and do the same step (forward, loss, backward, AdamW step) in one process. Timing alternates
@@ -8,6 +9,11 @@ DiT gives every block its own copy of the timestep and label embedders (the refe
 its count is also shown without those copies.
 Run: python benchmarks/vision.py [--dim 192 --depth 6 --heads 3 --image-size 32 --patch 4 --batch 32]
 On a CPU shared with other jobs, --threads 1 gives steadier numbers (busy cores stall multi-threaded kernels).
+
+``--only recipe`` times ``vision.train.Trainer.train_step`` of ``cli.py train --recipe dit-mnist`` (its model, batch
+and data) with 1 and with 2 intra-op threads in alternating rounds, and one sample-metric evaluation (500 DDIM
+samples with guidance, scored) at 2 threads, and prints the 2-thread / 1-thread speed ratio and the recipe's
+projected wall time on two free cores (steps x step time + its evaluations). Print the load average beside it.
 """
 
 from __future__ import annotations
@@ -177,6 +183,43 @@ def report(
     )
 
 
+def recipe_timing(args) -> None:
+    """The dit-mnist recipe's training step at 1 and 2 threads, and its projected wall time on two free cores."""
+    import os
+    from dataclasses import replace
+
+    from vision.recipes import recipe_config
+    from vision.train import _FIDELITY, Trainer, generator
+
+    cfg = replace(recipe_config("dit-mnist"), progress=False, out_dir="/tmp/unused", threads=1)
+    trainer = Trainer(cfg)
+    steps = {}
+    for threads in (1, 2):
+
+        def step(threads=threads):
+            torch.set_num_threads(threads)
+            trainer.train_step()
+
+        steps[f"{threads} thread{'s' * (threads > 1)}"] = step
+    rates = race(steps, args.steps, args.warmup, args.rounds)
+    one, two = (statistics.median(r) for r in rates.values())
+    per_round = [b / a for a, b in zip(*rates.values(), strict=True)]
+    torch.set_num_threads(2)
+    trainer.model.eval()
+    start = time.perf_counter()
+    with torch.no_grad(), trainer.ema.swapped_in(trainer.model):
+        trainer.task.sample_metrics(generator(0, _FIDELITY))
+    fidelity_s = time.perf_counter() - start
+    n_fidelity = cfg.steps // cfg.fidelity_every
+    projected = cfg.steps / two + n_fidelity * fidelity_s
+    print(
+        f"dit-mnist recipe step (batch {cfg.batch_size}): {one:.2f} steps/s at 1 thread, {two:.2f} at 2 threads: "
+        f"ratio {two / one:.2f}x (per round {min(per_round):.2f}x to {max(per_round):.2f}x); one sample-metric "
+        f"evaluation {fidelity_s:.0f} s at 2 threads; projected {cfg.steps} steps + {n_fidelity} evaluations: "
+        f"{projected / 60:.1f} min on two free cores (load average now {os.getloadavg()[0]:.2f})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dim", type=int, default=192, help="width (ViT-Ti's by default)")
@@ -190,11 +233,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="timed steps per round and model")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model first")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds (median reported)")
-    parser.add_argument("--only", choices=["vit", "dit"], help="run one of the two comparisons")
+    parser.add_argument("--only", choices=["vit", "dit", "recipe"], help="run one comparison, or the recipe timing")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.only == "recipe":
+        recipe_timing(args)
+        return
     import diffusers
     import transformers
 

@@ -120,6 +120,11 @@ def _read_arrays(path: Path, suffix: str) -> dict[str, np.ndarray]:
         return {name: t.float().numpy() for name, t in load_torch(str(path)).items()}
 
 
+def cache_dir(*parts: str) -> Path:
+    """The user cache of derived results (nulls, feature nets): ``$WQK_CACHE_DIR``, default ``~/.cache/wqk``."""
+    return Path(os.environ.get("WQK_CACHE_DIR", Path.home() / ".cache" / "wqk")).joinpath(*parts)
+
+
 def provenance(outputs: tuple[str, ...] = ()) -> dict[str, Any]:
     """What a run's ``config.json`` records about the code: the git commit (``-dirty`` if modified) and versions.
 

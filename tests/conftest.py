@@ -6,6 +6,7 @@ run it after touching a property, since a fixed sample cannot find new counterex
 """
 
 import pytest
+import torch
 from hypothesis import HealthCheck, settings
 
 _common = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
@@ -21,3 +22,21 @@ def _null_cache(tmp_path_factory):
     mp.setenv("WQK_CACHE_DIR", str(tmp_path_factory.mktemp("wqk-cache")))
     yield
     mp.undo()
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models on a shared 2-core machine: one intra-op thread avoids spinning on busy cores
+    (use with ``pytestmark = pytest.mark.usefixtures("one_thread")``)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def digits():
+    """scikit-learn's digits with the default split (read once per session)."""
+    from vision.data import load_data
+
+    return load_data("digits")

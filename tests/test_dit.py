@@ -385,7 +385,8 @@ def test_task_rejects_other_objectives_and_unconditional_forms_have_full_rank():
 
 
 def test_gpu_benchmark_smoke_runs_on_cpu(monkeypatch, capsys):
-    """benchmarks/gpu_dit.py --smoke: the prepared GPU script runs end to end (tiny model, a few steps)."""
+    """benchmarks/gpu_dit.py --smoke: the prepared GPU script runs end to end (tiny model, a few steps), and its
+    exact-resume check finds the interrupted and the whole run equal."""
     import runpy
     from pathlib import Path
 
@@ -394,6 +395,7 @@ def test_gpu_benchmark_smoke_runs_on_cpu(monkeypatch, capsys):
     runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
     assert "images/s" in out and "MFU" in out and "smoke run" in out, out
+    assert "max |weight difference| 0," in out and "metrics.csv identical: True" in out, out
 
 
 def test_task_options_from_the_command_line_are_checked():

@@ -7,11 +7,11 @@ from hypothesis import strategies as st
 from torch import nn
 
 from theory.report import score_rows
-from vision.init import SCHEMES, apply_init, thirds
+from vision.init import MATCHED_SCALE, OWN_SCALE, SCHEMES, apply_init, init_scales, thirds
 from vision.models.attention import Attention, attention_forms
 from vision.models.vit import ViT, ViTConfig
 
-ARM_IDS = [s for s in SCHEMES if s != "default"]  # "default" leaves the baseline as it is: nothing to compare
+ARM_IDS = list(MATCHED_SCALE)  # the schemes at the baseline's scale; mimetic and conditioned set their own
 
 
 class TwoLayers(nn.Module):
@@ -170,3 +170,92 @@ def test_same_generator_gives_the_same_arm():
     apply_init(a, "symmetric-indefinite", torch.Generator().manual_seed(3))
     apply_init(b, "symmetric-indefinite", torch.Generator().manual_seed(3))
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+
+
+def test_every_scheme_is_either_scale_matched_or_declares_its_own_scale():
+    assert set(SCHEMES) == {"default", *MATCHED_SCALE, *OWN_SCALE} and not set(MATCHED_SCALE) & set(OWN_SCALE)
+
+
+def test_mimetic_single_head_form_is_alpha_noise_plus_beta_identity():
+    """With one head of full width the rank-d_h approximation is exact: M = 0.7 Z + 0.7 I, Z_ij ~ N(0, 1/d)."""
+    d = 128
+    model = build(dim=d, heads=1)
+    apply_init(model, "mimetic", torch.Generator().manual_seed(0))
+    for attn in (model.a, model.b[1]):
+        t = thirds(attn)
+        m = t.q.double().T @ t.k.double()  # W_q W_k^T, d x d
+        off = m[~torch.eye(d, dtype=torch.bool)]
+        assert m.diagonal().mean() == pytest.approx(0.7, abs=3 * 0.7 / d)  # the mean of d entries of sd 0.7/sqrt(d)
+        assert off.std() == pytest.approx(0.7 / d**0.5, rel=0.05) and off.mean().abs() < 3 * 0.7 / d
+        s = attention_forms(model).scores("layer").symmetry
+        assert ((s - 0.5).abs() < 0.05).all(), s  # s = beta^2 / (alpha^2 + beta^2) up to O(1/sqrt(d))
+        # value-output: the map x -> x W_v W_o with nn.Linear weights (x weight^T): W_v W_o = v^T proj^T
+        vo = t.v.double().T @ attn.proj.weight.detach().double().T
+        off = vo[~torch.eye(d, dtype=torch.bool)]
+        assert vo.diagonal().mean() == pytest.approx(-0.4, abs=3 * 0.4 / d)
+        assert off.std() == pytest.approx(0.4 / d**0.5, rel=0.05)
+
+
+@given(heads=st.sampled_from([2, 4]), seed=st.integers(0, 1000))
+def test_mimetic_heads_are_balanced_truncations_of_a_positive_identity(heads, seed):
+    """Per head W_q^h = U S^1/2, W_k^h = V S^1/2: equal diagonal Grams S, and a form leaning on the identity."""
+    model = build(dim=32, heads=heads, seed=seed)
+    before = [thirds(m) for m in build(dim=32, heads=heads, seed=seed).modules() if isinstance(m, Attention)]
+    apply_init(model, "mimetic", torch.Generator().manual_seed(seed))
+    forms = attention_forms(model)
+    gram_q = forms.q.transpose(-1, -2) @ forms.q  # [L, H, d_h, d_h]
+    gram_k = forms.k.transpose(-1, -2) @ forms.k
+    assert torch.allclose(gram_q, gram_k, atol=1e-5)
+    off = gram_q - torch.diag_embed(gram_q.diagonal(dim1=-2, dim2=-1))
+    assert off.abs().max() < 1e-5, "the factors' columns must be orthogonal (singular vectors)"
+    m = forms.matrices("head")
+    assert (m.diagonal(dim1=-2, dim2=-1).sum(-1) > 0).all(), "each head's form has a positive trace"
+    for b, a in zip(before, blocks(model), strict=True):  # biases are the model's own, untouched
+        assert torch.equal(b.bq, a.bq) and torch.equal(b.bk, a.bk) and torch.equal(b.bv, a.bv)
+
+
+def test_conditioned_is_semi_orthogonal_queries_keys_and_identity_values():
+    base, model = build(dim=32, heads=4), build(dim=32, heads=4)
+    apply_init(model, "conditioned", torch.Generator().manual_seed(0))
+    eye = torch.eye(32, dtype=torch.float64)
+    for b, attn_b, attn in zip(blocks(base), [base.a, base.b[1]], [model.a, model.b[1]], strict=True):
+        t = thirds(attn)
+        for w in (t.q, t.k):  # rows of the third = columns of W_q: orthonormal
+            assert torch.allclose(w.double() @ w.double().T, eye, atol=1e-6)
+            sv = torch.linalg.svdvals(w.double())
+            assert sv.max() / sv.min() == pytest.approx(1.0, abs=1e-5)  # condition number 1
+        assert not torch.allclose(t.q, t.k) and torch.equal(t.v, torch.eye(32))
+        assert torch.equal(attn.proj.weight, attn_b.proj.weight)
+        assert torch.equal(t.bq, b.bq) and torch.equal(t.bk, b.bk) and torch.equal(t.bv, b.bv)
+
+
+def test_init_scales_report_what_is_and_is_not_matched():
+    """Matched schemes: the q, k, v stds of the baseline exactly; conditioned: 1/sqrt(d) (orthonormal columns)
+    against xavier's sqrt(2 / (d + 3d)) on the fused qkv, i.e. sqrt(2) times the baseline."""
+    cfg = ViTConfig(dim=64, depth=2, heads=4)
+    base = init_scales(ViT(cfg, torch.Generator().manual_seed(0)))
+    assert base["q_std"] == pytest.approx((1 / (2 * 64)) ** 0.5, rel=0.03)  # xavier on (3d, d): sqrt(2 / 4d)
+    for scheme in MATCHED_SCALE:
+        arm = ViT(cfg, torch.Generator().manual_seed(0))
+        apply_init(arm, scheme, torch.Generator().manual_seed(1))
+        got = init_scales(arm)
+        for part in ("q", "k", "v", "proj"):
+            assert got[f"{part}_std"] == pytest.approx(base[f"{part}_std"], rel=1e-6), (scheme, part)
+    arm = ViT(cfg, torch.Generator().manual_seed(0))
+    apply_init(arm, "conditioned", torch.Generator().manual_seed(1))
+    got = init_scales(arm)
+    assert got["q_std"] == pytest.approx(64**-0.5, rel=0.01) and got["q_std"] / base["q_std"] == pytest.approx(
+        2**0.5, rel=0.03
+    )
+
+
+@pytest.mark.parametrize("scheme", ["mimetic", "conditioned"])
+def test_own_scale_schemes_are_seeded_and_train_a_vit_step(scheme):
+    cfg = ViTConfig(dim=32, depth=2, heads=4)
+    a, b = ViT(cfg, torch.Generator().manual_seed(0)), ViT(cfg, torch.Generator().manual_seed(0))
+    apply_init(a, scheme, torch.Generator().manual_seed(3))
+    apply_init(b, scheme, torch.Generator().manual_seed(3))
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    loss = torch.nn.functional.cross_entropy(a(torch.randn(4, 1, 8, 8)), torch.arange(4))
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in a.parameters() if p.grad is not None)

@@ -1,5 +1,6 @@
 """The init study's statistics (never an idxmax speed-up) and a tiny end-to-end run."""
 
+import csv
 import json
 import math
 
@@ -15,9 +16,12 @@ from vision.study import (
     analyse_task,
     baseline_target,
     bootstrap_ci,
+    censored_median,
     compare_arm,
     run_study,
     steps_to_target,
+    study_tasks,
+    value_at,
 )
 
 
@@ -84,6 +88,31 @@ def test_analysis_pairs_seeds_and_uses_the_baseline_target():
     assert base["steps"] == [30, 20] and sym["steps"] == [10, None]
     assert sym["reached"] == 1 and sym["pairs_reached"] == 1 and sym["step_ratio"] == pytest.approx(10 / 30)
     assert sym["final_diff"] == pytest.approx(((0.9 - 0.9) + (0.4 - 0.9)) / 2)
+    # budgets: the first logged step at or after 25% (7.5 -> 10), 50% (15 -> 20) and 100% of the 30 steps
+    assert base["at25_mean"] == pytest.approx(0.4) and base["at50_mean"] == pytest.approx(0.75)
+    assert sym["at25_diff"] == pytest.approx(((0.9 - 0.3) + (0.2 - 0.5)) / 2)
+    assert sym["at50_diff"] == pytest.approx(((0.9 - 0.6) + (0.3 - 0.9)) / 2)
+    assert sym["steps_median_censored"] == float("inf") and base["steps_median_censored"] == 25
+    runs = {(r["scheme"], r["seed"]): r for r in out["runs"]}
+    assert runs[("symmetric", 1)]["steps_to_target"] is None and runs[("default", 0)]["at100"] == pytest.approx(0.9)
+
+
+def test_value_at_budget_and_censored_median():
+    steps, values = np.array([0, 20, 40]), np.array([3.0, 2.0, 1.0])
+    assert value_at(steps, values, 10) == 2.0 and value_at(steps, values, 40) == 1.0
+    with pytest.raises(ValueError, match="no logged step at or after 41"):
+        value_at(steps, values, 41)
+    assert censored_median([10, 20, None]) == 20 and censored_median([10, None, None]) == float("inf")
+    assert censored_median([10, 30, None, None]) == float("inf")  # half never reached: the median is never
+
+
+def test_named_tasks_scale_their_cadence_with_the_steps():
+    (dit,) = study_tasks("dit-mnist", steps={"dit-mnist": 240})
+    assert (dit.steps, dit.log_every, dit.fidelity_every) == (240, 10, 30)  # 8 sample evaluations, as at 480 steps
+    (vit, dit) = study_tasks(["vit-mnist", "dit-mnist"], targets={"vit-mnist": 0.9})
+    assert vit.target == 0.9 and dit.target is None and vit.data == dit.data == "mnist5k"
+    with pytest.raises(ValueError, match=r"unknown study task\(s\) \['vit-cifar'\]"):
+        study_tasks("vit-cifar")
 
 
 def test_tiny_study_runs_end_to_end(tmp_path):
@@ -121,7 +150,27 @@ def test_tiny_study_runs_end_to_end(tmp_path):
         assert [a["scheme"] for a in task["arms"]] == ["default", "symmetric"]
         assert all(len(a["steps"]) == 2 for a in task["arms"])
         assert "step_ratio" in task["arms"][1] and "step_ratio" not in task["arms"][0]
-    assert (tmp_path / "vit_metrics.png").exists() and report["files"]
+    assert (tmp_path / "vit_study.png").exists() and report["files"]
+    runs = list(csv.DictReader((tmp_path / "study_runs.csv").open()))
+    arms = list(csv.DictReader((tmp_path / "study_arms.csv").open()))
+    curves = list(csv.DictReader((tmp_path / "study_curves.csv").open()))
+    assert len(runs) == 2 * 2 * 2 and len(arms) == 2 * 2 and len(curves) == 2 * 2 * 2 * 3  # steps 0, 2, 4
+    assert {"steps_to_target", "at25", "at50", "at100", "q_std_ratio"} <= set(runs[0])
+    assert saved["git_commit"] and saved["config"]["seeds"] == 2
+    # finished runs are reused: a second study trains nothing
+    import vision.train
+
+    def no_training(self):
+        raise AssertionError("a finished run was trained again")
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(vision.train.Trainer, "train_step", no_training)
+    try:
+        again = run_study(cfg)
+    finally:
+        mp.undo()
+        torch.set_num_threads(before)
+    assert again["tasks"][0]["arms"] == report["tasks"][0]["arms"]
 
 
 def test_unknown_scheme_is_refused_before_any_training():
@@ -133,3 +182,59 @@ def test_bootstrap_of_an_undefined_statistic_is_nan_not_an_error():
     pairs = np.array([[10.0, 0.0], [20.0, 0.0]])  # the baseline reached the target at step 0: no ratio
     lo, hi = bootstrap_ci(pairs, lambda p: p[:, 0].mean() / p[:, 1].mean() if p[:, 1].mean() else math.nan, 50, 0.9)
     assert math.isnan(lo) and math.isnan(hi)
+
+
+def test_a_fidelity_task_reads_its_metric_only_where_samples_were_scored(tmp_path, digits):
+    """A DiT task whose metric is sample_fid: the curves hold the sample-metric steps only (not the empty cells of
+    the other logged steps), the budgets read the first of them at or after each fraction, and the tidy curves
+    keep every logged step with empty sample cells where none were computed."""
+    from vision.fidelity import FeatureNetRecipe, save_feature_net, train_feature_net
+
+    net = save_feature_net(
+        *train_feature_net(FeatureNetRecipe(data="digits", widths=(4,), feature_dim=8, steps=20), digits),
+        tmp_path / "net",
+    )
+    options = {
+        "dim": 16,
+        "depth": 1,
+        "heads": 2,
+        "samples_per_class": 1,
+        "fidelity_samples": 12,
+        "fidelity_net": str(net),
+        "sampler": {"steps": 2},
+    }
+    task = StudyTask(
+        "dit-fid",
+        "dit-tiny",
+        "denoising",
+        "sample_fid",
+        False,
+        8,
+        data="digits",
+        log_every=2,
+        fidelity_every=4,
+        task_options=options,
+    )
+    cfg = StudyConfig(
+        tasks=(task,),
+        schemes=("default", "conditioned"),
+        seeds=2,
+        n_boot=50,
+        null_samples=16,
+        out=str(tmp_path / "study"),
+        progress=False,
+    )
+    before = torch.get_num_threads()
+    try:
+        report = run_study(cfg)
+    finally:
+        torch.set_num_threads(before)
+    (analysis,) = report["tasks"]
+    runs = {(r["scheme"], r["seed"]): r for r in analysis["runs"]}
+    assert all(isinstance(r["at25"], float) and r["at25"] > 0 for r in runs.values())
+    curves = list(csv.DictReader((tmp_path / "study" / "study_curves.csv").open()))
+    steps = sorted({int(r["step"]) for r in curves})
+    assert steps == [0, 2, 4, 6, 8]
+    scored = sorted({int(r["step"]) for r in curves if r["sample_fid"]})
+    assert scored == [4, 8], scored  # fidelity_every 4 (not at 0) and the last step
+    assert analysis["fidelity"]["samples"] == 12 and analysis["arms"][1]["q_std_ratio"] > 1.2  # conditioned's scale

@@ -2,12 +2,12 @@
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from vision.data import load_data
 from vision.record import RUN_COLUMNS
 from vision.run_checkpoint import latest_checkpoint, load_weights
 from vision.train import EMA, BatchOrder, TrainConfig, Trainer, lr_at, train
@@ -18,18 +18,7 @@ SMALL = {
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models on a shared 2-core machine: one intra-op thread avoids spinning on busy cores."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_data("digits")
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def small_config(tmp_path, model="vit-tiny", objective="classify", **kw) -> TrainConfig:
@@ -194,6 +183,63 @@ def test_batch_order_is_a_seeded_permutation_per_epoch():
         BatchOrder(2, 3, seed=0)
 
 
+def test_metrics_log_is_append_only_and_equals_one_write_of_all_rows(tmp_path, digits, monkeypatch):
+    """Every log only appends (each earlier file is a prefix of the final one), and the final bytes are what
+    writing all rows at once gives with the old header rule (RUN_COLUMNS, token norms, sorted test metrics)."""
+    import common.io
+    from common.io import write_csv
+    from vision.record import MetricsLog
+
+    seen, rewrites = [], []
+    original, atomic = MetricsLog.append, common.io.atomic_write_bytes
+
+    def spy(self, rows):
+        seen.append(self.path.read_text())
+        original(self, rows)
+
+    def count(path, data):
+        rewrites.append(Path(path).name)
+        atomic(path, data)
+
+    monkeypatch.setattr(MetricsLog, "append", spy)
+    monkeypatch.setattr(common.io, "atomic_write_bytes", count)
+    result = train(small_config(tmp_path), digits)
+    final = (tmp_path / "run" / "metrics.csv").read_text()
+    assert len(seen) == 4 and all(final.startswith(before) for before in seen)  # steps 0, 2, 4, 6
+    assert rewrites.count("metrics.csv") == 1, rewrites  # the header, once: never rewritten per log
+    norms = sorted({k for r in result.rows for k in r if k.endswith(("_key_norm", "_query_norm"))})
+    write_csv(tmp_path / "once.csv", result.rows, RUN_COLUMNS + norms + sorted(result.metrics))
+    assert final == (tmp_path / "once.csv").read_text()
+
+
+def test_resume_drops_rows_logged_after_the_checkpoint_and_a_torn_line(tmp_path, digits):
+    """A run that died after logging past its last checkpoint, in the middle of an append, resumes to the same file."""
+    whole = small_config(tmp_path / "a", steps=8)
+    train(whole, digits)
+    parts = replace(whole, out_dir=str(tmp_path / "b" / "run"), checkpoint_every=2, keep_checkpoints=4)
+    Trainer(parts, digits).run(until=5)  # logs 0, 2, 4; checkpoints 2, 4, 5
+    ckpt = tmp_path / "b" / "run" / "ckpt"
+    for step in (4, 5):  # as if the process died before writing them
+        for path in ckpt.glob(f"step_{step:07d}*"):
+            path.unlink()
+    log = tmp_path / "b" / "run" / "metrics.csv"
+    with log.open("a") as f:
+        f.write("6,0,default,W_qk,0,")  # the start of a row that was never finished
+    assert "\n4," in log.read_text()  # rows of step 4 are there, after the step-2 checkpoint
+    Trainer(parts, digits).run()
+    assert log.read_text() == (tmp_path / "a" / "run" / "metrics.csv").read_text()
+
+
+def test_resume_refuses_a_log_with_other_columns(tmp_path, digits):
+    cfg = small_config(tmp_path)
+    Trainer(cfg, digits).run(until=3)
+    log = tmp_path / "run" / "metrics.csv"
+    text = log.read_text()
+    log.write_text(text.replace("test_loss", "test_los", 1))
+    with pytest.raises(ValueError, match=r"metrics\.csv has columns .* but this run writes"):
+        Trainer(cfg, digits).run()
+
+
 def test_ema_update_and_swap():
     model = torch.nn.Linear(2, 2)
     ema = EMA(model, decay=0.75)
@@ -310,3 +356,27 @@ def test_cli_train_runs_and_reports_bad_input_without_a_traceback(tmp_path):
     for extra, message in bad:
         result = runner.invoke(app, ["train", *tiny, "--out", str(tmp_path / "bad"), *extra])
         assert result.exit_code == 2 and message in result.output, (extra, result.output[-500:])
+
+
+def test_cli_train_recipe_takes_the_recipe_and_what_the_command_line_changes(tmp_path):
+    """``train --recipe dit-mnist --steps 4 --set dim=16 ...``: the recipe's data, batch, lr and sample metrics,
+    with the given steps and model options merged in; sample metrics land in metrics.csv and the figure."""
+    from typer.testing import CliRunner
+
+    from cli import app
+    from vision.recipes import RECIPES
+
+    small = ["--set", "dim=16", "--set", "depth=1", "--set", "heads=2", "--set", "fidelity_samples=20"]
+    args = ["train", "--recipe", "dit-mnist", "--steps", "4", *small, "--seeds", "1", "--threads", "1", "--no-progress"]
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "dit-mnist-denoising-mnist5k" / "default" / "seed0"
+    config = json.loads((run / "config.json").read_text())["config"]
+    recipe = RECIPES["dit-mnist"]
+    assert config["steps"] == 4 and config["lr"] == recipe.lr and config["batch_size"] == recipe.batch_size
+    assert config["task_options"]["sampler"] == recipe.task_options["sampler"] and config["data"] == "mnist5k"
+    assert config["task_options"]["dim"] == 16 and config["task_options"]["fidelity_samples"] == 20
+    header = (run / "metrics.csv").read_text().splitlines()[0]
+    assert "sample_fid" in header and (tmp_path / "dit-mnist-denoising-mnist5k" / "metrics.png").exists()
+    bad = CliRunner().invoke(app, ["train", "--recipe", "dit-cifar", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "unknown recipe 'dit-cifar'" in bad.output and "Traceback" not in bad.output

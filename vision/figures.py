@@ -13,6 +13,7 @@ import numpy as np
 from common.figures import NULL_COLOR, color_of, pyplot, save_figure
 from theory.nulls import null_distribution
 from theory.scores import SCORE_NAMES
+from vision.record import logged_rows
 
 
 def _curves(rows: list[dict], key: str, select) -> tuple[np.ndarray, np.ndarray]:
@@ -111,10 +112,7 @@ def plot_metric_curves(
     for ax, name in zip(axes[0], names, strict=True):
         for init, color in zip(inits, colors, strict=True):
             seeds = [rows for (i, _), rows in runs.items() if i == init]
-            first = lambda r, name=name: (
-                r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0 and np.isfinite(r[name])
-            )
-            _band(ax, seeds, name, first, color, init)
+            _band(ax, seeds, name, logged_rows(name), color, init)
         if name in (targets or {}):
             ax.axhline(targets[name], color="0.2", ls="--", lw=1, label="target")
         if "loss" in name:

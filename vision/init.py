@@ -20,6 +20,22 @@ distribution otherwise (``b_q`` and ``b_k`` are drawn alike). Schemes, in order:
   receives a share ``strength`` of the key weight's squared norm (the columns of the ``k`` third), the
   other coordinates the rest, so ``||M_h[:, b]||`` is large for those ``b``: column dominance,
   ``delta < 0``, the decoder signature. ``W_q``, the biases and ``W_v`` are untouched.
+
+Two published schemes a user would pick instead define their own scale, so they are *not* at the baseline's
+per-parameter scale (:data:`OWN_SCALE`; :func:`init_scales` measures the ratios, which the study reports):
+
+- ``mimetic`` (Trockman & Kolter, ICML 2023, "Mimetic initialization of self-attention layers"): per head
+  ``W_q^h W_k^h^T`` is the best rank-``d_h`` approximation of ``alpha_qk Z_h + beta_qk I`` (``Z_h`` with i.i.d.
+  ``N(0, 1/d)`` entries; ``W_q^h = U S^1/2``, ``W_k^h = V S^1/2`` from its top ``d_h`` singular triples), and
+  per layer the value-output map ``W_v W_o = alpha_vo Z + beta_vo (-I)`` exactly (``W_v = U S^1/2``,
+  ``W_o = S^1/2 V^T``, rows = tokens), with the published ``alpha_qk = beta_qk = 0.7``, ``alpha_vo = beta_vo = 0.4``.
+  (The authors' released code draws ``Z`` uniform of the same variance and assigns the value factors to the
+  ``nn.Linear`` weights directly, which gives ``S^1/2 V^T U S^1/2`` instead: the same ``-beta_vo I`` part.)
+  Biases are left as the model's init has them (zero in ViT, MAE and DiT).
+- ``conditioned`` ("Conditioned initialization for attention", ICLR 2026 submission, openreview cKNOCYPo2W):
+  semi-orthogonal ``W_q`` and ``W_k`` (``d x H d_h`` with orthonormal columns, Haar-distributed, drawn
+  independently; every head's block then has orthonormal columns too) and the rectangular identity
+  ``W_v = [I; 0]``, all of condition number 1. The output projection and the biases are untouched.
 """
 
 from __future__ import annotations
@@ -115,6 +131,55 @@ def directional(
     t.k.copy_(_std_factor(shaped, t.k.double().std(), "key weight") * shaped)
 
 
+def _low_rank_factors(target: torch.Tensor, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(A, B)`` of shape ``(d, rank)`` with ``A B^T`` the best rank-``rank`` approximation of ``target``."""
+    u, s, vh = torch.linalg.svd(target)
+    root = s[:rank].sqrt()
+    return u[:, :rank] * root, vh[:rank].T * root
+
+
+def mimetic(
+    attn: Attention,
+    generator: torch.Generator,
+    alpha_qk: float = 0.7,
+    beta_qk: float = 0.7,
+    alpha_vo: float = 0.4,
+    beta_vo: float = 0.4,
+) -> None:
+    """``W_q^h W_k^h^T ~ alpha_qk Z + beta_qk I`` per head, ``W_v W_o = alpha_vo Z' - beta_vo I`` (mimetic)."""
+    t = thirds(attn)
+    d_out, d = t.q.shape
+    if t.v.shape != (d, d) or attn.proj.weight.shape != (d, d):
+        raise ValueError(f"mimetic init needs square value and output maps of width {d}; got {tuple(t.v.shape)}")
+    d_head = d_out // attn.n_heads
+    eye = torch.eye(d, dtype=torch.float64)
+    draw = lambda: torch.randn(d, d, generator=generator, dtype=torch.float64) / d**0.5  # entries N(0, 1/d)
+    for h in range(attn.n_heads):
+        wq, wk = _low_rank_factors(alpha_qk * draw() + beta_qk * eye, d_head)  # (d, d_h) each
+        t.q[h * d_head : (h + 1) * d_head].copy_(wq.T)  # rows of the q third are the columns of W_q^h
+        t.k[h * d_head : (h + 1) * d_head].copy_(wk.T)
+    w_v, w_o_t = _low_rank_factors(alpha_vo * draw() - beta_vo * eye, d)  # W_v = U S^1/2, W_o^T = V S^1/2
+    t.v.copy_(w_v.T)  # nn.Linear computes x weight^T, so weight = W_v^T ...
+    attn.proj.weight.data.copy_(w_o_t)  # ... and weight = W_o^T: x W_v W_o = x (alpha_vo Z' - beta_vo I)
+
+
+def _semi_orthogonal(rows: int, cols: int, generator: torch.Generator) -> torch.Tensor:
+    """A Haar-random ``rows x cols`` matrix with orthonormal columns (``rows >= cols``): QR with the sign fix."""
+    q, r = torch.linalg.qr(torch.randn(rows, cols, generator=generator, dtype=torch.float64))
+    return q * torch.sign(torch.diagonal(r))
+
+
+def conditioned(attn: Attention, generator: torch.Generator) -> None:
+    """Semi-orthogonal ``W_q``, ``W_k`` (orthonormal columns) and the rectangular identity ``W_v = [I; 0]``."""
+    t = thirds(attn)
+    d_out, d = t.q.shape
+    if d_out > d:
+        raise ValueError(f"semi-orthogonal W_q of shape {d} x {d_out} needs H d_h <= d")
+    t.q.copy_(_semi_orthogonal(d, d_out, generator).T)
+    t.k.copy_(_semi_orthogonal(d, d_out, generator).T)
+    t.v.copy_(torch.eye(*t.v.shape, dtype=torch.float64))  # weight (d_v, d) = W_v^T: W_v = [I; 0]
+
+
 def default(attn: Attention, generator: torch.Generator) -> None:
     """The model's own init."""
 
@@ -125,7 +190,24 @@ SCHEMES: dict[str, Callable[..., None]] = {
     "symmetric": symmetric,
     "symmetric-indefinite": symmetric_indefinite,
     "directional": directional,
+    "mimetic": mimetic,
+    "conditioned": conditioned,
 }
+#: Schemes that keep the baseline's per-parameter scale exactly (every rewritten weight third's std).
+MATCHED_SCALE = ("symmetric", "symmetric-indefinite", "directional")
+#: Schemes whose definition fixes their own scale (see the module docstring).
+OWN_SCALE = ("mimetic", "conditioned")
+
+
+def init_scales(model: nn.Module) -> dict[str, float]:
+    """Standard deviations of the ``q``, ``k``, ``v`` thirds and the output projection, pooled over attention layers
+    (root mean of the per-layer variances): what a scheme does to the per-parameter scale."""
+    parts: dict[str, list[float]] = {"q": [], "k": [], "v": [], "proj": []}
+    for _, attn in attention_modules(model):
+        t = thirds(attn)
+        for name, weight in (("q", t.q), ("k", t.k), ("v", t.v), ("proj", attn.proj.weight.detach())):
+            parts[name].append(float(weight.double().var()))
+    return {f"{name}_std": (sum(v) / len(v)) ** 0.5 for name, v in parts.items() if v}
 
 
 def attention_modules(model: nn.Module) -> list[tuple[str, Attention]]:

@@ -9,6 +9,8 @@ the task's test metrics.
 from __future__ import annotations
 
 import csv
+import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
@@ -72,8 +74,72 @@ def score_table(
     return rows
 
 
-def read_rows(path: Path, up_to_step: int) -> list[dict]:
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        return [row for row in csv.DictReader(f) if int(row["step"]) <= up_to_step]
+def is_number(value) -> bool:
+    """A finite number (cells of ``metrics.csv`` read back are numbers, or ``""`` where a metric was not computed)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def logged_rows(metric: str):
+    """Selects one ``metrics.csv`` row per logged step (form W_qk, layer 0, head "all": a step's metrics are the
+    same in all its rows) where ``metric`` was computed (sample metrics only are at ``fidelity_every``)."""
+    return lambda r: r["form"] == "W_qk" and r["head"] == "all" and r["layer"] == 0 and is_number(r[metric])
+
+
+def run_columns(task: VisionTask) -> list[str]:
+    """The header of a run's ``metrics.csv``, fixed at the start from what the task declares: :data:`RUN_COLUMNS`,
+    the key/query norms of its special tokens, then its ``metric_names`` (sorted)."""
+    tokens = getattr(task, "special_tokens", None) or {}
+    norms = sorted(f"{name}_{side}_norm" for name in tokens for side in ("key", "query"))
+    return [*RUN_COLUMNS, *norms, *sorted(task.metric_names)]
+
+
+class MetricsLog:
+    """``metrics.csv`` written append-only: the header once, then each log's rows appended (and synced).
+
+    The bytes equal :func:`common.io.write_csv` of all rows with the same columns (cells a row lacks are empty;
+    appends go through :func:`common.io.append_csv`), so a long run costs linear, not quadratic, I/O. On resume
+    :meth:`resume` keeps the rows up to the checkpoint's step (dropping rows logged after it and a torn last line
+    of an interrupted append) in one atomic rewrite, and appending continues: a resumed run's file equals an
+    uninterrupted run's.
+    """
+
+    def __init__(self, path: str | Path, columns: list[str]) -> None:
+        self.path, self.columns = Path(path), list(columns)
+
+    def start(self) -> None:
+        """A fresh file holding the header only (replacing what an earlier, never checkpointed start left)."""
+        from common.io import write_csv
+
+        write_csv(self.path, [], self.columns)
+
+    def append(self, rows: Iterable[Mapping]) -> None:
+        from common.io import append_csv
+
+        append_csv(self.path, rows, self.columns)
+
+    def resume(self, step: int) -> list[dict]:
+        """Cut the file back to the rows of steps ``<= step`` and return them (cells as strings)."""
+        from common.io import atomic_write_text
+
+        if not self.path.exists():
+            self.start()
+            return []
+        lines = self.path.read_text().splitlines(keepends=True)
+        header = next(csv.reader(lines[:1]), [])
+        if header != self.columns:
+            raise ValueError(
+                f"{self.path} has columns {header}, but this run writes {self.columns}: resume it with the code "
+                f"that started it, or start a new out_dir"
+            )
+        kept, rows = [lines[0]], []
+        for line in lines[1:]:
+            cells = next(csv.reader([line]), [])
+            if not line.endswith("\n") or len(cells) != len(header):  # a torn append: the run died writing it
+                break
+            if int(cells[0]) > step:
+                break
+            kept.append(line)
+            rows.append(dict(zip(header, cells, strict=True)))
+        if len(kept) < len(lines):
+            atomic_write_text(self.path, "".join(kept))  # once per resume, and only when something is dropped
+        return rows

@@ -32,10 +32,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from common.io import provenance, write_csv, write_json
+from common.io import provenance, write_json
 from common.seeding import generator, stream_seed
 from vision.distributed import resolve_device, setup_distributed, shutdown_distributed
-from vision.record import RUN_COLUMNS, is_metric, read_rows, score_table
+from vision.record import MetricsLog, is_metric, run_columns, score_table
 from vision.run_checkpoint import (
     CHECKPOINT_FORMAT,
     head_counts,
@@ -47,8 +47,8 @@ from vision.run_checkpoint import (
 )
 from vision.tasks import VisionTask, build_task, scored_forms
 
-# independent random streams derived from the seed
-_MODEL, _INIT, _DATA, _TASK, _EVAL, _ARTIFACTS = range(6)
+# independent random streams derived from the seed (_EVAL and _FIDELITY from the split seed: the same for every run)
+_MODEL, _INIT, _DATA, _TASK, _EVAL, _ARTIFACTS, _FIDELITY = range(7)
 
 
 @dataclass
@@ -76,6 +76,7 @@ class TrainConfig:
     checkpoint_every: int = 0  # 0 = only at the end
     keep_checkpoints: int = 2
     artifacts_every: int = 0  # 0 = only at the end
+    fidelity_every: int = 0  # sample metrics (tasks with sample_metrics) every this many steps after 0; 0 = at the end
     ema_decay: float = 0.999  # for tasks with uses_ema
     null_samples: int = 256
     device: str = "auto"  # auto = cuda:LOCAL_RANK if available, else cpu
@@ -101,6 +102,11 @@ class TrainConfig:
             raise ValueError(
                 f"threads, warmup, eval_limit and checkpoint_every must be >= 0; got "
                 f"{self.threads}, {self.warmup}, {self.eval_limit}, {self.checkpoint_every}"
+            )
+        if self.fidelity_every < 0 or self.fidelity_every % self.log_every:
+            raise ValueError(
+                f"fidelity_every must be 0 (at the end) or a positive multiple of log_every = {self.log_every} "
+                f"(sample metrics sit on logged rows); got {self.fidelity_every}"
             )
         if self.optimizer not in ("adamw", "sgd"):
             raise ValueError(f"optimizer must be 'adamw' or 'sgd', got {self.optimizer!r}")
@@ -235,6 +241,7 @@ def run_metadata(cfg: TrainConfig, data, task: VisionTask, device: torch.device,
     return {
         "config": cfg.to_dict(),
         "data": data.summary(),
+        **({"fidelity": task.fidelity_info()} if hasattr(task, "fidelity_info") else {}),
         "forms": forms,
         "parameters": sum(p.numel() for p in task.model.parameters()),
         "device": str(device),
@@ -297,6 +304,13 @@ class Trainer:
         self.loss_count = 0
         self.rows: list[dict] = []
         self.metrics: dict[str, float] = {}
+        self.metrics_log = MetricsLog(self.run_dir / "metrics.csv", run_columns(self.task))
+        self.sample_metrics = getattr(self.task, "sample_metrics", None)  # None: the task does not generate
+        if cfg.fidelity_every and self.sample_metrics is None:
+            raise ValueError(
+                f"fidelity_every = {cfg.fidelity_every}, but the {cfg.model} {cfg.objective} task computes no sample "
+                f"metrics (DiT: --set fidelity_samples=N turns them on)"
+            )
 
     def _wrap(self, model: nn.Module) -> nn.Module:
         wrapped = model
@@ -368,7 +382,7 @@ class Trainer:
         self.step = self.saved_step = meta["step"]
         self.loss_sum.fill_(meta["loss_sum"])
         self.loss_count = meta["loss_count"]
-        self.rows = read_rows(self.run_dir / "metrics.csv", self.step)
+        self.rows = self.metrics_log.resume(self.step)
         last = self.rows[-1] if self.rows else {}
         self.metrics = {k: float(v) for k, v in last.items() if is_metric(k) and v not in ("", None)}
 
@@ -403,7 +417,16 @@ class Trainer:
             return
         with self.ema.swapped_in(self.model) if self.ema is not None else nullcontext():
             self.metrics = evaluate(self.task, self.test_x, self.test_y, self.cfg, self.autocast)
-        self.rows += score_table(
+            if self._fidelity_due():
+                was_training = self.model.training
+                self.model.eval()
+                with torch.no_grad(), self.autocast():
+                    self.metrics.update(self.sample_metrics(generator(self.cfg.split_seed, _FIDELITY)))
+                self.model.train(was_training)
+        undeclared = sorted(set(self.metrics) - set(self.metrics_log.columns))
+        if undeclared:
+            raise ValueError(f"the task reported metrics {undeclared} it does not declare in metric_names")
+        rows = score_table(
             self.task,
             self.step,
             self.cfg.seed,
@@ -414,8 +437,16 @@ class Trainer:
             self.initial_forms,
             self._token_inputs(),
         )
-        norms = sorted({k for row in self.rows for k in row if k.endswith(("_key_norm", "_query_norm"))})
-        write_csv(self.run_dir / "metrics.csv", self.rows, RUN_COLUMNS + norms + sorted(self.metrics))
+        self.metrics_log.append(rows)
+        self.rows += rows
+
+    def _fidelity_due(self) -> bool:
+        """Sample metrics at the positive multiples of ``fidelity_every`` and at the last step (an untrained DiT
+        outputs zero, whose samples need no scoring)."""
+        if self.sample_metrics is None:
+            return False
+        every = self.cfg.fidelity_every
+        return self.step == self.cfg.steps or bool(every and self.step and self.step % every == 0)
 
     def _token_inputs(self) -> list[torch.Tensor] | None:
         """Attention inputs on a fixed probe batch (the first test images), for tasks with special tokens."""
@@ -483,6 +514,7 @@ class Trainer:
             write_json(
                 self.run_dir / "config.json", run_metadata(cfg, self.data, self.task, self.device, self.dist.world)
             )
+            self.metrics_log.start()
         if self.step >= cfg.steps:  # finished before: nothing to train, write or sample again
             return RunResult(self.run_dir, self.step, self.metrics, self.rows)
         self.model.train()

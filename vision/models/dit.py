@@ -65,6 +65,8 @@ PRESETS: dict[str, DiTConfig] = {
     for p in (2, 4, 8)
 }
 PRESETS["dit-tiny"] = DiTConfig()  # CPU: 8 x 8 digits, 16 tokens, 4 layers of width 64
+# CPU, 28 x 28 MNIST: 4 x 4 patches (49 tokens), 6 layers of width 96; trained by the recipe vision.recipes "dit-mnist"
+PRESETS["dit-mnist"] = DiTConfig(image_size=28, patch=4, dim=96, depth=6, heads=4)
 
 
 def preset_key(name: str) -> str:

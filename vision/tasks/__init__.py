@@ -20,8 +20,13 @@ Rules a task follows so that the trainer can scale it (DDP, ``torch.compile``, e
   weighted by size); it runs under ``torch.no_grad`` with ``model.eval()`` and, when ``uses_ema``,
   with the EMA weights swapped in.
 
-Optional, read with ``getattr``: ``forms()`` replaces the default ``{"W_qk": attention_forms(model)}``
-(MAE scores its encoder and its narrower decoder apart); ``special_tokens`` (``{"cls": 0}``) names
+``metric_names`` lists the keys ``evaluate`` (and ``sample_metrics``) return: ``metrics.csv``'s header is fixed
+from it when a run starts, so the file can be appended to (:class:`vision.record.MetricsLog`).
+
+Optional, read with ``getattr``: ``sample_metrics(generator)`` returns sample-quality metrics of generated images
+(DiT's ``sample_fid`` and friends, :mod:`vision.fidelity`), computed at the trainer's ``fidelity_every`` with the
+EMA weights; ``forms()`` replaces the default ``{"W_qk": attention_forms(model)}`` (MAE scores its encoder and
+its narrower decoder apart); ``special_tokens`` (``{"cls": 0}``) names
 token positions of the attention input whose key- and query-side norms are recorded (:mod:`vision.tokens`).
 """
 
@@ -48,6 +53,7 @@ class VisionTask(Protocol):
 
     model: nn.Module  # the bare network; contains vision.models.attention.Attention layers
     uses_ema: bool  # keep an exponential moving average of the weights, evaluate with it
+    metric_names: tuple[str, ...]  # every metric evaluate (and sample_metrics) may return
 
     def draw(self, batch: int, generator: torch.Generator) -> dict[str, torch.Tensor]:
         """The randomness of a training step for ``batch`` examples, each tensor ``[batch, ...]``."""

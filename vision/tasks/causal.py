@@ -17,6 +17,8 @@ from vision.tasks import TaskBase, vit_task_config
 class CausalTask(TaskBase):
     """MSE of the next-patch prediction over all positions; evaluation reports the test MSE."""
 
+    metric_names = ("test_loss",)  # what evaluate returns: the columns of metrics.csv
+
     special_tokens: ClassVar[dict[str, int]] = {"bos": 0}  # the start token, context for every position
 
     def __init__(self, model: CausalViT) -> None:

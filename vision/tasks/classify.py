@@ -14,6 +14,8 @@ from vision.tasks import TaskBase, vit_task_config
 class ClassifyTask(TaskBase):
     """Cross-entropy on the class logits; evaluation reports test accuracy and loss."""
 
+    metric_names = ("test_accuracy", "test_loss")  # what evaluate returns: the columns of metrics.csv
+
     def __init__(self, model: ViT) -> None:
         self.model = model
         self.special_tokens = {"cls": 0} if model.cls is not None else {}  # position in the attention input

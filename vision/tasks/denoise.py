@@ -12,6 +12,7 @@ from theory.factored import FactoredForms
 from theory.objectives import Denoising
 from vision.adaln import modulated_forms
 from vision.diffusion import Sampler, _randn, diffusion_loss, sample, save_image_grid
+from vision.fidelity import FIDELITY_COLUMNS, FidelityReference
 from vision.models.dit import DiT, dit_config, preset_key
 from vision.tasks import TaskBase
 
@@ -23,10 +24,13 @@ class DenoiseTask(TaskBase):
     (labels ``adaln_t<t>``), for a class-conditional model averaged over its first ``FORM_CLASSES``
     classes (all of them when there are fewer; see :func:`modulated_forms`: the average has rank
     ``C d_h``, so 1,000 ImageNet classes would need tens of GB), and writes a sample grid with one row per class.
+    With a :class:`vision.fidelity.FidelityReference` (``fidelity``), ``sample_metrics`` draws
+    ``fidelity_samples`` images (classes in turn) with the task's sampler and scores them against it.
     """
 
     uses_ema = True
     FORM_CLASSES = 16
+    SAMPLE_BATCH = 500  # images sampled at once for the sample metrics
 
     def __init__(
         self,
@@ -35,8 +39,16 @@ class DenoiseTask(TaskBase):
         sampler: Sampler = Sampler(),
         form_timesteps: Sequence[int] | None = None,
         samples_per_class: int = 8,
+        fidelity: FidelityReference | None = None,
+        fidelity_samples: int = 0,
     ) -> None:
         self.model, self.objective, self.sampler = model, objective, sampler
+        self.fidelity, self.fidelity_samples = fidelity, fidelity_samples
+        conditional = model.config.n_classes > 0
+        sample_columns = [c for c in FIDELITY_COLUMNS if conditional or c != "sample_accuracy"] if fidelity else []
+        self.metric_names = ("test_loss", "test_mse", *sample_columns)
+        if fidelity is None:
+            self.sample_metrics = None  # the trainer asks for sample metrics only where a task has them
         last = objective.schedule.steps - 1
         default = [round(f * last) for f in (0.1, 0.5, 0.9)]
         self.form_timesteps = list(form_timesteps) if form_timesteps is not None else default
@@ -71,6 +83,32 @@ class DenoiseTask(TaskBase):
         losses = diffusion_loss(self.model, images, self._labels(labels), self.objective, generator)
         return {"test_loss": losses["loss"].item(), "test_mse": losses["mse"].item()}
 
+    def _sample(self, n: int, generator: torch.Generator, y: torch.Tensor | None) -> torch.Tensor:
+        cfg = self.model.config
+        device = next(self.model.parameters()).device
+        shape = (n, cfg.channels, cfg.image_size, cfg.image_size)
+        return sample(self.model, self.objective, shape, y, self.sampler, generator, cfg.null_class, device)
+
+    def sample_metrics(self, generator: torch.Generator) -> dict[str, float]:
+        """Sample-quality metrics of ``fidelity_samples`` generated images (labels ``0, 1, ..., C-1, 0, ...``)."""
+        n, n_classes = self.fidelity_samples, self.model.config.n_classes
+        labels = torch.arange(n) % n_classes if n_classes else None
+        chunks = [
+            self._sample(
+                len(range(i, min(i + self.SAMPLE_BATCH, n))),
+                generator,
+                None if labels is None else labels[i : i + self.SAMPLE_BATCH],
+            )
+            for i in range(0, n, self.SAMPLE_BATCH)
+        ]
+        return self.fidelity.score(torch.cat(chunks).float().cpu().clamp(-1, 1), labels)
+
+    def fidelity_info(self) -> dict:
+        """What the sample metrics compare with (recorded in config.json); empty when they are off."""
+        if self.fidelity is None:
+            return {}
+        return {**self.fidelity.info, "samples": self.fidelity_samples, "k": self.fidelity.k}
+
     def extra_forms(self) -> dict[str, FactoredForms]:
         n_classes = self.model.config.n_classes
         classes = list(range(min(n_classes, self.FORM_CLASSES))) if n_classes else None
@@ -80,18 +118,7 @@ class DenoiseTask(TaskBase):
         cfg = self.model.config
         per = self.samples_per_class
         y = torch.arange(cfg.n_classes).repeat_interleave(per) if cfg.n_classes else None
-        n = per * max(cfg.n_classes, 1)
-        device = next(self.model.parameters()).device
-        images = sample(
-            self.model,
-            self.objective,
-            (n, cfg.channels, cfg.image_size, cfg.image_size),
-            y,
-            self.sampler,
-            generator,
-            cfg.null_class,
-            device,
-        )
+        images = self._sample(per * max(cfg.n_classes, 1), generator, y)
         if images.shape[1] not in (1, 3):  # latents: show the first channel
             images = images[:, :1]
         return [save_image_grid(images, Path(out_dir) / f"samples_step{step:07d}.png", nrow=per)]
@@ -107,13 +134,18 @@ def build_task(
     sampler: Sampler | dict | None = None,
     form_timesteps: Sequence[int] | None = None,
     samples_per_class: int = 8,
+    fidelity_samples: int = 0,
+    fidelity_net: str | None = None,
     **overrides,
 ) -> DenoiseTask:
     """``dit-<preset>`` + ``denoise`` on ``data`` (image size, channels and classes from the data).
 
     ``patch`` defaults to the preset's (``b-4`` -> 4) and, for ``tiny``, to one that suits the image size.
     ``conditional=False`` trains an unconditional model (no class embedding). ``sampler`` (a
-    :class:`vision.diffusion.Sampler` or its fields as a dict, e.g. ``{"guidance": 2}``) draws the sample grids.
+    :class:`vision.diffusion.Sampler` or its fields as a dict, e.g. ``{"guidance": 2}``) draws the sample grids
+    and the samples of the sample metrics. ``fidelity_samples > 0`` turns those on: that many samples scored
+    against the data's test split in the features of ``fidelity_net`` (a name or path for
+    :func:`vision.fidelity.load_feature_net`; default: the data's name, e.g. ``mnist5k``).
     """
     from vision.models.vit import default_patch
 
@@ -143,4 +175,18 @@ def build_task(
         raise ValueError(
             f"sampler must be a Sampler or a dict of its fields, e.g. {{'method': 'ddpm'}}; got {sampler!r}"
         )
-    return DenoiseTask(DiT(cfg, generator), objective, sampler or Sampler(), form_timesteps, samples_per_class)
+    if not isinstance(fidelity_samples, int) or isinstance(fidelity_samples, bool) or fidelity_samples < 0:
+        raise ValueError(f"fidelity_samples must be an integer >= 0 (0 = off), got {fidelity_samples!r}")
+    fidelity = None
+    if fidelity_samples:
+        from vision.fidelity import reference_for
+
+        if fidelity_samples < 10:
+            raise ValueError(f"fidelity_samples must be 0 (off) or >= 10 for a covariance, got {fidelity_samples}")
+        fidelity = reference_for(fidelity_net or data.name, data.test_images)
+    elif fidelity_net is not None:
+        raise ValueError("fidelity_net is set but fidelity_samples = 0: set fidelity_samples=N for sample metrics")
+    model = DiT(cfg, generator)
+    return DenoiseTask(
+        model, objective, sampler or Sampler(), form_timesteps, samples_per_class, fidelity, fidelity_samples
+    )

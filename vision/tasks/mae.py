@@ -16,6 +16,8 @@ from vision.tasks import TaskBase, vit_task_config
 class MAETask(TaskBase):
     """MSE between predicted and true pixels of the masked patches (as MAE, without per-patch normalisation)."""
 
+    metric_names = ("test_loss",)  # what evaluate returns: the columns of metrics.csv
+
     def __init__(self, model: MAE, objective: MaskedAutoencoding) -> None:
         self.model, self.objective = model, objective
 
