@@ -11,13 +11,20 @@
 
 Both scores are computed for dense matrices ``M`` of shape ``[..., d, d]`` and for factored
 forms ``M = A B^T`` with ``A, B`` of shape ``[..., d, r]``, the latter without building ``d x d``
-(except when ``r >= d``, where the dense route is the cheaper one). Everything is accumulated
-in float64. Rows of ``M`` index the query side, columns the key side.
+(except when ``r >= d``, where the dense route is the cheaper one). Rows of ``M`` index the query
+side, columns the key side.
+
+Precision: ``"float64"`` (the default, the reference) computes everything in float64; ``"float32"`` runs
+the matrix products (the Grams, or ``A B^T``) in float32 at the machine's sgemm rate and accumulates every
+reduction in float64. It agrees with the reference to 1e-6 on ``s`` and to the rounding of the norms on
+``delta`` (tests/test_scores_precision.py); a form whose factors nearly cancel (``||A B^T||^2 <
+1e-6 ||A||^2 ||B||^2``) is recomputed in float64, where float32 products would lose the digits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -28,6 +35,15 @@ DEFAULT_K = 2.0
 _EXCESS_RTOL = 1e-10
 # A factored form whose squared norm is below this fraction of ||A||^2 ||B||^2 is numerically zero.
 _ZERO_RTOL = 1e-14
+# Below this fraction the float32 products have cancelled too many digits: such forms are redone in float64.
+_FLOAT32_RTOL = 1e-6
+# Rows of M per block of the dense reductions (a block and its transposed partner stay in cache).
+_BLOCK = 128
+# Rows of the factors per float32 partial Gram; the partial Grams are summed in float64.
+_GRAM_BLOCK = 512
+
+Precision = Literal["float64", "float32"]
+_WORKING = {"float64": torch.float64, "float32": torch.float32}
 
 ArrayLike = torch.Tensor | np.ndarray
 
@@ -53,11 +69,17 @@ class Scores:
     directionality_pr: torch.Tensor
 
 
-def _as_float64(x: ArrayLike, name: str) -> torch.Tensor:
+def _working_dtype(precision: str) -> torch.dtype:
+    if precision not in _WORKING:
+        raise ValueError(f"precision must be 'float64' or 'float32'; got {precision!r}")
+    return _WORKING[precision]
+
+
+def _as_real(x: ArrayLike, name: str, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     t = torch.as_tensor(x)
     if t.is_complex():
         raise ValueError(f"{name} must be real, got dtype {t.dtype}")
-    t = t.to(torch.float64)
+    t = t.to(dtype)
     if not torch.isfinite(t).all():
         bad = int((~torch.isfinite(t)).sum())
         raise ValueError(f"{name} contains {bad} NaN or Inf entries")
@@ -119,34 +141,47 @@ def scores_from_norms(sym: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
     return Scores(sym, directionality_from_norms(rows, cols, k), pr_directionality_from_norms(rows, cols))
 
 
-def _dense_form(m: ArrayLike) -> torch.Tensor:
-    m = _as_float64(m, "M")
+def _dense_form(m: ArrayLike, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    m = _as_real(m, "M", dtype)
     _check_square(m)
-    _raise_if_zero((m * m).sum((-2, -1)) == 0)
+    _raise_if_zero((m * m).sum((-2, -1), dtype=torch.float64) == 0)
     return m
 
 
-def _symmetry(m: torch.Tensor) -> torch.Tensor:
-    return (m * m.transpose(-2, -1)).sum((-2, -1)) / (m * m).sum((-2, -1))
+def _dense_parts(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``s`` and the row / column norms of dense ``M`` (any float dtype), every sum accumulated in float64.
+
+    Blocked over rows: block ``I`` of ``M`` and block ``I`` of ``M^T`` (the columns) are read once each,
+    giving their share of ``tr(M M) = sum_I <M[I, :], M[:, I]^T>``, the row norms of ``I`` and the column
+    norms of ``I``. Columns are reduced as rows of ``M^T`` in the same order, so a symmetric ``M`` has
+    identical row and column norms (``delta = 0`` exactly).
+    """
+    d = m.shape[-1]
+    trace = torch.zeros(m.shape[:-2], dtype=torch.float64)
+    rows = torch.empty((*m.shape[:-2], d), dtype=torch.float64)
+    cols = torch.empty_like(rows)
+    for start in range(0, d, _BLOCK):
+        block = slice(start, start + _BLOCK)
+        row_block = m[..., block, :].double()
+        col_block = m[..., :, block].transpose(-2, -1).double()
+        trace += (row_block * col_block).sum((-2, -1))
+        rows[..., block] = (row_block * row_block).sum(-1)
+        cols[..., block] = (col_block * col_block).sum(-1)
+    return trace / rows.sum(-1), rows.sqrt(), cols.sqrt()
 
 
 def _norms(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    # Columns as rows of a contiguous M^T: the same reduction order, so symmetric M gives delta = 0 exactly.
-    return m.norm(dim=-1), m.transpose(-2, -1).contiguous().norm(dim=-1)
-
-
-def _directionality(m: torch.Tensor, k: float) -> torch.Tensor:
-    return directionality_from_norms(*_norms(m), k)
+    return _dense_parts(m)[1:]
 
 
 def symmetry(m: ArrayLike) -> torch.Tensor:
     """``s(M) = tr(M M) / ||M||_F^2`` in ``[-1, 1]`` for ``M`` of shape ``[..., d, d]``."""
-    return _symmetry(_dense_form(m))
+    return _dense_parts(_dense_form(m))[0]
 
 
 def directionality(m: ArrayLike, k: float = DEFAULT_K) -> torch.Tensor:
     """``delta(M)`` (the paper's directionality) for ``M`` of shape ``[..., d, d]``."""
-    return _directionality(_dense_form(m), k)
+    return directionality_from_norms(*_norms(_dense_form(m)), k)
 
 
 def pr_directionality(m: ArrayLike) -> torch.Tensor:
@@ -154,30 +189,57 @@ def pr_directionality(m: ArrayLike) -> torch.Tensor:
     return pr_directionality_from_norms(*_norms(_dense_form(m)))
 
 
-def dense_scores(m: ArrayLike, k: float = DEFAULT_K) -> Scores:
-    """Both scores of dense forms ``[..., d, d]`` (validated once)."""
-    m = _dense_form(m)
-    return scores_from_norms(_symmetry(m), *_norms(m), k)
+def dense_scores(m: ArrayLike, k: float = DEFAULT_K, precision: Precision = "float64") -> Scores:
+    """Both scores of dense forms ``[..., d, d]`` (validated once; ``precision`` as in the module doc)."""
+    return scores_from_norms(*_dense_parts(_dense_form(m, _working_dtype(precision))), k)
 
 
-def factored_scores(a: ArrayLike, b: ArrayLike, k: float = DEFAULT_K) -> Scores:
+def factored_scores(a: ArrayLike, b: ArrayLike, k: float = DEFAULT_K, precision: Precision = "float64") -> Scores:
     """Both scores of ``M = A B^T`` from factors ``[..., d, r]`` in ``O(d r^2)``.
 
     Uses ``||M||^2 = tr((A^T A)(B^T B))``, ``tr(M M) = tr((B^T A)^2)``, row norms^2 =
-    ``rowsum((A B^T B) * A)`` and column norms^2 = ``rowsum((B A^T A) * B)``.
+    ``rowsum((A B^T B) * A)`` and column norms^2 = ``rowsum((B A^T A) * B)``. With ``precision="float32"``
+    the products run in float32 and the reductions in float64 (see the module doc).
     """
-    a, b = _as_float64(a, "A"), _as_float64(b, "B")
+    work = _working_dtype(precision)
+    a, b = _as_real(a, "A", work), _as_real(b, "B", work)
     _check_factors(a, b)
-    d, r = a.shape[-2], a.shape[-1]
-    if r >= d:  # the d x d product is cheaper than r x r Grams
-        return dense_scores(a @ b.transpose(-2, -1), k)
-    gram_a = a.transpose(-2, -1) @ a  # (..., r, r)
-    gram_b = b.transpose(-2, -1) @ b
-    cross = b.transpose(-2, -1) @ a  # B^T A
-    sq_norm = (gram_a * gram_b).sum((-2, -1))
-    scale = gram_a.diagonal(0, -2, -1).sum(-1) * gram_b.diagonal(0, -2, -1).sum(-1)  # ||A||^2 ||B||^2
+    parts, sq_norm, scale = _factored_parts(a, b)
     _raise_if_zero(sq_norm <= _ZERO_RTOL * scale)
+    redo = sq_norm <= _FLOAT32_RTOL * scale if work != torch.float64 else None
+    if redo is not None and redo.any():  # cancelling products: their float32 digits are gone
+        exact, _, _ = _factored_parts(a[redo].double(), b[redo].double())
+        parts = tuple(_replaced(p, redo, e) for p, e in zip(parts, exact, strict=True))
+    return scores_from_norms(*parts, k)
+
+
+def _replaced(x: torch.Tensor, mask: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    out[mask] = values
+    return out
+
+
+def _factored_parts(a: torch.Tensor, b: torch.Tensor):
+    """``(s, rows, cols), ||M||^2, ||A||^2 ||B||^2`` of ``M = A B^T``: products in ``a``'s dtype, sums in float64."""
+    d, r = a.shape[-2], a.shape[-1]
+    scale = a.square().sum((-2, -1), dtype=torch.float64) * b.square().sum((-2, -1), dtype=torch.float64)
+    if r >= d:  # the d x d product is cheaper than r x r Grams
+        sym, rows, cols = _dense_parts(a @ b.transpose(-2, -1))
+        return (sym, rows, cols), rows.square().sum(-1), scale
+    gram_a, gram_b, cross = _gram(a, a), _gram(b, b), _gram(b, a)  # (..., r, r) float64; cross = B^T A
+    sq_norm = (gram_a * gram_b).sum((-2, -1))
     sym = (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
-    rows = ((a @ gram_b) * a).sum(-1).clamp_min(0).sqrt()
-    cols = ((b @ gram_a) * b).sum(-1).clamp_min(0).sqrt()
-    return scores_from_norms(sym, rows, cols, k)
+    rows = ((a @ gram_b.to(a.dtype)).double() * a.double()).sum(-1).clamp_min(0).sqrt()
+    cols = ((b @ gram_a.to(a.dtype)).double() * b.double()).sum(-1).clamp_min(0).sqrt()
+    return (sym, rows, cols), sq_norm, scale
+
+
+def _gram(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """``x^T y`` in float64: float32 products over blocks of rows, the partial products summed in float64."""
+    if x.dtype == torch.float64:
+        return x.transpose(-2, -1) @ y
+    total = torch.zeros((*x.shape[:-2], x.shape[-1], y.shape[-1]), dtype=torch.float64)
+    for start in range(0, x.shape[-2], _GRAM_BLOCK):
+        block = slice(start, start + _GRAM_BLOCK)
+        total += x[..., block, :].transpose(-2, -1) @ y[..., block, :]
+    return total
