@@ -1,14 +1,16 @@
 """Describe, score and summarise the attention of a checkpoint on disk (``cli.py analyze``).
 
-Layers are read and scored one at a time, so a 7B model needs the memory of one layer, not of the
-model. Rows are those of :func:`theory.report.score_rows` plus ``model`` and ``family``; the
-summary is the paper's convention: median and interquartile range over layers of the per-layer
-scores, with the median null z-score.
+Layers are scored one at a time while a background thread reads the next, so a 7B model needs the
+memory of two layers, not of the model. Scores use the float32 products of :mod:`theory.scores`
+(reductions in float64; within 1e-6 of the float64 reference on ``s``). Rows are those of
+:func:`theory.report.score_rows` plus ``model`` and ``family``; the summary is the paper's convention:
+median and interquartile range over layers of the per-layer scores, with the median null z-score.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ from checkpoints.loading import Checkpoint, open_checkpoint
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
-from theory.scores import DEFAULT_K, SCORE_NAMES
+from theory.scores import DEFAULT_K, SCORE_NAMES, Precision
 
 ANALYZE_COLUMNS = ["model", "family", *SCORE_COLUMNS]
 MIN_NULL_SAMPLES = 32
@@ -46,9 +48,9 @@ def _pers(per: PerChoice) -> tuple[str, ...]:
 def null_shapes(plan: Plan, per: PerChoice, null_samples: int | None = None) -> list[tuple[str, int, int, int]]:
     """``(per, d, rank, n_samples)`` of every null the scores need.
 
-    The per-layer rank is ``H_kv d_h`` (see :meth:`FactoredForms.factors`), capped at ``d``.
+    The per-layer rank is ``H_kv d_h`` (see :meth:`FactoredForms.factors`), also where it exceeds ``d``.
     """
-    ranks = {"head": plan.d_head, "layer": min(plan.heads.n_kv_heads * plan.d_head, plan.d_model)}
+    ranks = {"head": plan.d_head, "layer": plan.heads.n_kv_heads * plan.d_head}
     d = plan.d_model
     return [(p, d, ranks[p], null_samples or default_null_samples(d, ranks[p])) for p in _pers(per)]
 
@@ -91,13 +93,22 @@ def iter_rows(
     k: float = DEFAULT_K,
     null_samples: int | None = None,
     null_seed: int = 0,
+    precision: Precision = "float32",
 ) -> Iterator[list[dict]]:
-    """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``)."""
+    """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``).
+
+    A background thread reads layer ``l + 1`` while layer ``l`` is scored: at most two layers' weights
+    are in memory at once.
+    """
     samples = {p: n for p, _, _, n in null_shapes(plan, per, null_samples)}
-    for layer in range(plan.n_layers):
-        forms = layer_forms(ckpt, plan, layer)
-        rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed)]  # type: ignore
-        yield [{"model": plan.model, "family": plan.family, **row, "layer": layer} for row in rows]
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-layer") as reader:
+        pending = reader.submit(layer_forms, ckpt, plan, 0) if plan.n_layers else None
+        for layer in range(plan.n_layers):
+            forms = pending.result()
+            pending = reader.submit(layer_forms, ckpt, plan, layer + 1) if layer + 1 < plan.n_layers else None
+            rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed, precision)]  # type: ignore[arg-type]
+            del forms  # the next result() may hold the following layer: this one must be gone by then
+            yield [{"model": plan.model, "family": plan.family, **row, "layer": layer} for row in rows]
 
 
 def summarise(rows: list[dict]) -> list[dict]:
@@ -147,18 +158,21 @@ def score(
     null_seed: int = 0,
     on_null: Callable[[int, int, int], None] | None = None,
     on_layer: Callable[[int, int], None] | None = None,
+    precision: Precision = "float32",
 ) -> list[dict]:
     """All rows of a planned checkpoint.
 
     Progress hooks: ``on_null(d, rank, n_samples)`` before each null is fetched (drawn the first time,
-    then read from the disk cache), ``on_layer(done, total)`` after each layer.
+    then read from the disk cache; one null serves every layer of its shape), ``on_layer(done, total)``
+    after each layer. ``precision``: of the scores' products (:mod:`theory.scores`; ``"float64"`` is the
+    reference).
     """
-    for _, d, rank, n in null_shapes(plan, per, null_samples):
+    for d, rank, n in dict.fromkeys(shape[1:] for shape in null_shapes(plan, per, null_samples)):
         if on_null is not None:
             on_null(d, rank, n)
         null_distribution(d, rank, k, n, null_seed)
     rows: list[dict] = []
-    for layer_rows in iter_rows(ckpt, plan, per, k, null_samples, null_seed):
+    for layer_rows in iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision):
         rows += layer_rows
         if on_layer is not None:
             on_layer(layer_rows[0]["layer"] + 1, plan.n_layers)
