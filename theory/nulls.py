@@ -170,7 +170,7 @@ def random_scores(d: int, rank: int, n: int, gen: torch.Generator, k: float = DE
     # given B, the rows of A B^T are i.i.d. N(0, B B^T) with B B^T ~ Wishart_d(rank) = L L^T: A B^T ~ G L^T
     lower = wishart_factor(n, d, rank, gen)
     g = torch.randn(n, d, d, generator=gen)
-    return dense_scores(times_lower_transposed(g, lower), k, precision="float32")
+    return dense_scores(times_lower_transposed(g, lower), k, precision="float32", checked=False)
 
 
 def sample_null(

@@ -15,10 +15,12 @@ forms ``M = A B^T`` with ``A, B`` of shape ``[..., d, r]``, the latter without b
 side, columns the key side.
 
 Precision: ``"float64"`` (the default, the reference) computes everything in float64; ``"float32"`` runs
-the matrix products (the Grams, or ``A B^T``) in float32 at the machine's sgemm rate and accumulates every
-reduction in float64. It agrees with the reference to 1e-6 on ``s`` and to the rounding of the norms on
-``delta`` (tests/test_scores_precision.py); a form whose factors nearly cancel (``||A B^T||^2 <
-1e-6 ||A||^2 ||B||^2``) is recomputed in float64, where float32 products would lose the digits.
+the matrix products (the ``r x r`` Grams, or ``A B^T``) in float32 at the machine's sgemm rate; the sums
+over the rows, and every sum of ``r x r`` Gram products, are accumulated in float64 (a row's own terms,
+pairwise, in float32). It agrees with the reference to 1e-6 on ``s``, 1e-5 (relative) on the norms and
+so on ``delta`` up to what the norms' rounding can move where a norm sits at its threshold
+(tests/test_scores_precision.py); a form whose factors nearly cancel (``||A B^T||^2 < 1e-6 ||A||^2 ||B||^2``)
+is recomputed in float64, where float32 products would lose the digits.
 """
 
 from __future__ import annotations
@@ -37,10 +39,6 @@ _EXCESS_RTOL = 1e-10
 _ZERO_RTOL = 1e-14
 # Below this fraction the float32 products have cancelled too many digits: such forms are redone in float64.
 _FLOAT32_RTOL = 1e-6
-# Rows of M per block of the dense reductions (a block and its transposed partner stay in cache).
-_BLOCK = 128
-# Rows of the factors per float32 partial Gram; the partial Grams are summed in float64.
-_GRAM_BLOCK = 512
 
 Precision = Literal["float64", "float32"]
 _WORKING = {"float64": torch.float64, "float32": torch.float32}
@@ -80,7 +78,8 @@ def _as_real(x: ArrayLike, name: str, dtype: torch.dtype = torch.float64) -> tor
     if t.is_complex():
         raise ValueError(f"{name} must be real, got dtype {t.dtype}")
     t = t.to(dtype)
-    if not torch.isfinite(t).all():
+    # a NaN or Inf entry makes the norm non-finite: one fast reduction, the elementwise scan only then
+    if not torch.isfinite(torch.linalg.vector_norm(t)) and not torch.isfinite(t).all():
         bad = int((~torch.isfinite(t)).sum())
         raise ValueError(f"{name} contains {bad} NaN or Inf entries")
     return t
@@ -144,30 +143,22 @@ def scores_from_norms(sym: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
 def _dense_form(m: ArrayLike, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     m = _as_real(m, "M", dtype)
     _check_square(m)
-    _raise_if_zero((m * m).sum((-2, -1), dtype=torch.float64) == 0)
+    _raise_if_zero(torch.linalg.vector_norm(m, dim=(-2, -1)) == 0)
     return m
 
 
 def _dense_parts(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``s`` and the row / column norms of dense ``M`` (any float dtype), every sum accumulated in float64.
+    """``s`` and the row / column norms of dense ``M`` (float32 or float64), without a temporary of ``d^2`` sums.
 
-    Blocked over rows: block ``I`` of ``M`` and block ``I`` of ``M^T`` (the columns) are read once each,
-    giving their share of ``tr(M M) = sum_I <M[I, :], M[:, I]^T>``, the row norms of ``I`` and the column
-    norms of ``I``. Columns are reduced as rows of ``M^T`` in the same order, so a symmetric ``M`` has
-    identical row and column norms (``delta = 0`` exactly).
+    A row's ``d`` terms are summed in ``M``'s dtype (pairwise), the ``d`` rows in float64. Columns are
+    reduced as rows of a contiguous ``M^T`` in the same order, so a symmetric ``M`` has identical row and
+    column norms (``delta = 0`` exactly).
     """
-    d = m.shape[-1]
-    trace = torch.zeros(m.shape[:-2], dtype=torch.float64)
-    rows = torch.empty((*m.shape[:-2], d), dtype=torch.float64)
-    cols = torch.empty_like(rows)
-    for start in range(0, d, _BLOCK):
-        block = slice(start, start + _BLOCK)
-        row_block = m[..., block, :].double()
-        col_block = m[..., :, block].transpose(-2, -1).double()
-        trace += (row_block * col_block).sum((-2, -1))
-        rows[..., block] = (row_block * row_block).sum(-1)
-        cols[..., block] = (col_block * col_block).sum(-1)
-    return trace / rows.sum(-1), rows.sqrt(), cols.sqrt()
+    mt = m.transpose(-2, -1).contiguous()
+    rows = torch.linalg.vector_norm(m, dim=-1).double()
+    cols = torch.linalg.vector_norm(mt, dim=-1).double()
+    trace = torch.linalg.vecdot(m, mt).double().sum(-1)  # tr(M M) = sum_i <M[i, :], M[:, i]>
+    return trace / rows.square().sum(-1), rows, cols
 
 
 def _norms(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -189,9 +180,15 @@ def pr_directionality(m: ArrayLike) -> torch.Tensor:
     return pr_directionality_from_norms(*_norms(_dense_form(m)))
 
 
-def dense_scores(m: ArrayLike, k: float = DEFAULT_K, precision: Precision = "float64") -> Scores:
-    """Both scores of dense forms ``[..., d, d]`` (validated once; ``precision`` as in the module doc)."""
-    return scores_from_norms(*_dense_parts(_dense_form(m, _working_dtype(precision))), k)
+def dense_scores(m: ArrayLike, k: float = DEFAULT_K, precision: Precision = "float64", checked: bool = True) -> Scores:
+    """Both scores of dense forms ``[..., d, d]`` (``precision`` as in the module doc).
+
+    ``checked=False`` skips the validation (real, finite, nonzero, square): for matrices the caller built
+    itself from checked inputs, such as null draws.
+    """
+    dtype = _working_dtype(precision)
+    m = _dense_form(m, dtype) if checked else torch.as_tensor(m).to(dtype)
+    return scores_from_norms(*_dense_parts(m), k)
 
 
 def factored_scores(a: ArrayLike, b: ArrayLike, k: float = DEFAULT_K, precision: Precision = "float64") -> Scores:
@@ -222,24 +219,16 @@ def _replaced(x: torch.Tensor, mask: torch.Tensor, values: torch.Tensor) -> torc
 def _factored_parts(a: torch.Tensor, b: torch.Tensor):
     """``(s, rows, cols), ||M||^2, ||A||^2 ||B||^2`` of ``M = A B^T``: products in ``a``'s dtype, sums in float64."""
     d, r = a.shape[-2], a.shape[-1]
-    scale = a.square().sum((-2, -1), dtype=torch.float64) * b.square().sum((-2, -1), dtype=torch.float64)
+    norm = lambda x: torch.linalg.vector_norm(x, dim=(-2, -1)).double().square()
+    scale = norm(a) * norm(b)  # ||A||^2 ||B||^2
     if r >= d:  # the d x d product is cheaper than r x r Grams
         sym, rows, cols = _dense_parts(a @ b.transpose(-2, -1))
         return (sym, rows, cols), rows.square().sum(-1), scale
-    gram_a, gram_b, cross = _gram(a, a), _gram(b, b), _gram(b, a)  # (..., r, r) float64; cross = B^T A
-    sq_norm = (gram_a * gram_b).sum((-2, -1))
+    gram_a, gram_b = a.transpose(-2, -1) @ a, b.transpose(-2, -1) @ b  # (..., r, r)
+    cross = (b.transpose(-2, -1) @ a).double()  # B^T A
+    sq_norm = (gram_a.double() * gram_b.double()).sum((-2, -1))
     sym = (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
-    rows = ((a @ gram_b.to(a.dtype)).double() * a.double()).sum(-1).clamp_min(0).sqrt()
-    cols = ((b @ gram_a.to(a.dtype)).double() * b.double()).sum(-1).clamp_min(0).sqrt()
+    # a row's r products are summed in the working dtype (pairwise), the d rows never together
+    rows = torch.linalg.vecdot(a @ gram_b, a).double().clamp_min(0).sqrt()
+    cols = torch.linalg.vecdot(b @ gram_a, b).double().clamp_min(0).sqrt()
     return (sym, rows, cols), sq_norm, scale
-
-
-def _gram(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """``x^T y`` in float64: float32 products over blocks of rows, the partial products summed in float64."""
-    if x.dtype == torch.float64:
-        return x.transpose(-2, -1) @ y
-    total = torch.zeros((*x.shape[:-2], x.shape[-1], y.shape[-1]), dtype=torch.float64)
-    for start in range(0, x.shape[-2], _GRAM_BLOCK):
-        block = slice(start, start + _GRAM_BLOCK)
-        total += x[..., block, :].transpose(-2, -1) @ y[..., block, :]
-    return total
