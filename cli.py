@@ -497,7 +497,7 @@ def compare_theory(
     seeds: Annotated[int, typer.Option(help="Seeds.")] = COMPARE_DEFAULTS["seeds"],
     mc_sequences: Annotated[
         int, typer.Option(help="Monte Carlo sequences per seed for the theory's expectation.")
-    ] = 2048,
+    ] = COMPARE_DEFAULTS["mc_sequences"],
     out: Annotated[Path, typer.Option(help="Directory of compare_theory.csv.")] = Path("runs/compare_theory"),
     threads: Annotated[int, typer.Option(help="torch threads.")] = 1,
     progress: Annotated[bool, typer.Option(help="Say which objective runs.")] = True,

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from common.figures import pyplot, save_figure
+from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
 from theory.nulls import NullDistribution
 from theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
 
-_STYLE = {"head": {"color": "0.55", "label": "per head M_h"}, "layer": {"color": "C0", "label": "per layer M"}}
+_STYLE = {
+    "head": {"color": NULL_COLOR, "label": "per head M_h"},
+    "layer": {"color": PALETTE[5], "label": "per layer M"},
+}
 
 
 def plot_scores(rows: list[dict], nulls: dict[str, NullDistribution], out: str | Path, title: str) -> None:

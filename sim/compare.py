@@ -1,4 +1,4 @@
-"""``simulate --compare-theory``: the first steps' update vs the theory's expected update at initialisation.
+"""``cli.py compare-theory``: the first steps' update vs the theory's expected update at initialisation.
 
 Measured: the simulator trains ``K`` steps and accumulates ``dL/dM`` of layer 0 (summed over heads,
 i.e. the per-layer form), rescaled from its mean-over-positions loss to the theory's per-sequence
@@ -30,7 +30,7 @@ import torch
 from common.io import write_csv
 from common.seeding import generator
 from common.summary import mean_ci, plus_minus
-from sim.config import SimConfig
+from sim.config import COMPARE_DEFAULTS, SimConfig
 from sim.model import TableInputs
 from sim.tasks import ClassificationTask, DenoisingTask, stack
 from sim.train import COMPARE_STREAM, Simulation, intra_op_threads
@@ -135,7 +135,7 @@ def model_supported(cfg: SimConfig) -> str | None:
     m = cfg.model
     if m.layers != 1 or m.residual or m.mlp or m.attention != "softmax":
         return (
-            "--compare-theory needs one softmax attention layer without residual or MLP (the theory's head is "
+            "compare-theory needs one softmax attention layer without residual or MLP (the theory's head is "
             f"attention -> value -> readout); got layers={m.layers}, residual={m.residual}, mlp={m.mlp}, "
             f"attention={m.attention}"
         )
@@ -234,7 +234,7 @@ def exact_variant(cfg: SimConfig) -> SimConfig:
 def compare_theory(
     configs: dict[str, SimConfig],
     out: Path | str,
-    mc_sequences: int = 2048,
+    mc_sequences: int = COMPARE_DEFAULTS["mc_sequences"],
     progress: bool = True,
     threads: int | None = 1,
 ) -> list[dict]:

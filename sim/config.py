@@ -297,8 +297,9 @@ def configs_from_options(objective: str, options: dict) -> dict[str, SimConfig]:
 #: Defaults of ``cli.py compare-theory``: two steps, so the measured gradients are taken at
 #: (step 1) and within about one Adam step of (step 2) the initialisation; a large batch, so that the
 #: sampling noise of 2048 measured sequences is below the signal. (Over 20 Adam steps at lr 3e-3 the
-#: forms already move far out of the linear regime and the comparison fails by design.)
-COMPARE_DEFAULTS = {"steps": 2, "batch": 1024, "seeds": 4}
+#: forms already move far out of the linear regime and the comparison fails by design.) ``mc_sequences``: Monte
+#: Carlo sequences per seed for the theory's expectation.
+COMPARE_DEFAULTS = {"steps": 2, "batch": 1024, "seeds": 4, "mc_sequences": 2048}
 
 
 def _field_value(cfg: SimConfig, path: str):

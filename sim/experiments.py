@@ -1,7 +1,7 @@
 """Named experiments for the closing note: docs/theory.md claims 7 and 8, and the attributions of section 3/7.
 
-``python cli.py simulate --experiment NAME[,NAME...]`` (or ``all``) runs the arms of each experiment
-(8 seeds each, the defaults of :mod:`sim.simulate` unless the arm says otherwise), prints and writes a
+``python cli.py experiment NAME[,NAME...]`` (or ``all``) runs the arms of each experiment
+(8 seeds each, the defaults of :mod:`sim.config` unless the arm says otherwise), prints and writes a
 table of per-layer scores, mean ± 95% CI over seeds with the seeds' null z combined (Stouffer), and a
 figure. Arms with the same configuration share one run directory (``OUT/runs/<config hash>``), so
 experiments that reuse an arm do not train it twice and an interrupted experiment resumes.

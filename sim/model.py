@@ -198,8 +198,7 @@ class SeedBatchedAttention(nn.Module):
     @torch.no_grad()
     def matrices(self) -> torch.Tensor:
         """Dense ``M_lh`` per seed: ``[S, L, H, d, d]`` (float64)."""
-        a, b = self.qk_factors()
-        return a.double() @ b.double().transpose(-2, -1)
+        return self.forms().matrices().unflatten(0, (self.n_seeds, self.cfg.layers))
 
 
 @dataclass

@@ -151,7 +151,7 @@ def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
     ``runs`` maps a title to ``{"rows": parsed metrics rows, "matrix": d x d array, "null": {score: (mean, std)},
     "layers": L}``; one column per run.
     """
-    from common.figures import pyplot, save_figure
+    from common.figures import NULL_COLOR, PALETTE, color_of, pyplot, save_figure
 
     plt = pyplot()
     n = len(runs)
@@ -160,14 +160,16 @@ def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
         for row_idx, (score, label) in enumerate((("symmetry", "symmetry s"), ("directionality", "directionality δ"))):
             ax = axes[row_idx, col]
             mean, std = run["null"][score]
-            ax.axhspan(mean - 2 * std, mean + 2 * std, color="0.85", label="null ± 2 sd")
+            ax.axhspan(mean - 2 * std, mean + 2 * std, color=NULL_COLOR, alpha=0.3, lw=0, label="null ± 2 sd")
             for layer in range(run["layers"]):
+                # one layer: the objective's colour in every figure; several: one palette colour per layer
+                color = color_of(title) if run["layers"] == 1 else PALETTE[1:][layer % (len(PALETTE) - 1)]
                 for form, style in (("W_qk", "-"), ("grad_cross", ":")):
                     steps, m, ci = _curves(run["rows"], score, layer, form)
                     if not len(steps):
                         continue
-                    (line,) = ax.plot(steps, m, style, label=f"L{layer} {form}")
-                    ax.fill_between(steps, m - ci, m + ci, color=line.get_color(), alpha=0.25)
+                    ax.plot(steps, m, style, color=color, label=f"L{layer} {form}")
+                    ax.fill_between(steps, m - ci, m + ci, color=color, alpha=0.25)
             ax.set_ylim(-1.05, 1.05)
             ax.set_xlabel("step")
             ax.set_ylabel(label)

@@ -2,6 +2,7 @@
 
 import math
 
+import oracles
 import pytest
 import torch
 from hypothesis import given, settings
@@ -199,15 +200,76 @@ def test_expected_update_scales_with_one_over_sqrt_dh():
     assert torch.allclose(four, one / 2, rtol=1e-12, atol=0)
 
 
+def _corruption_mismatches(objective, x, batch, corruption) -> list[str]:
+    """Every way ``batch`` departs from the objective's corruption model (theory.corruption), checked by hand."""
+    b, n, _ = x.shape
+    loss, context, inputs, targets = batch.pattern.loss, batch.pattern.context, batch.inputs, batch.targets
+    wrong = []
+
+    def expect(what: str, ok: bool) -> None:
+        if not ok:
+            wrong.append(what)
+
+    if isinstance(objective, Autoregressive):  # inputs x_0 .. x_{N-2}, targets x_1 .. x_{N-1}, causal mask
+        expect("inputs are x[:-1]", torch.equal(inputs, x[:, :-1]))
+        expect("targets are x[1:]", torch.equal(targets, x[:, 1:]))
+        for s in range(b):
+            expect(f"seq {s}: loss everywhere", bool(loss[s].all()))
+            expect(f"seq {s}: causal context", torch.equal(context[s], oracles.causal_mask(n - 1)))
+    elif isinstance(objective, Classification):  # [cls, x]: only the CLS query carries loss, its target the mean
+        cls_first = bool((inputs[:, 0] == corruption.cls_vector).all())
+        expect("inputs are [cls, x]", torch.equal(inputs[:, 1:], x) and cls_first)
+        expect("target is the sequence mean", torch.allclose(targets[:, 0], x.sum(1) / n, atol=1e-14))
+        for s in range(b):
+            expect(f"seq {s}: loss at CLS only", loss[s].tolist() == [True] + [False] * n)
+            expect(f"seq {s}: full context", torch.equal(context[s], oracles.full_mask(n + 1)))
+    elif isinstance(objective, MaskedAutoencoding):  # P = D = visible; target: mean of the hidden clean tokens
+        expect("inputs are x", torch.equal(inputs, x))
+        for s in range(b):
+            vis = loss[s].tolist()
+            hidden = [i for i in range(n) if not vis[i]]
+            keep = max(1, round(n * (1 - objective.mask_ratio)))
+            expect(f"seq {s}: {keep} visible, not {sum(vis)}", sum(vis) == keep)
+            expect(f"seq {s}: context = visible x visible", torch.equal(context[s], oracles.visible_mask(vis)))
+            mean_hidden = sum(x[s, i] for i in hidden) / len(hidden)
+            hidden_mean = torch.allclose(targets[s], mean_hidden.expand(n, -1), atol=1e-14)
+            expect(f"seq {s}: target = mean of the hidden tokens", hidden_mean)
+    elif isinstance(objective, Bidirectional):  # masked or replaced inputs at P, full context, target x
+        expect("targets are x", torch.equal(targets, x))
+        for s in range(b):
+            expect(f"seq {s}: a non-empty loss set", bool(loss[s].any()))
+            expect(f"seq {s}: full context", torch.equal(context[s], oracles.full_mask(n, objective.attend_self)))
+            for i in range(n):
+                same, masked = torch.equal(inputs[s, i], x[s, i]), torch.equal(inputs[s, i], corruption.mask_vector)
+                if not loss[s, i]:
+                    expect(f"seq {s} pos {i}: unselected input kept", same)
+                elif objective.random_token == 1.0:
+                    expect(f"seq {s} pos {i}: replaced by a fresh draw", not same and not masked)
+    elif isinstance(objective, Denoising):  # z = a x + s eps (target eps) or z = x / a + (s / a) v (target v)
+        abar = objective.schedule.alpha_bar()[objective.t_min : objective.t_end]
+        for s in range(b):
+            design = torch.stack([x[s].flatten(), targets[s].flatten()], 1)
+            coef = torch.linalg.lstsq(design, inputs[s].flatten()[:, None]).solution.flatten()
+            resid = float((design @ coef - inputs[s].flatten()).abs().max())
+            a, sig = (coef[0], coef[1]) if objective.target == "eps" else (1 / coef[0], coef[1] / coef[0])
+            expect(f"seq {s}: z is a combination of x and the target (residual {resid:.1e})", resid < 1e-10)
+            expect(f"seq {s}: a^2 + s^2 = 1", abs(float(a**2 + sig**2) - 1) < 1e-10)
+            expect(f"seq {s}: a^2 = abar_t for a t in range", float((abar - a**2).abs().min()) < 1e-10)
+            expect(f"seq {s}: loss and context everywhere", bool(loss[s].all()) and bool(context[s].all()))
+    else:
+        wrong.append(f"no hand check for {objective.name}")
+    return wrong
+
+
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))
-def test_objective_batches_have_consistent_shapes(name):
+def test_objective_batches_follow_the_role_pattern_and_corruption_by_hand(name):
     objective = OBJECTIVES[name]
     gen = torch.Generator().manual_seed(0)
+    corruption = Corruption.random(D, gen)
     sampler = gaussian_sequences(*random_problem(0)[:2])
-    batch = objective_sampler(objective, sampler, Corruption.random(D, gen))(8, gen)
-    n = batch.inputs.shape[1]
-    assert batch.pattern.loss.shape == (8, n) and batch.pattern.context.shape == (8, n, n)
-    assert batch.targets.shape[:2] == (8, n)
+    x = sampler(16, gen).x
+    batch = objective_batch(objective, Sequences(x), corruption, gen, resample=sampler)
+    oracles.assert_no_mismatches(_corruption_mismatches(objective, x, batch, corruption), f"{name} batches")
 
 
 def test_bert_replacement_puts_the_mask_vector_where_selected():
@@ -266,6 +328,34 @@ def test_token_data_with_a_softmax_head_runs_with_standard_errors():
     upd = monte_carlo_update(objective_sampler(Autoregressive(), sampler, target="token"), head, 4, 256, gen)
     assert upd.mean.shape == (d, d) and upd.n_samples == 1024
     assert bool(torch.isfinite(upd.stderr).all()) and float(upd.stderr.max()) > 0
+
+
+@pytest.mark.parametrize("skip", [False, True], ids=["no-skip", "skip"])
+def test_readout_upstreams_are_the_autograd_gradients_of_their_losses(skip):
+    """``g_i = dl_i/dy_i``: MSE ``1/2 ||p_i - t_i||^2`` for LinearReadout, cross-entropy for SoftmaxReadout."""
+    gen = torch.Generator().manual_seed(3)
+    d, v = 5, 7
+    y = torch.randn(2, 4, d, generator=gen, dtype=torch.float64, requires_grad=True)
+    inputs = torch.randn(2, 4, d, generator=gen, dtype=torch.float64)
+    linear = LinearReadout.random(d, gen, skip=skip)
+    targets = torch.randn(2, 4, d, generator=gen, dtype=torch.float64)
+    p = y @ linear.readout.T + (inputs @ linear.skip.T if skip else 0)
+    (mse,) = torch.autograd.grad(0.5 * ((p - targets) ** 2).sum(), y)
+    softmax = SoftmaxReadout(
+        torch.eye(d, dtype=torch.float64),
+        torch.randn(v, d, generator=gen, dtype=torch.float64),
+        torch.randn(v, d, generator=gen, dtype=torch.float64) if skip else None,
+    )
+    ids = torch.randint(v, (2, 4), generator=gen)
+    logits = y @ softmax.readout.T + (inputs @ softmax.skip.T if skip else 0)
+    cross_entropy = torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids.flatten(), reduction="sum")
+    (ce,) = torch.autograd.grad(cross_entropy, y)
+    for name, got, want in (
+        ("linear", linear.upstream(y.detach(), inputs, targets), mse),
+        ("softmax", softmax.upstream(y.detach(), inputs, ids), ce),
+    ):
+        err = float((got - want).abs().max())
+        assert err <= 1e-12 * float(want.abs().max()), f"{name}: max |upstream - autograd| = {err:.3e}"
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """The factored stack: layouts (separate q/k, fused qkv, GQA), views, and agreement with torch's attention."""
 
 import numpy as np
+import oracles
 import pytest
 import torch
 from hypothesis import given
@@ -35,11 +36,27 @@ def test_fused_qkv_matches_torch_multihead_attention_weights():
     torch.testing.assert_close(logits.softmax(-1), weights[0])
 
 
-def test_fused_split_equals_separate_weights():
-    q, k, v = (torch.randn(2, 12, 12) for _ in range(3))
-    fused = FactoredForms.from_fused_qkv(torch.cat([q, k, v], dim=1), n_heads=3)
-    separate = FactoredForms.from_linear(q, k, n_heads=3)
-    assert torch.equal(fused.q, separate.q) and torch.equal(fused.k, separate.k)
+@pytest.mark.parametrize(
+    "layers, heads, d_head, d",
+    [(1, 1, 4, 4), (2, 3, 4, 12), (3, 4, 2, 8), (2, 2, 5, 7)],
+    ids=["one-head", "three-heads", "three-layers", "d-not-H-dh"],
+)
+def test_fused_qkv_factors_are_the_weight_sliced_by_hand(layers, heads, d_head, d):
+    """Blocked ``(3, H, d_h)`` rows: W_q^h = weight[h d_h:(h+1) d_h].T, W_k^h = weight[H d_h + h d_h: ...].T."""
+    weight = torch.randn(
+        layers, 3 * heads * d_head, d, generator=torch.Generator().manual_seed(heads * d), dtype=torch.float64
+    )
+    forms = FactoredForms.from_fused_qkv(weight, n_heads=heads)
+    q, k = oracles.fused_qkv_factors(weight, heads)
+    assert forms.q.shape == forms.k.shape == q.shape, (tuple(forms.q.shape), tuple(q.shape))
+    wrong = [
+        f"layer {l} head {h} {side}"
+        for l in range(layers)
+        for h in range(heads)
+        for side, got, want in (("W_q", forms.q, q), ("W_k", forms.k, k))
+        if not torch.equal(got[l, h], want[l, h])
+    ]
+    oracles.assert_no_mismatches(wrong, "fused qkv factors vs hand slicing")
 
 
 def test_gqa_pairs_query_head_h_with_key_head_h_div_group():
@@ -190,13 +207,6 @@ def _random_forms(gen: torch.Generator, layers: int, n_kv: int, group: int, d: i
     return FactoredForms.from_linear(q, k, heads, n_kv)
 
 
-def _dense(forms: FactoredForms) -> torch.Tensor:
-    """The per-head d x d matrices built directly from the factors, head by head (the oracle)."""
-    return torch.stack(
-        [torch.stack([forms.q[l, h] @ forms.k[l, h].T for h in range(forms.n_heads)]) for l in range(forms.n_layers)]
-    )
-
-
 @given(
     st.integers(1, 3),
     st.sampled_from([1, 2]),
@@ -208,7 +218,7 @@ def _dense(forms: FactoredForms) -> torch.Tensor:
 def test_algebra_stays_factored_and_equals_the_dense_result(layers, n_kv, group, d, d_h, seed):
     gen = torch.Generator().manual_seed(seed)
     a, b = _random_forms(gen, layers, n_kv, group, d, d_h), _random_forms(gen, layers, n_kv, group, d, d_h)
-    ma, mb = _dense(a), _dense(b)
+    ma, mb = oracles.dense_forms(a.q, a.k), oracles.dense_forms(b.q, b.k)
     left, right = (
         torch.randn(layers, d, generator=gen, dtype=torch.float64),
         torch.randn(d, generator=gen, dtype=torch.float64),

@@ -1,9 +1,12 @@
 """Null distributions: the orders of magnitude docs/theory.md section 2 states, seeding, caching, z and p."""
 
+import math
+
 import numpy as np
+import oracles
 import pytest
 
-from theory.nulls import null_distribution, sample_null
+from theory.nulls import NullDistribution, null_distribution, sample_null
 
 # docs/theory.md section 2, for products of independent Gaussian d x d factors and k = 2:
 # s has mean ~ 1/d and spread ~ 1.4/d; delta has mean 0 and spread ~ 0.6, 0.3, 0.17 at d = 64, 256, 1024.
@@ -41,15 +44,22 @@ def test_disk_cache_round_trips(tmp_path, monkeypatch):
     assert np.array_equal(first.symmetry, sample_null(20, 3, 2.0, 30, 7).symmetry)
 
 
-def test_z_and_p_value():
-    null = sample_null(16, 4, n_samples=99, seed=1)
-    x = null.symmetry
-    assert null.z("symmetry", x.mean()) == pytest.approx(0.0, abs=1e-12)
-    assert null.z("symmetry", x.mean() + x.std(ddof=1)) == pytest.approx(1.0)
-    assert null.p_value("symmetry", 10.0) == pytest.approx(1 / 100)  # beyond every sample
-    assert null.p_value("symmetry", x.mean()) == pytest.approx(1.0)
-    p = null.p_value("directionality", np.array([[0.0, 0.5], [0.9, -1.0]]))
-    assert p.shape == (2, 2) and np.all((p > 0) & (p <= 1))
+def test_z_and_p_value_by_hand_on_a_fixed_sample():
+    """Samples -2, -1, 0, 1, 2: mean 0, sd (ddof 1) sqrt(10/4); two-sided p = (1 + #{|X| >= |v|}) / 6."""
+    sample = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
+    null = NullDistribution(8, 2, 2.0, 0, sample, sample[::-1].copy(), sample + 1.0)
+    assert null.z("symmetry", 2.0) == pytest.approx(2 / math.sqrt(2.5), rel=1e-14)
+    assert null.z("directionality_pr", 1.0) == pytest.approx(0.0, abs=1e-14)  # that sample's mean is 1
+    assert null.z("symmetry", np.array([-1.0, 0.5])) == pytest.approx([-1 / math.sqrt(2.5), 0.5 / math.sqrt(2.5)])
+    cases = {0.0: 6 / 6, 0.5: 5 / 6, 1.0: 5 / 6, 1.5: 3 / 6, 2.0: 3 / 6, -2.0: 3 / 6, 2.5: 1 / 6, 10.0: 1 / 6}
+    wrong = [
+        f"p({v}) = {float(null.p_value('symmetry', v)):.6f}, by hand {p:.6f}"
+        for v, p in cases.items()
+        if float(null.p_value("symmetry", v)) != pytest.approx(p, rel=1e-14)
+    ]
+    oracles.assert_no_mismatches(wrong, "empirical p-values")
+    p = null.p_value("symmetry", np.array([[0.0, 0.5], [2.0, 10.0]]))
+    assert p.shape == (2, 2) and p == pytest.approx(np.array([[1.0, 5 / 6], [0.5, 1 / 6]]))
 
 
 def test_null_of_the_null_is_uniform_p():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import oracles
 import pytest
 import torch
 
@@ -19,7 +20,7 @@ OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
 
 
 def small(objective: str, **kw):
-    """A tiny float64 config of ``objective`` (defaults of sim.simulate, shrunk)."""
+    """A tiny float64 config of ``objective`` (defaults of sim.config, shrunk)."""
     base = {
         "n": 10,
         "seeds": 3,
@@ -117,13 +118,32 @@ def test_forms_score_like_the_dense_matrices() -> None:
     assert torch.allclose(head.directionality, dense.directionality, atol=1e-10)
 
 
-def test_tied_form_is_symmetric_psd() -> None:
+def test_tied_model_attends_and_learns_through_one_shared_factor() -> None:
+    """Tied ``W_q = W_k = W``: the model's logits are ``x_i^T W W^T x_j / sqrt(d_h)`` written out by hand, and a
+    causal step (whose ``G = dL/dM`` is not symmetric) gives ``W`` the chain-rule gradient ``(G + G^T) W`` of
+    ``M = W W^T``, through both sides; ``G`` comes from the logits' own gradient (:func:`pair_split`)."""
     sim = Simulation(small("autoregressive", model__param="tied"))
-    for _ in range(2):
-        sim.train_step()
-    m = sim.model.matrices()
-    assert torch.allclose(m, m.transpose(-2, -1), atol=1e-12)
-    assert float(torch.linalg.eigvalsh(m).min()) > -1e-10
+    raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
+    capture: list = []
+    sim.task.loss(sim.model, raw, capture).sum().backward()
+    x, logits = capture[0]  # layer 0: inputs (S, B, N, d), logits (S, B, H, N, N)
+    w = sim.model.w_qk[:, 0].detach()  # (S, H, d, d_h)
+    d_h = sim.cfg.model.head_dim
+    wrong = []
+    for s in range(sim.cfg.seeds):
+        for h in range(sim.cfg.model.heads):
+            want = oracles.bilinear_logits(x[s, :2].detach(), w[s, h], w[s, h], d_h)  # two sequences suffice
+            diff = float((logits[s, :2, h].detach() - want).abs().max())
+            if diff > 1e-12:
+                wrong.append(f"seed {s} head {h}: max |logit - x_i^T W W^T x_j / sqrt(d_h)| = {diff:.3e}")
+    oracles.assert_no_mismatches(wrong, "the tied model's logits")
+    self_part, cross_part = pair_split(capture, d_h)
+    g = (self_part + cross_part)[:, 0]  # (S, H, d, d)
+    assert float((g - g.transpose(-2, -1)).norm() / g.norm()) > 0.1, "a causal dL/dM should not be symmetric"
+    chain = (g + g.transpose(-2, -1)) @ w.double()
+    grad = sim.model.w_qk.grad[:, 0].double()
+    err = float((grad - chain).norm() / chain.norm())
+    assert err <= 1e-10, f"||dL/dW - (G + G^T) W|| / ||(G + G^T) W|| = {err:.3e}"
 
 
 def test_onehot_embedding_needs_room() -> None:

@@ -7,10 +7,11 @@ import filecmp
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
+from scipy import stats
 
-from common.summary import combined_z, mean_ci
 from sim.config import SimConfig, configs_from_options, default_config
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS
@@ -134,10 +135,12 @@ def test_summary_has_intervals_over_seeds(tmp_path) -> None:
     sim = run(tiny("bidirectional", steps=20, seeds=3), tmp_path, progress=False)
     rows = summarize(sim.rows, "bidirectional")
     w = next(r for r in rows if r["form"] == "W_qk")
-    per_seed = [r["symmetry"] for r in sim.rows if r["step"] == 20 and r["form"] == "W_qk" and r["head"] == "all"]
-    assert (w["s"], w["s_ci"]) == mean_ci(per_seed) and w["seeds"] == 3 and w["s_ci"] > 0
-    z = [r["symmetry_z"] for r in sim.rows if r["step"] == 20 and r["form"] == "W_qk" and r["head"] == "all"]
-    assert w["s_z"] == combined_z(z)
+    final = [r for r in sim.rows if r["step"] == 20 and r["form"] == "W_qk" and r["head"] == "all"]
+    s, z = [r["symmetry"] for r in final], [r["symmetry_z"] for r in final]
+    lo, hi = stats.t.interval(0.95, len(s) - 1, loc=np.mean(s), scale=stats.sem(s))  # scipy's t-interval
+    assert w["seeds"] == 3 and w["s"] == pytest.approx(np.mean(s), rel=1e-12)
+    assert w["s_ci"] == pytest.approx((hi - lo) / 2, rel=1e-10) and w["s_ci"] > 0
+    assert w["s_z"] == pytest.approx(sum(z) / math.sqrt(3), rel=1e-12)  # Stouffer, by hand
 
 
 def test_config_validation() -> None:

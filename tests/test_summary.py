@@ -17,6 +17,17 @@ def test_mean_ci_is_the_t_interval():
     assert mean_ci(x, level=0.99)[1] > half
 
 
+def test_summaries_of_a_hand_computed_sample():
+    """x = 1, 2, 3, 6: mean 3, sd sqrt(14/3); 95% half-width t_{0.975, 3} sd / 2 with t_{0.975, 3} = 3.182446305;
+    z = 1, 2, 2, 4 combine to 9 / 2."""
+    x = [1.0, 2.0, 3.0, 6.0]
+    sd = math.sqrt(14 / 3)
+    assert mean_sd(x) == pytest.approx((3.0, sd), rel=1e-14)
+    assert mean_ci(x) == pytest.approx((3.0, 3.182446305284263 * sd / 2), rel=1e-12)
+    assert mean_ci(x, level=0.99)[1] == pytest.approx(stats.t.ppf(0.995, 3) * sd / 2, rel=1e-12)
+    assert combined_z([1.0, 2.0, 2.0, 4.0]) == 4.5
+
+
 def test_missing_values_are_left_out_and_one_seed_has_no_interval_or_spread():
     assert math.isnan(mean_ci([0.2])[1]) and math.isnan(mean_sd([0.2])[1])
     assert mean_ci([0.2, math.nan, 0.4])[0] == pytest.approx(0.3)

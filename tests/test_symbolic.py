@@ -1,5 +1,6 @@
 """Symbolic derivations (sympy): the gradient from the loss, role counts, the tie condition, E[dL/dM] at M = 0."""
 
+import oracles
 import pytest
 import sympy as sp
 import torch
@@ -54,16 +55,27 @@ def test_a_wrong_closed_form_would_not_cancel():
     assert grad.cancel(grad.autodiff[0] - grad.closed_form[0] - x[1] ** 2) != 0
 
 
-@pytest.mark.parametrize("n", range(1, 9))
-def test_symbolic_role_counts_match_the_role_pattern(n):
-    objective = Autoregressive()
-    counts = symbolic_pattern(objective, n).context_counts()
-    assert [int(c) for c in counts] == objective.pattern(n).context_counts().tolist() == list(range(n, 0, -1))
-
-
-def test_causal_context_count_in_closed_form():
-    count, formula = causal_context_count()
-    assert sp.simplify(count - formula) == 0
+def test_causal_role_counts_by_enumeration_equal_the_closed_form_and_both_patterns():
+    """Claim 5: enumerate the causal mask pair by pair; the count of each key position ``j`` (1-based) must equal
+    the closed form ``causal_context_count`` evaluated at ``(N, j)``, the role pattern's and (N <= 8) the symbolic
+    pattern's counts, for every ``N`` up to 12."""
+    count, _ = causal_context_count()
+    n_sym, j_sym = sp.Symbol("N", integer=True, positive=True), sp.Symbol("j", integer=True, positive=True)
+    wrong = []
+    for n in range(1, 13):
+        mask = oracles.causal_mask(n)
+        brute = oracles.context_counts([True] * n, mask.tolist())
+        pattern = Autoregressive().pattern(n)
+        if not torch.equal(pattern.context, mask) or not bool(pattern.loss.all()):
+            wrong.append(f"N={n}: the role pattern is not the causal mask with loss everywhere")
+        counts = {
+            "closed form": [int(count.subs({n_sym: n, j_sym: j})) for j in range(1, n + 1)],
+            "RolePattern.context_counts": pattern.context_counts().tolist(),
+        }
+        if n <= 8:
+            counts["symbolic pattern"] = [int(c) for c in symbolic_pattern(Autoregressive(), n).context_counts()]
+        wrong += [f"N={n} {name}: {got} vs enumeration {brute}" for name, got in counts.items() if got != brute]
+    oracles.assert_no_mismatches(wrong, "causal context counts")
 
 
 def test_random_mask_counts_are_symbolic():

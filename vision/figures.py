@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.figures import pyplot, save_figure
+from common.figures import NULL_COLOR, color_of, pyplot, save_figure
 from theory.nulls import null_distribution
 from theory.scores import SCORE_NAMES
 
@@ -39,7 +39,7 @@ def _band(ax, runs: list[list[dict]], key: str, select, color, label: str | None
 def _null_band(ax, score: str, d: int, rank: int, null_samples: int) -> None:
     null = null_distribution(d, min(rank, d), n_samples=null_samples).samples(score)
     lo, hi = np.quantile(null, [0.025, 0.975])
-    ax.axhspan(lo, hi, color="0.5", alpha=0.15, lw=0, label="null 95%")
+    ax.axhspan(lo, hi, color=NULL_COLOR, alpha=0.3, lw=0, label="null 95%")
 
 
 def plot_layer_scores(
@@ -105,7 +105,7 @@ def plot_metric_curves(
     plt = pyplot()
 
     inits = list(dict.fromkeys(init for init, _ in runs))
-    colors = plt.cm.tab10(np.arange(len(inits)) % 10)
+    colors = [color_of(init, i) for i, init in enumerate(inits)]  # the colour-blind-safe palette
     names = ["loss", *metrics]
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.4), squeeze=False)
     for ax, name in zip(axes[0], names, strict=True):
