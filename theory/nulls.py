@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from common.io import write_json
-from theory.null_moments import closed_form_accurate, normal_two_sided_p, symmetry_null_moments
+from theory.null_moments import P_FLOOR, closed_form_accurate, normal_two_sided_p, symmetry_null_moments
 from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
 
 DEFAULT_SAMPLES = 256
@@ -70,10 +70,11 @@ class NullDistribution:
         return (np.asarray(value, dtype=np.float64) - mean) / std
 
     def p_value(self, score: str, value: np.ndarray | float) -> np.ndarray:
-        """Two-sided p-value: ``2 Phi(-|z|)`` under a closed-form null, else the empirical
-        ``(1 + #{|X - mean| >= |value - mean|}) / (n + 1)``."""
+        """Two-sided p-value: under a closed-form null ``2 Phi(-|z|)``, floored at ``2 Phi(-4)`` (6.3e-5, the
+        furthest tail checked against Monte Carlo), else the empirical ``(1 + #{|X - mean| >= |value - mean|}) /
+        (n + 1)`` (floored at ``1 / (n + 1)``)."""
         if score in self.closed_form:
-            return normal_two_sided_p(self.z(score, value))
+            return normal_two_sided_p(self.z(score, value), P_FLOOR)
         x = self.samples(score)
         dev = np.abs(np.asarray(value, dtype=np.float64) - x.mean())
         exceed = (np.abs(x - x.mean())[:, None] >= dev.reshape(-1)[None, :]).sum(0)
