@@ -11,7 +11,7 @@ its achieved rate as a fraction of the machine's sgemm rate (best of a d x d flo
 the same process, before and after the pass), the speed-up over the reference and the largest
 difference of every score from it.
 
-    nice python benchmarks/analyze.py [--layers 32] [--dir /tmp]
+    nice python benchmarks/analyze.py [--layers 32] [--dir /tmp] [--runs 3]
 """
 
 from __future__ import annotations
@@ -176,12 +176,42 @@ def max_differences(rows: list[dict], reference: list[dict]) -> dict[str, float]
     return {c: max(abs(r[c] - ref[key(r)][c]) for r in rows) for c in cols}
 
 
+def report(checkpoint: Path, cache: Path, work: Path) -> None:
+    """Cold, warm and reference passes on one checkpoint, one fresh process each, and their table."""
+    runs = {"cold": "new", "warm": "new", "reference": "reference"}
+    results = {name: measure(checkpoint, cache, mode, work / f"{name}.json") for name, mode in runs.items()}
+    print(f"nulls: {'; '.join(results['cold']['nulls'])}")
+    head = ("run", "describe s", "nulls s", "layers s", "total s", "CPU s", "peak RSS MiB", "rows", "GFLOP/s")
+    print("{:9} {:>10} {:>8} {:>8} {:>8} {:>7} {:>12} {:>5} {:>8} {:>8} {:>9}".format(*head, "of sgemm", "load"))
+    for name, r in results.items():
+        rate = r["flops"] / r["layers_s"] / 1e9
+        print(
+            f"{name:9} {r['describe_s']:10.2f} {r['nulls_s']:8.1f} {r['layers_s']:8.1f} {r['total_s']:8.1f} "
+            f"{r['cpu_s']:7.1f} {r['peak_rss_mb']:12.0f} {r['rows']:5d} {rate:8.1f} {r['fraction']:8.0%} "
+            f"{r['load'][0]:4.1f}-{r['load'][1]:.1f}"
+        )
+    warm, ref = results["warm"], results["reference"]
+    rates = ", ".join(f"{r['sgemm_gflops']:.0f}" for r in results.values())
+    print(
+        f"scoring pass: {warm['flops'] / 1e12:.2f} Tflop of products; sgemm rate in the same processes "
+        f"{rates} GFLOP/s (cold, warm, reference); "
+        f"load average = 1-minute, at start-end of each process, on {os.cpu_count()} CPUs"
+    )
+    diffs = max_differences(*(json.loads((work / f"{n}.json").read_text()) for n in ("warm", "reference")))
+    print(
+        f"float32 vs float64 reference: layers {ref['layers_s'] / warm['layers_s']:.2f}x faster; max |diff|: "
+        + ", ".join(f"{c} {v:.2g}" for c, v in diffs.items())
+    )
+    print(f"median per-layer scores: {warm['median_per_layer']}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", type=int, default=32)
     parser.add_argument("--d", type=int, default=4096)
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temporary checkpoint")
+    parser.add_argument("--runs", type=int, default=1, help="cold, warm and reference this many times")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--mode", default="new", help=argparse.SUPPRESS)
     parser.add_argument("--rows", help=argparse.SUPPRESS)
@@ -190,7 +220,7 @@ def main() -> None:
         return child(args.child, args.mode, args.rows)
     work = Path(tempfile.mkdtemp(prefix="wqk-bench-", dir=args.dir))
     try:
-        checkpoint, cache = work / "llama-7b-shapes", work / "cache"
+        checkpoint = work / "llama-7b-shapes"
         checkpoint.mkdir()
         t0 = time.perf_counter()
         write_checkpoint(checkpoint, args.d, args.layers, args.heads)
@@ -200,43 +230,10 @@ def main() -> None:
             f"{size:.2f} GiB in {len(list(checkpoint.glob('*.safetensors')))} shards "
             f"(written in {time.perf_counter() - t0:.1f} s)"
         )
-        runs = {"cold": "new", "warm": "new", "reference": "reference"}
-        results = {name: measure(checkpoint, cache, mode, work / f"{name}.json") for name, mode in runs.items()}
-        print(f"nulls: {'; '.join(results['cold']['nulls'])}")
-        head = (
-            "run",
-            "describe s",
-            "nulls s",
-            "layers s",
-            "total s",
-            "CPU s",
-            "peak RSS MiB",
-            "rows",
-            "GFLOP/s",
-            "of sgemm",
-            "load",
-        )
-        print("{:9} {:>10} {:>8} {:>8} {:>8} {:>7} {:>12} {:>5} {:>8} {:>8} {:>9}".format(*head))
-        for name, r in results.items():
-            rate = r["flops"] / r["layers_s"] / 1e9
-            print(
-                f"{name:9} {r['describe_s']:10.2f} {r['nulls_s']:8.1f} {r['layers_s']:8.1f} {r['total_s']:8.1f} "
-                f"{r['cpu_s']:7.1f} {r['peak_rss_mb']:12.0f} {r['rows']:5d} {rate:8.1f} {r['fraction']:8.0%} "
-                f"{r['load'][0]:4.1f}-{r['load'][1]:.1f}"
-            )
-        warm, ref = results["warm"], results["reference"]
-        rates = ", ".join(f"{r['sgemm_gflops']:.0f}" for r in results.values())
-        print(
-            f"scoring pass: {warm['flops'] / 1e12:.2f} Tflop of products; sgemm rate in the same processes "
-            f"{rates} GFLOP/s (cold, warm, reference); "
-            f"load average = 1-minute, at start-end of each process, on {os.cpu_count()} CPUs"
-        )
-        diffs = max_differences(*(json.loads((work / f"{n}.json").read_text()) for n in ("warm", "reference")))
-        print(
-            f"float32 vs float64 reference: layers {ref['layers_s'] / warm['layers_s']:.2f}x faster; max |diff|: "
-            + ", ".join(f"{c} {v:.2g}" for c, v in diffs.items())
-        )
-        print(f"median per-layer scores: {warm['median_per_layer']}")
+        for repeat in range(args.runs):
+            if args.runs > 1:
+                print(f"--- run {repeat + 1} of {args.runs} (empty null cache)")
+            report(checkpoint, work / f"cache{repeat}", work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
