@@ -23,7 +23,15 @@ from theory.null_moments import (
     symmetry_null_moments,
     trace_word,
 )
-from theory.nulls import NullDistribution, null_distribution, random_scores, sample_null, symmetry_draws
+from theory.nulls import (
+    NullDistribution,
+    null_distribution,
+    random_scores,
+    sample_null,
+    symmetry_draws,
+    times_lower_transposed,
+    wishart_factor,
+)
 from theory.scores import SCORE_NAMES, factored_scores
 from theory.symbolic import isserlis
 
@@ -196,3 +204,14 @@ def test_closed_form_p_values_of_null_draws_are_uniform():
 def test_normal_p_value():
     assert normal_two_sided_p(0.0) == pytest.approx(1.0)
     assert normal_two_sided_p(np.array([-1.959963984540054, 3.0])) == pytest.approx([0.05, 0.0026997960632601866])
+
+
+def test_triangular_product_and_bartlett_factor():
+    gen = torch.Generator().manual_seed(0)
+    g = torch.randn(3, 700, 700, generator=gen, dtype=torch.float64)
+    lower = torch.randn(3, 700, 700, generator=gen, dtype=torch.float64).tril()
+    assert torch.allclose(times_lower_transposed(g, lower), g @ lower.mT, atol=1e-10)
+    factor = wishart_factor(20_000, 5, 9, gen, torch.float64)
+    assert torch.equal(factor, factor.tril())
+    wishart = (factor @ factor.mT).mean(0)  # E[Wishart_5(9)] = 9 I; the mean of an entry has sd <= sqrt(18 / n)
+    assert torch.allclose(wishart, 9 * torch.eye(5, dtype=torch.float64), atol=0.15)  # 5 sd
