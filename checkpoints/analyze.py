@@ -101,11 +101,17 @@ def iter_rows(
     are in memory at once.
     """
     samples = {p: n for p, _, _, n in null_shapes(plan, per, null_samples)}
+
+    def read(layer: int) -> FactoredForms:  # in the working dtype once, for the per-head and per-layer products
+        forms = layer_forms(ckpt, plan, layer)
+        dtype = torch.float32 if precision == "float32" else torch.float64
+        return FactoredForms(forms.q.to(dtype), forms.k.to(dtype), forms.n_kv_heads)
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-layer") as reader:
-        pending = reader.submit(layer_forms, ckpt, plan, 0) if plan.n_layers else None
+        pending = reader.submit(read, 0) if plan.n_layers else None
         for layer in range(plan.n_layers):
             forms = pending.result()
-            pending = reader.submit(layer_forms, ckpt, plan, layer + 1) if layer + 1 < plan.n_layers else None
+            pending = reader.submit(read, layer + 1) if layer + 1 < plan.n_layers else None
             rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed, precision)]  # type: ignore[arg-type]
             del forms  # the next result() may hold the following layer: this one must be gone by then
             yield [{"model": plan.model, "family": plan.family, **row, "layer": layer} for row in rows]

@@ -157,8 +157,17 @@ def _dense_parts(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     mt = m.transpose(-2, -1).contiguous()
     rows = torch.linalg.vector_norm(m, dim=-1).double()
     cols = torch.linalg.vector_norm(mt, dim=-1).double()
-    trace = torch.linalg.vecdot(m, mt).double().sum(-1)  # tr(M M) = sum_i <M[i, :], M[:, i]>
+    trace = _row_dots(m, mt).sum(-1)  # tr(M M) = sum_i <M[i, :], M[:, i]>
     return trace / rows.square().sum(-1), rows, cols
+
+
+def _row_dots(x: torch.Tensor, y: torch.Tensor, rows: int = 256) -> torch.Tensor:
+    """``sum_j x[..., i, j] y[..., i, j]`` in float64, a block of rows at a time (the products stay in cache)."""
+    out = torch.empty(x.shape[:-1], dtype=torch.float64)
+    for start in range(0, x.shape[-2], rows):
+        block = slice(start, start + rows)
+        out[..., block] = torch.linalg.vecdot(x[..., block, :], y[..., block, :])
+    return out
 
 
 def _norms(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -229,6 +238,6 @@ def _factored_parts(a: torch.Tensor, b: torch.Tensor):
     sq_norm = (gram_a.double() * gram_b.double()).sum((-2, -1))
     sym = (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
     # a row's r products are summed in the working dtype (pairwise), the d rows never together
-    rows = torch.linalg.vecdot(a @ gram_b, a).double().clamp_min(0).sqrt()
-    cols = torch.linalg.vecdot(b @ gram_a, b).double().clamp_min(0).sqrt()
+    rows = _row_dots(a @ gram_b, a).clamp_min(0).sqrt()
+    cols = _row_dots(b @ gram_a, b).clamp_min(0).sqrt()
     return (sym, rows, cols), sq_norm, scale
