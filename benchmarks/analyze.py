@@ -2,10 +2,16 @@
 
 The checkpoint (d = 4096, 32 layers, 32 heads, q/k/v/o in float16, 2 layers per shard, about 4.3 GB)
 is written to a temporary directory and removed afterwards. Each measurement runs in a fresh process
-(peak RSS is per process), first with an empty null cache (cold: the nulls are drawn), then with the
-cache it left (warm: the nulls are read from disk).
+(peak RSS is per process): first with an empty null cache (cold: the nulls are drawn), then with the
+cache it left (warm: the nulls are read from disk), then the reference: the float64 scoring pass
+layer after layer (no read-ahead), as it was before the float32 path, with the same nulls.
 
-    nice python benchmarks/analyze.py [--layers 32] [--dir /tmp]
+Printed beside the times: the scoring pass's flop count (the Gram or dense products of every form),
+its achieved rate as a fraction of the machine's sgemm rate (best of a d x d float32 product timed in
+the same process, before and after the pass), the speed-up over the reference and the largest
+difference of every score from it.
+
+    nice python benchmarks/analyze.py [--layers 32] [--dir /tmp] [--runs 3]
 """
 
 from __future__ import annotations
@@ -58,11 +64,55 @@ def write_checkpoint(path: Path, d: int, n_layers: int, n_heads: int, per_shard:
     )
 
 
-def child(checkpoint: str) -> None:
-    """One timed analysis in this process; prints a JSON line."""
+def product_flops(d: int, r: int) -> int:
+    """Flops of the products that score one form ``A B^T`` (``A, B`` of shape ``d x r``; theory.scores).
+
+    ``r >= d``: ``A B^T`` itself, ``2 d^2 r``. ``r < d``: three Grams and ``A G_B``, ``B G_A``, ``5 * 2 d r^2``.
+    """
+    return 2 * d * d * r if r >= d else 10 * d * r * r
+
+
+def scoring_flops(plan) -> int:
+    """The scoring pass's product flops: every head's form and every layer's form."""
+    per_layer = plan.heads.n_heads * product_flops(plan.d_model, plan.d_head)
+    per_layer += product_flops(plan.d_model, plan.heads.n_kv_heads * plan.d_head)
+    return plan.n_layers * per_layer
+
+
+def sgemm_rate(d: int, repeats: int = 3) -> float:
+    """Best flop rate of a ``d x d`` float32 product in this process."""
+    import torch
+
+    a, b = torch.randn(d, d), torch.randn(d, d)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * d**3 / best
+
+
+def reference_rows(ckpt, plan) -> list[dict]:
+    """The scoring pass before the float32 path: float64 products, each layer read when its turn comes."""
+    from checkpoints.analyze import layer_forms, null_shapes
+    from theory.report import score_rows
+
+    rows = []
+    for layer in range(plan.n_layers):
+        forms = layer_forms(ckpt, plan, layer)
+        for p, _, _, n in null_shapes(plan, "both"):
+            rows += [{**row, "layer": layer} for row in score_rows(forms, p, 2.0, n, 0, precision="float64")]
+    return rows
+
+
+def child(checkpoint: str, mode: str, out: str) -> None:
+    """One timed analysis in this process (``mode``: ``new`` or ``reference``); prints a JSON line."""
     from checkpoints.analyze import describe, null_shapes, score, summarise
     from theory.nulls import null_distribution
 
+    load = [os.getloadavg()[0]]
+    rate = [sgemm_rate(int(json.loads((Path(checkpoint) / "config.json").read_text())["hidden_size"]))]
     t0 = time.perf_counter()
     ckpt, plan = describe(checkpoint)
     t1 = time.perf_counter()
@@ -70,10 +120,14 @@ def child(checkpoint: str) -> None:
     for _, d, rank, n in shapes:
         null_distribution(d, rank, 2.0, n, 0)
     t2 = time.perf_counter()
-    rows = score(ckpt, plan, "both")
+    rows = score(ckpt, plan, "both") if mode == "new" else reference_rows(ckpt, plan)
     t3 = time.perf_counter()
+    rate.append(sgemm_rate(plan.d_model))
+    load.append(os.getloadavg()[0])
     summary = {s["score"]: round(s["median"], 4) for s in summarise(rows)}
     usage = resource.getrusage(resource.RUSAGE_SELF)
+    Path(out).write_text(json.dumps(rows))
+    flops = scoring_flops(plan)
     print(
         json.dumps(
             {
@@ -84,6 +138,10 @@ def child(checkpoint: str) -> None:
                 "cpu_s": usage.ru_utime + usage.ru_stime,
                 "peak_rss_mb": usage.ru_maxrss / 1024,
                 "rows": len(rows),
+                "flops": flops,
+                "sgemm_gflops": max(rate) / 1e9,
+                "fraction": flops / (t3 - t2) / max(rate),
+                "load": load,
                 "nulls": [f"{p}: d={d} rank={r} n={n}" for p, d, r, n in shapes],
                 "median_per_layer": summary,
             }
@@ -91,15 +149,60 @@ def child(checkpoint: str) -> None:
     )
 
 
-def measure(checkpoint: Path, cache: Path) -> dict:
+def measure(checkpoint: Path, cache: Path, mode: str, rows_file: Path) -> dict:
     """Run :func:`child` in a fresh process (``-P``: this folder's scripts must not shadow the packages)."""
     env = {**os.environ, "WQK_CACHE_DIR": str(cache)}
     out = subprocess.run(
-        [sys.executable, "-P", __file__, "--child", str(checkpoint)], cwd=ROOT, env=env, capture_output=True, text=True
+        [sys.executable, "-P", __file__, "--child", str(checkpoint), "--mode", mode, "--rows", str(rows_file)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     if out.returncode:
         raise SystemExit(f"the timed analysis failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def max_differences(rows: list[dict], reference: list[dict]) -> dict[str, float]:
+    """Largest ``|new - reference|`` of every score and z-score over all rows (same layers and heads)."""
+    from theory.scores import SCORE_NAMES
+
+    key = lambda r: (r["layer"], str(r["head"]))
+    ref = {key(r): r for r in reference}
+    if len(ref) != len(rows) or any(key(r) not in ref for r in rows):
+        raise SystemExit("the new and the reference pass scored different rows")
+    cols = [*SCORE_NAMES, *(f"{n}_z" for n in SCORE_NAMES)]
+    return {c: max(abs(r[c] - ref[key(r)][c]) for r in rows) for c in cols}
+
+
+def report(checkpoint: Path, cache: Path, work: Path) -> None:
+    """Cold, warm and reference passes on one checkpoint, one fresh process each, and their table."""
+    runs = {"cold": "new", "warm": "new", "reference": "reference"}
+    results = {name: measure(checkpoint, cache, mode, work / f"{name}.json") for name, mode in runs.items()}
+    print(f"nulls: {'; '.join(results['cold']['nulls'])}")
+    head = ("run", "describe s", "nulls s", "layers s", "total s", "CPU s", "peak RSS MiB", "rows", "GFLOP/s")
+    print("{:9} {:>10} {:>8} {:>8} {:>8} {:>7} {:>12} {:>5} {:>8} {:>8} {:>9}".format(*head, "of sgemm", "load"))
+    for name, r in results.items():
+        rate = r["flops"] / r["layers_s"] / 1e9
+        print(
+            f"{name:9} {r['describe_s']:10.2f} {r['nulls_s']:8.1f} {r['layers_s']:8.1f} {r['total_s']:8.1f} "
+            f"{r['cpu_s']:7.1f} {r['peak_rss_mb']:12.0f} {r['rows']:5d} {rate:8.1f} {r['fraction']:8.0%} "
+            f"{r['load'][0]:4.1f}-{r['load'][1]:.1f}"
+        )
+    warm, ref = results["warm"], results["reference"]
+    rates = ", ".join(f"{r['sgemm_gflops']:.0f}" for r in results.values())
+    print(
+        f"scoring pass: {warm['flops'] / 1e12:.2f} Tflop of products; sgemm rate in the same processes "
+        f"{rates} GFLOP/s (cold, warm, reference); "
+        f"load average = 1-minute, at start-end of each process, on {os.cpu_count()} CPUs"
+    )
+    diffs = max_differences(*(json.loads((work / f"{n}.json").read_text()) for n in ("warm", "reference")))
+    print(
+        f"float32 vs float64 reference: layers {ref['layers_s'] / warm['layers_s']:.2f}x faster; max |diff|: "
+        + ", ".join(f"{c} {v:.2g}" for c, v in diffs.items())
+    )
+    print(f"median per-layer scores: {warm['median_per_layer']}", flush=True)
 
 
 def main() -> None:
@@ -108,13 +211,16 @@ def main() -> None:
     parser.add_argument("--d", type=int, default=4096)
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--dir", type=Path, default=None, help="where to put the temporary checkpoint")
+    parser.add_argument("--runs", type=int, default=1, help="cold, warm and reference this many times")
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--mode", default="new", help=argparse.SUPPRESS)
+    parser.add_argument("--rows", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        return child(args.child)
+        return child(args.child, args.mode, args.rows)
     work = Path(tempfile.mkdtemp(prefix="wqk-bench-", dir=args.dir))
     try:
-        checkpoint, cache = work / "llama-7b-shapes", work / "cache"
+        checkpoint = work / "llama-7b-shapes"
         checkpoint.mkdir()
         t0 = time.perf_counter()
         write_checkpoint(checkpoint, args.d, args.layers, args.heads)
@@ -124,23 +230,10 @@ def main() -> None:
             f"{size:.2f} GiB in {len(list(checkpoint.glob('*.safetensors')))} shards "
             f"(written in {time.perf_counter() - t0:.1f} s)"
         )
-        results = {"cold": measure(checkpoint, cache), "warm": measure(checkpoint, cache)}
-        print(f"nulls: {'; '.join(results['cold']['nulls'])}")
-        head = ("cache", "describe s", "nulls s", "layers s", "total s", "CPU s", "peak RSS MiB", "rows")
-        print("{:6} {:>10} {:>9} {:>9} {:>8} {:>8} {:>13} {:>5}".format(*head))
-        for name, r in results.items():
-            print(
-                f"{name:6} {r['describe_s']:10.2f} {r['nulls_s']:9.1f} {r['layers_s']:9.1f} {r['total_s']:8.1f} "
-                f"{r['cpu_s']:8.1f} {r['peak_rss_mb']:13.0f} {r['rows']:5d}"
-            )
-        print(
-            f"load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs "
-            "(wall times stretch with it; CPU s does not)"
-        )
-        print(
-            f"cold / warm total: {results['cold']['total_s'] / results['warm']['total_s']:.2f}x; "
-            f"median per-layer scores: {results['warm']['median_per_layer']}"
-        )
+        for repeat in range(args.runs):
+            if args.runs > 1:
+                print(f"--- run {repeat + 1} of {args.runs} (empty null cache)")
+            report(checkpoint, work / f"cache{repeat}", work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

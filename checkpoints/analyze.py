@@ -1,10 +1,12 @@
 """Describe, score and summarise the attention of a checkpoint on disk (``cli.py analyze``).
 
-Layers are read and scored one at a time, so a 7B model needs the memory of one layer, not of the
-model. Rows are those of :func:`theory.report.score_rows` plus ``model``, ``family`` (the objective
-family) and ``stack`` (which attention of the model: ``self``, ``encoder`` / ``decoder`` / ``cross``, an
-MMDiT stream, ...); ``layer`` counts within its stack. The summary is the paper's convention: median and
-interquartile range over layers of the per-layer scores, with the median null z-score, per stack.
+Layers are scored one at a time while a background thread reads the next, so a 7B model needs the
+memory of two layers, not of the model. Scores use the float32 products of :mod:`theory.scores`
+(reductions in float64; within 1e-6 of the float64 reference on ``s``). Rows are those of
+:func:`theory.report.score_rows` plus ``model``, ``family`` (the objective family) and ``stack`` (which
+attention of the model: ``self``, ``encoder`` / ``decoder`` / ``cross``, an MMDiT stream, ...); ``layer``
+counts within its stack. The summary is the paper's convention: median and interquartile range over
+layers of the per-layer scores, with the median null z-score, per stack.
 
 Cross-attention (and SegFormer's reduced keys) pairs two spaces: its symmetry columns are left empty
 (NaN), never a pretended symmetry; directionality, delta_PR and their nulls are reported.
@@ -13,6 +15,7 @@ Cross-attention (and SegFormer's reduced keys) pairs two spaces: its symmetry co
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from checkpoints.loading import Checkpoint, open_checkpoint
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
-from theory.scores import DEFAULT_K, SCORE_NAMES
+from theory.scores import DEFAULT_K, SCORE_NAMES, Precision
 
 ANALYZE_COLUMNS = ["model", "family", "stack", *SCORE_COLUMNS]
 #: Columns that are not defined when queries and keys act on different spaces (cross-attention).
@@ -50,7 +53,7 @@ def _pers(per: PerChoice) -> tuple[str, ...]:
 
 
 def _unit_nulls(unit: Unit, per: PerChoice, null_samples: int | None) -> list[tuple[str, int, int, int]]:
-    ranks = {"head": unit.d_head, "layer": min(unit.heads.n_kv_heads * unit.d_head, unit.d_model)}
+    ranks = {"head": unit.d_head, "layer": unit.heads.n_kv_heads * unit.d_head}
     d = unit.d_model
     return [(p, d, ranks[p], null_samples or default_null_samples(d, ranks[p])) for p in _pers(per)]
 
@@ -58,7 +61,7 @@ def _unit_nulls(unit: Unit, per: PerChoice, null_samples: int | None) -> list[tu
 def null_shapes(plan: Plan, per: PerChoice, null_samples: int | None = None) -> list[tuple[str, int, int, int]]:
     """``(per, d, rank, n_samples)`` of every null the scores need (one per distinct shape of the plan's units).
 
-    The per-layer rank is ``H_kv d_h`` (see :meth:`FactoredForms.factors`), capped at ``d``.
+    The per-layer rank is ``H_kv d_h`` (see :meth:`FactoredForms.factors`), also where it exceeds ``d``.
     """
     return list(dict.fromkeys(shape for unit in plan.units for shape in _unit_nulls(unit, per, null_samples)))
 
@@ -123,13 +126,28 @@ def iter_rows(
     k: float = DEFAULT_K,
     null_samples: int | None = None,
     null_seed: int = 0,
+    precision: Precision = "float32",
 ) -> Iterator[list[dict]]:
-    """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``)."""
-    for layer in range(plan.n_layers):
+    """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``).
+
+    A background thread reads layer ``l + 1`` while layer ``l`` is scored: at most two layers' weights
+    are in memory at once.
+    """
+
+    def read(layer: int) -> FactoredForms:  # in the working dtype once, for the per-head and per-layer products
         forms = layer_forms(ckpt, plan, layer)
-        samples = {p: n for p, _, _, n in _unit_nulls(plan.units[layer], per, null_samples)}
-        rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed)]  # type: ignore
-        yield label_rows(plan, layer, rows)
+        dtype = torch.float32 if precision == "float32" else torch.float64
+        return FactoredForms(forms.q.to(dtype), forms.k.to(dtype), forms.n_kv_heads)
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-layer") as reader:
+        pending = reader.submit(read, 0) if plan.n_layers else None
+        for layer in range(plan.n_layers):
+            forms = pending.result()
+            pending = reader.submit(read, layer + 1) if layer + 1 < plan.n_layers else None
+            samples = {p: n for p, _, _, n in _unit_nulls(plan.units[layer], per, null_samples)}
+            rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed, precision)]  # type: ignore[arg-type]
+            del forms  # the next result() may hold the following layer: this one must be gone by then
+            yield label_rows(plan, layer, rows)
 
 
 def label_rows(plan: Plan, layer: int, rows: list[dict]) -> list[dict]:
@@ -197,18 +215,21 @@ def score(
     null_seed: int = 0,
     on_null: Callable[[int, int, int], None] | None = None,
     on_layer: Callable[[int, int], None] | None = None,
+    precision: Precision = "float32",
 ) -> list[dict]:
     """All rows of a planned checkpoint.
 
     Progress hooks: ``on_null(d, rank, n_samples)`` before each null is fetched (drawn the first time,
-    then read from the disk cache), ``on_layer(done, total)`` after each layer.
+    then read from the disk cache; one null serves every layer of its shape), ``on_layer(done, total)``
+    after each layer. ``precision``: of the scores' products (:mod:`theory.scores`; ``"float64"`` is the
+    reference).
     """
-    for _, d, rank, n in null_shapes(plan, per, null_samples):
+    for d, rank, n in dict.fromkeys(shape[1:] for shape in null_shapes(plan, per, null_samples)):
         if on_null is not None:
             on_null(d, rank, n)
         null_distribution(d, rank, k, n, null_seed)
     rows: list[dict] = []
-    for layer_rows in iter_rows(ckpt, plan, per, k, null_samples, null_seed):
+    for layer_rows in iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision):
         rows += layer_rows
         if on_layer is not None:
             on_layer(layer_rows[0]["layer"] + 1, plan.n_layers)

@@ -24,7 +24,7 @@ def null_band(forms: FactoredForms, null_samples: int) -> dict[str, tuple[float,
     from theory.nulls import null_distribution
 
     d = forms.d_model
-    stats = null_distribution(d, min(forms.rank("layer"), d), n_samples=null_samples).summary()
+    stats = null_distribution(d, forms.rank("layer"), n_samples=null_samples).summary()
     return {name: (v["mean"], v["std"]) for name, v in stats.items()}
 
 

@@ -125,5 +125,5 @@ def test_7b_benchmark_script_runs_at_a_tiny_size(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", [str(script), "--d", "32", "--layers", "3", "--heads", "4", "--dir", str(tmp_path)])
     runpy.run_path(str(script), run_name="__main__")
     out = capsys.readouterr().out
-    assert "2 shards" in out and "cold" in out and "warm" in out, out
+    assert "2 shards" in out and "cold" in out and "warm" in out and "reference" in out, out
     assert not list(tmp_path.iterdir()), "the temporary checkpoint must be removed"

@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from einops import rearrange
 
-from theory.scores import DEFAULT_K, Scores, factored_scores
+from theory.scores import DEFAULT_K, Precision, Scores, factored_scores
 
 Per = Literal["head", "layer"]
 
@@ -254,6 +254,8 @@ class FactoredForms:
             "query_layer": query.sum(2).norm(dim=-1).mean(1),
         }
 
-    def scores(self, per: Per = "head", k: float = DEFAULT_K) -> Scores:
-        """Symmetry and directionality per head ``[L, H]`` or per layer ``[L]``, without building ``d x d``."""
-        return factored_scores(*self.factors(per), k=k)
+    def scores(self, per: Per = "head", k: float = DEFAULT_K, precision: Precision = "float64") -> Scores:
+        """Symmetry and directionality per head ``[L, H]`` or per layer ``[L]``, without building ``d x d``.
+
+        ``precision="float32"``: products in float32, reductions in float64 (:mod:`theory.scores`)."""
+        return factored_scores(*self.factors(per), k=k, precision=precision)

@@ -2,10 +2,19 @@
 
 A score means nothing without its null: ``s`` of a random product has mean about ``1/d``, and
 ``delta`` of a random matrix spreads widely at small ``d``. Every reported score carries a z-score
-and an empirical p-value against the null of its own ``(d, r, k)``. Samples are seeded and cached,
-in memory and on disk (``$WQK_CACHE_DIR``, default ``~/.cache/wqk/nulls``), so the same null is never
-drawn twice; a cache file is keyed by the code version of the scores and of this module, so a change
-to either never reuses stale samples.
+and a p-value against the null of its own ``(d, r, k)``.
+
+- ``s``: where :func:`theory.null_moments.closed_form_accurate` holds, its null is the closed-form normal
+  law ``N(1/d, Var s)`` (exact mean and variance from Wick and Haar moments): z and p need no samples.
+  Elsewhere, and for ``delta`` and ``delta_PR`` always, z and p come from samples.
+- Samples are drawn cheaply: in float32 (the scores' ``precision="float32"`` path), from factors ``A, B``
+  for ``r < d`` (``O(d r^2)`` per draw, no ``d x d`` product) and, for ``r >= d``, from the equivalent
+  ``M = G L^T`` with ``G`` a ``d x d`` Gaussian and ``L`` the Bartlett factor of a ``Wishart_d(r)``
+  (conditionally on ``B``, ``A B^T`` has i.i.d. rows ``N(0, B B^T)``), whose triangle halves the product.
+- Samples are seeded and cached, in memory and on disk (``$WQK_CACHE_DIR``, default ``~/.cache/wqk/nulls``),
+  so the same null is never drawn twice (every layer of one shape shares it); a cache file is keyed by
+  the code version of the scores, of this module and of the closed form, so a change to any never reuses
+  stale samples.
 """
 
 from __future__ import annotations
@@ -13,22 +22,27 @@ from __future__ import annotations
 import functools
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from common.io import write_json
-from theory.scores import DEFAULT_K, SCORE_NAMES, factored_scores
+from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
 
 DEFAULT_SAMPLES = 256
-_CHUNK_BYTES = 1 << 27  # float64 factor memory per sampling chunk
+_CHUNK_BYTES = 1 << 27  # float32 memory of the random matrices per sampling chunk
+_Z_975 = 1.959963984540054  # the normal's 97.5% quantile
 
 
 @dataclass(frozen=True)
 class NullDistribution:
-    """Samples of both scores for ``M = A B^T``, ``A, B`` i.i.d. standard Gaussian ``[d, r]``."""
+    """Samples of the scores for ``M = A B^T``, ``A, B`` i.i.d. standard Gaussian ``[d, r]``.
+
+    ``closed_form`` maps a score to the ``(mean, sd)`` of its normal null where that law is used
+    instead of the samples (z, p and the summary then come from it; the samples stay for plots).
+    """
 
     d: int
     rank: int
@@ -37,42 +51,66 @@ class NullDistribution:
     symmetry: np.ndarray
     directionality: np.ndarray
     directionality_pr: np.ndarray
+    closed_form: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def samples(self, score: str) -> np.ndarray:
         if score not in SCORE_NAMES:
             raise ValueError(f"unknown score {score!r}; expected one of {SCORE_NAMES}")
         return getattr(self, score)
 
-    def z(self, score: str, value: np.ndarray | float) -> np.ndarray:
-        """``(value - mean) / std`` of the null (std with ddof 1)."""
+    def mean_std(self, score: str) -> tuple[float, float]:
+        """Mean and sd of the null: the closed form's where it is used, else the samples' (ddof 1)."""
         x = self.samples(score)
-        return (np.asarray(value, dtype=np.float64) - x.mean()) / x.std(ddof=1)
+        return self.closed_form.get(score) or (float(x.mean()), float(x.std(ddof=1)))
+
+    def z(self, score: str, value: np.ndarray | float) -> np.ndarray:
+        """``(value - mean) / std`` of the null."""
+        mean, std = self.mean_std(score)
+        return (np.asarray(value, dtype=np.float64) - mean) / std
 
     def p_value(self, score: str, value: np.ndarray | float) -> np.ndarray:
-        """Two-sided empirical p-value ``(1 + #{|X - mean| >= |value - mean|}) / (n + 1)``."""
+        """Two-sided p-value: under a closed-form null ``2 Phi(-|z|)``, floored at ``2 Phi(-4)`` (6.3e-5, the
+        furthest tail checked against Monte Carlo), else the empirical ``(1 + #{|X - mean| >= |value - mean|}) /
+        (n + 1)`` (floored at ``1 / (n + 1)``)."""
+        if score in self.closed_form:
+            from theory.null_moments import P_FLOOR, normal_two_sided_p
+
+            return normal_two_sided_p(self.z(score, value), P_FLOOR)
         x = self.samples(score)
         dev = np.abs(np.asarray(value, dtype=np.float64) - x.mean())
         exceed = (np.abs(x - x.mean())[:, None] >= dev.reshape(-1)[None, :]).sum(0)
         return ((1 + exceed) / (len(x) + 1)).reshape(dev.shape)
 
     def summary(self) -> dict[str, dict[str, float]]:
+        """Mean, sd, 2.5%, 50% and 97.5% quantiles of each score's null (the normal law's where closed-form)."""
         out = {}
         for name in SCORE_NAMES:
-            x = self.samples(name)
-            q = np.quantile(x, [0.025, 0.5, 0.975])
-            out[name] = {"mean": x.mean(), "std": x.std(ddof=1), "q025": q[0], "median": q[1], "q975": q[2]}
+            mean, std = self.mean_std(name)
+            if name in self.closed_form:
+                q = (mean - _Z_975 * std, mean, mean + _Z_975 * std)
+            else:
+                q = tuple(np.quantile(self.samples(name), [0.025, 0.5, 0.975]))
+            out[name] = {"mean": mean, "std": std, "q025": q[0], "median": q[1], "q975": q[2]}
         return {name: {key: float(v) for key, v in stats.items()} for name, stats in out.items()}
+
+
+def closed_forms(d: int, rank: int) -> dict[str, tuple[float, float]]:
+    """The scores whose null is taken in closed form at ``(d, rank)``, with its ``(mean, sd)``."""
+    from theory.null_moments import closed_form_accurate, symmetry_null_moments  # sympy: imported on first use
+
+    return {"symmetry": symmetry_null_moments(d, rank)} if closed_form_accurate(d, rank) else {}
 
 
 @functools.cache
 def code_version() -> str:
-    """A hash of the source of the scores and of the null sampler: part of every cache key."""
+    """A hash of the source of the scores, the closed form and the null sampler: part of every cache key."""
     import hashlib
+    from importlib.util import find_spec
 
     from theory import scores
 
     digest = hashlib.sha256()
-    for module_file in (scores.__file__, __file__):
+    for module_file in (scores.__file__, find_spec("theory.null_moments").origin, __file__):
         digest.update(Path(module_file).read_bytes())
     return digest.hexdigest()[:12]
 
@@ -82,23 +120,80 @@ def _cache_file(d: int, rank: int, k: float, n_samples: int, seed: int) -> Path:
     return root / f"d{d}_r{rank}_k{k:g}_n{n_samples}_seed{seed}_{code_version()}.json"
 
 
+def wishart_factor(n: int, m: int, dof: int, gen: torch.Generator, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Bartlett: lower-triangular ``L [n, m, m]`` with ``L L^T ~ Wishart_m(dof, I)``, ``dof >= m``.
+
+    Strictly lower entries ``N(0, 1)``, diagonal ``L_ii = sqrt(chi^2_{dof - i})`` (``i = 0 .. m-1``).
+    """
+    if dof < m:
+        raise ValueError(f"the Bartlett factor needs dof >= m; got dof={dof}, m={m}")
+    lower = torch.randn(n, m, m, generator=gen, dtype=dtype).tril_(-1)
+    rng = np.random.default_rng(int(torch.randint(2**62, (), generator=gen)))
+    chi = np.sqrt(rng.chisquare(np.arange(dof, dof - m, -1, dtype=np.float64), size=(n, m)))
+    return lower + torch.diag_embed(torch.from_numpy(chi).to(dtype))
+
+
+def symmetry_draws(d: int, rank: int, n: int, gen: torch.Generator) -> torch.Tensor:
+    """``n`` exact draws of ``s(A B^T)`` (float64) at ``O(min(d, r)^3)`` each, independent of ``max(d, r)``.
+
+    For checking the closed form against large Monte Carlo. ``r < d``: with ``A = Q R`` (QR; ``R^T R ~
+    Wishart_r(d)``), ``H = Q^T B`` is an ``r x r`` Gaussian and ``B^T B = H^T H + K^T K``, ``K^T K ~
+    Wishart_r(d - r)``, all independent, so ``tr(M M) = tr((H^T R)^2)`` and ``||M||^2 = ||H R^T||^2 +
+    ||K R^T||^2``. ``r >= d``: ``M ~ G L^T`` as in :func:`random_scores`.
+    """
+    f64 = torch.float64
+    if rank >= d:
+        m = times_lower_transposed(torch.randn(n, d, d, generator=gen, dtype=f64), wishart_factor(n, d, rank, gen, f64))
+        return (m * m.transpose(-2, -1)).sum((-2, -1)) / m.square().sum((-2, -1))
+    upper = wishart_factor(n, rank, d, gen, f64).transpose(-2, -1)  # R
+    h = torch.randn(n, rank, rank, generator=gen, dtype=f64)
+    cross = h.transpose(-2, -1) @ upper  # B^T A = H^T R
+    sq_norm = (h @ upper.transpose(-2, -1)).square().sum((-2, -1))
+    rest = d - rank  # K^T K = L_K L_K^T (Bartlett) when rest >= rank, else K itself
+    k_part = wishart_factor(n, rank, rest, gen, f64).transpose(-2, -1) if rest >= rank else None
+    if k_part is None:
+        k_part = torch.randn(n, rest, rank, generator=gen, dtype=f64)
+    sq_norm += (k_part @ upper.transpose(-2, -1)).square().sum((-2, -1))
+    return (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
+
+
+def times_lower_transposed(g: torch.Tensor, lower: torch.Tensor, block: int = 512) -> torch.Tensor:
+    """``G L^T`` for lower-triangular ``L`` without the zero triangle: column block ``J`` needs ``L[J, :max(J)]``."""
+    d = lower.shape[-1]
+    out = torch.empty((*g.shape[:-1], d), dtype=g.dtype)
+    for start in range(0, d, block):
+        stop = min(start + block, d)
+        out[..., start:stop] = g[..., :stop] @ lower[..., start:stop, :stop].transpose(-2, -1)
+    return out
+
+
+def random_scores(d: int, rank: int, n: int, gen: torch.Generator, k: float = DEFAULT_K) -> Scores:
+    """Scores of ``n`` forms with the law of ``A B^T``, ``A, B`` i.i.d. ``N(0, 1)`` of shape ``[d, rank]`` (float32)."""
+    if rank < d:
+        a, b = torch.randn(n, d, rank, generator=gen), torch.randn(n, d, rank, generator=gen)
+        return factored_scores(a, b, k, precision="float32")
+    # given B, the rows of A B^T are i.i.d. N(0, B B^T) with B B^T ~ Wishart_d(rank) = L L^T: A B^T ~ G L^T
+    lower = wishart_factor(n, d, rank, gen)
+    g = torch.randn(n, d, d, generator=gen)
+    return dense_scores(times_lower_transposed(g, lower), k, precision="float32", checked=False)
+
+
 def sample_null(
     d: int, rank: int, k: float = DEFAULT_K, n_samples: int = DEFAULT_SAMPLES, seed: int = 0
 ) -> NullDistribution:
-    """Draw the null without caching (chunks bound the memory of the factors)."""
+    """Draw the null without caching (chunks bound the memory of the random matrices)."""
     if d < 2 or rank < 1 or n_samples < 2:
         raise ValueError(f"need d >= 2, rank >= 1 and n_samples >= 2; got d={d}, rank={rank}, n_samples={n_samples}")
     gen = torch.Generator().manual_seed(seed)
-    chunk = max(1, min(n_samples, _CHUNK_BYTES // (16 * d * rank)))
+    per_draw = 4 * (2 * d * rank if rank < d else 3 * d * d)
+    chunk = max(1, min(n_samples, _CHUNK_BYTES // per_draw))
     drawn: dict[str, list[np.ndarray]] = {name: [] for name in SCORE_NAMES}
     for start in range(0, n_samples, chunk):
-        n = min(chunk, n_samples - start)
-        a = torch.randn(n, d, rank, generator=gen, dtype=torch.float64)
-        b = torch.randn(n, d, rank, generator=gen, dtype=torch.float64)
-        scores = factored_scores(a, b, k=k)
+        scores = random_scores(d, rank, min(chunk, n_samples - start), gen, k)
         for name in SCORE_NAMES:
             drawn[name].append(getattr(scores, name).numpy())
-    return NullDistribution(d, rank, k, seed, **{name: np.concatenate(v) for name, v in drawn.items()})
+    samples = {name: np.concatenate(v) for name, v in drawn.items()}
+    return NullDistribution(d, rank, k, seed, **samples, closed_form=closed_forms(d, rank))
 
 
 @functools.lru_cache(maxsize=256)
@@ -109,7 +204,8 @@ def null_distribution(
     path = _cache_file(d, rank, k, n_samples, seed)
     if path.exists():
         data = json.loads(path.read_text())
-        return NullDistribution(d, rank, k, seed, **{name: np.array(data[name]) for name in SCORE_NAMES})
+        samples = {name: np.array(data[name]) for name in SCORE_NAMES}
+        return NullDistribution(d, rank, k, seed, **samples, closed_form=closed_forms(d, rank))
     null = sample_null(d, rank, k, n_samples, seed)
     write_json(
         path,

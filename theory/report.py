@@ -14,7 +14,7 @@ import torch
 from common.io import load_arrays
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, null_distribution
-from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores
+from theory.scores import DEFAULT_K, SCORE_NAMES, Precision, Scores, dense_scores
 
 PerChoice = Literal["head", "layer", "both"]
 #: ``layer, head``, the scores, their null z-scores, their empirical p-values.
@@ -37,13 +37,18 @@ def with_null(
     null_samples: int = DEFAULT_SAMPLES,
     null_seed: int = 0,
 ) -> dict[str, np.ndarray]:
-    """Scores plus z-score and empirical p-value against the null of each item's ``(d, rank, k)``."""
+    """Scores plus z-score and p-value against the null of each item's ``(d, rank, k)``.
+
+    ``rank`` is the factors' inner size (``d_h``, or ``H_kv d_h`` per layer), also where it exceeds ``d``:
+    the null of ``A B^T`` with ``A, B`` of shape ``d x r`` depends on ``r`` beyond ``d``. The p-value is the
+    closed-form normal one where :class:`theory.nulls.NullDistribution` has it (``s`` at large shapes), else empirical.
+    """
     cols = {name: getattr(scores, name).detach().cpu().numpy() for name in SCORE_NAMES}
     ranks = np.broadcast_to(np.asarray(rank), cols["symmetry"].shape)
     for stat in ("z", "p"):
         cols.update({f"{name}_{stat}": np.empty_like(cols[name]) for name in SCORE_NAMES})
     for r in np.unique(ranks):
-        null = null_distribution(d, int(min(r, d)), k, null_samples, null_seed)
+        null = null_distribution(d, int(r), k, null_samples, null_seed)
         sel = ranks == r
         for name in SCORE_NAMES:
             cols[f"{name}_z"][sel] = null.z(name, cols[name][sel])
@@ -68,11 +73,13 @@ def score_rows(
     k: float = DEFAULT_K,
     null_samples: int = DEFAULT_SAMPLES,
     null_seed: int = 0,
+    precision: Precision = "float64",
 ) -> list[dict]:
-    """Rows with the columns of :data:`SCORE_COLUMNS` for a factored stack."""
+    """Rows with the columns of :data:`SCORE_COLUMNS` for a factored stack (``precision`` of the scores'
+    products: :mod:`theory.scores`)."""
     check_per(per)
     cols = {
-        p: with_null(forms.scores(p, k), forms.d_model, forms.rank(p), k, null_samples, null_seed)
+        p: with_null(forms.scores(p, k, precision), forms.d_model, forms.rank(p), k, null_samples, null_seed)
         for p in ("head", "layer")
         if per in (p, "both")
     }

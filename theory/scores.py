@@ -11,13 +11,22 @@
 
 Both scores are computed for dense matrices ``M`` of shape ``[..., d, d]`` and for factored
 forms ``M = A B^T`` with ``A, B`` of shape ``[..., d, r]``, the latter without building ``d x d``
-(except when ``r >= d``, where the dense route is the cheaper one). Everything is accumulated
-in float64. Rows of ``M`` index the query side, columns the key side.
+(except when ``r >= d``, where the dense route is the cheaper one). Rows of ``M`` index the query
+side, columns the key side.
+
+Precision: ``"float64"`` (the default, the reference) computes everything in float64; ``"float32"`` runs
+the matrix products (the ``r x r`` Grams, or ``A B^T``) in float32 at the machine's sgemm rate; the sums
+over the rows, and every sum of ``r x r`` Gram products, are accumulated in float64 (a row's own terms,
+pairwise, in float32). It agrees with the reference to 1e-6 on ``s``, 1e-5 (relative) on the norms and
+so on ``delta`` up to what the norms' rounding can move where a norm sits at its threshold
+(tests/test_scores_precision.py); a form whose factors nearly cancel (``||A B^T||^2 < 1e-6 ||A||^2 ||B||^2``)
+is recomputed in float64, where float32 products would lose the digits.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -28,6 +37,11 @@ DEFAULT_K = 2.0
 _EXCESS_RTOL = 1e-10
 # A factored form whose squared norm is below this fraction of ||A||^2 ||B||^2 is numerically zero.
 _ZERO_RTOL = 1e-14
+# Below this fraction the float32 products have cancelled too many digits: such forms are redone in float64.
+_FLOAT32_RTOL = 1e-6
+
+Precision = Literal["float64", "float32"]
+_WORKING = {"float64": torch.float64, "float32": torch.float32}
 
 ArrayLike = torch.Tensor | np.ndarray
 
@@ -53,12 +67,19 @@ class Scores:
     directionality_pr: torch.Tensor
 
 
-def _as_float64(x: ArrayLike, name: str) -> torch.Tensor:
+def _working_dtype(precision: str) -> torch.dtype:
+    if precision not in _WORKING:
+        raise ValueError(f"precision must be 'float64' or 'float32'; got {precision!r}")
+    return _WORKING[precision]
+
+
+def _as_real(x: ArrayLike, name: str, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     t = torch.as_tensor(x)
     if t.is_complex():
         raise ValueError(f"{name} must be real, got dtype {t.dtype}")
-    t = t.to(torch.float64)
-    if not torch.isfinite(t).all():
+    t = t.to(dtype)
+    # a NaN or Inf entry makes the norm non-finite: one fast reduction, the elementwise scan only then
+    if not torch.isfinite(torch.linalg.vector_norm(t)) and not torch.isfinite(t).all():
         bad = int((~torch.isfinite(t)).sum())
         raise ValueError(f"{name} contains {bad} NaN or Inf entries")
     return t
@@ -119,34 +140,48 @@ def scores_from_norms(sym: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor,
     return Scores(sym, directionality_from_norms(rows, cols, k), pr_directionality_from_norms(rows, cols))
 
 
-def _dense_form(m: ArrayLike) -> torch.Tensor:
-    m = _as_float64(m, "M")
+def _dense_form(m: ArrayLike, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    m = _as_real(m, "M", dtype)
     _check_square(m)
-    _raise_if_zero((m * m).sum((-2, -1)) == 0)
+    _raise_if_zero(torch.linalg.vector_norm(m, dim=(-2, -1)) == 0)
     return m
 
 
-def _symmetry(m: torch.Tensor) -> torch.Tensor:
-    return (m * m.transpose(-2, -1)).sum((-2, -1)) / (m * m).sum((-2, -1))
+def _dense_parts(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``s`` and the row / column norms of dense ``M`` (float32 or float64), without a temporary of ``d^2`` sums.
+
+    A row's ``d`` terms are summed in ``M``'s dtype (pairwise), the ``d`` rows in float64. Columns are
+    reduced as rows of a contiguous ``M^T`` in the same order, so a symmetric ``M`` has identical row and
+    column norms (``delta = 0`` exactly).
+    """
+    mt = m.transpose(-2, -1).contiguous()
+    rows = torch.linalg.vector_norm(m, dim=-1).double()
+    cols = torch.linalg.vector_norm(mt, dim=-1).double()
+    trace = _row_dots(m, mt).sum(-1)  # tr(M M) = sum_i <M[i, :], M[:, i]>
+    return trace / rows.square().sum(-1), rows, cols
+
+
+def _row_dots(x: torch.Tensor, y: torch.Tensor, rows: int = 256) -> torch.Tensor:
+    """``sum_j x[..., i, j] y[..., i, j]`` in float64, a block of rows at a time (the products stay in cache)."""
+    out = torch.empty(x.shape[:-1], dtype=torch.float64)
+    for start in range(0, x.shape[-2], rows):
+        block = slice(start, start + rows)
+        out[..., block] = torch.linalg.vecdot(x[..., block, :], y[..., block, :])
+    return out
 
 
 def _norms(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    # Columns as rows of a contiguous M^T: the same reduction order, so symmetric M gives delta = 0 exactly.
-    return m.norm(dim=-1), m.transpose(-2, -1).contiguous().norm(dim=-1)
-
-
-def _directionality(m: torch.Tensor, k: float) -> torch.Tensor:
-    return directionality_from_norms(*_norms(m), k)
+    return _dense_parts(m)[1:]
 
 
 def symmetry(m: ArrayLike) -> torch.Tensor:
     """``s(M) = tr(M M) / ||M||_F^2`` in ``[-1, 1]`` for ``M`` of shape ``[..., d, d]``."""
-    return _symmetry(_dense_form(m))
+    return _dense_parts(_dense_form(m))[0]
 
 
 def directionality(m: ArrayLike, k: float = DEFAULT_K) -> torch.Tensor:
     """``delta(M)`` (the paper's directionality) for ``M`` of shape ``[..., d, d]``."""
-    return _directionality(_dense_form(m), k)
+    return directionality_from_norms(*_norms(_dense_form(m)), k)
 
 
 def pr_directionality(m: ArrayLike) -> torch.Tensor:
@@ -154,30 +189,55 @@ def pr_directionality(m: ArrayLike) -> torch.Tensor:
     return pr_directionality_from_norms(*_norms(_dense_form(m)))
 
 
-def dense_scores(m: ArrayLike, k: float = DEFAULT_K) -> Scores:
-    """Both scores of dense forms ``[..., d, d]`` (validated once)."""
-    m = _dense_form(m)
-    return scores_from_norms(_symmetry(m), *_norms(m), k)
+def dense_scores(m: ArrayLike, k: float = DEFAULT_K, precision: Precision = "float64", checked: bool = True) -> Scores:
+    """Both scores of dense forms ``[..., d, d]`` (``precision`` as in the module doc).
+
+    ``checked=False`` skips the validation (real, finite, nonzero, square): for matrices the caller built
+    itself from checked inputs, such as null draws.
+    """
+    dtype = _working_dtype(precision)
+    m = _dense_form(m, dtype) if checked else torch.as_tensor(m).to(dtype)
+    return scores_from_norms(*_dense_parts(m), k)
 
 
-def factored_scores(a: ArrayLike, b: ArrayLike, k: float = DEFAULT_K) -> Scores:
+def factored_scores(a: ArrayLike, b: ArrayLike, k: float = DEFAULT_K, precision: Precision = "float64") -> Scores:
     """Both scores of ``M = A B^T`` from factors ``[..., d, r]`` in ``O(d r^2)``.
 
     Uses ``||M||^2 = tr((A^T A)(B^T B))``, ``tr(M M) = tr((B^T A)^2)``, row norms^2 =
-    ``rowsum((A B^T B) * A)`` and column norms^2 = ``rowsum((B A^T A) * B)``.
+    ``rowsum((A B^T B) * A)`` and column norms^2 = ``rowsum((B A^T A) * B)``. With ``precision="float32"``
+    the products run in float32 and the reductions in float64 (see the module doc).
     """
-    a, b = _as_float64(a, "A"), _as_float64(b, "B")
+    work = _working_dtype(precision)
+    a, b = _as_real(a, "A", work), _as_real(b, "B", work)
     _check_factors(a, b)
-    d, r = a.shape[-2], a.shape[-1]
-    if r >= d:  # the d x d product is cheaper than r x r Grams
-        return dense_scores(a @ b.transpose(-2, -1), k)
-    gram_a = a.transpose(-2, -1) @ a  # (..., r, r)
-    gram_b = b.transpose(-2, -1) @ b
-    cross = b.transpose(-2, -1) @ a  # B^T A
-    sq_norm = (gram_a * gram_b).sum((-2, -1))
-    scale = gram_a.diagonal(0, -2, -1).sum(-1) * gram_b.diagonal(0, -2, -1).sum(-1)  # ||A||^2 ||B||^2
+    parts, sq_norm, scale = _factored_parts(a, b)
     _raise_if_zero(sq_norm <= _ZERO_RTOL * scale)
+    redo = sq_norm <= _FLOAT32_RTOL * scale if work != torch.float64 else None
+    if redo is not None and redo.any():  # cancelling products: their float32 digits are gone
+        exact, _, _ = _factored_parts(a[redo].double(), b[redo].double())
+        parts = tuple(_replaced(p, redo, e) for p, e in zip(parts, exact, strict=True))
+    return scores_from_norms(*parts, k)
+
+
+def _replaced(x: torch.Tensor, mask: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    out = x.clone()
+    out[mask] = values
+    return out
+
+
+def _factored_parts(a: torch.Tensor, b: torch.Tensor):
+    """``(s, rows, cols), ||M||^2, ||A||^2 ||B||^2`` of ``M = A B^T``: products in ``a``'s dtype, sums in float64."""
+    d, r = a.shape[-2], a.shape[-1]
+    norm = lambda x: torch.linalg.vector_norm(x, dim=(-2, -1)).double().square()
+    scale = norm(a) * norm(b)  # ||A||^2 ||B||^2
+    if r >= d:  # the d x d product is cheaper than r x r Grams
+        sym, rows, cols = _dense_parts(a @ b.transpose(-2, -1))
+        return (sym, rows, cols), rows.square().sum(-1), scale
+    gram_a, gram_b = a.transpose(-2, -1) @ a, b.transpose(-2, -1) @ b  # (..., r, r)
+    cross = (b.transpose(-2, -1) @ a).double()  # B^T A
+    sq_norm = (gram_a.double() * gram_b.double()).sum((-2, -1))
     sym = (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
-    rows = ((a @ gram_b) * a).sum(-1).clamp_min(0).sqrt()
-    cols = ((b @ gram_a) * b).sum(-1).clamp_min(0).sqrt()
-    return scores_from_norms(sym, rows, cols, k)
+    # a row's r products are summed in the working dtype (pairwise), the d rows never together
+    rows = _row_dots(a @ gram_b, a).clamp_min(0).sqrt()
+    cols = _row_dots(b @ gram_a, b).clamp_min(0).sqrt()
+    return (sym, rows, cols), sq_norm, scale

@@ -38,7 +38,7 @@ def _band(ax, runs: list[list[dict]], key: str, select, color, label: str | None
 
 
 def _null_band(ax, score: str, d: int, rank: int, null_samples: int) -> None:
-    null = null_distribution(d, min(rank, d), n_samples=null_samples).samples(score)
+    null = null_distribution(d, rank, n_samples=null_samples).samples(score)
     lo, hi = np.quantile(null, [0.025, 0.975])
     ax.axhspan(lo, hi, color=NULL_COLOR, alpha=0.3, lw=0, label="null 95%")
 
