@@ -465,8 +465,11 @@ def limitations(results: Results) -> str:
                 sizes.append(
                     f"{e}: {t['model']} on {t['data']}, {fmt(config['seeds'])} seeds x {fmt(t['steps'])} steps"
                 )
-            else:
-                sizes.append(f"{e}: {fmt(config['seeds'])} seeds per scheme on {config['data']}")
+            else:  # a study: its data is the task's own unless the config names one
+                study = results.table(e, "study")
+                data = config.get("data") or study.get("data")
+                steps = fmt(study.get("steps"))
+                sizes.append(f"{e}: {fmt(config['seeds'])} seeds per scheme x {steps} steps on {data}")
         lines.append(
             "- **Vision at toy scale.** " + "; ".join(sizes) + ". Tiny models on tiny data, on CPUs; "
             "nothing here is evidence about models at the paper's scale."

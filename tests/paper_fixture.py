@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from paper.registry import EXPERIMENTS
+from paper.registry import experiments
 from paper.results import write_experiment
 
 STEPS = (0, 25, 50)
@@ -34,7 +34,9 @@ EFFECTS = {
 
 
 def _manifest(name: str, seeds: int) -> dict:
-    config = EXPERIMENTS[name].config("quick") if name in EXPERIMENTS else {}
+    registry = experiments()
+    configs = registry[name].configs if name in registry else {}
+    config = dict(configs.get("quick") or configs.get("full") or {})  # the digits studies have no quick config
     return {
         "experiment": name,
         "title": name,
@@ -161,9 +163,17 @@ def vision_tables(task: str, seeds: int, rng) -> dict:
     return {"scores": scores, "nulls": nulls, "config": {"seeds": seeds}}
 
 
+#: study task -> (metric, higher is better, schemes): the digits studies and the MNIST ones with the published inits.
+STUDY_FIXTURES = {
+    "vit": ("test_accuracy", True, ("default", "symmetric", "symmetric-indefinite", "directional")),
+    "dit": ("test_loss", False, ("default", "symmetric", "symmetric-indefinite", "directional")),
+    "vit-mnist": ("test_accuracy", True, ("default", "symmetric", "mimetic", "conditioned")),
+    "dit-mnist": ("sample_fid", False, ("default", "symmetric", "mimetic")),
+}
+
+
 def study_tables(task: str, seeds: int, rng) -> dict:
-    metric = "test_accuracy" if task == "vit" else "test_loss"
-    schemes = ("default", "symmetric", "symmetric-indefinite", "directional")
+    metric, higher, schemes = STUDY_FIXTURES[task]
     arms, steps, curves = [], [], []
     for k, scheme in enumerate(schemes):
         own = [20 + 10 * k + s for s in range(seeds)]
@@ -191,6 +201,9 @@ def study_tables(task: str, seeds: int, rng) -> dict:
                 final_diff=0.0,
                 final_diff_lo=-0.01,
                 final_diff_hi=0.01,
+                at100_diff=0.0,
+                at100_diff_lo=-0.01,
+                at100_diff_hi=0.01,
             )
         arms.append(arm)
         steps += [{"task": task, "scheme": scheme, "seed": s, "steps_to_target": own[s]} for s in range(seeds)]
@@ -208,13 +221,15 @@ def study_tables(task: str, seeds: int, rng) -> dict:
         ]
     study = {
         "task": task,
-        "model": f"{task}-tiny",
+        "model": f"{task.split('-')[0]}-tiny",
         "objective": "x",
         "metric": metric,
-        "higher_is_better": task == "vit",
+        "higher_is_better": higher,
         "target": 0.5,
         "target_rule": "fixture",
         "seeds": seeds,
+        "steps": STEPS[-1],
+        "data": "mnist5k" if task.endswith("mnist") else "digits",
     }
     return {"arms": arms, "steps": steps, "curves": curves, "study": study}
 
@@ -351,8 +366,8 @@ def write_fixture(results: Path, seeds: int = 3, seed: int = 0) -> Path:
         tables[name] = sim_tables(arms, seeds, rng, matrices=name == "sim_objectives")
     for task in ("classify", "mae", "causal", "dit"):
         tables[f"vision_{task}"] = vision_tables(task, seeds, rng)
-    for task in ("vit", "dit"):
-        tables[f"init_{task}"] = study_tables(task, seeds, rng)
+    for task in STUDY_FIXTURES:
+        tables[f"init_{task.replace('-', '_')}"] = study_tables(task, seeds, rng)
     for name, t in tables.items():
         write_experiment(results / name, t, _manifest(name, seeds))
     return results
