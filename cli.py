@@ -404,7 +404,9 @@ def train(
         str,
         typer.Option(help="Init scheme(s), comma-separated: default, symmetric, symmetric-indefinite, directional."),
     ] = "default",
-    seeds: Annotated[int, typer.Option(min=1, help="Number of seeds per init (seed-start, seed-start + 1, ...).")] = 3,
+    seeds: Annotated[
+        int, typer.Option(min=1, help="Number of seeds per init (seed-start, seed-start + 1, ...); 1 with --recipe.")
+    ] = 3,
     seed_start: Annotated[int, typer.Option(min=0, help="First seed.")] = 0,
     steps: Annotated[int, typer.Option(min=1, help="Optimizer steps per run.")] = 300,
     batch_size: Annotated[int, typer.Option(min=1, help="Global batch (split across torchrun processes).")] = 64,
@@ -485,6 +487,7 @@ def train(
             # typer may vendor its own click: compare the source's name, not the enum
             given = {n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"}
             base = recipe_config(recipe, **{f: value for f, (option, value) in fields.items() if option in given})
+            seeds = seeds if "seeds" in given else 1  # a recipe is one run unless --seeds asks for more
         from vision.runs import run_experiment
 
         result = run_experiment(base, inits, list(range(seed_start, seed_start + seeds)), out, resume=resume)
