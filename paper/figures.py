@@ -461,7 +461,8 @@ def init_curves(results: Results):
         for scheme in dict.fromkeys(r["scheme"] for r in curves):
             by_step: dict[int, list[float]] = {}
             for r in select(curves, scheme=scheme):
-                by_step.setdefault(r["step"], []).append(r[metric])
+                if r.get(metric) is not None:  # a sample metric is empty on the steps where no samples were scored
+                    by_step.setdefault(r["step"], []).append(r[metric])
             steps = sorted(by_step)
             stats = np.array([mean_ci(by_step[s]) for s in steps])
             _band(ax, steps, stats[:, 0], stats[:, 1], SCHEME_COLORS.get(scheme, PALETTE[1]), label=scheme, lw=1.4)
@@ -471,48 +472,59 @@ def init_curves(results: Results):
             ax.set_yscale("log")
             _plain_log(ax)
         ax.set_xlabel("training step")
-        ax.set_ylabel(metric.replace("_", " "))
-        ax.set_title(f"{study['model']} {study['objective']} ({study['seeds']} seeds, 95% band)", fontsize=9)
+        ax.set_ylabel(_metric_label(study))
+        ax.set_title(
+            f"{study['model']} {study['objective']} on {study.get('data', '?')} ({study['seeds']} seeds, 95% band)",
+            fontsize=9,
+        )
         ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
 
 
+def _metric_label(study: dict) -> str:
+    """The study metric with its unit and which way is better."""
+    from vision.study import METRIC_LABELS
+
+    metric = study["metric"]
+    better = "higher" if study.get("higher_is_better", True) else "lower"
+    return f"{METRIC_LABELS.get(metric, metric.replace('_', ' '))}, {better} is better"
+
+
 def init_steps(results: Results):
-    """Steps to the target relative to the default init and the final metric's difference to it (paired by seed,
-    bootstrap 95% CI), per scheme and study; 1 (0) = no difference."""
+    """Steps to the target relative to the default init (all studies: a ratio has no unit) and, one panel per
+    study in its metric's unit, the final metric's difference to the default (paired by seed, bootstrap 95% CI);
+    1 (0) = no difference."""
     plt = pyplot()
     experiments = _study_tasks(results)
     tables = {e: results.rows(e, "summary") for e in experiments}
     _need([r for rows in tables.values() for r in select(rows, quantity="step_ratio")], "step ratios of init_*")
     schemes = list(dict.fromkeys(r["scheme"] for rows in tables.values() for r in select(rows, quantity="step_ratio")))
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
-    panels = (
-        (axes[0], "step_ratio", "steps to target / default's", 1.0),
-        (axes[1], "final_diff", "final metric - default's", 0.0),
-    )
+    fig, axes = plt.subplots(1, 1 + len(experiments), figsize=(4.5 + 3.4 * len(experiments), 3.6), squeeze=False)
+    ratio_ax, diff_axes = axes[0][0], axes[0][1:]
     for k, experiment in enumerate(experiments):
-        for ax, quantity, _, _ in panels:
-            for i, scheme in enumerate(schemes):
-                sel = select(tables[experiment], scheme=scheme, quantity=quantity)
-                if sel:
-                    _errorbars(
-                        ax,
-                        [i],
-                        sel,
-                        SCHEME_COLORS.get(scheme, PALETTE[1]),
-                        marker="osD^"[k % 4],
-                        offset=0.12 * (k - (len(experiments) - 1) / 2),
-                    )
-    for ax, _, label, reference in panels:
+        marker = "osD^"[k % 4]
+        for i, scheme in enumerate(schemes):
+            color = SCHEME_COLORS.get(scheme, PALETTE[1])
+            sel = select(tables[experiment], scheme=scheme, quantity="step_ratio")
+            if sel:
+                _errorbars(ratio_ax, [i], sel, color, marker=marker, offset=0.12 * (k - (len(experiments) - 1) / 2))
+            sel = select(tables[experiment], scheme=scheme, quantity="final_diff")
+            if sel:
+                _errorbars(diff_axes[k], [i], sel, color, marker=marker)
+        study = results.table(experiment, "study")
+        diff_axes[k].set_ylabel(f"final metric - default's\n({_metric_label(study)})", fontsize=8)
+        diff_axes[k].set_title(experiment.removeprefix("init_"), fontsize=9)
+    for ax, reference in ((ratio_ax, 1.0), *((ax, 0.0) for ax in diff_axes)):
         ax.axhline(reference, color="0.3", ls="--", lw=0.8)
-        ax.set_xticks(range(len(schemes)), schemes, fontsize=8)
-        ax.set_ylabel(label)
+        ax.set_xticks(range(len(schemes)), schemes, fontsize=8, rotation=20)
+    ratio_ax.set_ylabel("steps to target / default's")
+    ratio_ax.set_title("steps to target, all studies", fontsize=9)
     handles = [
         plt.Line2D([], [], color="0.3", marker="osD^"[k % 4], ls="", label=e.removeprefix("init_"))
         for k, e in enumerate(experiments)
     ]
-    axes[0].legend(handles=handles, fontsize=7, title="study", title_fontsize=7)
+    ratio_ax.legend(handles=handles, fontsize=7, title="study", title_fontsize=7)
     fig.suptitle("init study vs the default init (bootstrap 95% CI over seeds)", fontsize=10)
     fig.tight_layout()
     return fig
@@ -634,9 +646,8 @@ def grid_cells(results: Results):
     ]
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     panels = list(dict.fromkeys((r["simulated"], r["score"]) for r in rows))
-    fig, axes = plt.subplots(
-        1, len(panels), figsize=(3.2 * len(panels) + 2.5, 0.16 * len(cells) + 1.6), squeeze=False, sharey=True
-    )
+    height = 0.16 * len(cells) + 1.6
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels) + 3.5, height), squeeze=False, sharey=True)
     for ax, (phase, score) in zip(axes[0], panels, strict=True):
         for r in select(rows, simulated=phase, score=score):
             y = cells.index(r["cell"])
@@ -645,10 +656,10 @@ def grid_cells(results: Results):
             ax.plot(r["theory_mean"], y, "x", color="0.3", ms=3)
         ax.set_title(f"{phase}: {score}", fontsize=9)
         ax.axvline(0, color="0.3", lw=0.5)
-    axes[0, 0].set_yticks(range(len(cells)), cells, fontsize=max(3, min(7, 400 // max(1, len(cells)))))
+    axes[0, 0].set_yticks(range(len(cells)), cells, fontsize=max(5, min(7, 400 // max(1, len(cells)))))
     axes[0, 0].invert_yaxis()
     fig.suptitle("theory (x) vs simulation (points: blue agree, vermillion disagree)", fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))  # room for the title above the panels' own
     return fig
 
 
