@@ -962,7 +962,7 @@ def study(
 @app.command()
 def paper(
     quick: Annotated[
-        bool, typer.Option("--quick", help="The committed CPU run (default): about 20 minutes of 2 cores, cold.")
+        bool, typer.Option("--quick", help="The committed CPU run (default): 17.5 minutes of 2 cores measured, cold.")
     ] = False,
     full: Annotated[
         bool, typer.Option("--full", help="The same pipeline at GPU sizes (more seeds and steps, larger models).")

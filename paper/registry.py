@@ -6,7 +6,7 @@ predictions in :mod:`paper.claims`). A *slot* is an entry whose runner waits for
 of the project has not exposed yet: it is listed, skipped with its reason, and runs by itself once the
 interface exists.
 
-Sizes (the ``quick`` mode is the committed CPU run, about 20 minutes of two cores from an empty cache; ``full``
+Sizes (the ``quick`` mode is the committed CPU run, 17.5 minutes of two cores measured from an empty cache; ``full``
 is the same pipeline at GPU sizes: vision runs use CUDA when present, the simulator runs on the CPU):
 
 - simulator arms: smoke 2 seeds x 4 steps; quick 8 seeds x 300 steps (the ``simulate`` defaults); full 32 x 1500;
