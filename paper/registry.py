@@ -15,7 +15,7 @@ is the same pipeline at GPU sizes: vision runs use CUDA when present, the simula
   full ``vit-s``/``dit-s-2`` on the MNIST 5k subset (28x28), 8 seeds x 5000 steps (DiT 10000), batch 128;
 - init study, 8x8 digits: full 10 seeds x 4 schemes x 600 (ViT) / 2000 (DiT) steps (not in quick);
 - init study, MNIST 5k (28x28): quick ViT 3 seeds x default / symmetric / mimetic / conditioned x 240 steps,
-  DiT 3 seeds x default / symmetric / mimetic x 240 steps (sample FID of 100 samples, 10 DDIM steps, every 60);
+  DiT 3 seeds x default / symmetric / mimetic x 240 steps (sample FID of 100 samples, 10 DDIM steps, every 30);
   full 10 seeds x all six schemes x 480 steps;
 - theory check: quick seeds 0-2, full 0-7; nulls vs d: quick d = 16 ... 512 (256 draws), full up to 2048 (1024).
 """
