@@ -217,7 +217,7 @@ def _torch_files(files: list[Path]) -> tuple[dict[str, tuple[int, ...]], Callabl
                     obj = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:
             found = re.search(r"GLOBAL ([\w.]+)", str(err))
-            if not found:  # not a refused object: a corrupt or foreign file (the unpickler's reason, if it gave one)
+            if not found:  # not a refused object: a corrupt or foreign file (torch's reason, if it gave one)
                 detail = re.search(r"WeightsUnpickler error:\s*(.+)", str(err))
                 raise CheckpointError(
                     f"cannot read {path} with torch.load: {detail[1] if detail else _why(err)}; expected a state "

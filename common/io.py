@@ -78,7 +78,7 @@ def append_csv(path: str | Path, rows: Iterable[Mapping[str, Any]], columns: lis
 
 
 def load_arrays(path: str | Path) -> dict[str, np.ndarray]:
-    """Named arrays from ``.npy`` (under the name ``"M"``), ``.npz`` or ``.safetensors``; never unpickles.
+    """Named arrays from ``.npy`` (under the name ``"M"``), ``.npz`` or ``.safetensors``; never loads Python objects.
 
     A file the reader cannot parse is a ``ValueError`` naming the file and what was expected.
     """

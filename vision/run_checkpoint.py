@@ -3,7 +3,7 @@
 ``step_N.safetensors`` holds the weights (and the EMA weights under ``ema.``), ``step_N.state.safetensors``
 the optimizer tensors and every RNG state, and ``step_N.json`` (written last, so a checkpoint without it is
 ignored) the step, the optimizer's scalars, the config and the head counts that ``cli.py analyze`` reads.
-No pickle: tensors in safetensors, everything else in JSON.
+Tensors in safetensors, everything else in JSON: no Python object is serialised.
 """
 
 from __future__ import annotations
