@@ -7,9 +7,10 @@ cache it left (warm: the nulls are read from disk), then the reference: the floa
 layer after layer (no read-ahead), as it was before the float32 path, with the same nulls.
 
 Printed beside the times: the scoring pass's flop count (the Gram or dense products of every form),
-its achieved rate as a fraction of the machine's sgemm rate (best of a d x d float32 product timed in
-the same process, before and after the pass), the speed-up over the reference and the largest
-difference of every score from it.
+its achieved rate as a fraction of the machine's GEMM rate (the best of a d x d float32 product timed in
+the same process before and after the pass, through ``torch.matmul``, i.e. MKL's sgemm, and through
+``common.gemm.matmul_nt``, oneDNN's kernel, which the scores use: the faster of the two is the
+reference rate), the speed-up over the float64 reference and the largest difference of every score from it.
 
     nice python benchmarks/analyze.py [--layers 32] [--dir /tmp] [--runs 3]
 """
@@ -79,18 +80,24 @@ def scoring_flops(plan) -> int:
     return plan.n_layers * per_layer
 
 
-def sgemm_rate(d: int, repeats: int = 3) -> float:
-    """Best flop rate of a ``d x d`` float32 product in this process."""
+def gemm_rates(d: int, repeats: int = 3) -> dict[str, float]:
+    """Best flop rate in this process of a ``d x d`` float32 product: ``torch.matmul`` (MKL's sgemm on
+    x86) and :func:`common.gemm.matmul_nt` (oneDNN, what the scores use)."""
     import torch
 
+    from common.gemm import matmul_nt
+
     a, b = torch.randn(d, d), torch.randn(d, d)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - start)
-    return 2 * d**3 / best
+    rates = {}
+    for name, product in (("sgemm", lambda: a @ b.T), ("matmul_nt", lambda: matmul_nt(a, b))):
+        product()
+        best = float("inf")
+        for _ in range(repeats):
+            start = time.perf_counter()
+            product()
+            best = min(best, time.perf_counter() - start)
+        rates[name] = 2 * d**3 / best
+    return rates
 
 
 def reference_rows(ckpt, plan) -> list[dict]:
@@ -112,7 +119,7 @@ def child(checkpoint: str, mode: str, out: str) -> None:
     from theory.nulls import null_distribution
 
     load = [os.getloadavg()[0]]
-    rate = [sgemm_rate(int(json.loads((Path(checkpoint) / "config.json").read_text())["hidden_size"]))]
+    rates = [gemm_rates(int(json.loads((Path(checkpoint) / "config.json").read_text())["hidden_size"]))]
     t0 = time.perf_counter()
     ckpt, plan = describe(checkpoint)
     t1 = time.perf_counter()
@@ -122,7 +129,7 @@ def child(checkpoint: str, mode: str, out: str) -> None:
     t2 = time.perf_counter()
     rows = score(ckpt, plan, "both") if mode == "new" else reference_rows(ckpt, plan)
     t3 = time.perf_counter()
-    rate.append(sgemm_rate(plan.d_model))
+    rates.append(gemm_rates(plan.d_model))
     load.append(os.getloadavg()[0])
     summary = {s["score"]: round(s["median"], 4) for s in summarise(rows)}
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -139,8 +146,8 @@ def child(checkpoint: str, mode: str, out: str) -> None:
                 "peak_rss_mb": usage.ru_maxrss / 1024,
                 "rows": len(rows),
                 "flops": flops,
-                "sgemm_gflops": max(rate) / 1e9,
-                "fraction": flops / (t3 - t2) / max(rate),
+                **{f"{name}_gflops": max(r[name] for r in rates) / 1e9 for name in rates[0]},
+                "fraction": flops / (t3 - t2) / max(max(r.values()) for r in rates),
                 "load": load,
                 "nulls": [f"{p}: d={d} rank={r} n={n}" for p, d, r, n in shapes],
                 "median_per_layer": summary,
@@ -182,7 +189,7 @@ def report(checkpoint: Path, cache: Path, work: Path) -> None:
     results = {name: measure(checkpoint, cache, mode, work / f"{name}.json") for name, mode in runs.items()}
     print(f"nulls: {'; '.join(results['cold']['nulls'])}")
     head = ("run", "describe s", "nulls s", "layers s", "total s", "CPU s", "peak RSS MiB", "rows", "GFLOP/s")
-    print("{:9} {:>10} {:>8} {:>8} {:>8} {:>7} {:>12} {:>5} {:>8} {:>8} {:>9}".format(*head, "of sgemm", "load"))
+    print("{:9} {:>10} {:>8} {:>8} {:>8} {:>7} {:>12} {:>5} {:>8} {:>8} {:>9}".format(*head, "of GEMM", "load"))
     for name, r in results.items():
         rate = r["flops"] / r["layers_s"] / 1e9
         print(
@@ -191,10 +198,12 @@ def report(checkpoint: Path, cache: Path, work: Path) -> None:
             f"{r['load'][0]:4.1f}-{r['load'][1]:.1f}"
         )
     warm, ref = results["warm"], results["reference"]
-    rates = ", ".join(f"{r['sgemm_gflops']:.0f}" for r in results.values())
+    per_run = lambda name: ", ".join(f"{r[f'{name}_gflops']:.0f}" for r in results.values())
+    rates = f"sgemm {per_run('sgemm')}; matmul_nt {per_run('matmul_nt')}"
     print(
-        f"scoring pass: {warm['flops'] / 1e12:.2f} Tflop of products; sgemm rate in the same processes "
-        f"{rates} GFLOP/s (cold, warm, reference); "
+        f"scoring pass: {warm['flops'] / 1e12:.2f} Tflop of products; d x d float32 product rates in the same "
+        f"processes (cold, warm, reference), GFLOP/s: {rates} (torch.matmul = MKL sgemm; matmul_nt = oneDNN; "
+        f"'of GEMM' is against the faster); "
         f"load average = 1-minute, at start-end of each process, on {os.cpu_count()} CPUs"
     )
     diffs = max_differences(*(json.loads((work / f"{n}.json").read_text()) for n in ("warm", "reference")))

@@ -8,7 +8,7 @@ sd is within 1% and the tail ratio at ``z = 3``, with its interval, within 20%
 (``theory.null_moments.ACCURACY_CRITERION``).
 
 Cost (``--cost``): seconds per null draw (all three scores) of the old sampler (float64 factors, dense
-``A B^T`` for ``r >= d``) and of the new one (float32, Bartlett ``G L^T`` for ``r >= d``), same process.
+``A B^T`` for ``r >= d``) and of the new one (float32, Bartlett ``L H`` for ``r >= d``), same process.
 
     python benchmarks/nulls.py --accuracy [--samples 1000000] [--threads 1] [--cells 64:16 4096:32]
     python benchmarks/nulls.py --cost [--shapes 4096:128 4096:4096]

@@ -13,6 +13,7 @@ rate. The batched step's achieved rate is printed against both, and the share of
 matmul (softmax, elementwise, data, per-op overhead) for each side: the batched / sequential ratio
 cannot exceed (sequential step time) / (batched step's matmuls alone).
 Run: python benchmarks/sim.py [--objective denoising --seeds 32 --steps 10 --rounds 3 --threads 1 --set batch=8]
+[--compile]
 """
 
 from __future__ import annotations
@@ -103,6 +104,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (the simulator's default is 1)")
     parser.add_argument(
+        "--compile", action="store_true", help="torch.compile each side's loss (forward and backward; inductor, CPU)"
+    )
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
@@ -116,6 +120,9 @@ def main() -> None:
     cfg = default_config(args.objective, seeds=args.seeds, **overrides)
     batched = Simulation(cfg)
     alone = [Simulation(cfg.with_overrides(seeds=1, first_seed=s)) for s in cfg.seed_list]
+    if args.compile:  # one compiled graph per shape: the batched one, and one the sequential seeds share
+        for sim in (batched, *alone):
+            sim.task.loss = torch.compile(sim.task.loss, dynamic=False)
 
     def run_batched() -> None:
         for _ in range(args.steps):
@@ -142,6 +149,7 @@ def main() -> None:
     print(
         f"{args.objective}: d={m.d}, heads={m.heads}x{m.head_dim}, layers={m.layers}, n={cfg.n}, batch={cfg.batch}, "
         f"{args.seeds} seeds x {args.steps} steps per round, {args.rounds} rounds, {args.threads} thread(s)"
+        + (", loss torch.compiled" if args.compile else "")
     )
     print(f"batched    : {rate['batched']:8.1f} seed-steps/s")
     print(f"sequential : {rate['sequential']:8.1f} seed-steps/s")

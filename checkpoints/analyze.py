@@ -137,7 +137,7 @@ def iter_rows(
     def read(layer: int) -> FactoredForms:  # in the working dtype once, for the per-head and per-layer products
         forms = layer_forms(ckpt, plan, layer)
         dtype = torch.float32 if precision == "float32" else torch.float64
-        return FactoredForms(forms.q.to(dtype), forms.k.to(dtype), forms.n_kv_heads)
+        return FactoredForms(_converted(forms.q, dtype), _converted(forms.k, dtype), forms.n_kv_heads)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-layer") as reader:
         pending = reader.submit(read, 0) if plan.n_layers else None
@@ -148,6 +148,17 @@ def iter_rows(
             rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed, precision)]  # type: ignore[arg-type]
             del forms  # the next result() may hold the following layer: this one must be gone by then
             yield label_rows(plan, layer, rows)
+
+
+def _converted(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``x`` in ``dtype``, memory order kept, converted by numpy: on one core, so that the reader thread
+    never takes a core from the scoring products (an oversubscribed GEMM waits for its slowest thread)."""
+    if x.device.type != "cpu" or x.requires_grad:
+        return x.detach().cpu().to(dtype)
+    source = x.numpy() if x.dtype != torch.bfloat16 else None
+    if source is None:  # numpy has no bfloat16: its bits are a float32's upper half
+        source = (x.view(torch.int16).numpy().astype(np.int32, order="K") << 16).view(np.float32)
+    return torch.from_numpy(source.astype(torch.empty(0, dtype=dtype).numpy().dtype, order="K", copy=False))
 
 
 def label_rows(plan: Plan, layer: int, rows: list[dict]) -> list[dict]:

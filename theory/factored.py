@@ -54,7 +54,7 @@ def expand_kv_heads(k: torch.Tensor, n_heads: int) -> torch.Tensor:
     n_kv = k.shape[1]
     if n_kv < 1 or n_heads % n_kv:
         raise ValueError(f"{n_heads} query heads cannot be grouped over {n_kv} key heads")
-    return k.repeat_interleave(n_heads // n_kv, dim=1)
+    return k if n_kv == n_heads else k.repeat_interleave(n_heads // n_kv, dim=1)  # no copy without grouping
 
 
 def _check_per(per: str) -> None:
@@ -222,9 +222,10 @@ class FactoredForms:
         _check_per(per)
         if per == "head":
             return self.q, self.k
-        q = self.q if self.n_kv_heads == self.n_heads else self.q.double()  # sum heads in float64
-        q = rearrange(q, "l (g r) d dh -> l g r d dh", g=self.n_kv_heads).sum(2)  # (L, H_kv, d, d_h)
-        k = self.k[:, :: self.n_heads // self.n_kv_heads]  # one copy of each repeated key head
+        q, k = self.q, self.k
+        if self.n_kv_heads != self.n_heads:  # sum each group's query heads (in float64)
+            q = rearrange(q.double(), "l (g r) d dh -> l g r d dh", g=self.n_kv_heads).sum(2)  # (L, H_kv, d, d_h)
+            k = k[:, :: self.n_heads // self.n_kv_heads]  # one copy of each repeated key head
         return rearrange(q, "l g d dh -> l d (g dh)"), rearrange(k, "l g d dh -> l d (g dh)")
 
     def matrices(self, per: Per = "head") -> torch.Tensor:

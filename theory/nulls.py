@@ -9,8 +9,9 @@ and a p-value against the null of its own ``(d, r, k)``.
   Elsewhere, and for ``delta`` and ``delta_PR`` always, z and p come from samples.
 - Samples are drawn cheaply: in float32 (the scores' ``precision="float32"`` path), from factors ``A, B``
   for ``r < d`` (``O(d r^2)`` per draw, no ``d x d`` product) and, for ``r >= d``, from the equivalent
-  ``M = G L^T`` with ``G`` a ``d x d`` Gaussian and ``L`` the Bartlett factor of a ``Wishart_d(r)``
-  (conditionally on ``B``, ``A B^T`` has i.i.d. rows ``N(0, B B^T)``), whose triangle halves the product.
+  ``M = L H`` with ``H`` a ``d x d`` Gaussian and ``L`` the Bartlett factor of a ``Wishart_d(r)``
+  (conditionally on ``B``, ``A B^T`` has i.i.d. rows ``N(0, B B^T)``, and its law is that of its
+  transpose), whose triangle halves the product.
 - Samples are seeded and cached, in memory and on disk (``$WQK_CACHE_DIR``, default ``~/.cache/wqk/nulls``),
   so the same null is never drawn twice (every layer of one shape shares it); a cache file is keyed by
   the code version of the scores, of this module and of the closed form, so a change to any never reuses
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from common.gemm import matmul_nt
 from common.io import write_json
 from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
 
@@ -130,7 +132,8 @@ def wishart_factor(n: int, m: int, dof: int, gen: torch.Generator, dtype: torch.
     lower = torch.randn(n, m, m, generator=gen, dtype=dtype).tril_(-1)
     rng = np.random.default_rng(int(torch.randint(2**62, (), generator=gen)))
     chi = np.sqrt(rng.chisquare(np.arange(dof, dof - m, -1, dtype=np.float64), size=(n, m)))
-    return lower + torch.diag_embed(torch.from_numpy(chi).to(dtype))
+    lower.diagonal(dim1=-2, dim2=-1).copy_(torch.from_numpy(chi))
+    return lower
 
 
 def symmetry_draws(d: int, rank: int, n: int, gen: torch.Generator) -> torch.Tensor:
@@ -139,11 +142,11 @@ def symmetry_draws(d: int, rank: int, n: int, gen: torch.Generator) -> torch.Ten
     For checking the closed form against large Monte Carlo. ``r < d``: with ``A = Q R`` (QR; ``R^T R ~
     Wishart_r(d)``), ``H = Q^T B`` is an ``r x r`` Gaussian and ``B^T B = H^T H + K^T K``, ``K^T K ~
     Wishart_r(d - r)``, all independent, so ``tr(M M) = tr((H^T R)^2)`` and ``||M||^2 = ||H R^T||^2 +
-    ||K R^T||^2``. ``r >= d``: ``M ~ G L^T`` as in :func:`random_scores`.
+    ||K R^T||^2``. ``r >= d``: ``M ~ L H`` as in :func:`random_scores`.
     """
     f64 = torch.float64
     if rank >= d:
-        m = times_lower_transposed(torch.randn(n, d, d, generator=gen, dtype=f64), wishart_factor(n, d, rank, gen, f64))
+        m = lower_times(wishart_factor(n, d, rank, gen, f64), torch.randn(n, d, d, generator=gen, dtype=f64))
         return (m * m.transpose(-2, -1)).sum((-2, -1)) / m.square().sum((-2, -1))
     upper = wishart_factor(n, rank, d, gen, f64).transpose(-2, -1)  # R
     h = torch.randn(n, rank, rank, generator=gen, dtype=f64)
@@ -157,13 +160,13 @@ def symmetry_draws(d: int, rank: int, n: int, gen: torch.Generator) -> torch.Ten
     return (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
 
 
-def times_lower_transposed(g: torch.Tensor, lower: torch.Tensor, block: int = 512) -> torch.Tensor:
-    """``G L^T`` for lower-triangular ``L`` without the zero triangle: column block ``J`` needs ``L[J, :max(J)]``."""
+def lower_times(lower: torch.Tensor, h: torch.Tensor, block: int = 512) -> torch.Tensor:
+    """``L H`` for lower-triangular ``L`` without the zero triangle: row block ``J`` needs ``L[J, :max(J)]``."""
     d = lower.shape[-1]
-    out = torch.empty((*g.shape[:-1], d), dtype=g.dtype)
+    out = torch.empty((*h.shape[:-2], d, h.shape[-1]), dtype=h.dtype)
     for start in range(0, d, block):
         stop = min(start + block, d)
-        out[..., start:stop] = g[..., :stop] @ lower[..., start:stop, :stop].transpose(-2, -1)
+        out[..., start:stop, :] = matmul_nt(lower[..., start:stop, :stop], h[..., :stop, :].transpose(-2, -1))
     return out
 
 
@@ -172,10 +175,11 @@ def random_scores(d: int, rank: int, n: int, gen: torch.Generator, k: float = DE
     if rank < d:
         a, b = torch.randn(n, d, rank, generator=gen), torch.randn(n, d, rank, generator=gen)
         return factored_scores(a, b, k, precision="float32")
-    # given B, the rows of A B^T are i.i.d. N(0, B B^T) with B B^T ~ Wishart_d(rank) = L L^T: A B^T ~ G L^T
+    # given B, the rows of A B^T are i.i.d. N(0, B B^T) with B B^T ~ Wishart_d(rank) = L L^T: A B^T ~ G L^T,
+    # and A B^T has the law of its transpose (A, B i.i.d.), so of L H with H = G^T Gaussian as well
     lower = wishart_factor(n, d, rank, gen)
-    g = torch.randn(n, d, d, generator=gen)
-    return dense_scores(times_lower_transposed(g, lower), k, precision="float32", checked=False)
+    h = torch.randn(n, d, d, generator=gen)
+    return dense_scores(lower_times(lower, h), k, precision="float32", checked=False)
 
 
 def sample_null(

@@ -15,9 +15,10 @@ forms ``M = A B^T`` with ``A, B`` of shape ``[..., d, r]``, the latter without b
 side, columns the key side.
 
 Precision: ``"float64"`` (the default, the reference) computes everything in float64; ``"float32"`` runs
-the matrix products (the ``r x r`` Grams, or ``A B^T``) in float32 at the machine's sgemm rate; the sums
-over the rows, and every sum of ``r x r`` Gram products, are accumulated in float64 (a row's own terms,
-pairwise, in float32). It agrees with the reference to 1e-6 on ``s``, 1e-5 (relative) on the norms and
+the matrix products (the ``r x r`` Grams, or ``A B^T``) in float32 at the machine's GEMM rate
+(:func:`common.gemm.matmul_nt`); the sums over the rows, every sum of ``r x r`` Gram products and the
+factored route's norms are accumulated in float64 (a row of a dense ``A B^T``, pairwise, in float32).
+It agrees with the reference to 1e-6 on ``s``, 1e-5 (relative) on the norms and
 so on ``delta`` up to what the norms' rounding can move where a norm sits at its threshold
 (tests/test_scores_precision.py); a form whose factors nearly cancel (``||A B^T||^2 < 1e-6 ||A||^2 ||B||^2``)
 is recomputed in float64, where float32 products would lose the digits.
@@ -31,6 +32,8 @@ from typing import Literal
 import numpy as np
 import torch
 
+from common.gemm import matmul_nt, transposed
+
 #: Default outlier threshold: a row/column is dominant when its norm exceeds mean + K * std.
 DEFAULT_K = 2.0
 # Excesses below this fraction of the summed norms are rounding noise (e.g. all norms equal).
@@ -39,6 +42,8 @@ _EXCESS_RTOL = 1e-10
 _ZERO_RTOL = 1e-14
 # Below this fraction the float32 products have cancelled too many digits: such forms are redone in float64.
 _FLOAT32_RTOL = 1e-6
+# Forms of at least this many factor entries (d r) are scored one at a time (see _factored_parts).
+_ONE_AT_A_TIME = 1 << 16
 
 Precision = Literal["float64", "float32"]
 _WORKING = {"float64": torch.float64, "float32": torch.float32}
@@ -154,7 +159,7 @@ def _dense_parts(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     reduced as rows of a contiguous ``M^T`` in the same order, so a symmetric ``M`` has identical row and
     column norms (``delta = 0`` exactly).
     """
-    mt = m.transpose(-2, -1).contiguous()
+    mt = transposed(m)
     rows = torch.linalg.vector_norm(m, dim=-1).double()
     cols = torch.linalg.vector_norm(mt, dim=-1).double()
     trace = _row_dots(m, mt).sum(-1)  # tr(M M) = sum_i <M[i, :], M[:, i]>
@@ -226,18 +231,29 @@ def _replaced(x: torch.Tensor, mask: torch.Tensor, values: torch.Tensor) -> torc
 
 
 def _factored_parts(a: torch.Tensor, b: torch.Tensor):
-    """``(s, rows, cols), ||M||^2, ||A||^2 ||B||^2`` of ``M = A B^T``: products in ``a``'s dtype, sums in float64."""
+    """``(s, rows, cols), ||M||^2, ||A||^2 ||B||^2`` of ``M = A B^T``: products in ``a``'s dtype, sums in float64.
+
+    Large forms of a batch are done one at a time, so that a form's factors stay in cache through its
+    five products (a sweep of all heads per product runs at memory speed, not at the GEMM rate).
+    """
     d, r = a.shape[-2], a.shape[-1]
+    batch = a.shape[:-2]
+    if len(batch) and batch.numel() > 1 and d * r >= _ONE_AT_A_TIME:
+        items = [_factored_parts(x, y) for x, y in zip(a.reshape(-1, d, r), b.reshape(-1, d, r), strict=True)]
+        stacked = lambda pick, *tail: torch.stack([pick(item) for item in items]).reshape(*batch, *tail)
+        parts = tuple(stacked(lambda item, i=i: item[0][i], *tail) for i, tail in enumerate(((), (d,), (d,))))
+        return parts, stacked(lambda item: item[1]), stacked(lambda item: item[2])
     norm = lambda x: torch.linalg.vector_norm(x, dim=(-2, -1)).double().square()
     scale = norm(a) * norm(b)  # ||A||^2 ||B||^2
     if r >= d:  # the d x d product is cheaper than r x r Grams
-        sym, rows, cols = _dense_parts(a @ b.transpose(-2, -1))
+        sym, rows, cols = _dense_parts(matmul_nt(a, b))
         return (sym, rows, cols), rows.square().sum(-1), scale
-    gram_a, gram_b = a.transpose(-2, -1) @ a, b.transpose(-2, -1) @ b  # (..., r, r)
-    cross = (b.transpose(-2, -1) @ a).double()  # B^T A
+    at, bt = a.transpose(-2, -1).contiguous(), b.transpose(-2, -1).contiguous()  # (..., r, d), read by all 5 products
+    gram_a, gram_b = matmul_nt(at, at), matmul_nt(bt, bt)  # A^T A, B^T B (..., r, r)
+    cross = matmul_nt(bt, at).double()  # B^T A
     sq_norm = (gram_a.double() * gram_b.double()).sum((-2, -1))
     sym = (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
-    # a row's r products are summed in the working dtype (pairwise), the d rows never together
-    rows = _row_dots(a @ gram_b, a).clamp_min(0).sqrt()
-    cols = _row_dots(b @ gram_a, b).clamp_min(0).sqrt()
+    # ||M[i, :]||^2 = a_i^T G_B a_i: column i of G_B A^T times column i of A^T, summed over r in float64
+    rows = (matmul_nt(gram_b, at.transpose(-2, -1)) * at).double().sum(-2).clamp_min(0).sqrt()
+    cols = (matmul_nt(gram_a, bt.transpose(-2, -1)) * bt).double().sum(-2).clamp_min(0).sqrt()
     return (sym, rows, cols), sq_norm, scale

@@ -147,9 +147,8 @@ def sim_grid(config: dict, ctx: Context) -> Tables:
     """Theory vs simulation cell by cell (:func:`sim.grid.run_grid`): every value (``values``: cell x phase x score,
     seed mean with CI and z), every comparison of a prediction with a simulated phase and whether their classes
     agree (``agreement``), and the agreement rates (``rates``)."""
-    from sim.grid import all_cells, run_grid
-
     from paper.codeversion import modules_version
+    from sim.grid import all_cells, run_grid
 
     cells = all_cells()[: config.get("max_cells")]
     ctx.note(f"{len(cells)} cells x {config['seeds']} seeds x {config['steps']} steps")

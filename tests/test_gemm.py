@@ -1,0 +1,60 @@
+"""common.gemm: the oneDNN route computes the same product as torch.matmul, for every operand layout."""
+
+import pytest
+import torch
+
+from common import gemm
+from common.gemm import matmul_nt, transposed
+
+
+def _operand(shape, layout, gen):
+    """A float32 matrix (batch) of ``shape`` stored contiguous, as a transpose, or as a slice of columns."""
+    if layout == "contiguous":
+        return torch.randn(*shape, generator=gen)
+    if layout == "transposed":
+        return torch.randn(*shape[:-2], shape[-1], shape[-2], generator=gen).transpose(-2, -1)
+    return torch.randn(*shape[:-1], shape[-1] + 5, generator=gen)[..., 3 : 3 + shape[-1]]  # rows strided
+
+
+@pytest.mark.parametrize("x_layout", ["contiguous", "transposed", "column slice"])
+@pytest.mark.parametrize("w_layout", ["contiguous", "transposed", "column slice"])
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)], ids=["2d", "batch 3", "batch 2x2"])
+def test_matmul_nt_equals_matmul(x_layout, w_layout, batch):
+    gen = torch.Generator().manual_seed(len(batch))
+    x = _operand((*batch, 300, 128), x_layout, gen)
+    w = _operand((*batch, 200, 128), w_layout, gen)
+    assert gemm.MIN_MACS <= 300 * 128 * 200  # large enough to take the oneDNN route where it exists
+    expected = (x.double() @ w.double().transpose(-2, -1)).float()
+    got = matmul_nt(x, w)
+    assert got.shape == expected.shape and got.dtype == torch.float32
+    # float32 rounding of a 128-term dot product of N(0, 1) entries: far below 1e-3
+    assert torch.allclose(got, expected, atol=1e-3, rtol=1e-5), (got - expected).abs().max()
+
+
+def test_matmul_nt_broadcasts_one_weight_and_keeps_float64_and_small_products_on_matmul():
+    gen = torch.Generator().manual_seed(0)
+    x, w = torch.randn(4, 256, 128, generator=gen), torch.randn(256, 128, generator=gen)
+    assert torch.allclose(matmul_nt(x, w), x @ w.T, atol=1e-3)
+    x64, w64 = x.double(), w.double()
+    assert torch.equal(matmul_nt(x64, w64), x64 @ w64.T)  # float64: torch.matmul itself, bit for bit
+    small = torch.randn(8, 4, generator=gen)
+    assert torch.equal(matmul_nt(small, small), small @ small.T)
+
+
+def test_matmul_nt_refuses_mismatched_inner_sizes():
+    with pytest.raises(ValueError, match="equal last dimensions"):
+        matmul_nt(torch.zeros(3, 4), torch.zeros(3, 5))
+
+
+def test_without_onednn_the_product_is_torch_matmul(monkeypatch):
+    monkeypatch.setattr(gemm, "onednn_available", lambda: False)
+    gen = torch.Generator().manual_seed(1)
+    x, w = torch.randn(300, 128, generator=gen), torch.randn(200, 128, generator=gen)
+    assert torch.equal(matmul_nt(x, w), x @ w.T)
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (2, 1030, 600)], ids=["small", "blocks"])
+def test_transposed_is_a_contiguous_transpose(shape):
+    m = torch.randn(*shape)
+    t = transposed(m, rows=256)
+    assert t.is_contiguous() and torch.equal(t, m.transpose(-2, -1))
