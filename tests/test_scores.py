@@ -133,6 +133,11 @@ def test_accepts_float32_and_torch_and_accumulates_in_float64():
     assert torch.allclose(symmetry(m), symmetry(m.double().numpy()))
 
 
+def _with_inf(x: np.ndarray) -> np.ndarray:
+    x[-1, -1, -1] = np.inf
+    return x
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
@@ -150,6 +155,11 @@ def test_accepts_float32_and_torch_and_accumulates_in_float64():
         pytest.param(lambda: factored_scores(np.ones((5, 2)), np.ones((4, 2))), "disagree", id="factor-dims"),
         pytest.param(lambda: factored_scores(np.zeros((6, 2)), np.ones((6, 2))), "zero", id="zero-factor"),
         pytest.param(lambda: factored_scores(np.full((6, 2), np.nan), np.ones((6, 2))), "NaN or Inf", id="nan-factor"),
+        pytest.param(  # heads scored one at a time (float32), one Inf in the last head of B
+            lambda: factored_scores(np.ones((3, 300, 256)), _with_inf(np.ones((3, 300, 256))), precision="float32"),
+            "B contains 1 NaN or Inf",
+            id="inf-in-a-batch",
+        ),
         pytest.param(lambda: symmetry(np.ones((1, 1))), "d >= 2", id="1x1"),
         pytest.param(lambda: directionality(np.eye(3), k=-1.0), "k", id="negative-k"),
     ],

@@ -78,16 +78,21 @@ def _working_dtype(precision: str) -> torch.dtype:
     return _WORKING[precision]
 
 
-def _as_real(x: ArrayLike, name: str, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+def _as_real(x: ArrayLike, name: str, dtype: torch.dtype = torch.float64, check_finite: bool = True) -> torch.Tensor:
     t = torch.as_tensor(x)
     if t.is_complex():
         raise ValueError(f"{name} must be real, got dtype {t.dtype}")
     t = t.to(dtype)
     # a NaN or Inf entry makes the norm non-finite: one fast reduction, the elementwise scan only then
-    if not torch.isfinite(torch.linalg.vector_norm(t)) and not torch.isfinite(t).all():
-        bad = int((~torch.isfinite(t)).sum())
-        raise ValueError(f"{name} contains {bad} NaN or Inf entries")
+    if check_finite and not torch.isfinite(torch.linalg.vector_norm(t)):
+        _raise_if_nonfinite(t, name)
     return t
+
+
+def _raise_if_nonfinite(t: torch.Tensor, name: str) -> None:
+    bad = int((~torch.isfinite(t)).sum())
+    if bad:
+        raise ValueError(f"{name} contains {bad} NaN or Inf entries")
 
 
 def _check_square(m: torch.Tensor) -> None:
@@ -213,9 +218,12 @@ def factored_scores(a: ArrayLike, b: ArrayLike, k: float = DEFAULT_K, precision:
     the products run in float32 and the reductions in float64 (see the module doc).
     """
     work = _working_dtype(precision)
-    a, b = _as_real(a, "A", work), _as_real(b, "B", work)
+    a, b = _as_real(a, "A", work, check_finite=False), _as_real(b, "B", work, check_finite=False)
     _check_factors(a, b)
     parts, sq_norm, scale = _factored_parts(a, b)
+    if not torch.isfinite(scale).all():  # ||A||^2 ||B||^2 shows a NaN or Inf entry: no extra pass over the factors
+        _raise_if_nonfinite(a, "A")
+        _raise_if_nonfinite(b, "B")
     _raise_if_zero(sq_norm <= _ZERO_RTOL * scale)
     redo = sq_norm <= _FLOAT32_RTOL * scale if work != torch.float64 else None
     if redo is not None and redo.any():  # cancelling products: their float32 digits are gone
