@@ -155,9 +155,10 @@ def _converted(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     never takes a core from the scoring products (an oversubscribed GEMM waits for its slowest thread)."""
     if x.device.type != "cpu" or x.requires_grad:
         return x.detach().cpu().to(dtype)
-    source = x.numpy() if x.dtype != torch.bfloat16 else None
-    if source is None:  # numpy has no bfloat16: its bits are a float32's upper half
+    if x.dtype == torch.bfloat16:  # numpy has no bfloat16: its bits are a float32's upper half
         source = (x.view(torch.int16).numpy().astype(np.int32, order="K") << 16).view(np.float32)
+    else:
+        source = x.numpy()
     return torch.from_numpy(source.astype(torch.empty(0, dtype=dtype).numpy().dtype, order="K", copy=False))
 
 

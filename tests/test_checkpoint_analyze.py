@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 
 import pytest
+import torch
 from checkpoint_builders import NULL_SAMPLES, SMALL, H, L
 from typer.testing import CliRunner
 
 from checkpoints.analyze import (
     ANALYZE_COLUMNS,
+    _converted,
     analyze,
     default_null_samples,
     describe,
@@ -127,3 +129,12 @@ def test_7b_benchmark_script_runs_at_a_tiny_size(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "2 shards" in out and "cold" in out and "warm" in out and "reference" in out, out
     assert not list(tmp_path.iterdir()), "the temporary checkpoint must be removed"
+
+
+@pytest.mark.parametrize("source", [torch.bfloat16, torch.float16, torch.float32], ids=str)
+@pytest.mark.parametrize("target", [torch.float32, torch.float64], ids=str)
+def test_reader_conversion_is_exact_and_keeps_the_memory_order(source, target):
+    """The read-ahead thread converts with numpy (one core): same values as torch's cast, same strides."""
+    x = torch.randn(2, 24, 40).to(source).transpose(1, 2)  # a weight viewed as [H, d, d_h]: not contiguous
+    y = _converted(x, target)
+    assert y.dtype == target and y.stride() == x.stride() and torch.equal(y, x.to(target))

@@ -247,10 +247,10 @@ def _factored_parts(a: torch.Tensor, b: torch.Tensor):
     d, r = a.shape[-2], a.shape[-1]
     batch = a.shape[:-2]
     if len(batch) and batch.numel() > 1 and d * r >= _ONE_AT_A_TIME:
-        items = [_factored_parts(x, y) for x, y in zip(a.reshape(-1, d, r), b.reshape(-1, d, r), strict=True)]
-        stacked = lambda pick, *tail: torch.stack([pick(item) for item in items]).reshape(*batch, *tail)
-        parts = tuple(stacked(lambda item, i=i: item[0][i], *tail) for i, tail in enumerate(((), (d,), (d,))))
-        return parts, stacked(lambda item: item[1]), stacked(lambda item: item[2])
+        done = [_factored_parts(x, y) for x, y in zip(a.reshape(-1, d, r), b.reshape(-1, d, r), strict=True)]
+        stack = lambda values, *tail: torch.stack(values).reshape(*batch, *tail)
+        sym, rows, cols = (stack([p[0][i] for p in done], *tail) for i, tail in enumerate(((), (d,), (d,))))
+        return (sym, rows, cols), stack([p[1] for p in done]), stack([p[2] for p in done])
     norm = lambda x: torch.linalg.vector_norm(x, dim=(-2, -1)).double().square()
     scale = norm(a) * norm(b)  # ||A||^2 ||B||^2
     if r >= d:  # the d x d product is cheaper than r x r Grams
