@@ -87,17 +87,12 @@ def gemm_rates(d: int, repeats: int = 3) -> dict[str, float]:
 
     from common.gemm import matmul_nt
 
+    sys.path.append(str(Path(__file__).parent))  # appended: this folder's sim.py must not shadow the package
+    from gemm import best_seconds  # benchmarks/gemm.py
+
     a, b = torch.randn(d, d), torch.randn(d, d)
-    rates = {}
-    for name, product in (("sgemm", lambda: a @ b.T), ("matmul_nt", lambda: matmul_nt(a, b))):
-        product()
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            product()
-            best = min(best, time.perf_counter() - start)
-        rates[name] = 2 * d**3 / best
-    return rates
+    products = {"sgemm": lambda: a @ b.T, "matmul_nt": lambda: matmul_nt(a, b)}
+    return {name: 2 * d**3 / best_seconds(product, repeats) for name, product in products.items()}
 
 
 def reference_rows(ckpt, plan) -> list[dict]:
