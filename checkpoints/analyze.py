@@ -25,7 +25,6 @@ import torch
 
 from checkpoints.detect import Plan, Unit, plan_checkpoint
 from checkpoints.loading import Checkpoint, open_checkpoint
-from common.memory import reuse_freed_memory
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
@@ -237,7 +236,6 @@ def score(
     after each layer. ``precision``: of the scores' products (:mod:`theory.scores`; ``"float64"`` is the
     reference).
     """
-    reuse_freed_memory()  # every layer allocates the same large temporaries: reuse them (common.memory)
     for d, rank, n in dict.fromkeys(shape[1:] for shape in null_shapes(plan, per, null_samples)):
         if on_null is not None:
             on_null(d, rank, n)

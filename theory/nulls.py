@@ -31,7 +31,6 @@ import torch
 
 from common.gemm import matmul_nt
 from common.io import write_json
-from common.memory import reuse_freed_memory
 from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
 
 DEFAULT_SAMPLES = 256
@@ -189,7 +188,6 @@ def sample_null(
     """Draw the null without caching (chunks bound the memory of the random matrices)."""
     if d < 2 or rank < 1 or n_samples < 2:
         raise ValueError(f"need d >= 2, rank >= 1 and n_samples >= 2; got d={d}, rank={rank}, n_samples={n_samples}")
-    reuse_freed_memory()  # each chunk allocates the same large temporaries: reuse them (common.memory)
     gen = torch.Generator().manual_seed(seed)
     per_draw = 4 * (2 * d * rank if rank < d else 3 * d * d)
     chunk = max(1, min(n_samples, _CHUNK_BYTES // per_draw))
