@@ -19,7 +19,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from common.hugepages import enable_huge_pages
 from sim.config import COMPARE_DEFAULTS, default_text
+
+enable_huge_pages()  # before any command imports torch
 
 try:  # only for older typer, whose errors are click's own
     import click

@@ -110,6 +110,9 @@ def reference_rows(ckpt, plan) -> list[dict]:
 
 def child(checkpoint: str, mode: str, out: str) -> None:
     """One timed analysis in this process (``mode``: ``new`` or ``reference``); prints a JSON line."""
+    from common.hugepages import enable_huge_pages
+
+    enable_huge_pages()  # as cli.py does, before torch is imported
     from checkpoints.analyze import describe, null_shapes, score, summarise
     from theory.nulls import null_distribution
 

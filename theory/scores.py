@@ -16,8 +16,10 @@ side, columns the key side.
 
 Precision: ``"float64"`` (the default, the reference) computes everything in float64; ``"float32"`` runs
 the matrix products (the ``r x r`` Grams, or ``A B^T``) in float32 at the machine's GEMM rate
-(:func:`common.gemm.matmul_nt`); the sums over the rows, every sum of ``r x r`` Gram products and the
-factored route's norms are accumulated in float64 (a row of a dense ``A B^T``, pairwise, in float32).
+(:func:`common.gemm.matmul_nt`); the sums over the rows and every sum of ``r x r`` Gram products are
+accumulated in float64, a row of a dense ``A B^T`` pairwise in float32, and a factored norm's ``r`` terms
+(``a_i^T (G_B a_i)``) in float32: the float32 product ``G_B a_i`` already carries an error of order
+``eps |a_i|^2 ||G_B||``, which a float32 dot over ``r`` terms does not exceed in order.
 It agrees with the reference to 1e-6 on ``s``, 1e-5 (relative) on the norms and
 so on ``delta`` up to what the norms' rounding can move where a norm sits at its threshold
 (tests/test_scores_precision.py); a form whose factors nearly cancel (``||A B^T||^2 < 1e-6 ||A||^2 ||B||^2``)
@@ -215,7 +217,7 @@ def factored_scores(a: ArrayLike, b: ArrayLike, k: float = DEFAULT_K, precision:
 
     Uses ``||M||^2 = tr((A^T A)(B^T B))``, ``tr(M M) = tr((B^T A)^2)``, row norms^2 =
     ``rowsum((A B^T B) * A)`` and column norms^2 = ``rowsum((B A^T A) * B)``. With ``precision="float32"``
-    the products run in float32 and the reductions in float64 (see the module doc).
+    the products run in float32 and the sums over rows and Grams in float64 (see the module doc).
     """
     work = _working_dtype(precision)
     a, b = _as_real(a, "A", work, check_finite=False), _as_real(b, "B", work, check_finite=False)
@@ -239,7 +241,7 @@ def _replaced(x: torch.Tensor, mask: torch.Tensor, values: torch.Tensor) -> torc
 
 
 def _factored_parts(a: torch.Tensor, b: torch.Tensor):
-    """``(s, rows, cols), ||M||^2, ||A||^2 ||B||^2`` of ``M = A B^T``: products in ``a``'s dtype, sums in float64.
+    """``(s, rows, cols), ||M||^2, ||A||^2 ||B||^2`` of ``M = A B^T``: products in ``a``'s dtype, Gram sums in float64.
 
     Large forms of a batch are done one at a time, so that a form's factors stay in cache through its
     five products (a sweep of all heads per product runs at memory speed, not at the GEMM rate).
@@ -261,7 +263,7 @@ def _factored_parts(a: torch.Tensor, b: torch.Tensor):
     cross = matmul_nt(bt, at).double()  # B^T A
     sq_norm = (gram_a.double() * gram_b.double()).sum((-2, -1))
     sym = (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
-    # ||M[i, :]||^2 = a_i^T G_B a_i: column i of G_B A^T times column i of A^T, summed over r in float64
-    rows = (matmul_nt(gram_b, at.transpose(-2, -1)) * at).double().sum(-2).clamp_min(0).sqrt()
-    cols = (matmul_nt(gram_a, bt.transpose(-2, -1)) * bt).double().sum(-2).clamp_min(0).sqrt()
+    # ||M[i, :]||^2 = a_i^T G_B a_i: column i of G_B A^T dotted with column i of A^T
+    rows = torch.linalg.vecdot(matmul_nt(gram_b, at.transpose(-2, -1)), at, dim=-2).double().clamp_min(0).sqrt()
+    cols = torch.linalg.vecdot(matmul_nt(gram_a, bt.transpose(-2, -1)), bt, dim=-2).double().clamp_min(0).sqrt()
     return (sym, rows, cols), sq_norm, scale
