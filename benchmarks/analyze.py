@@ -8,9 +8,9 @@ layer after layer (no read-ahead), as it was before the float32 path, with the s
 
 Printed beside the times: the scoring pass's flop count (the Gram or dense products of every form),
 its achieved rate as a fraction of the machine's GEMM rate (the best of a d x d float32 product timed in
-the same process before and after the pass, through ``torch.matmul``, i.e. MKL's sgemm, and through
-``common.gemm.matmul_nt``, oneDNN's kernel, which the scores use: the faster of the two is the
-reference rate), the speed-up over the float64 reference and the largest difference of every score from it.
+the same process before and after the pass, through ``torch.matmul``, i.e. MKL's sgemm, and through oneDNN's
+kernel, ``common.gemm.onednn_nt``; the scores take the one faster on this CPU (``common.gemm``), and the
+faster of the two measured is the reference rate), the speed-up over the float64 reference and the largest difference of every score from it.
 
     nice python benchmarks/analyze.py [--layers 32] [--dir /tmp] [--runs 3]
 """
@@ -82,16 +82,16 @@ def scoring_flops(plan) -> int:
 
 def gemm_rates(d: int, repeats: int = 3) -> dict[str, float]:
     """Best flop rate in this process of a ``d x d`` float32 product: ``torch.matmul`` (MKL's sgemm on
-    x86) and :func:`common.gemm.matmul_nt` (oneDNN, what the scores use)."""
+    x86) and oneDNN's kernel (:func:`common.gemm.onednn_nt`); the scores take the faster on this CPU."""
     import torch
 
-    from common.gemm import matmul_nt
+    from common.gemm import onednn_nt
 
     sys.path.append(str(Path(__file__).parent))  # appended: this folder's sim.py must not shadow the package
     from gemm import best_seconds  # benchmarks/gemm.py
 
     a, b = torch.randn(d, d), torch.randn(d, d)
-    products = {"sgemm": lambda: a @ b.T, "matmul_nt": lambda: matmul_nt(a, b)}
+    products = {"sgemm": lambda: a @ b.T, "onednn": lambda: onednn_nt(a, b)}
     return {name: 2 * d**3 / best_seconds(product, repeats) for name, product in products.items()}
 
 
@@ -197,10 +197,10 @@ def report(checkpoint: Path, cache: Path, work: Path) -> None:
         )
     warm, ref = results["warm"], results["reference"]
     per_run = lambda name: ", ".join(f"{r[f'{name}_gflops']:.0f}" for r in results.values())
-    rates = f"sgemm {per_run('sgemm')}; matmul_nt {per_run('matmul_nt')}"
+    rates = f"sgemm {per_run('sgemm')}; oneDNN {per_run('onednn')}"
     print(
         f"scoring pass: {warm['flops'] / 1e12:.2f} Tflop of products; d x d float32 product rates in the same "
-        f"processes (cold, warm, reference), GFLOP/s: {rates} (torch.matmul = MKL sgemm; matmul_nt = oneDNN; "
+        f"processes (cold, warm, reference), GFLOP/s: {rates} (torch.matmul = MKL sgemm; "
         f"'of GEMM' is against the faster); "
         f"load average = 1-minute, at start-end of each process, on {os.cpu_count()} CPUs"
     )

@@ -1,17 +1,22 @@
 """Float32 matrix products at the machine's GEMM rate: :func:`matmul_nt` (``x @ w^T``).
 
-torch hands a float32 CPU ``matmul`` to MKL's sgemm, which on this project's machines (AMD EPYC with
-AVX-512) reaches 180-205 GFLOP/s on two cores for a ``4096^3`` product, while oneDNN's kernel for the
-same product (torch's ``mkldnn`` linear, the one inductor calls) reaches 385-445 GFLOP/s:
-``python benchmarks/gemm.py`` times both in one process. :func:`matmul_nt` takes the oneDNN route for
-float32 CPU products large enough to pay for the call (at least :data:`MIN_MACS` multiply-adds per
-matrix), and ``torch.matmul`` everywhere else (float64, CUDA, small products, builds without oneDNN).
-Both accumulate in float32; they differ by float32 rounding, not more (tests/test_gemm.py).
+torch hands a float32 CPU ``matmul`` to MKL's sgemm. On AMD CPUs (the project's EPYC machines with
+AVX-512) MKL takes slower code paths: 180-205 GFLOP/s on two cores for a ``4096^3`` product, while oneDNN's
+kernel for the same product (torch's ``mkldnn`` linear, the one inductor calls) reaches 385-445 GFLOP/s.
+On Intel CPUs MKL is the vendor's own library and the faster of the two (350-360 against 290-330 GFLOP/s
+for the per-layer product on the 2-core Xeon, most where its operands are transposed weights). So :func:`matmul_nt` takes the oneDNN
+route for float32 CPU products large enough to pay for the call (at least :data:`MIN_MACS` multiply-adds
+per matrix) on CPUs other than Intel's (:func:`onednn_preferred`), and ``torch.matmul`` everywhere else
+(Intel, float64, CUDA, small products, builds without oneDNN). ``python benchmarks/gemm.py`` times both
+kernels in one process. Both accumulate in float32; they differ by float32 rounding, not more
+(tests/test_gemm.py).
 """
 
 from __future__ import annotations
 
 import functools
+import platform
+from pathlib import Path
 
 import torch
 
@@ -26,12 +31,28 @@ def onednn_available() -> bool:
         return False
     try:
         x = torch.ones(2, 3)
-        return bool(torch.equal(_onednn_nt(x, x), x @ x.T))
+        return bool(torch.equal(onednn_nt(x, x), x @ x.T))
     except (RuntimeError, AttributeError, NotImplementedError):
         return False
 
 
-def _onednn_nt(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+@functools.cache
+def cpu_vendor() -> str:
+    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``, ...; ``platform.processor()`` off Linux)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor()
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")), "")
+
+
+def onednn_preferred() -> bool:
+    """Whether large float32 CPU products take oneDNN's kernel: where it exists, on CPUs other than Intel's."""
+    return onednn_available() and cpu_vendor() != "GenuineIntel"
+
+
+def onednn_nt(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """``x @ w^T`` (2-d float32) through oneDNN's kernel, whatever the CPU (:func:`matmul_nt` chooses)."""
     return torch.ops.mkldnn._linear_pointwise(_dense(x), _dense(w), None, "none", [], "")
 
 
@@ -48,7 +69,7 @@ def _takes_onednn(x: torch.Tensor, w: torch.Tensor) -> bool:
         and x.device.type == w.device.type == "cpu"
         and not (x.requires_grad or w.requires_grad)
         and m * k * n >= MIN_MACS
-        and onednn_available()
+        and onednn_preferred()
     )
 
 
@@ -62,22 +83,14 @@ def matmul_nt(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     if not _takes_onednn(x, w):
         return x @ w.transpose(-2, -1)
     if w.ndim == 2:  # one weight for every row of x: a single call
-        return _onednn_nt(x, w)
+        return onednn_nt(x, w)
     batch = torch.broadcast_shapes(x.shape[:-2], w.shape[:-2])
     xs = x.expand(*batch, *x.shape[-2:]).reshape(-1, *x.shape[-2:])
     ws = w.expand(*batch, *w.shape[-2:]).reshape(-1, *w.shape[-2:])
     if len(xs) == 1:
-        return _onednn_nt(xs[0], ws[0]).reshape(*batch, x.shape[-2], w.shape[-2])
+        return onednn_nt(xs[0], ws[0]).reshape(*batch, x.shape[-2], w.shape[-2])
     out = torch.empty(len(xs), x.shape[-2], w.shape[-2])
     for i in range(len(xs)):
-        out[i] = _onednn_nt(xs[i], ws[i])
+        out[i] = onednn_nt(xs[i], ws[i])
     return out.reshape(*batch, x.shape[-2], w.shape[-2])
 
-
-def transposed(m: torch.Tensor, rows: int = 512) -> torch.Tensor:
-    """A contiguous ``m^T`` (last two dimensions), copied a block of rows at a time (35-50 ms instead of
-    ``.contiguous()``'s 105 ms for a ``4096 x 4096`` float32 matrix here: the block's rows stay in cache)."""
-    out = torch.empty((*m.shape[:-2], m.shape[-1], m.shape[-2]), dtype=m.dtype, device=m.device)
-    for start in range(0, m.shape[-2], rows):
-        out[..., start : start + rows].copy_(m[..., start : start + rows, :].transpose(-2, -1))
-    return out

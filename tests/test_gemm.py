@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from common import gemm
-from common.gemm import matmul_nt, transposed
+from common.gemm import matmul_nt
 
 
 def _operand(shape, layout, gen):
@@ -19,11 +19,13 @@ def _operand(shape, layout, gen):
 @pytest.mark.parametrize("x_layout", ["contiguous", "transposed", "column slice"])
 @pytest.mark.parametrize("w_layout", ["contiguous", "transposed", "column slice"])
 @pytest.mark.parametrize("batch", [(), (3,), (2, 2)], ids=["2d", "batch 3", "batch 2x2"])
-def test_matmul_nt_equals_matmul(x_layout, w_layout, batch):
+@pytest.mark.parametrize("vendor", ["GenuineIntel", "AuthenticAMD"])  # both routes, whatever this CPU
+def test_matmul_nt_equals_matmul(monkeypatch, x_layout, w_layout, batch, vendor):
+    monkeypatch.setattr(gemm, "cpu_vendor", lambda: vendor)
     gen = torch.Generator().manual_seed(len(batch))
     x = _operand((*batch, 300, 128), x_layout, gen)
     w = _operand((*batch, 200, 128), w_layout, gen)
-    assert gemm.MIN_MACS <= 300 * 128 * 200  # large enough to take the oneDNN route where it exists
+    assert gemm.MIN_MACS <= 300 * 128 * 200  # large enough to take the oneDNN route where it is preferred
     expected = (x.double() @ w.double().transpose(-2, -1)).float()
     got = matmul_nt(x, w)
     assert got.shape == expected.shape and got.dtype == torch.float32
@@ -53,8 +55,19 @@ def test_without_onednn_the_product_is_torch_matmul(monkeypatch):
     assert torch.equal(matmul_nt(x, w), x @ w.T)
 
 
-@pytest.mark.parametrize("shape", [(5, 7), (2, 1030, 600)], ids=["small", "blocks"])
-def test_transposed_is_a_contiguous_transpose(shape):
-    m = torch.randn(*shape)
-    t = transposed(m, rows=256)
-    assert t.is_contiguous() and torch.equal(t, m.transpose(-2, -1))
+@pytest.mark.parametrize(("vendor", "onednn"), [("GenuineIntel", False), ("AuthenticAMD", True)])
+def test_the_route_follows_the_cpu_vendor(monkeypatch, vendor, onednn):
+    """MKL (torch.matmul) on Intel CPUs, oneDNN's kernel elsewhere where the build has it."""
+    if not gemm.onednn_available():
+        pytest.skip("this torch build has no oneDNN kernel")
+    monkeypatch.setattr(gemm, "cpu_vendor", lambda: vendor)
+    calls = []
+    monkeypatch.setattr(gemm, "onednn_nt", lambda x, w: calls.append(1) or x @ w.T)
+    gen = torch.Generator().manual_seed(2)
+    x, w = torch.randn(300, 128, generator=gen), torch.randn(200, 128, generator=gen)
+    assert torch.equal(matmul_nt(x, w), x @ w.T)
+    assert bool(calls) == onednn
+
+
+def test_the_vendor_is_read_from_the_machine():
+    assert isinstance(gemm.cpu_vendor(), str)
