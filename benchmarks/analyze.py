@@ -10,7 +10,8 @@ Printed beside the times: the scoring pass's flop count (the Gram or dense produ
 its achieved rate as a fraction of the machine's GEMM rate (the best of a d x d float32 product timed in
 the same process before and after the pass, through ``torch.matmul``, i.e. MKL's sgemm, and through oneDNN's
 kernel, ``common.gemm.onednn_nt``; the scores take the one faster on this CPU (``common.gemm``), and the
-faster of the two measured is the reference rate), the speed-up over the float64 reference and the largest difference of every score from it.
+faster of the two measured is the reference rate), the speed-up over the float64 reference and the
+largest difference of every score from it.
 
     nice python benchmarks/analyze.py [--layers 32] [--dir /tmp] [--runs 3]
 """

@@ -62,7 +62,9 @@ def main() -> None:
         reps = max(args.repeats, int(2e10 / flops))  # small products: more repeats
         mkl = best_seconds(lambda x=x, w=w: x @ w.T, reps)
         onednn = best_seconds(lambda x=x, w=w: onednn_nt(x, w), reps) if onednn_available() else float("nan")
-        print(f"{name:20} {f'{m}x{k}x{n}':>18} {flops / mkl / 1e9:15.0f} {flops / onednn / 1e9:15.0f} {mkl / onednn:13.2f}x")
+        rates = f"{flops / mkl / 1e9:15.0f} {flops / onednn / 1e9:15.0f} {mkl / onednn:13.2f}x"
+        print(f"{name:20} {f'{m}x{k}x{n}':>18} {rates}")
+
 
 if __name__ == "__main__":
     main()

@@ -3,13 +3,13 @@
 torch hands a float32 CPU ``matmul`` to MKL's sgemm. On AMD CPUs (the project's EPYC machines with
 AVX-512) MKL takes slower code paths: 180-205 GFLOP/s on two cores for a ``4096^3`` product, while oneDNN's
 kernel for the same product (torch's ``mkldnn`` linear, the one inductor calls) reaches 385-445 GFLOP/s.
-On Intel CPUs MKL is the vendor's own library and the faster of the two (350-360 against 290-330 GFLOP/s
-for the per-layer product on the 2-core Xeon, most where its operands are transposed weights). So :func:`matmul_nt` takes the oneDNN
-route for float32 CPU products large enough to pay for the call (at least :data:`MIN_MACS` multiply-adds
-per matrix) on CPUs other than Intel's (:func:`onednn_preferred`), and ``torch.matmul`` everywhere else
-(Intel, float64, CUDA, small products, builds without oneDNN). ``python benchmarks/gemm.py`` times both
-kernels in one process. Both accumulate in float32; they differ by float32 rounding, not more
-(tests/test_gemm.py).
+On Intel CPUs MKL is the vendor's own library and the faster of the two (350-360 against 290-330
+GFLOP/s for the per-layer product on the 2-core Xeon, most where its operands are transposed weights).
+So :func:`matmul_nt` takes the oneDNN route for float32 CPU products large enough to pay for the call (at
+least :data:`MIN_MACS` multiply-adds per matrix) on CPUs other than Intel's (:func:`onednn_preferred`),
+and ``torch.matmul`` everywhere else (Intel, float64, CUDA, small products, builds without oneDNN).
+``python benchmarks/gemm.py`` times both kernels in one process. Both accumulate in float32; they differ
+by float32 rounding, not more (tests/test_gemm.py).
 """
 
 from __future__ import annotations
@@ -93,4 +93,3 @@ def matmul_nt(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     for i in range(len(xs)):
         out[i] = onednn_nt(xs[i], ws[i])
     return out.reshape(*batch, x.shape[-2], w.shape[-2])
-
