@@ -9,11 +9,12 @@ import pytest
 from theory.nulls import NullDistribution, null_distribution, sample_null
 
 # docs/theory.md section 2, for products of independent Gaussian d x d factors and k = 2:
-# s has mean ~ 1/d and spread ~ 1.4/d; delta has mean 0 and spread ~ 0.6, 0.3, 0.17 at d = 64, 256, 1024.
-STATED = {64: 0.6, 256: 0.3, 1024: 0.17}
+# s has mean ~ 1/d and spread ~ 1.4/d; delta has mean 0 and spread ~ 0.6, 0.3, 0.15 at d = 64, 256, 1024.
+# (The spread's own estimate from n draws has a relative sd of about 1/sqrt(2n) or more: n >= 100 here.)
+STATED = {64: 0.6, 256: 0.3, 1024: 0.15}
 
 
-@pytest.mark.parametrize("d, n", [(64, 256), (256, 128), (1024, 40)], ids=["d64", "d256", "d1024"])
+@pytest.mark.parametrize("d, n", [(64, 256), (256, 128), (1024, 100)], ids=["d64", "d256", "d1024"])
 def test_null_matches_the_stated_orders(d, n):
     null = sample_null(d, d, n_samples=n, seed=0)
     s, delta = null.symmetry, null.directionality

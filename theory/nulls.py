@@ -31,6 +31,7 @@ import torch
 
 from common.gemm import matmul_nt
 from common.io import write_json
+from common.seeding import gaussian
 from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
 
 DEFAULT_SAMPLES = 256
@@ -129,7 +130,7 @@ def wishart_factor(n: int, m: int, dof: int, gen: torch.Generator, dtype: torch.
     """
     if dof < m:
         raise ValueError(f"the Bartlett factor needs dof >= m; got dof={dof}, m={m}")
-    lower = torch.randn(n, m, m, generator=gen, dtype=dtype).tril_(-1)
+    lower = gaussian((n, m, m), gen, dtype).tril_(-1)
     rng = np.random.default_rng(int(torch.randint(2**62, (), generator=gen)))
     chi = np.sqrt(rng.chisquare(np.arange(dof, dof - m, -1, dtype=np.float64), size=(n, m)))
     lower.diagonal(dim1=-2, dim2=-1).copy_(torch.from_numpy(chi))
@@ -146,16 +147,16 @@ def symmetry_draws(d: int, rank: int, n: int, gen: torch.Generator) -> torch.Ten
     """
     f64 = torch.float64
     if rank >= d:
-        m = lower_times(wishart_factor(n, d, rank, gen, f64), torch.randn(n, d, d, generator=gen, dtype=f64))
+        m = lower_times(wishart_factor(n, d, rank, gen, f64), gaussian((n, d, d), gen, f64))
         return (m * m.transpose(-2, -1)).sum((-2, -1)) / m.square().sum((-2, -1))
     upper = wishart_factor(n, rank, d, gen, f64).transpose(-2, -1)  # R
-    h = torch.randn(n, rank, rank, generator=gen, dtype=f64)
+    h = gaussian((n, rank, rank), gen, f64)
     cross = h.transpose(-2, -1) @ upper  # B^T A = H^T R
     sq_norm = (h @ upper.transpose(-2, -1)).square().sum((-2, -1))
     rest = d - rank  # K^T K = L_K L_K^T (Bartlett) when rest >= rank, else K itself
     k_part = wishart_factor(n, rank, rest, gen, f64).transpose(-2, -1) if rest >= rank else None
     if k_part is None:
-        k_part = torch.randn(n, rest, rank, generator=gen, dtype=f64)
+        k_part = gaussian((n, rest, rank), gen, f64)
     sq_norm += (k_part @ upper.transpose(-2, -1)).square().sum((-2, -1))
     return (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
 
@@ -173,12 +174,12 @@ def lower_times(lower: torch.Tensor, h: torch.Tensor, block: int = 512) -> torch
 def random_scores(d: int, rank: int, n: int, gen: torch.Generator, k: float = DEFAULT_K) -> Scores:
     """Scores of ``n`` forms with the law of ``A B^T``, ``A, B`` i.i.d. ``N(0, 1)`` of shape ``[d, rank]`` (float32)."""
     if rank < d:
-        a, b = torch.randn(n, d, rank, generator=gen), torch.randn(n, d, rank, generator=gen)
+        a, b = gaussian((n, d, rank), gen), gaussian((n, d, rank), gen)
         return factored_scores(a, b, k, precision="float32")
     # given B, the rows of A B^T are i.i.d. N(0, B B^T) with B B^T ~ Wishart_d(rank) = L L^T: A B^T ~ G L^T,
     # and A B^T has the law of its transpose (A, B i.i.d.), so of L H with H = G^T Gaussian as well
     lower = wishart_factor(n, d, rank, gen)
-    h = torch.randn(n, d, d, generator=gen)
+    h = gaussian((n, d, d), gen)
     return dense_scores(lower_times(lower, h), k, precision="float32", checked=False)
 
 

@@ -1,0 +1,51 @@
+"""Named random streams and the block-parallel Gaussian sampler (common/seeding.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from common import seeding
+from common.seeding import gaussian, generator, stream_seed
+
+
+def test_streams_are_distinct_and_reproducible():
+    assert stream_seed(0, 1) == stream_seed(0, 1)
+    assert len({stream_seed(s, t) for s in range(20) for t in range(20)}) == 400
+    assert torch.equal(torch.rand(5, generator=generator(3, 1)), torch.rand(5, generator=generator(3, 1)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_a_draw_of_one_block_is_torch_randn(monkeypatch, dtype):
+    monkeypatch.setattr(seeding, "GAUSSIAN_BLOCK", 64)
+    got = gaussian((4, 16), torch.Generator().manual_seed(5), dtype)
+    assert torch.equal(got, torch.randn(4, 16, generator=torch.Generator().manual_seed(5), dtype=dtype))
+
+
+def test_blocks_do_not_depend_on_the_thread_count(monkeypatch):
+    monkeypatch.setattr(seeding, "GAUSSIAN_BLOCK", 1000)
+    shape = (3, 50, 47)  # 7050 entries: 7 full blocks and a partial one
+    before = torch.get_num_threads()
+    try:
+        draws = []
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            draws.append(gaussian(shape, torch.Generator().manual_seed(9)))
+    finally:
+        torch.set_num_threads(before)
+    assert all(torch.equal(draws[0], d) for d in draws[1:])
+    assert draws[0].shape == shape and draws[0].is_contiguous()
+    again = gaussian(shape, torch.Generator().manual_seed(10))
+    assert not torch.equal(draws[0], again)
+
+
+def test_blocked_draws_are_standard_normal_and_independent(monkeypatch):
+    monkeypatch.setattr(seeding, "GAUSSIAN_BLOCK", 4096)
+    x = gaussian((64, 4096), torch.Generator().manual_seed(0), torch.float64).numpy()
+    assert stats.kstest(x.ravel(), "norm").pvalue > 1e-3
+    blocks = x.reshape(64, 4096)  # one block per row: neighbouring blocks uncorrelated
+    corr = np.corrcoef(blocks[:-1].ravel(), blocks[1:].ravel())[0, 1]
+    assert abs(corr) < 4 / np.sqrt(blocks[1:].size)  # four standard errors of a zero correlation
+    assert len({row.tobytes() for row in blocks}) == 64
