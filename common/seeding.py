@@ -12,6 +12,7 @@ runs on one), with values that do not depend on the number of threads.
 from __future__ import annotations
 
 import functools
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -34,6 +35,10 @@ def generator(seed: int, *stream: int) -> torch.Generator:
 @functools.cache
 def _pool(threads: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="gaussian")
+
+
+if hasattr(os, "register_at_fork"):  # a forked child has none of the parent's threads: it starts its own pool
+    os.register_at_fork(after_in_child=_pool.cache_clear)
 
 
 def gaussian(shape: tuple[int, ...], gen: torch.Generator, dtype: torch.dtype = torch.float32) -> torch.Tensor:

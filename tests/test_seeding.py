@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import select
+import signal
+
 import numpy as np
 import pytest
 import torch
@@ -49,3 +53,24 @@ def test_blocked_draws_are_standard_normal_and_independent(monkeypatch):
     corr = np.corrcoef(blocks[:-1].ravel(), blocks[1:].ravel())[0, 1]
     assert abs(corr) < 4 / np.sqrt(blocks[1:].size)  # four standard errors of a zero correlation
     assert len({row.tobytes() for row in blocks}) == 64
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_draws_with_its_own_threads(monkeypatch):
+    monkeypatch.setattr(seeding, "GAUSSIAN_BLOCK", 1000)
+    expected = gaussian((5000,), torch.Generator().manual_seed(1))  # the parent's pool now exists
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: the same draw must finish and agree; it never returns into pytest
+        try:
+            ok = torch.equal(gaussian((5000,), torch.Generator().manual_seed(1)), expected)
+            os.write(write, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    ready, _, _ = select.select([read], [], [], 60)  # a pool that waits for the parent's threads never answers
+    answer = os.read(read, 1) if ready else b""
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    assert answer == b"1", "the forked child's draw hung or differed"
