@@ -47,9 +47,8 @@ def test_blocks_do_not_depend_on_the_thread_count(monkeypatch):
 
 def test_blocked_draws_are_standard_normal_and_independent(monkeypatch):
     monkeypatch.setattr(seeding, "GAUSSIAN_BLOCK", 4096)
-    x = gaussian((64, 4096), torch.Generator().manual_seed(0), torch.float64).numpy()
-    assert stats.kstest(x.ravel(), "norm").pvalue > 1e-3
-    blocks = x.reshape(64, 4096)  # one block per row: neighbouring blocks uncorrelated
+    blocks = gaussian((64, 4096), torch.Generator().manual_seed(0), torch.float64).numpy()  # a block per row
+    assert stats.kstest(blocks.ravel(), "norm").pvalue > 1e-3
     corr = np.corrcoef(blocks[:-1].ravel(), blocks[1:].ravel())[0, 1]
     assert abs(corr) < 4 / np.sqrt(blocks[1:].size)  # four standard errors of a zero correlation
     assert len({row.tobytes() for row in blocks}) == 64

@@ -275,5 +275,5 @@ def _quadratic_norms(gram: torch.Tensor, xt: torch.Tensor, block: int = 2048) ->
     out = torch.empty(xt.shape[:-2] + xt.shape[-1:], dtype=torch.float64, device=xt.device)
     for start in range(0, xt.shape[-1], block):
         x = xt[..., start : start + block]
-        out[..., start : start + block] = torch.linalg.vecdot(gram @ x, x, dim=-2)
+        out[..., start : start + block] = torch.linalg.vecdot(matmul_nt(gram, x.transpose(-2, -1)), x, dim=-2)
     return out.clamp_min(0).sqrt()
