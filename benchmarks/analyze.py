@@ -81,6 +81,12 @@ def scoring_flops(plan) -> int:
     return plan.n_layers * per_layer
 
 
+def null_flops(shapes) -> int:
+    """Product flops of drawing the nulls ``(per, d, rank, n)``: per draw the factored products (``rank < d``) or
+    the triangular ``L H`` (``rank >= d``, ``d^3``: half of a ``d x d`` product; theory.nulls.random_scores)."""
+    return sum(n * (product_flops(d, r) if r < d else d**3) for _, d, r, n in shapes)
+
+
 def gemm_rates(d: int, repeats: int = 3) -> dict[str, float]:
     """Best flop rate in this process of a ``d x d`` float32 product: ``torch.matmul`` (MKL's sgemm on
     x86) and oneDNN's kernel (:func:`common.gemm.onednn_nt`); the scores take the faster on this CPU."""
@@ -145,6 +151,7 @@ def child(checkpoint: str, mode: str, out: str) -> None:
                 "peak_rss_mb": usage.ru_maxrss / 1024,
                 "rows": len(rows),
                 "flops": flops,
+                "null_flops": null_flops(shapes),
                 **{f"{name}_gflops": max(r[name] for r in rates) / 1e9 for name in rates[0]},
                 "fraction": flops / (t3 - t2) / max(max(r.values()) for r in rates),
                 "load": load,
@@ -204,6 +211,13 @@ def report(checkpoint: Path, cache: Path, work: Path) -> None:
         f"processes (cold, warm, reference), GFLOP/s: {rates} (torch.matmul = MKL sgemm; "
         f"'of GEMM' is against the faster); "
         f"load average = 1-minute, at start-end of each process, on {os.cpu_count()} CPUs"
+    )
+    best = max(max(r["sgemm_gflops"], r["onednn_gflops"]) for r in results.values()) * 1e9
+    print(
+        f"floor at the fastest d x d product rate measured ({best / 1e9:.0f} GFLOP/s): "
+        f"warm {warm['flops'] / best:.1f} s "
+        f"(the scoring pass's products alone), cold {(warm['flops'] + warm['null_flops']) / best:.1f} s (adding the "
+        f"null draws' {warm['null_flops'] / 1e12:.2f} Tflop)"
     )
     diffs = max_differences(*(json.loads((work / f"{n}.json").read_text()) for n in ("warm", "reference")))
     print(

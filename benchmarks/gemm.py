@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from common.gemm import cpu_vendor, onednn_available, onednn_nt, onednn_preferred
+from common.gemm import cpu_flags, cpu_vendor, onednn_available, onednn_nt, onednn_preferred
 
 SHAPES = {  # name: (m, k, n) of x [m, k] @ w^T, w [n, k]; stored transposed where the name says so
     "per-layer A B^T": (4096, 4096, 4096),
@@ -52,7 +52,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     route = "oneDNN" if onednn_preferred() else "torch.matmul"
     print(
-        f"CPU vendor {cpu_vendor() or 'unknown'}; oneDNN available: {onednn_available()}; "
+        f"CPU vendor {cpu_vendor() or 'unknown'}, AVX-512: {'avx512f' in cpu_flags()}; "
+        f"oneDNN available: {onednn_available()}; "
         f"{torch.get_num_threads()} threads; common.gemm.matmul_nt takes {route} for large float32 products"
     )
     print(f"{'product':20} {'m x k x n':>18} {'matmul GFLOP/s':>15} {'oneDNN GFLOP/s':>15} {'oneDNN/matmul':>14}")

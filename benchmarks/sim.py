@@ -11,7 +11,8 @@ What the hardware allows is measured in the same run: every matmul of one traini
 time is the rate the machine gives *these* small batched matmuls; a 1024^3 sgemm gives the large-matmul
 rate. The batched step's achieved rate is printed against both, and the share of the step that is not
 matmul (softmax, elementwise, data, per-op overhead) for each side: the batched / sequential ratio
-cannot exceed (sequential step time) / (batched step's matmuls alone).
+cannot exceed (sequential step time) / (batched step's matmuls alone), nor, whatever the code, (sequential
+step time) / (the batched step's flops at the large-sgemm rate).
 Run: python benchmarks/sim.py [--objective denoising --seeds 32 --steps 10 --rounds 3 --threads 1 --set batch=8]
 [--compile]
 """
@@ -164,6 +165,8 @@ def main() -> None:
         )
     bound = args.seeds * step["sequential"] / replay["batched"]
     print(f"bound on the ratio at these matmul rates (sequential step / batched matmuls alone): {bound:.2f}x")
+    ceiling = args.seeds * step["sequential"] / (fl["batched"] / peak)
+    print(f"bound if the batched step's flops ran at the 1024^3 sgemm rate, nothing else costing time: {ceiling:.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,15 +1,15 @@
 """Float32 matrix products at the machine's GEMM rate: :func:`matmul_nt` (``x @ w^T``).
 
-torch hands a float32 CPU ``matmul`` to MKL's sgemm. On AMD CPUs (the project's EPYC machines with
-AVX-512) MKL takes slower code paths: 180-205 GFLOP/s on two cores for a ``4096^3`` product, while oneDNN's
-kernel for the same product (torch's ``mkldnn`` linear, the one inductor calls) reaches 385-445 GFLOP/s.
-On Intel CPUs MKL is the vendor's own library and the faster of the two (350-360 against 290-330
-GFLOP/s for the per-layer product on the 2-core Xeon, most where its operands are transposed weights).
-So :func:`matmul_nt` takes the oneDNN route for float32 CPU products large enough to pay for the call (at
-least :data:`MIN_MACS` multiply-adds per matrix) on CPUs other than Intel's (:func:`onednn_preferred`),
-and ``torch.matmul`` everywhere else (Intel, float64, CUDA, small products, builds without oneDNN).
-``python benchmarks/gemm.py`` times both kernels in one process. Both accumulate in float32; they differ
-by float32 rounding, not more (tests/test_gemm.py).
+torch hands a float32 CPU ``matmul`` to MKL's sgemm. MKL does not run its AVX-512 kernels on AMD CPUs: on
+the project's AVX-512 EPYC machines it reached 180-205 GFLOP/s on two cores for a ``4096^3`` product, while
+oneDNN's kernel for the same product (torch's ``mkldnn`` linear, the one inductor calls) reached 385-445
+GFLOP/s. Where both run the same AVX2 code class MKL is the faster: 163 against 130 GFLOP/s on a 2-core
+EPYC without AVX-512 (Zen 3), and on Intel CPUs, MKL's own vendor's, 350-360 against 290-330 GFLOP/s for
+the per-layer product on a 2-core Xeon. So :func:`matmul_nt` takes the oneDNN route for float32 CPU
+products large enough to pay for the call (at least :data:`MIN_MACS` multiply-adds per matrix) on non-Intel
+CPUs with AVX-512 (:func:`onednn_preferred`), and ``torch.matmul`` everywhere else (Intel, AVX2-only CPUs,
+float64, CUDA, small products, builds without oneDNN). ``python benchmarks/gemm.py`` times both kernels in
+one process. Both accumulate in float32; they differ by float32 rounding, not more (tests/test_gemm.py).
 """
 
 from __future__ import annotations
@@ -36,19 +36,30 @@ def onednn_available() -> bool:
         return False
 
 
-@functools.cache
-def cpu_vendor() -> str:
-    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``, ...; ``platform.processor()`` off Linux)."""
+def _cpuinfo(field: str) -> str:
+    """The value of ``field`` in /proc/cpuinfo's first processor ("" off Linux or where it is missing)."""
     try:
         lines = Path("/proc/cpuinfo").read_text().splitlines()
     except OSError:
-        return platform.processor()
-    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("vendor_id")), "")
+        return ""
+    return next((line.split(":", 1)[1].strip() for line in lines if line.split(":", 1)[0].strip() == field), "")
+
+
+@functools.cache
+def cpu_vendor() -> str:
+    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``, ...; ``platform.processor()`` off Linux)."""
+    return _cpuinfo("vendor_id") or platform.processor()
+
+
+@functools.cache
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``avx2``, ``avx512f``, ...; empty off Linux)."""
+    return frozenset(_cpuinfo("flags").split())
 
 
 def onednn_preferred() -> bool:
-    """Whether large float32 CPU products take oneDNN's kernel: where it exists, on CPUs other than Intel's."""
-    return onednn_available() and cpu_vendor() != "GenuineIntel"
+    """Whether large float32 CPU products take oneDNN's kernel: where it exists, on non-Intel CPUs with AVX-512."""
+    return onednn_available() and cpu_vendor() != "GenuineIntel" and "avx512f" in cpu_flags()
 
 
 def onednn_nt(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -22,6 +22,7 @@ def _operand(shape, layout, gen):
 @pytest.mark.parametrize("vendor", ["GenuineIntel", "AuthenticAMD"])  # both routes, whatever this CPU
 def test_matmul_nt_equals_matmul(monkeypatch, x_layout, w_layout, batch, vendor):
     monkeypatch.setattr(gemm, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(gemm, "cpu_flags", lambda: frozenset({"avx2", "avx512f"}))
     gen = torch.Generator().manual_seed(len(batch))
     x = _operand((*batch, 300, 128), x_layout, gen)
     w = _operand((*batch, 200, 128), w_layout, gen)
@@ -55,12 +56,20 @@ def test_without_onednn_the_product_is_torch_matmul(monkeypatch):
     assert torch.equal(matmul_nt(x, w), x @ w.T)
 
 
-@pytest.mark.parametrize(("vendor", "onednn"), [("GenuineIntel", False), ("AuthenticAMD", True)])
-def test_the_route_follows_the_cpu_vendor(monkeypatch, vendor, onednn):
-    """MKL (torch.matmul) on Intel CPUs, oneDNN's kernel elsewhere where the build has it."""
+@pytest.mark.parametrize(
+    ("vendor", "flags", "onednn"),
+    [
+        ("GenuineIntel", {"avx2", "avx512f"}, False),
+        ("AuthenticAMD", {"avx2", "avx512f"}, True),
+        ("AuthenticAMD", {"avx2"}, False),
+    ],
+)
+def test_the_route_follows_the_cpu(monkeypatch, vendor, flags, onednn):
+    """MKL (torch.matmul) on Intel CPUs and AVX2-only CPUs, oneDNN's kernel on other AVX-512 CPUs."""
     if not gemm.onednn_available():
         pytest.skip("this torch build has no oneDNN kernel")
     monkeypatch.setattr(gemm, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(gemm, "cpu_flags", lambda: frozenset(flags))
     calls = []
     monkeypatch.setattr(gemm, "onednn_nt", lambda x, w: calls.append(1) or x @ w.T)
     gen = torch.Generator().manual_seed(2)
