@@ -76,6 +76,14 @@ def falcon_grouped(qkv_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> F
     return FactoredForms.from_linear(q, k, n_heads, n_kv_heads)
 
 
+def bigcode_fused(c_attn_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:
+    """GPT-BigCode ``c_attn`` (``nn.Linear``): multi-query blocked ``"(h dh | dh | dh) d"`` (one key head), multi-head
+    interleaved per head ``"(h three dh) d"`` (``GPTBigCodeAttention.forward``; the two agree for one head)."""
+    if n_kv_heads == 1:
+        return blocked_gqa(c_attn_weight, n_heads, 1)
+    return neox_interleaved(c_attn_weight, n_heads, n_kv_heads)
+
+
 def _linear_shapes(q: tuple[int, ...], k: tuple[int, ...], **_heads) -> tuple[int, int, int]:
     if len(q) != 2 or len(k) != 2 or q[1] != k[1]:
         raise ValueError(f"expected q and k weights (out, in) with the same in; got {q} and {k}")
@@ -109,9 +117,10 @@ def _gqa_fused_shapes(qkv: tuple[int, ...], n_heads: int | None = None, n_kv_hea
 
 
 def _falcon_shapes(qkv: tuple[int, ...], **_heads) -> tuple[int, int, int]:
-    """Falcon's query rows are always ``d`` (``head_dim = hidden_size / H``); the rest are keys and values."""
+    """Falcon's (and GPT-BigCode's) query rows are always ``d`` (``head_dim = hidden_size / H``); the rest are
+    keys and values."""
     if len(qkv) != 2 or qkv[0] <= qkv[1] or (qkv[0] - qkv[1]) % 2:
-        raise ValueError(f"expected Falcon's query_key_value (d + 2 H_kv d_h, d); got {qkv}")
+        raise ValueError(f"expected a fused query_key_value (d + 2 H_kv d_h, d); got {qkv}")
     return qkv[1], qkv[1], (qkv[0] - qkv[1]) // 2
 
 
@@ -166,6 +175,7 @@ class Layout:
     einops: str
     rotary: bool = False  # rotary positions are the norm in this family
     model_types: frozenset[str] | None = None  # config model types / diffusers classes known to use it (None: any)
+    needs_config: bool = False  # read only where the config names one of its model types (its keys are another's)
     stack: str = "self"  # which attention of the model it reads (the ``stack`` column)
     cross: bool = False  # queries and keys act on different spaces: symmetry is not defined
     companion: bool = False  # read with the model's other attentions (cross-attention, a second stream)
@@ -193,6 +203,10 @@ _CROSS = (
     "cross-attention ({}): queries from {}, keys from {}; W_q W_k^T maps one space to another, so its symmetry "
     "is not defined (left empty); directionality compares query-side rows with key-side columns"
 )
+_DEBERTA = (
+    "DeBERTa's disentangled attention adds content-to-position and position-to-content terms to the logits "
+    "(queries and keys against relative position embeddings); the content-to-content form W_q W_k^T is scored"
+)
 _DIFFUSERS_CROSS = frozenset({"PixArtTransformer2DModel", "Transformer2DModel"})
 _MMDIT = frozenset({"SD3Transformer2DModel", "FluxTransformer2DModel"})
 _T5 = frozenset({"t5", "mt5", "umt5"})
@@ -204,6 +218,56 @@ LAYOUTS = (
         separate_qk,
         _linear_shapes,
         f"query, key: {_LINEAR}",
+    ),
+    Layout(
+        "distilbert",
+        r"layer\.(?P<layer>\d+)\.attention\.q_lin\.weight",
+        (".q_lin.weight", ".k_lin.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"attention.q_lin, attention.k_lin: {_LINEAR}",
+    ),
+    Layout(
+        "deberta-v2",
+        r"layer\.(?P<layer>\d+)\.attention\.self\.query_proj\.weight",
+        (".query_proj.weight", ".key_proj.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"attention.self.query_proj, .key_proj: {_LINEAR}",
+        model_types=frozenset({"deberta-v2"}),
+        caveat=_DEBERTA,
+    ),
+    Layout(
+        "deberta",
+        r"layer\.(?P<layer>\d+)\.attention\.self\.in_proj\.weight",
+        None,
+        neox_interleaved,
+        _fused_shapes,
+        "attention.self.in_proj: (h three dh) d -> three h d dh (interleaved per head, DisentangledSelfAttention)",
+        model_types=frozenset({"deberta"}),
+        caveat=_DEBERTA,
+    ),
+    Layout(
+        "mpnet",
+        r"layer\.(?P<layer>\d+)\.attention\.attn\.q\.weight",
+        (".q.weight", ".k.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"attention.attn.q, attention.attn.k: {_LINEAR}",
+        model_types=frozenset({"mpnet"}),
+        caveat="MPNet adds a learned relative position bias b_h(j - i) (bucketed, shared by all layers) to the "
+        "logits, an additive term that is not part of W_q W_k^T",
+    ),
+    Layout(
+        "albert",
+        r"albert_layer_groups\.(?P<stage>\d+)\.albert_layers\.(?P<layer>\d+)\.attention\.query\.weight",
+        (".query.weight", ".key.weight"),
+        separate_qk,
+        _linear_shapes,
+        f"attention.query, attention.key of each stored layer of each layer group: {_LINEAR}",
+        model_types=frozenset({"albert"}),
+        caveat="ALBERT shares weights across depth: its num_hidden_layers applied layers run the stored layer "
+        "groups in turn, so each stored form is scored once, however many layers apply it",
     ),
     Layout(
         "llama-style",
@@ -281,13 +345,23 @@ LAYOUTS = (
     ),
     Layout(
         "gpt-neox",
-        r"layers\.(?P<layer>\d+)\.attention\.query_key_value\.weight",
+        r"layers\.(?P<layer>\d+)\.(?:attention|self_attn)\.query_key_value\.weight",
         None,
         neox_interleaved,
         _fused_shapes,
-        "query_key_value: (h three dh) d -> three h d dh (interleaved per head)",
+        "query_key_value: (h three dh) d -> three h d dh (interleaved per head; Persimmon's self_attn alike)",
         rotary=True,
-        model_types=frozenset({"gpt_neox", "gpt_neox_japanese"}),
+        model_types=frozenset({"gpt_neox", "gpt_neox_japanese", "persimmon", "fuyu"}),
+    ),
+    Layout(
+        "gpt-bigcode",
+        r"h\.(?P<layer>\d+)\.attn\.c_attn\.weight",
+        None,
+        bigcode_fused,
+        _falcon_shapes,
+        "c_attn (nn.Linear): multi-query (h dh | dh | dh) d blocked, multi-head (h three dh) d interleaved per head",
+        model_types=frozenset({"gpt_bigcode"}),
+        needs_config=True,  # GPT-2's keys: a bare file of them is GPT-2's Conv1D
     ),
     Layout(
         "bloom",

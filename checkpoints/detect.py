@@ -143,11 +143,11 @@ SKIP_REASONS = (
         "relative position bias: an additive logit term",
     ),
     (re.compile(r"norm|ln_", re.IGNORECASE), "normalisation weights: not part of W_q W_k^T"),
-    (re.compile(r"\.bias$"), "bias: a linear term in the logits (or of values/output), not part of W_q W_k^T"),
+    (re.compile(r"[._]bias$"), "bias: a linear term in the logits (or of values/output), not part of W_q W_k^T"),
     (
         re.compile(
             r"value|v_proj|to_v|to_out|to_add_out|o_proj|out_proj|c_proj|attn_v|attn_output|\.dense\.|\.proj\."
-            r"|\.w[vo]\.|(^|\.)[vo]\.weight$"
+            r"|\.w[vo]\.|(^|\.)[vo]\.weight$|[vo]_lin|out_lin"
         ),
         "value or output projection: not part of W_q W_k^T",
     ),
@@ -307,7 +307,8 @@ def config_kind(config: Mapping[str, Any]) -> str:
 
 
 def _by_model_type(stacks: list[Stack], config: Mapping[str, Any]) -> list[Stack]:
-    """Drop layouts foreign to the config's model type; refuse keys two layouts split differently, untold which."""
+    """Drop layouts foreign to the config's model type (without one, those read only when a config names them);
+    refuse keys two layouts split differently, untold which."""
     kind = config_kind(config)
     if kind:
         fits = [s for s in stacks if s.layout.model_types is None or kind in s.layout.model_types]
@@ -318,6 +319,7 @@ def _by_model_type(stacks: list[Stack], config: Mapping[str, Any]) -> list[Stack
                 f"{kind!r}, which is not known to store its attention that way: not guessing"
             )
         return fits
+    stacks = [s for s in stacks if not s.layout.needs_config]
     rivals: dict[tuple, list[Stack]] = {}
     for s in stacks:
         rivals.setdefault((s.prefix, s.layout.pattern, s.layout.partner), []).append(s)
@@ -344,7 +346,20 @@ def _grouped_label(stack: Stack) -> str:
     return "decoder" if "decoder" in parts else "encoder" if "encoder" in parts else "self"
 
 
-_TOWERS = {"vision_model": "vision", "text_model": "text"}
+#: Module names of the two towers of a vision-language model (CLIP / SigLIP; LLaVA-style: a vision encoder
+#: feeding a language model) and the tower each names; its config is ``{tower}_config``.
+_TOWERS = {
+    "vision_model": "vision",
+    "vision_tower": "vision",
+    "visual": "vision",
+    "text_model": "text",
+    "language_model": "text",
+}
+
+
+def _tower(prefix: str) -> str | None:
+    """``vision`` or ``text`` where the prefix passes through a tower's module (``model.vision_tower.``), else None."""
+    return next((_TOWERS[part] for part in prefix.split(".") if part in _TOWERS), None)
 
 
 def _select(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[tuple[Stack, str]], list[str]]:
@@ -376,9 +391,9 @@ def _select(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[tuple[
         labelled = [(s, _grouped_label(s)) for s in stacks]
         if len({label for _, label in labelled}) == len(labelled):
             return labelled, []
-    towers = {_TOWERS.get(s.prefix.split(".")[0]) for s in stacks}
-    if len(stacks) == 2 and towers == {"vision", "text"}:
-        return [(s, _TOWERS[s.prefix.split(".")[0]]) for s in stacks], []
+    towers = [_tower(s.prefix) for s in stacks]
+    if len(stacks) == 2 and set(towers) == {"vision", "text"}:
+        return list(zip(stacks, towers, strict=True)), []
     raise CheckpointError(
         "several attention stacks found: "
         + "; ".join(_describe_stack(s) for s in stacks)
@@ -390,11 +405,12 @@ def _select(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[tuple[
 
 def _scope(config: Mapping[str, Any], prefix: str) -> tuple[Mapping[str, Any], str]:
     """The part of a composite config that describes the stack under ``prefix`` (``vision_config`` for
-    ``vision_model.`` / ``vision_encoder.``, ``text_config`` for ``text_model.``), and its name."""
+    ``vision_model.`` / ``vision_tower.`` / ``vision_encoder.``, ``text_config`` for ``text_model.`` /
+    ``language_model.``), and its name."""
     head = prefix.split(".")[0]
     for part in ("vision", "text"):
         sub = config.get(f"{part}_config")
-        if part in head and isinstance(sub, Mapping):
+        if (part in head or _tower(prefix) == part) and isinstance(sub, Mapping):
             return sub, f"{part}_config."
     return config, ""
 
@@ -487,6 +503,18 @@ def _rotary_warning(layouts: list[Layout], config: Mapping[str, Any]) -> str | N
         f"rotary position embeddings ({where}): the logit of positions i, j is x_i^T W_q^h R(j - i) W_k^h^T x_j, "
         "so the scored M_h = W_q^h W_k^h^T is the form at zero offset, not the whole story"
     )
+
+
+def _rotary_warnings(chosen: list[tuple[Stack, str]], config: Mapping[str, Any]) -> list[str]:
+    """The rotary warning of each scored stack, from the part of the config that describes it (a
+    vision-language model's text tower is told by its ``text_config``), named by stack where that is a part."""
+    out = []
+    for stack, label in chosen:
+        scope, where = _scope(config, stack.prefix)
+        warning = _rotary_warning([stack.layout], scope)
+        if warning:
+            out.append(f"stack {label} ({where[:-1]}): {warning}" if where else warning)
+    return list(dict.fromkeys(out))
 
 
 def _key_warnings(keys: list[str], config: Mapping[str, Any]) -> list[str]:
@@ -596,7 +624,7 @@ def plan_checkpoint(
     chosen_stacks = [s for s, _ in chosen]
     stack_keys = [k for k in keys if any(k.startswith(s.prefix) for s in chosen_stacks)]
     fam, family_notes = _family(chosen_stacks, keys, config, family)
-    warnings += [w for w in [_rotary_warning(layouts, config)] if w] + _key_warnings(stack_keys, config)
+    warnings += _rotary_warnings(chosen, config) + _key_warnings(stack_keys, config)
     warnings += [layout.caveat for layout in layouts if layout.caveat]
     same = takewhile(lambda c: len(set(c)) == 1, zip(*(s.prefix.split(".")[:-1] for s in chosen_stacks), strict=False))
     common = "".join(f"{c[0]}." for c in same)  # the dotted components all scored stacks share

@@ -23,10 +23,13 @@ from checkpoint_builders import (
     falcon_reference,
     pairs_reference,
     phi3_reference,
+    probe,
     sam_reference,
     separate_reference,
+    split_heads_hf,
 )
 
+from checkpoints.adapters import bigcode_fused
 from checkpoints.analyze import analyze, describe
 from theory.factored import FactoredForms
 
@@ -258,6 +261,27 @@ def test_clip_model_scores_both_towers_with_their_own_heads(tmp_path):
     assert "vision_config." in heads["vision"].source and "text_config." in heads["text"].source
 
 
+def test_llava_style_model_scores_its_vision_tower_and_language_model(tmp_path):
+    """A vision encoder feeding a language model: both scored, each with its own config (heads, rotary)."""
+    t = transformers
+    vision = t.CLIPVisionConfig(**dict(VISION, num_attention_heads=H))
+    text = t.LlamaConfig(vocab_size=50, **dict(SMALL, hidden_size=48, num_hidden_layers=3), num_key_value_heads=2)
+    model = t.LlavaForConditionalGeneration(t.LlavaConfig(vision_config=vision, text_config=text, image_token_index=3))
+    model.save_pretrained(tmp_path)
+    v, x = model.model.vision_tower.encoder.layers, model.model.language_model.layers
+    refs = {
+        "vision": pairs_reference([(l.self_attn.q_proj, l.self_attn.k_proj) for l in v], H),
+        "text": pairs_reference([(l.self_attn.q_proj, l.self_attn.k_proj) for l in x], H, 2),
+    }
+    assert_stacks_match(tmp_path, refs)
+    plan = _plan(tmp_path)
+    heads = {u.stack: u.heads for u in plan.units}
+    assert "vision_config." in heads["vision"].source and "text_config." in heads["text"].source
+    assert (heads["vision"].n_kv_heads, heads["text"].n_kv_heads) == (H, 2)
+    rotary = [w for w in plan.warnings if "rotary" in w]  # the Llama tower's, from its text_config; none for CLIP's
+    assert len(rotary) == 1 and rotary[0].startswith("stack text (text_config)")
+
+
 # ---- segmentation: SAM's image encoder, SegFormer; windowed attention: Swin -------------------------------
 def test_sam_image_encoder_labels_windowed_and_global_blocks(tmp_path):
     vision = {
@@ -425,3 +449,122 @@ def test_family_can_be_given_and_an_unknown_one_is_refused(tmp_path):
     with pytest.raises(ValueError, match="unknown family 'selfie'"):
         _plan(tmp_path, family="selfie")
     assert math.isfinite(analyze(tmp_path, per="layer", null_samples=NULL_SAMPLES).rows[0]["symmetry"])
+
+
+# ---- encoders with their own projection names: DistilBERT, DeBERTa (v1, v2), MPNet, ALBERT -----------------
+SEPARATE_QK_ENCODERS = {  # layout: (the model, its (query, key) modules per layer, what its warnings must say)
+    "distilbert": (
+        lambda t: t.DistilBertModel(t.DistilBertConfig(vocab_size=50, dim=D, n_layers=L, n_heads=H)),
+        lambda m: [(b.attention.q_lin, b.attention.k_lin) for b in m.transformer.layer],
+        None,
+    ),
+    "deberta-v2": (
+        lambda t: t.DebertaV2Model(t.DebertaV2Config(vocab_size=50, **SMALL)),
+        lambda m: [(b.attention.self.query_proj, b.attention.self.key_proj) for b in m.encoder.layer],
+        "disentangled attention adds content-to-position",
+    ),
+    "mpnet": (
+        lambda t: t.MPNetModel(t.MPNetConfig(vocab_size=50, **SMALL)),
+        lambda m: [(b.attention.attn.q, b.attention.attn.k) for b in m.encoder.layer],
+        "relative position bias",
+    ),
+}
+
+
+@pytest.mark.parametrize("layout", list(SEPARATE_QK_ENCODERS))
+def test_encoders_with_their_own_projection_names(layout, tmp_path):
+    build, pairs, warned = SEPARATE_QK_ENCODERS[layout]
+    model = build(transformers)
+    model.save_pretrained(tmp_path)
+    reference = pairs_reference(pairs(model))
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family, plan.heads.n_heads) == (layout, "encoder", H)
+    assert warned is None or any(warned in w for w in plan.warnings)
+    assert not any(why.startswith("attention-looking") for _, _, why in plan.skipped)  # every key explained
+    assert _differs(_swapped(reference), reference)
+
+
+def test_deberta_in_proj_is_interleaved_per_head(tmp_path):
+    model = transformers.DebertaModel(transformers.DebertaConfig(vocab_size=50, **SMALL))
+    model.save_pretrained(tmp_path)
+    heads = []
+    for block in model.encoder.layer:  # DisentangledSelfAttention: transpose_for_scores(in_proj(x)).chunk(3, -1)
+        attn = block.attention.self
+        q, k, _ = attn.transpose_for_scores(probe(attn.in_proj)[None]).chunk(3, dim=-1)  # [1, H, d, d_h]
+        heads.append((q[0], k[0]))
+    reference = FactoredForms(torch.stack([q for q, _ in heads]), torch.stack([k for _, k in heads]))
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family) == ("deberta", "encoder")
+    assert any("disentangled" in w for w in plan.warnings)
+    assert not any(why.startswith("attention-looking") for _, _, why in plan.skipped)  # q_bias, v_bias explained
+    w = torch.stack([b.attention.self.in_proj.weight.detach() for b in model.encoder.layer])
+    assert _differs(FactoredForms.from_fused_qkv(w, H), reference)  # sliced as if blocked (3, H, d_h)
+
+
+@pytest.mark.parametrize(("groups", "inner"), [(1, 1), (2, 2)])
+def test_albert_scores_each_stored_layer_once(groups, inner, tmp_path):
+    config = transformers.AlbertConfig(
+        vocab_size=50, embedding_size=16, num_hidden_groups=groups, inner_group_num=inner, **SMALL
+    )
+    model = transformers.AlbertModel(config)
+    model.save_pretrained(tmp_path)
+    stored = [layer.attention for g in model.encoder.albert_layer_groups for layer in g.albert_layers]
+    reference = pairs_reference([(a.query, a.key) for a in stored])
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family, plan.n_layers) == ("albert", "encoder", groups * inner)
+    assert any("shares weights across depth" in w for w in plan.warnings)
+
+
+# ---- GPT-BigCode (multi-query and multi-head c_attn), Persimmon ---------------------------------------------
+def _bigcode_reference(model) -> FactoredForms:
+    """GPTBigCodeAttention.forward's split of the probed ``c_attn`` output: multi-query ``split((d, d_h, d_h))``
+    with the one key head shared by every query head, multi-head ``view(H, 3 d_h).split(d_h)``."""
+    q, k = [], []
+    for block in model.h:
+        out, attn = probe(block.attn.c_attn), block.attn
+        if attn.multi_query:
+            q_all, k_one, _ = out.split((attn.embed_dim, attn.kv_dim, attn.kv_dim), dim=-1)
+            q.append(split_heads_hf(q_all, H))
+            k.append(k_one[None].expand(H, -1, -1))
+        else:
+            q_h, k_h, _ = out.view(out.shape[0], H, 3 * attn.head_dim).transpose(0, 1).split(attn.head_dim, dim=-1)
+            q.append(q_h)
+            k.append(k_h)
+    return FactoredForms(torch.stack(q), torch.stack(k), 1 if model.h[0].attn.multi_query else H)
+
+
+@pytest.mark.parametrize("multi_query", [True, False], ids=["multi-query", "multi-head"])
+def test_gpt_bigcode_c_attn_in_both_attention_kinds(multi_query, tmp_path):
+    config = transformers.GPTBigCodeConfig(vocab_size=50, n_embd=D, n_layer=L, n_head=H, multi_query=multi_query)
+    model = transformers.GPTBigCodeModel(config)
+    model.save_pretrained(tmp_path)
+    reference = _bigcode_reference(model)
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family, plan.heads.n_kv_heads) == ("gpt-bigcode", "decoder", reference.n_kv_heads)
+    w = [b.attn.c_attn.weight.detach() for b in model.h]
+    if multi_query:  # the value block read as the keys: wrong
+        dh = D // H
+        swapped = [torch.cat([x[:D], x[D + dh :], x[D : D + dh]]) for x in w]
+        assert _differs(FactoredForms.stack([bigcode_fused(x, H, 1) for x in swapped]), reference)
+    else:  # sliced as if blocked (3, H, d_h): wrong
+        assert _differs(FactoredForms.from_fused_qkv(torch.stack(w), H), reference)
+
+
+def test_persimmon_query_key_value_is_interleaved_per_head_and_qk_layernorm_warned(tmp_path):
+    model = transformers.PersimmonModel(transformers.PersimmonConfig(vocab_size=50, **SMALL))
+    model.save_pretrained(tmp_path)
+    heads = []
+    for layer in model.layers:  # PersimmonAttention._split_heads: view(B, N, H, 3, d_h)
+        q, k, _ = layer.self_attn._split_heads(probe(layer.self_attn.query_key_value)[None])  # [1, d, H, d_h]
+        heads.append((q[0].transpose(0, 1), k[0].transpose(0, 1)))
+    reference = FactoredForms(torch.stack([q for q, _ in heads]), torch.stack([k for _, k in heads]))
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family) == ("gpt-neox", "decoder")  # GPT-NeoX's split under self_attn
+    assert any("rotary" in w for w in plan.warnings) and any("q/k normalisation" in w for w in plan.warnings)
+    w = torch.stack([layer.self_attn.query_key_value.weight.detach() for layer in model.layers])
+    assert _differs(FactoredForms.from_fused_qkv(w, H), reference)  # sliced as if blocked (3, H, d_h)

@@ -143,8 +143,12 @@ def test_keys_two_layouts_split_differently_need_the_config(tmp_path):
 def test_keys_of_a_known_layout_with_a_foreign_model_type_are_not_guessed(tmp_path):
     weights = {f"transformer.h.{i}.attn.c_attn.weight": torch.randn(D, 3 * D) for i in range(L)}
     _save(weights, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "codegen", "n_head": H}))
+    with pytest.raises(CheckpointError, match=r"codegen.*not guessing"):
+        describe(tmp_path)
+    # GPT-BigCode shares GPT-2's keys but stores c_attn as an nn.Linear (d + 2 H_kv d_h, d): a Conv1D is refused
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt_bigcode", "n_head": H}))
-    with pytest.raises(CheckpointError, match=r"gpt_bigcode.*not guessing"):
+    with pytest.raises(CheckpointError, match=r"gpt-bigcode.*\(d \+ 2 H_kv d_h, d\); got \(32, 96\)"):
         describe(tmp_path)
 
 
