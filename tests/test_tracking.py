@@ -27,8 +27,10 @@ def _same_rows(tracked: list[dict], analysed: list[dict]) -> None:
     """Rows of the tracker (strings from the CSV, or dicts) equal the analysis rows, column by column.
 
     Both score in float32 (theory.scores): a live parameter and the same tensor read back from disk may sit in
-    memory differently, so the products round differently, ~1e-7 relative (a z-score divides that by the
-    null's sd); a wrong reading moves the scores by orders of magnitude more."""
+    memory differently, so the products round differently, ~1e-7 relative. A z-score divides that error by the
+    null's sd, which at these small shapes turns 1e-7 into up to ~2e-6 (measured: 1.6e-6 on a delta_PR z near
+    0, in about 1 run in 8 of the Trainer test), so z columns get 1e-4; a wrong reading moves the scores by
+    orders of magnitude more (z by units)."""
     assert len(tracked) == len(analysed) > 0
     for got, want in zip(tracked, analysed, strict=True):
         assert (str(got["stack"]), str(got["layer"]), str(got["head"])) == (
@@ -39,7 +41,8 @@ def _same_rows(tracked: list[dict], analysed: list[dict]) -> None:
         assert got["family"] == want["family"]
         for col in SCORES:
             g, w = float(got[col]), float(want[col])
-            assert (math.isnan(g) and math.isnan(w)) or g == pytest.approx(w, rel=1e-5, abs=1e-6), (col, g, w)
+            tolerance = 1e-4 if col.endswith("_z") else 1e-6
+            assert (math.isnan(g) and math.isnan(w)) or g == pytest.approx(w, rel=1e-5, abs=tolerance), (col, g, w)
 
 
 class Tokens(torch.utils.data.Dataset):
