@@ -1,5 +1,6 @@
-"""The layouts of encoder-decoders, MMDiT / PixArt, segmentation and language-supervised vision models and
-fused-qkv language models: a tiny random model built with its own library, saved as its users save it,
+"""The layouts of encoder-decoders, MMDiT / PixArt, segmentation and language-supervised vision models,
+vision-language models built on a language model, encoders with their own projection names and fused-qkv
+language models: a tiny random model built with its own library, saved as its users save it,
 analysed, and compared stack by stack with the W_q, W_k read from its own modules (checkpoint_builders);
 each with a wrong reading that must differ, so that the comparison can fail."""
 
