@@ -290,7 +290,7 @@ def analyze(
     Layouts: Hugging Face encoders (BERT, RoBERTa, ViT, DeiT, BEiT, ViT-MAE, DINO), DistilBERT, DeBERTa (v1 and
     v2/v3), MPNet, ALBERT, GPT-2, GPT-NeoX / Pythia, GPT-BigCode / StarCoder (multi-query), Persimmon, Llama /
     Mistral / Qwen (grouped-query), Phi-3, Falcon, Bloom, GPT-J, T5 and BART (encoder, decoder and
-    cross-attention apart), CLIP / SigLIP (vision tower or both towers), vision-language models built on a
+    cross-attention apart), CLIP / SigLIP / BLIP (vision tower or both towers), vision-language models built on a
     language model (LLaVA, PaliGemma, Gemma 3, Qwen2-VL, ...: vision tower and language model), SAM's image
     encoder, Swin, SegFormer, timm ViT and original DiT (blocks.{i}.attn.qkv), diffusers DiT, PixArt, SD3 /
     Flux (image and text streams, image-query/text-key block) and llama-family GGUF. Rows carry model, family

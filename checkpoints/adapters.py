@@ -404,6 +404,17 @@ LAYOUTS = (
         "qkv: (three h dh) d -> three h d dh (blocked)",
     ),
     Layout(
+        "blip-vision",
+        r"layers\.(?P<layer>\d+)\.self_attn\.qkv\.weight",
+        None,
+        blocked_qkv,
+        _fused_shapes,
+        "self_attn.qkv: (three h dh) d -> three h d dh (blocked, BlipAttention's reshape(B, N, 3, H, d_h))",
+        model_types=frozenset(
+            {"blip", "blip_vision_model", "blip-2", "blip_2_vision_model", "instructblip", "instructblip_vision_model"}
+        ),
+    ),
+    Layout(
         "sam-vit",
         r"layers\.(?P<layer>\d+)\.attn\.qkv\.weight",
         None,

@@ -97,7 +97,8 @@ _FAMILY_OF = {
     "encoder-decoder": "t5 mt5 umt5 bart mbart marian pegasus whisper m2m_100 blenderbot led",
     "vision-supervised": "vit deit swin donut-swin",
     "vision-self-supervised": "dinov2 vit_mae beit data2vec-vision ijepa vit_msn",
-    "vision-language": "clip clip_vision_model clip_text_model siglip siglip_vision_model siglip_text_model",
+    "vision-language": "clip clip_vision_model clip_text_model siglip siglip_vision_model siglip_text_model "
+    "blip blip_vision_model blip_text_model blip_2_vision_model instructblip_vision_model",
     "segmentation": "sam sam_vision_model segformer maskformer-swin",
     "diffusion": "dit DiTTransformer2DModel PixArtTransformer2DModel SD3Transformer2DModel FluxTransformer2DModel "
     "Transformer2DModel",

@@ -30,7 +30,7 @@ from checkpoint_builders import (
     split_heads_hf,
 )
 
-from checkpoints.adapters import bigcode_fused
+from checkpoints.adapters import bigcode_fused, neox_interleaved
 from checkpoints.analyze import analyze, describe
 from theory.factored import FactoredForms
 
@@ -260,6 +260,31 @@ def test_clip_model_scores_both_towers_with_their_own_heads(tmp_path):
     assert_stacks_match(tmp_path, refs)
     heads = {u.stack: u.heads for u in _plan(tmp_path).units}
     assert "vision_config." in heads["vision"].source and "text_config." in heads["text"].source
+
+
+def test_blip_model_scores_its_fused_qkv_vision_tower_and_its_text_encoder(tmp_path):
+    t = transformers
+    vision = dict(VISION, num_attention_heads=H)
+    text = dict(SMALL, vocab_size=50, num_attention_heads=2, encoder_hidden_size=D)
+    model = t.BlipModel(t.BlipConfig(vision_config=vision, text_config=text, projection_dim=16))
+    model.save_pretrained(tmp_path)
+    q, k = [], []
+    for layer in model.vision_model.encoder.layers:  # BlipAttention: qkv(x).reshape(B, N, 3, H, d_h)
+        out = probe(layer.self_attn.qkv).reshape(D, 3, H, -1).permute(1, 2, 0, 3)  # [3, H, d, d_h]
+        q.append(out[0])
+        k.append(out[1])
+    text_layers = model.text_model.encoder.layer
+    refs = {
+        "vision": FactoredForms(torch.stack(q), torch.stack(k)),
+        "text": pairs_reference([(l.attention.self.query, l.attention.self.key) for l in text_layers], 2),
+    }
+    assert_stacks_match(tmp_path, refs)
+    plan = _plan(tmp_path)
+    assert plan.family == "vision-language"
+    assert {u.layout.name for u in plan.units} == {"blip-vision", "hf-encoder"}
+    w = [layer.self_attn.qkv.weight.detach() for layer in model.vision_model.encoder.layers]
+    interleaved = FactoredForms.stack([neox_interleaved(x, H, H) for x in w])  # GPT-NeoX's order: wrong here
+    assert _differs(interleaved, refs["vision"])
 
 
 def test_llava_style_model_scores_its_vision_tower_and_language_model(tmp_path):
