@@ -152,6 +152,8 @@ SKIP_REASONS = (
         ),
         "value or output projection: not part of W_q W_k^T",
     ),
+    (re.compile(r"input_scale$|activation_scale"), "activation scale of a float8 layer: not part of W_q W_k^T"),
+    (re.compile(r"weight_scale(_inv)?$"), "float8 weight scale: applied to its weight when it is read"),
     (re.compile(r"(^|\.)sr\.|sequence_reduction"), "spatial reduction of the key/value input (see the warning)"),
     (
         re.compile(r"in_proj_weight|(^|\.)head\.attention"),

@@ -5,7 +5,8 @@ Formats: ``.safetensors`` (single, or sharded through its ``*.index.json``), ``.
 (dequantised through the ``gguf`` package; its metadata becomes a config), or a directory holding
 one of those next to a ``config.json`` (a diffusers pipeline directory is read from ``transformer/``).
 A single file without a ``config.json`` takes its config from a JSON of the same stem, if any.
-Only the tensors an adapter asks for are ever read (memory maps, never a whole-file load).
+Only the tensors an adapter asks for are ever read (memory maps, never a whole-file load). Float8 weights
+(FP8 checkpoints) are read times the scale stored beside them (:mod:`checkpoints.fp8`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from checkpoints.fp8 import FLOAT8, SCALE_SUFFIXES, block_size, dequantized
 
 #: File names that say nothing about the model: name it after the directory instead.
 _GENERIC_STEMS = {"model", "pytorch_model", "diffusion_pytorch_model", "consolidated", "weights", "checkpoint"}
@@ -77,10 +80,23 @@ class Checkpoint:
         return list(self.shapes)
 
     def get(self, key: str) -> torch.Tensor:
-        """Read one tensor (dequantised for GGUF), in its stored dtype otherwise."""
+        """Read one tensor (dequantised for GGUF; float8 times its stored scale, :mod:`checkpoints.fp8`), in its
+        stored dtype otherwise."""
         if key not in self.shapes:
             raise CheckpointError(f"{self.path} has no tensor {key!r}")
-        return self.reader(key)
+        tensor = self.reader(key)
+        if tensor.dtype not in FLOAT8:
+            return tensor
+        scale = next((key + suffix for suffix in SCALE_SUFFIXES if key + suffix in self.shapes), None)
+        if scale is None:
+            raise CheckpointError(
+                f"{key} is stored in {tensor.dtype} with no {key}{SCALE_SUFFIXES[0]} or {key}{SCALE_SUFFIXES[1]} "
+                "beside it: without its scale the stored values are not the weights (not guessing)"
+            )
+        try:
+            return dequantized(tensor, self.reader(scale), block_size(self.config), key)
+        except ValueError as err:
+            raise CheckpointError(str(err)) from err
 
     @classmethod
     def from_state_dict(
