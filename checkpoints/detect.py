@@ -593,6 +593,23 @@ def _stack_order(item: tuple[Stack, str]) -> tuple[int, str]:
     return (STACK_ORDER.index(label) if label in STACK_ORDER else len(STACK_ORDER), label)
 
 
+# Keys of integer-packed quantised weights: GPTQ / AWQ (qweight, qzeros), compressed-tensors' int4 / int8
+# (weight_packed), bitsandbytes (4-bit quant_state, 8-bit SCB row scales).
+PACKED = re.compile(r"\.(?:qweight|qzeros|weight_packed|SCB)$|\.quant_state\.")
+
+
+def _refuse_packed(keys: list[str], config: Mapping[str, Any]) -> None:
+    """Packed integer weights are not the weights (FP8 is read, :mod:`checkpoints.fp8`): refuse with what to do."""
+    packed = sorted({_key_pattern(k) for k in keys if PACKED.search(k)})
+    if packed:
+        method = (config.get("quantization_config") or {}).get("quant_method")
+        raise CheckpointError(
+            f"the weights are stored quantised as packed integers ({method or 'no quant_method in the config'}: "
+            f"{', '.join(packed[:3])}): they are not read here; dequantise the model first (e.g. load it with "
+            "transformers and save_pretrained it in bfloat16), or score its unquantised release"
+        )
+
+
 def plan_checkpoint(
     ckpt: Checkpoint,
     heads: int | None = None,
@@ -602,6 +619,7 @@ def plan_checkpoint(
 ) -> Plan:
     """Detect the layout, choose the stacks, check every shape and resolve head counts; reads no tensor."""
     keys, config = ckpt.keys, ckpt.config
+    _refuse_packed(keys, config)
     if prefix and not prefix.endswith("."):
         prefix += "."
     all_stacks = find_stacks(keys)

@@ -1,6 +1,7 @@
-"""FP8 checkpoints: float8 weights are read times the scale stored beside them (checkpoints.fp8), per block,
-per row or per tensor; a float8 weight without a scale is refused. The reference dequantises block by block
-in a plain loop, not through the module's broadcasting."""
+"""Quantised checkpoints. FP8: float8 weights are read times the scale stored beside them (checkpoints.fp8),
+per block, per row or per tensor; a float8 weight without a scale is refused. The reference dequantises block
+by block in a plain loop, not through the module's broadcasting. Integer-packed weights (GPTQ, AWQ,
+bitsandbytes) are refused with what to do."""
 
 from __future__ import annotations
 
@@ -91,3 +92,29 @@ def test_a_scale_that_fits_no_convention_is_refused(tmp_path):
     _llama(tmp_path, lambda v: torch.rand(3, 3))  # neither the tensor, its rows nor 128-blocks (a 2 x 2 grid)
     with pytest.raises(CheckpointError, match=r"scale of shape \(3, 3\) fits neither.*grid \(2, 2\)"):
         all_forms(*describe(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("method", "suffixes"),
+    [
+        ("gptq", {"qweight": (D // 8, D), "qzeros": (1, D // 8), "scales": (1, D), "g_idx": (D,)}),
+        (
+            "bitsandbytes",
+            {"weight": (D * D // 2, 1), "weight.absmax": (D,), "weight.quant_state.bitsandbytes__nf4": (9,)},
+        ),
+    ],
+)
+def test_packed_integer_weights_are_refused_with_what_to_do(method, suffixes, tmp_path):
+    tensors = {
+        f"model.layers.{i}.self_attn.{n}_proj.{suffix}": torch.zeros(
+            shape, dtype=torch.int32 if "q" in suffix else torch.uint8
+        )
+        for i in range(L)
+        for n in "qkvo"
+        for suffix, shape in suffixes.items()
+    }
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    config = {"model_type": "llama", "num_attention_heads": H, "quantization_config": {"quant_method": method}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=rf"stored quantised as packed integers \({method}: .*dequantise"):
+        describe(tmp_path)
