@@ -487,20 +487,19 @@ def _resolve_heads(
     return HeadCounts(counts.n_heads, inferred, counts.source), d, d_head, warnings
 
 
-def _rotary_warning(layouts: list[Layout], config: Mapping[str, Any]) -> str | None:
+def _rotary_warning(layout: Layout, config: Mapping[str, Any]) -> str | None:
     present = [k for k in ROTARY_CONFIG_KEYS if k in config]
     model_type = config.get("model_type")
     if model_type == "falcon" and not config.get("alibi"):
         present = present or ["falcon without alibi"]
-    rotary_default = any(layout.rotary for layout in layouts)
-    if not present and model_type not in ROTARY_MODEL_TYPES and (config_kind(config) or not rotary_default):
+    if not present and model_type not in ROTARY_MODEL_TYPES and (config_kind(config) or not layout.rotary):
         return None
     rope = config.get("rope_parameters") or {}
     fraction = config.get("rotary_pct") or config.get("partial_rotary_factor") or rope.get("partial_rotary_factor")
     where = (
         f"rotary on {fraction:.0%} of each head's dims"
         if fraction
-        else (f"config: {', '.join(present)}" if present else f"usual for {model_type or layouts[0].name}")
+        else (f"config: {', '.join(present)}" if present else f"usual for {model_type or layout.name}")
     )
     return (
         f"rotary position embeddings ({where}): the logit of positions i, j is x_i^T W_q^h R(j - i) W_k^h^T x_j, "
@@ -514,7 +513,7 @@ def _rotary_warnings(chosen: list[tuple[Stack, str]], config: Mapping[str, Any])
     out = []
     for stack, label in chosen:
         scope, where = _scope(config, stack.prefix)
-        warning = _rotary_warning([stack.layout], scope)
+        warning = _rotary_warning(stack.layout, scope)
         if warning:
             out.append(f"stack {label} ({where[:-1]}): {warning}" if where else warning)
     return list(dict.fromkeys(out))

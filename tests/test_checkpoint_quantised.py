@@ -10,6 +10,7 @@ import math
 
 import pytest
 import torch
+from checkpoint_builders import assert_forms_equal
 from safetensors.torch import save_file
 
 from checkpoints.analyze import all_forms, describe
@@ -54,18 +55,13 @@ def _forms(weights) -> FactoredForms:
     return FactoredForms.stack([FactoredForms.from_linear(q[None], k[None], H) for q, k in weights])
 
 
-def _assert_forms_equal(got: FactoredForms, want: FactoredForms) -> None:
-    diff = (got.matrices() - want.matrices()).norm() / want.matrices().norm()
-    assert diff < 1e-6, diff
-
-
 @pytest.mark.parametrize("block", [(128, 128), (64, 32)])
 def test_block_scales_multiply_each_block_of_the_stored_values(block, tmp_path):
     grid = (math.ceil(D / block[0]), math.ceil(D / block[1]))
     quantization = {"quant_method": "fp8", "weight_block_size": list(block)} if block != (128, 128) else {}
     stored = _llama(tmp_path, lambda v: torch.rand(grid) + 0.1, quantization=quantization)
     got = all_forms(*describe(tmp_path))
-    _assert_forms_equal(got, _forms([[_blockwise(v, s, block) for v, s in pair] for pair in stored]))
+    assert_forms_equal(got, _forms([[_blockwise(v, s, block) for v, s in pair] for pair in stored]), atol=1e-6)
     unscaled = _forms([[v.float() for v, _ in pair] for pair in stored])  # the float8 values alone: wrong
     assert (got.matrices() - unscaled.matrices()).norm() > 1e-2 * unscaled.matrices().norm()
     _, plan = describe(tmp_path)
@@ -77,7 +73,8 @@ def test_tensor_and_row_scales(shape, tmp_path):
     n = math.prod(shape)
     stored = _llama(tmp_path, lambda v: (torch.rand(n) + 0.1).reshape(shape), suffix="_scale")
     rows = lambda s: s.reshape(-1, 1) if s.numel() > 1 else s.reshape(())
-    _assert_forms_equal(all_forms(*describe(tmp_path)), _forms([[v.float() * rows(s) for v, s in p] for p in stored]))
+    want = _forms([[v.float() * rows(s) for v, s in p] for p in stored])
+    assert_forms_equal(all_forms(*describe(tmp_path)), want, atol=1e-6)
 
 
 def test_a_float8_weight_without_its_scale_is_refused(tmp_path):
