@@ -69,8 +69,16 @@ def onednn_nt(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
 
 def _dense(x: torch.Tensor) -> torch.Tensor:
     """``x`` itself if it is contiguous or a transposed contiguous matrix (oneDNN reads both at full speed),
-    else a contiguous copy (a slice of columns, whose rows are strided, runs many times slower)."""
-    return x if x.is_contiguous() or x.transpose(-2, -1).is_contiguous() else x.contiguous()
+    else a copy that is one of the two (a slice of columns, whose rows are strided, runs many times slower).
+
+    The copy keeps the slice's own order: a block of a transposed matrix becomes a transposed contiguous one
+    (rows copied as they lie in memory, several times faster than transposing them into a contiguous copy).
+    """
+    if x.is_contiguous() or x.transpose(-2, -1).is_contiguous():
+        return x
+    if x.stride(-2) == 1:  # columns lie contiguously: copy them as columns
+        return x.transpose(-2, -1).contiguous().transpose(-2, -1)
+    return x.contiguous()
 
 
 def _takes_onednn(x: torch.Tensor, w: torch.Tensor) -> bool:

@@ -134,7 +134,33 @@ def test_7b_benchmark_script_runs_at_a_tiny_size(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("source", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("target", [torch.float32, torch.float64], ids=str)
 def test_reader_conversion_is_exact_and_keeps_the_memory_order(source, target):
-    """The read-ahead thread converts with numpy (one core): same values as torch's cast, same strides."""
+    """The read-ahead thread converts in small pieces (one core): same values as torch's cast, same strides."""
     x = torch.randn(2, 24, 40).to(source).transpose(1, 2)  # a weight viewed as [H, d, d_h]: not contiguous
     y = _converted(x, target)
     assert y.dtype == target and y.stride() == x.stride() and torch.equal(y, x.to(target))
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda t: t.transpose(1, 2),  # [H, d, d_h] over a weight [H, d_h, d]
+        lambda t: t[:, 3:17, ::2],  # a strided block, e.g. q of a fused qkv: not dense
+        lambda t: t.reshape(-1),  # one long row
+        lambda t: t.permute(2, 0, 1)[:, :1],  # a size-1 dimension
+        lambda t: t[:, :0],  # empty
+        lambda t: t[0, 0, 0],  # a scalar
+    ],
+    ids=["transposed", "strided-block", "flat", "size-1", "empty", "scalar"],
+)
+@pytest.mark.parametrize("piece", [1, 7, 40, 10**6])
+def test_reader_conversion_in_pieces_covers_every_element_once(view, piece, monkeypatch):
+    """Pieces of at most ``_PIECE`` elements, whatever the view's shape and strides: the same tensor as one cast."""
+    import checkpoints.analyze as analyze_module
+
+    monkeypatch.setattr(analyze_module, "_PIECE", piece)
+    x = view(torch.randn(3, 24, 40).half())
+    y = _converted(x, torch.float32)
+    assert y.shape == x.shape and torch.equal(y, x.float())
+    if x.untyped_storage().nbytes() == x.numel() * x.element_size():  # x covers its storage: its order is kept
+        assert y.stride() == x.stride()
+    assert all(p.numel() <= piece for p in analyze_module._pieces(x))

@@ -8,16 +8,22 @@ from common.gemm import matmul_nt
 
 
 def _operand(shape, layout, gen):
-    """A float32 matrix (batch) of ``shape`` stored contiguous, as a transpose, or as a slice of columns."""
+    """A float32 matrix (batch) of ``shape`` stored contiguous, as a transpose, as a slice of columns, or as a slice
+    of rows of a transpose (its columns contiguous, their starts strided: copied as columns)."""
     if layout == "contiguous":
         return torch.randn(*shape, generator=gen)
     if layout == "transposed":
         return torch.randn(*shape[:-2], shape[-1], shape[-2], generator=gen).transpose(-2, -1)
+    if layout == "transposed rows":
+        return torch.randn(*shape[:-2], shape[-1], shape[-2] + 5, generator=gen).transpose(-2, -1)[..., 3:-2, :]
     return torch.randn(*shape[:-1], shape[-1] + 5, generator=gen)[..., 3 : 3 + shape[-1]]  # rows strided
 
 
-@pytest.mark.parametrize("x_layout", ["contiguous", "transposed", "column slice"])
-@pytest.mark.parametrize("w_layout", ["contiguous", "transposed", "column slice"])
+LAYOUTS = ["contiguous", "transposed", "column slice", "transposed rows"]
+
+
+@pytest.mark.parametrize("x_layout", LAYOUTS)
+@pytest.mark.parametrize("w_layout", LAYOUTS)
 @pytest.mark.parametrize("batch", [(), (3,), (2, 2)], ids=["2d", "batch 3", "batch 2x2"])
 @pytest.mark.parametrize("vendor", ["GenuineIntel", "AuthenticAMD"])  # both routes, whatever this CPU
 def test_matmul_nt_equals_matmul(monkeypatch, x_layout, w_layout, batch, vendor):
@@ -76,3 +82,19 @@ def test_the_route_follows_the_cpu(monkeypatch, vendor, flags, onednn):
     x, w = torch.randn(300, 128, generator=gen), torch.randn(200, 128, generator=gen)
     assert torch.equal(matmul_nt(x, w), x @ w.T)
     assert bool(calls) == onednn
+
+
+def test_a_strided_operand_is_copied_in_its_own_memory_order():
+    """oneDNN reads contiguous and transposed contiguous matrices as they are; other slices are copied into the
+    one of the two that their memory order is closer to (no transposition in the copy)."""
+    gen = torch.Generator().manual_seed(0)
+    for layout, kept, column_major in [
+        ("contiguous", True, False),
+        ("transposed", True, True),
+        ("column slice", False, False),
+        ("transposed rows", False, True),
+    ]:
+        x = _operand((40, 24), layout, gen)
+        y = gemm._dense(x)
+        assert torch.equal(y, x) and (y.data_ptr() == x.data_ptr()) == kept, layout
+        assert (y.transpose(0, 1) if column_major else y).is_contiguous(), layout

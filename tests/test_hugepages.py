@@ -20,3 +20,40 @@ def test_cli_sets_the_variable_before_torch_is_imported(given, seen):
         env["THP_MEM_ALLOC_ENABLE"] = given
     out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == [seen, "False"]
+
+
+# a 4 MiB tensor held while glibc's count of separately mapped blocks (mallinfo2().hblks) is read
+MAPPED = """
+import ctypes, sys
+import common.hugepages as hp
+if sys.argv[1] == "kept":
+    assert hp.keep_freed_blocks()
+import torch
+
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+
+mallinfo2 = ctypes.CDLL(None).mallinfo2
+mallinfo2.restype = Info
+before = mallinfo2().hblks
+x = torch.ones(1 << 20)
+print(mallinfo2().hblks - before)
+"""
+
+
+def _mapped_blocks(mode: str) -> int:
+    out = subprocess.run([sys.executable, "-c", MAPPED, mode], cwd=ROOT, capture_output=True, text=True, check=True)
+    return int(out.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc settings")
+def test_freed_blocks_are_kept_in_the_heap_instead_of_mapped_one_by_one():
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).mallinfo2  # noqa: B018 (glibc >= 2.33)
+    except AttributeError:
+        pytest.skip("no glibc mallinfo2 here")
+    assert _mapped_blocks("default") == 1  # glibc maps a 4 MiB block on its own by default
+    assert _mapped_blocks("kept") == 0  # served from the heap once keep_freed_blocks() has run
