@@ -260,13 +260,14 @@ def _factored_parts(a: torch.Tensor, b: torch.Tensor):
         stack = lambda values, *tail: torch.stack(values).reshape(*batch, *tail)
         sym, rows, cols = (stack([p[0][i] for p in done], *tail) for i, tail in enumerate(((), (d,), (d,))))
         return (sym, rows, cols), stack([p[1] for p in done]), stack([p[2] for p in done])
-    norm = lambda x: torch.linalg.vector_norm(x, dim=(-2, -1)).double().square()
-    scale = norm(a) * norm(b)  # ||A||^2 ||B||^2
     if r >= d:  # the d x d product is cheaper than r x r Grams
+        norm = lambda x: torch.linalg.vector_norm(x, dim=(-2, -1)).double().square()
         sym, rows, cols = _dense_parts(matmul_nt(a, b))
-        return (sym, rows, cols), rows.square().sum(-1), scale
+        return (sym, rows, cols), rows.square().sum(-1), norm(a) * norm(b)
     at, bt = a.transpose(-2, -1).contiguous(), b.transpose(-2, -1).contiguous()  # (..., r, d), read by all 5 products
     gram_a, gram_b = matmul_nt(at, at), matmul_nt(bt, bt)  # A^T A, B^T B (..., r, r)
+    trace = lambda g: g.diagonal(dim1=-2, dim2=-1).sum(-1, dtype=torch.float64)
+    scale = trace(gram_a) * trace(gram_b)  # ||A||^2 ||B||^2 (a NaN or Inf entry shows on the Grams' diagonals)
     cross = matmul_nt(bt, at).double()  # B^T A
     sq_norm = (gram_a.double() * gram_b.double()).sum((-2, -1))
     sym = (cross * cross.transpose(-2, -1)).sum((-2, -1)) / sq_norm
