@@ -112,15 +112,42 @@ def phi3_reference(model: nn.Module) -> FactoredForms:
 
 
 def falcon_reference(model: nn.Module) -> FactoredForms:
-    """Falcon's own ``_split_heads`` on the probed fused output (keys broadcast to the query heads as it does)."""
+    """The queries and keys ``FalconAttention.forward`` itself splits from the fused projection.
+
+    The attention runs on the basis vectors with the identity rotation (cos 1, sin 0) and an eager
+    attention that records what it is handed; the keys are broadcast to the query heads as
+    ``repeat_kv`` does (query head h reads key head ``h // (H / H_kv)``).
+    """
+    from transformers.models.falcon import modeling_falcon
+
+    captured = []
+
+    def record(module, query, key, *args, **kwargs):
+        captured.append((query, key))
+        return torch.zeros_like(query).transpose(1, 2), None
+
+    def heads(attn: nn.Module, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n, d_head = tokens.shape[1], attn.head_dim
+        identity = (torch.ones(1, n, d_head, dtype=tokens.dtype), torch.zeros(1, n, d_head, dtype=tokens.dtype))
+        with torch.no_grad():
+            attn(tokens, attention_mask=None, position_embeddings=identity)
+        query, key = captured.pop()
+        return query[0], key[0]  # [H, N, d_h], [H_kv, N, d_h]
+
     q, k = [], []
-    for block in model.transformer.h:
-        attn = block.self_attention
-        query, key, _ = attn._split_heads(probe(attn.query_key_value)[None])  # [1, N, H or H_kv, d_h]
-        if key.shape[2] == 1:  # multi-query: one key head for every query head (the new architecture broadcasts)
-            key = key.expand(-1, -1, query.shape[2], -1)
-        q.append(query[0].transpose(0, 1))
-        k.append(key[0].transpose(0, 1))
+    original, modeling_falcon.eager_attention_forward = modeling_falcon.eager_attention_forward, record
+    try:
+        for block in model.transformer.h:
+            attn = copy.deepcopy(block.self_attention).double()
+            attn.config._attn_implementation = "eager"
+            d = attn.hidden_size
+            query, key = heads(attn, torch.eye(d, dtype=torch.float64)[None])
+            query0, key0 = heads(attn, torch.zeros(1, 1, d, dtype=torch.float64))
+            query, key = query - query0, key - key0  # the bias removed, as probe does
+            q.append(query)
+            k.append(key.repeat_interleave(query.shape[0] // key.shape[0], dim=0))
+    finally:
+        modeling_falcon.eager_attention_forward = original
     return FactoredForms(torch.stack(q), torch.stack(k), model.transformer.h[0].self_attention.num_kv_heads)
 
 
