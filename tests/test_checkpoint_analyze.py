@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import sys
 
 import pytest
 import torch
@@ -134,33 +135,62 @@ def test_7b_benchmark_script_runs_at_a_tiny_size(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize("source", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("target", [torch.float32, torch.float64], ids=str)
 def test_reader_conversion_is_exact_and_keeps_the_memory_order(source, target):
-    """The read-ahead thread converts in small pieces (one core): same values as torch's cast, same strides."""
+    """The cast of a layer read from disk: same values as torch's cast, same strides."""
     x = torch.randn(2, 24, 40).to(source).transpose(1, 2)  # a weight viewed as [H, d, d_h]: not contiguous
     y = _converted(x, target)
     assert y.dtype == target and y.stride() == x.stride() and torch.equal(y, x.to(target))
 
 
-@pytest.mark.parametrize(
-    "view",
-    [
-        lambda t: t.transpose(1, 2),  # [H, d, d_h] over a weight [H, d_h, d]
-        lambda t: t[:, 3:17, ::2],  # a strided block, e.g. q of a fused qkv: not dense
-        lambda t: t.reshape(-1),  # one long row
-        lambda t: t.permute(2, 0, 1)[:, :1],  # a size-1 dimension
-        lambda t: t[:, :0],  # empty
-        lambda t: t[0, 0, 0],  # a scalar
-    ],
-    ids=["transposed", "strided-block", "flat", "size-1", "empty", "scalar"],
-)
-@pytest.mark.parametrize("piece", [1, 7, 40, 10**6])
-def test_reader_conversion_in_pieces_covers_every_element_once(view, piece, monkeypatch):
-    """Pieces of at most ``_PIECE`` elements, whatever the view's shape and strides: the same tensor as one cast."""
-    import checkpoints.analyze as analyze_module
+VIEWS = {
+    "transposed": lambda t: t.transpose(1, 2),  # [H, d, d_h] over a weight [H, d_h, d]
+    "strided-block": lambda t: t[:, 3:17, ::2],  # e.g. q of a fused qkv: not dense
+    "flat": lambda t: t.reshape(-1),
+    "size-1": lambda t: t.permute(2, 0, 1)[:, :1],
+    "empty": lambda t: t[:, :0],
+    "scalar": lambda t: t[0, 0, 0],
+}
 
-    monkeypatch.setattr(analyze_module, "_PIECE", piece)
+
+@pytest.mark.parametrize("view", VIEWS.values(), ids=VIEWS.keys())
+def test_reader_conversion_of_any_view(view):
+    """Whatever the view's shape and strides: the same values as torch's cast, the order kept where it is dense."""
     x = view(torch.randn(3, 24, 40).half())
     y = _converted(x, torch.float32)
     assert y.shape == x.shape and torch.equal(y, x.float())
     if x.untyped_storage().nbytes() == x.numel() * x.element_size():  # x covers its storage: its order is kept
         assert y.stride() == x.stride()
-    assert all(p.numel() <= piece for p in analyze_module._pieces(x))
+
+
+def _mapped_bytes(address: int) -> int:
+    """Bytes of the mapping holding ``address`` that this process has in its page tables (Rss in /proc/self/smaps)."""
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        lines = smaps.readlines()
+    for line in lines:
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            start, end = (int(v, 16) for v in head.split("-"))
+            inside = start <= address < end
+        elif inside and head == "Rss:":
+            return int(line.split()[1]) * 1024
+    raise LookupError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the mapping's Rss in /proc/self/smaps")
+@pytest.mark.parametrize("view", ["whole", "transposed", "tail"])
+def test_the_reader_brings_a_memory_mapped_tensor_into_memory(tmp_path, view):
+    """After _page_in every page the tensor spans is mapped in this process (none before), and nothing changed."""
+    from checkpoints.analyze import _page_in
+
+    rows, row = 4096, 1024  # 16 MiB, 4096 pages
+    values = torch.arange(rows * row, dtype=torch.float32).view(rows, row)
+    path = tmp_path / "weights.bin"
+    path.write_bytes(values.numpy().tobytes())
+    mapped = torch.from_file(str(path), shared=True, size=rows * row, dtype=torch.float32).view(rows, row)
+    x = {"whole": mapped, "transposed": mapped.T, "tail": mapped[rows // 2 :]}[view]
+    spanned = x.numel() * x.element_size()
+    before = _mapped_bytes(mapped.data_ptr())
+    _page_in(x)
+    after = _mapped_bytes(mapped.data_ptr())
+    assert before < spanned // 2 and after >= spanned, (before, after, spanned)
+    assert torch.equal(mapped, values)
