@@ -76,9 +76,10 @@ def product_flops(d: int, r: int) -> int:
 
 def scoring_flops(plan) -> int:
     """The scoring pass's product flops: every head's form and every layer's form."""
-    per_layer = plan.heads.n_heads * product_flops(plan.d_model, plan.d_head)
-    per_layer += product_flops(plan.d_model, plan.heads.n_kv_heads * plan.d_head)
-    return plan.n_layers * per_layer
+    return sum(
+        u.heads.n_heads * product_flops(u.d_model, u.d_head) + product_flops(u.d_model, u.rank("layer"))
+        for u in plan.units
+    )
 
 
 def null_flops(shapes) -> int:

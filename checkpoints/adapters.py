@@ -84,6 +84,91 @@ def bigcode_fused(c_attn_weight: torch.Tensor, n_heads: int, n_kv_heads: int) ->
     return neox_interleaved(c_attn_weight, n_heads, n_kv_heads)
 
 
+def latent_qk(
+    kv_a: torch.Tensor,
+    kv_norm: torch.Tensor,
+    kv_b: torch.Tensor,
+    *q_weights: torch.Tensor,
+    n_heads: int,
+    n_kv_heads: int,
+) -> FactoredForms:
+    """DeepSeek-V2 / V3 multi-head latent attention (MLA), as ``DeepseekV3Attention.forward`` computes it.
+
+    Keys: ``kv_a_proj_with_mqa`` maps ``x`` to a latent ``c`` (``kv_lora_rank`` rows, RMS-normalised with gain
+    ``g_kv``) and one rotary key ``k_rope`` (``d_rope`` rows) shared by every head; ``kv_b_proj`` maps the latent
+    to each head's ``k_nope`` (then its value): ``B_h^T = [W_kb^h diag(g_kv) W_c ; W_rope]``. Queries: ``q_proj``,
+    or ``q_b_proj diag(g_q) q_a_proj`` through a normalised query latent, split per head into
+    ``(d_nope | d_rope)``: ``"(h (dn dr)) d -> h d (dn dr)"``. So ``d_h = d_nope + d_rope``, and the per-layer
+    form ``sum_h A_h B_h^T = [sum_h A_h^nope W_kb^h | sum_h A_h^rope] [diag(g_kv) W_c ; W_rope]`` has rank
+    ``kv_lora_rank + d_rope`` (kept as explicit per-layer factors where that is below ``H d_h``).
+
+    The norms' gains are linear and folded in; their ``1 / rms`` is a positive factor per token (the query's
+    scales its whole logit row; the key's, its ``k_nope`` part only), which no ``W_q W_k^T`` holds (warned).
+    Products in float32 at least (float64 for float64 weights).
+    """
+    dtype = torch.promote_types(kv_a.dtype, torch.float32)
+    kv_a, kv_norm, kv_b, *q_weights = (w.to(dtype) for w in (kv_a, kv_norm, kv_b, *q_weights))
+    rank = kv_norm.shape[0]
+    latent, rope = kv_norm[:, None] * kv_a[:rank], kv_a[rank:]  # (c, d), (dr, d)
+    d_rope = rope.shape[0]
+    # the query map into the heads, W_q = q_b P^T: P = (diag(g_q) q_a)^T through a query latent, else the identity
+    q_b, p = (q_weights[2], (q_weights[1][:, None] * q_weights[0]).T) if len(q_weights) == 3 else (q_weights[0], None)
+    q_heads = rearrange(q_b, "(h e) i -> h e i", h=n_heads)  # (H, d_h, in): rows (d_nope | d_rope) of each head
+    d_nope = q_heads.shape[1] - d_rope
+    a = rearrange(q_b if p is None else q_b @ p.T, "(h e) d -> h d e", h=n_heads)  # (H, d, d_h)
+    k_nope = rearrange(kv_b, "(h e) c -> h e c", h=n_heads)[:, :d_nope]  # (H, d_nope, c): the key rows, not values
+    b = torch.cat([k_nope @ latent, rope.expand(n_heads, *rope.shape)], dim=1).transpose(-2, -1)  # (H, d, d_h)
+    if rank + d_rope >= n_heads * a.shape[-1]:  # the heads' concatenation is no larger
+        return FactoredForms(a[None], b[None])
+    # sum_h A_h^nope W_kb^h = P sum_h q_b^{h,nope T} W_kb^h: contracted in the query latent, not in d
+    nope = rearrange(q_heads[:, :d_nope], "h e i -> i (h e)") @ rearrange(k_nope, "h e c -> (h e) c")  # (in, c)
+    core = torch.cat([nope, q_heads[:, d_nope:].sum(0).T], dim=1)  # (in, c + dr)
+    layer_a = core if p is None else p @ core  # (d, c + dr)
+    return FactoredForms(a[None], b[None], layer_q=layer_a[None], layer_k=torch.cat([latent, rope]).T[None])
+
+
+def _latent_shapes(
+    kv_a: tuple[int, ...],
+    kv_norm: tuple[int, ...],
+    kv_b: tuple[int, ...],
+    *q: tuple[int, ...],
+    n_heads: int | None = None,
+    n_kv_heads: int | None = None,
+) -> tuple[int, int, int]:
+    """MLA's stored shapes -> ``(d, H d_h, H d_h)``: every query head has its own key (through the shared latent)."""
+    if len(kv_a) != 2 or len(kv_norm) != 1 or len(kv_b) != 2 or kv_b[1] != kv_norm[0] or kv_a[0] < kv_norm[0]:
+        raise ValueError(
+            f"expected kv_a_proj_with_mqa (kv_lora_rank + d_rope, d), kv_a_layernorm (kv_lora_rank,) and kv_b_proj "
+            f"(H (d_nope + d_v), kv_lora_rank); got {kv_a}, {kv_norm}, {kv_b}"
+        )
+    d, d_rope = kv_a[1], kv_a[0] - kv_norm[0]
+    if len(q) == 3:
+        (q_a, q_norm, q_b), stated = (
+            q,
+            "q_a_proj (q_lora_rank, d), q_a_layernorm (q_lora_rank,), q_b_proj (H d_h, q_lora_rank)",
+        )
+        ok = len(q_a) == 2 and q_a[1] == d and q_norm == (q_a[0],) and len(q_b) == 2 and q_b[1] == q_a[0]
+    else:
+        (q_b,), stated = q, "q_proj (H d_h, d)"
+        ok = len(q_b) == 2 and q_b[1] == d
+    if not ok:
+        raise ValueError(f"expected {stated} for d = {d}; got {', '.join(map(str, q))}")
+    if not n_heads:
+        raise ValueError("multi-head latent attention cannot be split into heads without the head count")
+    d_head = q_b[0] // n_heads
+    if q_b[0] % n_heads or kv_b[0] % n_heads or not d_rope <= d_head <= d_rope + kv_b[0] // n_heads:
+        raise ValueError(
+            f"{q_b[0]} query rows and {kv_b[0]} kv_b_proj rows are not H (d_nope + d_rope) and H (d_nope + d_v) for "
+            f"H = {n_heads} heads and d_rope = {d_rope}"
+        )
+    return d, q_b[0], q_b[0]
+
+
+def latent_layer_rank(kv_a: tuple[int, ...], kv_norm: tuple[int, ...], *_rest, n_heads: int, d_head: int) -> int:
+    """Rank of MLA's per-layer form: ``kv_lora_rank + d_rope`` where that is below ``H d_h`` (see :func:`latent_qk`)."""
+    return min(kv_a[0], n_heads * d_head)
+
+
 def _linear_shapes(q: tuple[int, ...], k: tuple[int, ...], **_heads) -> tuple[int, int, int]:
     if len(q) != 2 or len(k) != 2 or q[1] != k[1]:
         raise ValueError(f"expected q and k weights (out, in) with the same in; got {q} and {k}")
@@ -170,7 +255,7 @@ class Layout:
     name: str
     pattern: str  # regex of the key of the first weight, after the prefix; group "layer" (and "stage")
     partner: tuple[str, str] | None  # (suffix, replacement) giving the key weight's key; None when fused
-    adapter: Callable[..., FactoredForms]
+    adapter: Callable[..., FactoredForms]  # (*weights of keys(first), n_heads=, n_kv_heads=) -> one layer's forms
     shapes: Callable[..., tuple[int, int, int]]  # stored shapes -> (d, q rows, k rows); ValueError if foreign
     einops: str
     rotary: bool = False  # rotary positions are the norm in this family
@@ -183,13 +268,17 @@ class Layout:
     live_if: tuple[str, str, str] | None = None  # (suffix, replacement, why): blocks without that key are skipped
     labeller: Callable[[Mapping[str, Any], int, int], Label] | None = None  # (config, stage, block) -> label
     caveat: str | None = None  # what the scored W_q W_k^T leaves out, said in the plan's warnings
+    more: tuple[tuple[str, str], ...] = ()  # (suffix, replacement) of further keys the adapter reads, in order
+    layer_rank: Callable[..., int] | None = None  # (*stored shapes, n_heads=, d_head=) -> rank, if not H_kv d_h
+    supersedes: frozenset[str] = frozenset()  # layouts whose match at the same prefix is part of this one
 
     def match(self, key: str) -> re.Match | None:
         return re.fullmatch(r"(?P<prefix>(?:[^.]+\.)*?)" + self.pattern, key)
 
     def keys(self, first: str) -> tuple[str, ...]:
         """All keys an adapter call needs, from the key of the first weight."""
-        return (first,) if self.partner is None else (first, _replace(first, self.partner))
+        partner = () if self.partner is None else (_replace(first, self.partner),)
+        return (first, *partner, *(_replace(first, rule) for rule in self.more))
 
     def required_key(self, first: str) -> str | None:
         return None if self.requires is None else _replace(first, self.requires)
@@ -206,6 +295,19 @@ _CROSS = (
 _DEBERTA = (
     "DeBERTa's disentangled attention adds content-to-position and position-to-content terms to the logits "
     "(queries and keys against relative position embeddings); the content-to-content form W_q W_k^T is scored"
+)
+_MLA_KEY = "kv_a_proj_with_mqa.weight"
+_MLA = (
+    "multi-head latent attention: queries and keys pass through low-rank latents with RMS norms, whose gains are "
+    "folded into W_q, W_k but whose 1/rms is not (a positive factor per token: the query's scales its whole row of "
+    "logits, the key's only the content part of its logit, not the rotary part); every head's rotary key part is "
+    "one k_rope shared by all heads; the per-layer form has rank kv_lora_rank + d_rope, and its null is drawn at "
+    "that rank"
+)
+# Model types whose attention is DeepseekV3Attention's (each tested against its own forward; kimi_k2 ships
+# DeepSeek-V3's modelling code with its weights).
+_MLA_TYPES = frozenset(
+    {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "minicpm3", "glm4_moe_lite", "glm_moe_dsa", "mistral4"}
 )
 _DIFFUSERS_CROSS = frozenset({"PixArtTransformer2DModel", "Transformer2DModel"})
 _MMDIT = frozenset({"SD3Transformer2DModel", "FluxTransformer2DModel"})
@@ -277,6 +379,40 @@ LAYOUTS = (
         _linear_shapes,
         f"q_proj, k_proj: {_LINEAR}",
         rotary=True,
+    ),
+    Layout(
+        "deepseek-mla",
+        r"layers\.(?P<layer>\d+)\.self_attn\.kv_a_proj_with_mqa\.weight",
+        None,
+        latent_qk,
+        _latent_shapes,
+        "kv_a_proj_with_mqa: (c dr) d -> latent c (kv_a_layernorm), rotary key dr shared by all heads; kv_b_proj: "
+        "(h (dn dv)) c -> each head's key dn (its value dv); q_b_proj diag(g) q_a_proj: (h (dn dr)) d -> h d (dn dr)",
+        rotary=True,
+        model_types=_MLA_TYPES,
+        requires=(_MLA_KEY, "q_a_proj.weight"),
+        more=tuple(
+            (_MLA_KEY, f"{name}.weight")
+            for name in ("kv_a_layernorm", "kv_b_proj", "q_a_proj", "q_a_layernorm", "q_b_proj")
+        ),
+        layer_rank=latent_layer_rank,
+        caveat=_MLA,
+    ),
+    Layout(
+        "deepseek-mla-q",
+        r"layers\.(?P<layer>\d+)\.self_attn\.kv_a_proj_with_mqa\.weight",
+        None,
+        latent_qk,
+        _latent_shapes,
+        "kv_a_proj_with_mqa: (c dr) d -> latent c (kv_a_layernorm), rotary key dr shared by all heads; kv_b_proj: "
+        "(h (dn dv)) c -> each head's key dn (its value dv); q_proj: (h (dn dr)) d -> h d (dn dr) (no query latent)",
+        rotary=True,
+        model_types=_MLA_TYPES,
+        requires=(_MLA_KEY, "q_proj.weight"),
+        more=tuple((_MLA_KEY, f"{name}.weight") for name in ("kv_a_layernorm", "kv_b_proj", "q_proj")),
+        layer_rank=latent_layer_rank,
+        supersedes=frozenset({"llama-style"}),  # its q_proj is llama-style's first key
+        caveat=_MLA,
     ),
     Layout(
         "bart-cross",

@@ -53,15 +53,15 @@ def _pers(per: PerChoice) -> tuple[str, ...]:
 
 
 def _unit_nulls(unit: Unit, per: PerChoice, null_samples: int | None) -> list[tuple[str, int, int, int]]:
-    ranks = {"head": unit.d_head, "layer": unit.heads.n_kv_heads * unit.d_head}
     d = unit.d_model
-    return [(p, d, ranks[p], null_samples or default_null_samples(d, ranks[p])) for p in _pers(per)]
+    return [(p, d, unit.rank(p), null_samples or default_null_samples(d, unit.rank(p))) for p in _pers(per)]
 
 
 def null_shapes(plan: Plan, per: PerChoice, null_samples: int | None = None) -> list[tuple[str, int, int, int]]:
     """``(per, d, rank, n_samples)`` of every null the scores need (one per distinct shape of the plan's units).
 
-    The per-layer rank is ``H_kv d_h`` (see :meth:`FactoredForms.factors`), also where it exceeds ``d``.
+    The per-layer rank is ``H_kv d_h`` (see :meth:`FactoredForms.factors`), also where it exceeds ``d``, or that of
+    the layout's own per-layer factors (multi-head latent attention).
     """
     return list(dict.fromkeys(shape for unit in plan.units for shape in _unit_nulls(unit, per, null_samples)))
 
@@ -139,17 +139,14 @@ def iter_rows(
     dtype = torch.float32 if precision == "float32" else torch.float64
 
     def read(layer: int) -> FactoredForms:
-        forms = layer_forms(ckpt, plan, layer)
-        _page_in(forms.q)
-        _page_in(forms.k)
-        return forms
+        return layer_forms(ckpt, plan, layer).map(_page_in)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-layer") as reader:
         pending = reader.submit(read, 0) if plan.n_layers else None
         for layer in range(plan.n_layers):
             stored = pending.result()
             pending = reader.submit(read, layer + 1) if layer + 1 < plan.n_layers else None
-            forms = FactoredForms(_converted(stored.q, dtype), _converted(stored.k, dtype), stored.n_kv_heads)
+            forms = stored.map(lambda x: _converted(x, dtype))
             del stored
             samples = {p: n for p, _, _, n in _unit_nulls(plan.units[layer], per, null_samples)}
             rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed, precision)]  # type: ignore[arg-type]
@@ -161,19 +158,21 @@ def iter_rows(
 _PAGE, _READS = 4096, 16384
 
 
-def _page_in(x: torch.Tensor) -> None:
-    """Read one byte of every page ``x`` spans, so that a memory-mapped tensor is in memory before it is used.
+def _page_in(x: torch.Tensor) -> torch.Tensor:
+    """Read one byte of every page ``x`` spans, so that a memory-mapped tensor is in memory before it is used;
+    returns ``x``.
 
     The reads go in pieces below torch's parallel grain (32,768 elements): on the calling thread alone.
     """
     if x.device.type != "cpu" or x.numel() == 0:
-        return
+        return x
     size = x.element_size()
     start = x.storage_offset() * size
     span = (sum((n - 1) * abs(st) for n, st in zip(x.shape, x.stride(), strict=True)) + 1) * size
     data = torch.empty(0, dtype=torch.uint8).set_(x.untyped_storage())[start : start + span : _PAGE]
     for first in range(0, len(data), _READS):
         data[first : first + _READS].sum()
+    return x
 
 
 def _converted(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:

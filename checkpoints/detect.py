@@ -32,6 +32,7 @@ ATTENTION_LOOKING = re.compile(
     re.IGNORECASE,
 )
 QK_NORM = re.compile(r"(^|[._])(q|k|query|key)_?(norm|layernorm|ln)([._]|$)|(^|[._])norm_(added_)?[qk]([._]|$)")
+INDEXER = re.compile(r"(^|\.)indexer\.")  # DeepSeek sparse attention's key selector
 ADALN = re.compile(r"adaLN|adaln|\.norm1\.linear\.|\.norm1\.emb\.|scale_shift_table|\.norm1_context\.linear\.")
 _LAYER_NUMBER = re.compile(r"(?<![^.])\d+(?![^.])")  # a whole dotted component of digits
 ROTARY_CONFIG_KEYS = (
@@ -93,7 +94,8 @@ _FAMILY_OF = {
     "encoder": "bert roberta xlm-roberta camembert distilbert albert electra deberta deberta-v2 ernie mpnet modernbert",
     "decoder": "gpt2 gpt_neox gpt_neox_japanese llama mistral mixtral qwen2 qwen2_moe qwen3 qwen3_moe gemma gemma2 "
     "gemma3_text phi phi3 falcon bloom gptj opt olmo olmo2 stablelm starcoder2 cohere granite gpt_bigcode persimmon "
-    "internlm baichuan deepseek_v2 deepseek_v3 imagegpt decision_transformer",
+    "internlm baichuan deepseek_v2 deepseek_v3 deepseek_v32 kimi_k2 minicpm3 glm4_moe_lite glm_moe_dsa mistral4 "
+    "imagegpt decision_transformer",
     "encoder-decoder": "t5 mt5 umt5 bart mbart marian pegasus whisper m2m_100 blenderbot led",
     "vision-supervised": "vit deit swin donut-swin",
     "vision-self-supervised": "dinov2 vit_mae beit data2vec-vision ijepa vit_msn",
@@ -137,6 +139,7 @@ STACK_ORDER = (
 )
 # Why an attention-looking key is not scored; the first matching rule wins.
 SKIP_REASONS = (
+    (INDEXER, "sparse-attention indexer: its own scores pick the keys each query attends to, not W_q W_k^T"),
     (re.compile(r"(^|\.)(DenseReluDense|mlp|ffn|feed_forward|ff)\."), "feed-forward (MLP) weights: not attention"),
     (QK_NORM, "q/k normalisation gains: not folded into W_q, W_k (see the warning)"),
     (
@@ -197,6 +200,11 @@ class Unit:
     d_model: int
     d_head: int
     cross: bool  # queries and keys act on different spaces: symmetry not defined
+    layer_rank: int  # rank of the per-layer form's factors: H_kv d_h, or the layout's own (latent attention)
+
+    def rank(self, per: str) -> int:
+        """Rank of the per-head (``d_h``) or per-layer form, as :meth:`FactoredForms.rank` gives it."""
+        return self.d_head if per == "head" else self.layer_rank
 
 
 @dataclass(frozen=True)
@@ -252,14 +260,18 @@ class Plan:
         ]
         groups: dict[tuple, list[Unit]] = {}
         for u in self.units:
-            groups.setdefault((u.stack, u.layout.name, u.heads, u.d_model, u.d_head, u.cross), []).append(u)
+            groups.setdefault((u.stack, u.layout.name, u.heads, u.d_model, u.d_head, u.cross, u.layer_rank), []).append(
+                u
+            )
         several = len(self.stacks) > 1
-        for (stack, layout, h, d, dh, cross), units in groups.items():
+        for (stack, layout, h, d, dh, cross, rank), units in groups.items():
             kv = f", {h.n_kv_heads} key/value heads (grouped-query)" if h.n_kv_heads != h.n_heads else ""
             what = f"stack {stack} ({layout}): " if several else ""
             note = "; symmetry not defined (queries and keys on different spaces)" if cross else ""
+            own = f", per-layer rank {rank}" if rank != h.n_kv_heads * dh else ""
             out.append(
-                f"{what}{len(units)} layers x {h.n_heads} heads{kv}; d = {d}, d_h = {dh} (heads from {h.source}){note}"
+                f"{what}{len(units)} layers x {h.n_heads} heads{kv}; d = {d}, d_h = {dh}{own} (heads from {h.source})"
+                f"{note}"
             )
         first = self.units[0]
         out.append(
@@ -297,7 +309,8 @@ def find_stacks(keys: list[str]) -> list[Stack]:
                 groups = m.groupdict()
                 index = (int(groups["stage"]), int(m["layer"])) if groups.get("stage") else (int(m["layer"]),)
                 stack.found[index] = key
-    return list(found.values())
+    superseded = {(name, s.prefix) for s in found.values() for name in s.layout.supersedes}
+    return [s for s in found.values() if (s.layout.name, s.prefix) not in superseded]
 
 
 def _describe_stack(stack: Stack) -> str:
@@ -521,6 +534,12 @@ def _rotary_warnings(chosen: list[tuple[Stack, str]], config: Mapping[str, Any])
 
 def _key_warnings(keys: list[str], config: Mapping[str, Any]) -> list[str]:
     out = []
+    if any(INDEXER.search(k) for k in keys):
+        out.append(
+            "sparse attention (DeepSeek-V3.2 / GLM-5 indexer): a separate learned score picks the top-k keys each "
+            "query attends to; the scored form is the attention's own W_q W_k^T, on whichever keys it is given"
+        )
+    keys = [k for k in keys if not INDEXER.search(k)]
     norms = sorted({_key_pattern(k) for k in keys if QK_NORM.search(k)})
     if norms or any(config.get(k) for k in ("qk_norm", "use_qk_norm", "qk_layernorm")):
         out.append(
@@ -701,7 +720,10 @@ def _units(
         stage, block = stack.position(i)
         counts, d, d_head, _ = resolved[stage]
         unit_label, cross = layout.labeller(scope, stage, block) if layout.labeller else (label, layout.cross)
-        units.append(Unit(unit_label, i, layer_keys[i], layout, counts, d, d_head, cross or layout.cross))
+        rank = counts.n_kv_heads * d_head
+        if layout.layer_rank is not None:
+            rank = layout.layer_rank(*(ckpt.shapes[k] for k in layer_keys[i]), n_heads=counts.n_heads, d_head=d_head)
+        units.append(Unit(unit_label, i, layer_keys[i], layout, counts, d, d_head, cross or layout.cross, rank))
     return units
 
 

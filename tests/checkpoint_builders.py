@@ -151,6 +151,78 @@ def falcon_reference(model: nn.Module) -> FactoredForms:
     return FactoredForms(torch.stack(q), torch.stack(k), model.transformer.h[0].self_attention.num_kv_heads)
 
 
+def latent_reference(model: nn.Module) -> FactoredForms:
+    """The queries and keys a multi-head latent attention (``DeepseekV3Attention`` and its kin) computes itself.
+
+    Each layer's attention runs on the basis vectors (minus the zero input: biases removed) with an eager
+    attention that records what it is handed, the module's ``apply_rotary*`` functions made the identity, and
+    the latents' RMS norms without their ``1 / rms``: ``eps`` set far above every mean square and the output
+    scaled back by ``sqrt(eps)``, so each norm applies its gain as its own class does (the scored forms leave the
+    per-token ``1 / rms`` out, as the plan warns). The norms compute in float32: compare within ~1e-6.
+    """
+    import sys
+
+    attentions = [m for m in model.modules() if hasattr(m, "kv_a_proj_with_mqa")]
+    module = sys.modules[type(attentions[0]).__module__]
+    captured = []
+
+    def record(attn, query, key, value, *args, **kwargs):
+        captured.append((query, key))
+        return torch.zeros_like(value).transpose(1, 2), None
+
+    def identity(q, k, *args, **kwargs):
+        return q, k
+
+    eps = 1e24
+
+    def without_rms(norm: nn.Module) -> None:
+        name = next(n for n in ("variance_epsilon", "eps") if hasattr(norm, n))
+        setattr(norm, name, eps)
+        forward = norm.forward
+        norm.forward = lambda x: forward(x) * eps**0.5
+
+    def heads(attn: nn.Module, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # position_embeddings: unpacks as (cos, sin) and has .to (the rotation ignores it); the mask lets every query
+        # see every key (the sparse-attention indexers of DeepSeek-V3.2 and GLM-5 need one); position 0 for every
+        # token (Mistral 4 scales its queries by position beyond its original context)
+        n = tokens.shape[1]
+        mask, positions = torch.ones(1, 1, n, n, dtype=torch.bool), torch.zeros(1, n, dtype=torch.long)
+        with torch.no_grad():
+            attn(tokens, position_embeddings=torch.zeros(2), attention_mask=mask, position_ids=positions)
+        query, key = captured.pop()
+        return query[0], key[0]  # [H, N, d_h] each
+
+    patched = {name: getattr(module, name) for name in dir(module) if name.startswith("apply_rotary")}
+    patched["eager_attention_forward"] = module.eager_attention_forward
+    for name in patched:
+        setattr(module, name, record if name == "eager_attention_forward" else identity)
+    q, k = [], []
+    try:
+        for original in attentions:
+            attn = copy.deepcopy(original).double()
+            attn.config._attn_implementation = "eager"
+            for norm in (getattr(attn, "q_a_layernorm", None), attn.kv_a_layernorm):
+                if norm is not None:
+                    without_rms(norm)
+            d = attn.kv_a_proj_with_mqa.in_features
+            query, key = heads(attn, torch.eye(d, dtype=torch.float64)[None])
+            query0, key0 = heads(attn, torch.zeros(1, 1, d, dtype=torch.float64))
+            q.append(query - query0)
+            k.append(key - key0)
+    finally:
+        for name, value in patched.items():
+            setattr(module, name, value)
+    return FactoredForms(torch.stack(q), torch.stack(k))
+
+
+def with_layer_rank(forms: FactoredForms, rank: int) -> FactoredForms:
+    """The forms with per-layer factors of ``rank`` from the SVD of each layer's ``sum_h M_h`` (which must have
+    that rank: the singular values beyond it are checked to vanish)."""
+    u, sv, vh = torch.linalg.svd(forms.matrices("layer"))
+    assert (sv[:, rank:] <= 1e-6 * sv[:, :1]).all(), f"the per-layer forms have rank above {rank}: {sv[:, rank:]}"
+    return FactoredForms(forms.q, forms.k, layer_q=u[..., :rank] * sv[:, None, :rank], layer_k=vh[:, :rank].mT)
+
+
 def bloom_reference(model: nn.Module) -> FactoredForms:
     """Bloom's own ``_reshape``: ``view(B, N, H, 3, d_h)``, q and k as ``[B, H, N, d_h]``."""
     q, k = [], []
@@ -245,8 +317,11 @@ def adapted(path, stack: str | None = None, **kw) -> FactoredForms:
     return all_forms(*describe(path, **kw), stack=stack)
 
 
-def assert_stacks_match(path, references: dict[str, FactoredForms], cross: set[str] = frozenset(), **kw) -> None:
-    """Every stack of the analysis equals its reference forms, layer by layer, and its rows equal scoring them.
+def assert_stacks_match(
+    path, references: dict[str, FactoredForms], cross: set[str] = frozenset(), atol: float = 1e-9, **kw
+) -> None:
+    """Every stack of the analysis equals its reference forms, layer by layer (within ``atol``, relative), and its
+    rows equal scoring them.
 
     The plan must hold exactly the stacks of ``references``, in that order; ``cross`` names those whose
     symmetry is not defined.
@@ -261,7 +336,7 @@ def assert_stacks_match(path, references: dict[str, FactoredForms], cross: set[s
         assert len(units) == want.n_layers, (stack, len(units), want.n_layers)
         assert all(plan.units[i].cross == (stack in cross) for i in units), stack
         for j, i in enumerate(units):
-            assert_forms_equal(layer_forms(ckpt, plan, i), want.layers([j]))
+            assert_forms_equal(layer_forms(ckpt, plan, i), want.layers([j]), atol)
         rows = [r for r in result.rows if r["stack"] == stack]
         expected = [r for j in range(want.n_layers) for r in _layer_rows(want.layers([j]), plan.units[units[j]].layer)]
         assert_rows_match(rows, None, cross=stack in cross, expected=expected)

@@ -269,3 +269,58 @@ def test_algebra_refuses_mismatched_forms():
         a + _random_forms(gen, 1, 1, 2, 9, 2)
     with pytest.raises(ValueError, match="left scale"):
         a.diag_scaled(left=torch.ones(7))
+
+
+def _latent_forms(gen, layers: int, heads: int, d: int, d_h: int, r: int) -> FactoredForms:
+    """Heads whose keys all come from one latent ``R`` (``B_h = R V_h^T``, as in multi-head latent attention),
+    with the per-layer factors that structure gives: ``sum_h A_h B_h^T = (sum_h A_h V_h) R^T``, rank ``r``."""
+    randn = lambda *shape: torch.randn(*shape, generator=gen, dtype=torch.float64)
+    a, latent, v = randn(layers, heads, d, d_h), randn(layers, d, r), randn(layers, heads, d_h, r)
+    b = torch.einsum("ldr,lher->lhde", latent, v)
+    return FactoredForms(a, b, layer_q=torch.einsum("lhde,lher->ldr", a, v), layer_k=latent)
+
+
+@given(
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(3, 9),
+    st.integers(1, 4),
+    st.integers(1, 4),
+    st.integers(0, 2**31 - 1),
+)
+def test_explicit_layer_factors_are_kept_by_the_algebra(layers, heads, d, d_h, r, seed):
+    gen = torch.Generator().manual_seed(seed)
+    a, b = _latent_forms(gen, layers, heads, d, d_h, r), _random_forms(gen, layers, heads, 1, d, d_h)
+    ma, mb = oracles.dense_forms(a.q, a.k), oracles.dense_forms(b.q, b.k)
+    left, right = torch.randn(layers, d, generator=gen, dtype=torch.float64), torch.rand(d, generator=gen)
+    cases = {  # name: (forms, per-head matrices, per-layer rank)
+        "a": (a, ma, r),
+        "a + b": (a + b, ma + mb, r + heads * d_h),
+        "b - a": (b - a, mb - ma, heads * d_h + r),
+        "-a": (-a, -ma, r),
+        "2.5 a": (2.5 * a, 2.5 * ma, r),
+        "diag(l) a diag(r)": (a.diag_scaled(left, right), left[:, None, :, None] * ma * right, r),
+        "a^T": (a.transposed(), ma.transpose(-2, -1), r),
+        "layers 0": (a.layers([0]), ma[:1], r),
+        "stack": (FactoredForms.stack([a, a.layers([0])]), torch.cat([ma, ma[:1]]), r),
+        "float32": (a.map(lambda x: x.float()), ma, r),
+    }
+    for name, (forms, expected, rank) in cases.items():
+        assert forms.rank("layer") == rank, name
+        torch.testing.assert_close(forms.matrices("head"), expected, atol=1e-5, rtol=1e-5, msg=name)
+        torch.testing.assert_close(forms.matrices("layer"), expected.sum(1), atol=1e-5, rtol=1e-5, msg=name)
+    expected = dense_scores(ma.sum(1))
+    got = a.scores("layer")
+    torch.testing.assert_close(got.symmetry, expected.symmetry, atol=1e-10, rtol=0)
+    torch.testing.assert_close(got.directionality_pr, expected.directionality_pr, atol=1e-9, rtol=0)
+
+
+def test_explicit_layer_factors_are_checked():
+    gen = torch.Generator().manual_seed(0)
+    a = _latent_forms(gen, 2, 2, 8, 3, 2)
+    with pytest.raises(ValueError, match="both per-layer factors"):
+        FactoredForms(a.q, a.k, layer_q=a.layer_q)
+    with pytest.raises(ValueError, match=r"per-layer factors must be \[L=2, d=8, r\]"):
+        FactoredForms(a.q, a.k, layer_q=a.layer_q[:1], layer_k=a.layer_k[:1])
+    with pytest.raises(ValueError, match="differ in rank"):
+        FactoredForms.stack([a, _random_forms(gen, 2, 2, 1, 8, 3)])

@@ -2,12 +2,15 @@
 
 Head ``h`` of layer ``l`` has ``M_lh = W_q^h (W_k^h)^T`` with ``W_q^h, W_k^h`` in ``R^{d x d_h}``
 (input space to head space; docs/theory.md section 1). The per-layer form is ``sum_h M_lh``, itself a
-factored form of rank ``H d_h``: concatenate the heads' factors along the rank axis.
+factored form of rank ``H d_h``: concatenate the heads' factors along the rank axis. Where the model
+gives the per-layer form a smaller factorisation (multi-head latent attention: every head's keys come
+from one shared latent), the forms carry it, and it is the per-layer form's factors and rank.
 Biases add linear terms to the logits and are not part of the bilinear form.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -68,11 +71,18 @@ class FactoredForms:
 
     ``n_kv_heads`` (default ``H``) records grouped-query attention: key heads are then repeated in
     groups of ``H / H_kv`` (:func:`expand_kv_heads`), and the per-layer form has rank ``H_kv d_h``.
+
+    ``layer_q, layer_k`` (``[L, d, r]``, optional): factors of the per-layer form ``sum_h M_lh`` of a rank
+    ``r`` below the heads' ``H_kv d_h``, where the model's structure gives one (DeepSeek's multi-head latent
+    attention: ``r = kv_lora_rank + d_rope``, against ``H (d_nope + d_rope)``). They must multiply out to the
+    sum of the heads' forms (the adapter that builds them is tested for it); every operation below keeps them.
     """
 
     q: torch.Tensor
     k: torch.Tensor
     n_kv_heads: int | None = None
+    layer_q: torch.Tensor | None = None
+    layer_k: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         q, k = _as_stack(self.q, "q"), _as_stack(self.k, "k")
@@ -86,6 +96,18 @@ class FactoredForms:
         object.__setattr__(self, "q", q)
         object.__setattr__(self, "k", k)
         object.__setattr__(self, "n_kv_heads", n_kv)
+        if (self.layer_q is None) != (self.layer_k is None):
+            raise ValueError("give both per-layer factors layer_q and layer_k, or neither")
+        if self.layer_q is not None:
+            lq, lk = torch.as_tensor(self.layer_q), torch.as_tensor(self.layer_k)
+            want = (q.shape[0], q.shape[2])
+            if lq.shape != lk.shape or lq.ndim != 3 or tuple(lq.shape[:2]) != want:
+                raise ValueError(
+                    f"per-layer factors must be [L={want[0]}, d={want[1]}, r] each; "
+                    f"got {tuple(lq.shape)} and {tuple(lk.shape)}"
+                )
+            object.__setattr__(self, "layer_q", lq)
+            object.__setattr__(self, "layer_k", lk)
 
     # ---- constructors -------------------------------------------------------------------------
     @classmethod
@@ -127,7 +149,16 @@ class FactoredForms:
         n_kv = {f.n_kv_heads for f in forms}
         if len(n_kv) > 1:
             raise ValueError(f"cannot stack forms with different key-head counts {sorted(n_kv)}")
-        return cls(torch.cat([f.q for f in forms]), torch.cat([f.k for f in forms]), n_kv.pop())
+        ranks = {f.rank("layer") for f in forms}
+        if len(ranks) > 1:
+            raise ValueError(f"cannot stack forms whose per-layer forms differ in rank {sorted(ranks)}")
+        layer = [f.factors("layer") for f in forms] if any(f.layer_q is not None for f in forms) else None
+        return cls(
+            torch.cat([f.q for f in forms]),
+            torch.cat([f.k for f in forms]),
+            n_kv.pop(),
+            *((torch.cat([a for a, _ in layer]), torch.cat([b for _, b in layer])) if layer else ()),
+        )
 
     # ---- algebra (stays factored; each operation's factors multiply out to the dense result) ---
     def __add__(self, other: FactoredForms) -> FactoredForms:
@@ -141,10 +172,14 @@ class FactoredForms:
             )
         dtype = torch.promote_types(self.q.dtype, other.q.dtype)
         cat = lambda a, b: torch.cat([a.to(dtype), b.to(dtype)], dim=-1)
-        return FactoredForms(cat(self.q, other.q), cat(self.k, other.k), self.n_kv_heads)
+        layer = ()
+        if self.layer_q is not None or other.layer_q is not None:  # the per-layer sums add as the heads do
+            (a, b), (a2, b2) = self.factors("layer"), other.factors("layer")
+            layer = (cat(a, a2), cat(b, b2))
+        return FactoredForms(cat(self.q, other.q), cat(self.k, other.k), self.n_kv_heads, *layer)
 
     def __neg__(self) -> FactoredForms:
-        return FactoredForms(-self.q, self.k, self.n_kv_heads)
+        return self._with(-self.q, self.k, *(() if self.layer_q is None else (-self.layer_q, self.layer_k)))
 
     def __sub__(self, other: FactoredForms) -> FactoredForms:
         """``M - M'``, e.g. the update ``M_t - M_0``: ``[A, -A'] [B, B']^T``."""
@@ -152,7 +187,7 @@ class FactoredForms:
 
     def __mul__(self, c: float) -> FactoredForms:
         """``c M`` (the scalar goes into the query factor)."""
-        return FactoredForms(self.q * c, self.k, self.n_kv_heads)
+        return self._with(self.q * c, self.k, *(() if self.layer_q is None else (self.layer_q * c, self.layer_k)))
 
     __rmul__ = __mul__
 
@@ -171,15 +206,16 @@ class FactoredForms:
                 raise ValueError(
                     f"{side} scale must be [d={self.d_model}] or [L={self.n_layers}, d]; got {tuple(scale.shape)}"
                 )
-            scale = scale.reshape(-1, 1, self.d_model, 1)  # (L or 1, 1, d, 1)
+            scale = scale.reshape(-1, *(1,) * (x.ndim - 3), self.d_model, 1)  # (L or 1, [1,] d, 1)
             dtype = torch.promote_types(x.dtype, scale.dtype)
             return x.to(dtype) * scale.to(dtype)
 
-        return FactoredForms(rows(self.q, left, "left"), rows(self.k, right, "right"), self.n_kv_heads)
+        layer = () if self.layer_q is None else (rows(self.layer_q, left, "left"), rows(self.layer_k, right, "right"))
+        return self._with(rows(self.q, left, "left"), rows(self.k, right, "right"), *layer)
 
     def transposed(self) -> FactoredForms:
         """``M^T = B A^T``: query and key factors swap (grouped-query heads are then no longer grouped)."""
-        return FactoredForms(self.k, self.q)
+        return FactoredForms(self.k, self.q, None, *(() if self.layer_q is None else (self.layer_k, self.layer_q)))
 
     def summed_heads(self) -> FactoredForms:
         """The per-layer form ``sum_h M_h`` as a stack with one head: ``[L, 1, d, H_kv d_h]``."""
@@ -188,7 +224,17 @@ class FactoredForms:
 
     def layers(self, index: slice | list[int] | torch.Tensor) -> FactoredForms:
         """The forms of the selected layers (e.g. ``layers(slice(0, None, L))`` for layer 0 of seed-stacked forms)."""
-        return FactoredForms(self.q[index], self.k[index], self.n_kv_heads)
+        layer = () if self.layer_q is None else (self.layer_q[index], self.layer_k[index])
+        return self._with(self.q[index], self.k[index], *layer)
+
+    def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> FactoredForms:
+        """The same forms with ``fn`` applied to every factor (a cast, a move to another device)."""
+        return self._with(
+            fn(self.q), fn(self.k), *(() if self.layer_q is None else (fn(self.layer_q), fn(self.layer_k)))
+        )
+
+    def _with(self, q: torch.Tensor, k: torch.Tensor, *layer: torch.Tensor) -> FactoredForms:
+        return FactoredForms(q, k, self.n_kv_heads, *layer)
 
     # ---- shape --------------------------------------------------------------------------------
     @property
@@ -208,20 +254,26 @@ class FactoredForms:
         return self.q.shape[3]
 
     def rank(self, per: Per) -> int:
-        """Number of columns of the factors of a per-head (``d_h``) or per-layer (``H_kv d_h``) form."""
+        """Number of columns of the factors of a per-head (``d_h``) or per-layer (``H_kv d_h``, or that of the
+        explicit per-layer factors) form."""
         _check_per(per)
-        return self.d_head if per == "head" else self.n_kv_heads * self.d_head
+        if per == "head":
+            return self.d_head
+        return self.n_kv_heads * self.d_head if self.layer_q is None else self.layer_q.shape[-1]
 
     # ---- views --------------------------------------------------------------------------------
     def factors(self, per: Per = "head") -> tuple[torch.Tensor, torch.Tensor]:
         """``(A, B)`` with ``M = A B^T``: ``[L, H, d, d_h]`` per head, ``[L, d, H_kv d_h]`` per layer.
 
         Per layer, the query heads sharing a key head are summed first:
-        ``sum_h W_q^h W_k^{g(h)T} = sum_g (sum_{h in g} W_q^h) W_k^{gT}``, so the factors have the true rank.
+        ``sum_h W_q^h W_k^{g(h)T} = sum_g (sum_{h in g} W_q^h) W_k^{gT}``, so the factors have the true rank;
+        explicit per-layer factors (``layer_q``, ``layer_k``) are returned as they are.
         """
         _check_per(per)
         if per == "head":
             return self.q, self.k
+        if self.layer_q is not None:
+            return self.layer_q, self.layer_k
         q, k = self.q, self.k
         if self.n_kv_heads != self.n_heads:  # sum each group's query heads (in float64)
             q = rearrange(q.double(), "l (g r) d dh -> l g r d dh", g=self.n_kv_heads).sum(2)  # (L, H_kv, d, d_h)

@@ -1,0 +1,150 @@
+"""Multi-head latent attention (DeepSeek-V2 / V3 and the models that share its attention): a tiny random model
+built with transformers, saved as its users save it, analysed, and compared with the queries and keys its own
+forward computes (checkpoint_builders.latent_reference); the per-layer form's rank is the latent's, checked
+against the SVD of the heads' sum; wrong readings must differ."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from checkpoint_builders import (
+    NULL_SAMPLES,
+    D,
+    H,
+    L,
+    adapted,
+    assert_forms_equal,
+    assert_stacks_match,
+    latent_reference,
+    with_layer_rank,
+)
+
+from checkpoints.adapters import latent_qk
+from checkpoints.analyze import describe, null_shapes
+from checkpoints.detect import CheckpointError
+from theory.factored import FactoredForms
+
+transformers = pytest.importorskip("transformers")
+
+Q_LORA, KV_LORA, D_NOPE, D_ROPE, D_V = 12, 8, 6, 4, 5
+LATENT = {
+    "vocab_size": 50,
+    "hidden_size": D,
+    "num_hidden_layers": L,
+    "num_attention_heads": H,
+    "num_key_value_heads": H,
+    "intermediate_size": 37,
+    "q_lora_rank": Q_LORA,
+    "kv_lora_rank": KV_LORA,
+    "qk_nope_head_dim": D_NOPE,
+    "qk_rope_head_dim": D_ROPE,
+    "v_head_dim": D_V,
+    # small mixtures of experts where the model has them (ignored by the others)
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 16,
+    "n_group": 1,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
+}
+MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "minicpm3", "glm4_moe_lite", "glm_moe_dsa", "mistral4")
+
+
+def _model(model_type: str, **overrides):
+    try:
+        config = transformers.AutoConfig.for_model(model_type, **{**LATENT, **overrides})
+    except (KeyError, ValueError):
+        pytest.skip(f"transformers {transformers.__version__} has no {model_type}")
+    torch.manual_seed(0)
+    try:
+        model = transformers.AutoModelForCausalLM.from_config(config)
+    except ValueError:  # a causal LM the auto class does not list (Mistral 4)
+        model = getattr(transformers, type(config).__name__.replace("Config", "ForCausalLM"))(config)
+    model.eval()
+    with torch.no_grad():  # gains away from their init of ones, so that a reading that drops them must differ
+        for name, param in model.named_parameters():
+            if name.endswith(("q_a_layernorm.weight", "kv_a_layernorm.weight")):
+                param.uniform_(0.5, 1.5)
+    return model
+
+
+def _saved(model, path):
+    model.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("model_type", MODEL_TYPES)
+def test_latent_attention_is_read_as_its_forward_computes_it(model_type, tmp_path):
+    model = _model(model_type)
+    path = _saved(model, tmp_path)
+    reference = latent_reference(model)
+    plan = describe(path)[1]
+    assert (plan.layout.name, plan.family, plan.d_head) == ("deepseek-mla", "decoder", D_NOPE + D_ROPE)
+    assert any("latent attention" in w for w in plan.warnings) and any("rotary" in w for w in plan.warnings)
+    sparse = any("indexer" in k for k in describe(path)[0].keys)  # DeepSeek-V3.2, GLM-5
+    assert any("sparse attention" in w for w in plan.warnings) == sparse
+    assert not any("q/k normalisation" in w for w in plan.warnings)  # the indexer's k_norm is not the attention's
+    assert all("indexer" in reason for pattern, _, reason in plan.skipped if ".indexer." in pattern)
+    assert all(u.rank("layer") == KV_LORA + D_ROPE for u in plan.units)
+    assert any(f"per-layer rank {KV_LORA + D_ROPE}" in line for line in plan.lines())
+    assert ("layer", D, KV_LORA + D_ROPE, NULL_SAMPLES) in null_shapes(plan, "both", NULL_SAMPLES)
+    forms = adapted(path)
+    assert_forms_equal(forms, reference, atol=1e-6)
+    # the explicit per-layer factors multiply out to the sum of the heads' forms, at the latent's rank
+    assert forms.rank("layer") == KV_LORA + D_ROPE < H * (D_NOPE + D_ROPE)
+    torch.testing.assert_close(forms.matrices("layer"), reference.matrices("layer"), rtol=0, atol=1e-6)
+    assert_stacks_match(path, {"self": with_layer_rank(reference, KV_LORA + D_ROPE)}, atol=1e-6)
+
+
+def test_latent_attention_without_a_query_latent_is_not_read_as_llama(tmp_path):
+    """DeepSeek-V2-Lite has no query latent (q_proj): its q_proj is not a llama-style stack without keys."""
+    model = _model("deepseek_v2", q_lora_rank=None)
+    path = _saved(model, tmp_path)
+    plan = describe(path)[1]
+    assert plan.layout.name == "deepseek-mla-q" and len(plan.units) == L
+    assert plan.layer_keys[0][-1].endswith("self_attn.q_proj.weight")
+    assert_forms_equal(adapted(path), latent_reference(model), atol=1e-6)
+
+
+def test_wrong_readings_of_latent_attention_differ():
+    model = _model("deepseek_v3")
+    reference = latent_reference(model)
+    attn = [layer.self_attn for layer in model.model.layers]
+
+    def read(**change) -> FactoredForms:
+        forms = []
+        for a in attn:
+            weights = {
+                "kv_a": a.kv_a_proj_with_mqa.weight,
+                "kv_norm": a.kv_a_layernorm.weight,
+                "kv_b": a.kv_b_proj.weight,
+                "q_a": a.q_a_proj.weight,
+                "q_norm": a.q_a_layernorm.weight,
+                "q_b": a.q_b_proj.weight,
+            }
+            weights = {k: change.get(k, lambda w: w)(w.detach().double()) for k, w in weights.items()}
+            forms.append(latent_qk(*weights.values(), n_heads=H, n_kv_heads=H))
+        return FactoredForms.stack(forms)
+
+    def differs(forms: FactoredForms) -> bool:
+        return bool((forms.matrices() - reference.matrices()).norm() > 1e-3 * reference.matrices().norm())
+
+    def rope_first(w: torch.Tensor) -> torch.Tensor:  # each head's query rows read as (d_rope | d_nope)
+        heads = w.view(H, D_NOPE + D_ROPE, -1)
+        return torch.cat([heads[:, D_ROPE:], heads[:, :D_ROPE]], dim=1).reshape(w.shape)
+
+    assert not differs(read())
+    assert differs(read(kv_norm=torch.ones_like, q_norm=torch.ones_like))  # the gains dropped
+    assert differs(read(q_b=rope_first))
+    assert differs(reference.transposed())
+
+
+def test_an_unknown_model_type_with_latent_keys_is_refused(tmp_path):
+    """LongCat-Flash scales its content keys but not its rotary keys: a type not known to compute as DeepSeek does
+    is not guessed."""
+    model = _model("deepseek_v3")
+    path = _saved(model, tmp_path)
+    config = (path / "config.json").read_text().replace('"deepseek_v3"', '"longcat_flash"')
+    (path / "config.json").write_text(config)
+    with pytest.raises(CheckpointError, match="not known to store its attention that way"):
+        describe(path)
