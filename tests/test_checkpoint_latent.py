@@ -139,12 +139,21 @@ def test_wrong_readings_of_latent_attention_differ():
     assert differs(reference.transposed())
 
 
-def test_an_unknown_model_type_with_latent_keys_is_refused(tmp_path):
-    """LongCat-Flash scales its content keys but not its rotary keys: a type not known to compute as DeepSeek does
-    is not guessed."""
-    model = _model("deepseek_v3")
-    path = _saved(model, tmp_path)
-    config = (path / "config.json").read_text().replace('"deepseek_v3"', '"longcat_flash"')
+@pytest.mark.parametrize("model_type", ["kimi_k2", "longcat_flash"])
+def test_latent_keys_are_read_only_for_model_types_known_to_compute_as_deepseek(model_type, tmp_path):
+    """Kimi K2 ships DeepSeek-V3's attention under its own model type (its modelling code is not in transformers:
+    DeepSeek-V3 weights stand in for it); LongCat-Flash scales its content keys but not its rotary keys: a type
+    not known to compute as DeepSeek does is refused, not guessed."""
+    path = _saved(_model("deepseek_v3"), tmp_path)
+    config = (path / "config.json").read_text().replace('"deepseek_v3"', f'"{model_type}"')
     (path / "config.json").write_text(config)
-    with pytest.raises(CheckpointError, match="not known to store its attention that way"):
-        describe(path)
+    if model_type == "longcat_flash":
+        with pytest.raises(CheckpointError, match="not known to store its attention that way"):
+            describe(path)
+    else:
+        plan = describe(path)[1]
+        assert (plan.layout.name, plan.family, plan.units[0].rank("layer")) == (
+            "deepseek-mla",
+            "decoder",
+            KV_LORA + D_ROPE,
+        )
