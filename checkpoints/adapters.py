@@ -84,6 +84,20 @@ def bigcode_fused(c_attn_weight: torch.Tensor, n_heads: int, n_kv_heads: int) ->
     return neox_interleaved(c_attn_weight, n_heads, n_kv_heads)
 
 
+def gated_query_qk(q_weight: torch.Tensor, k_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:
+    """Qwen3-Next / Qwen3.5 gated attention: ``q_proj`` holds per head its query then its output gate,
+    ``"(h (two dh)) d"`` (``torch.chunk(q_proj(x).view(..., H, 2 d_h), 2)``); the gate is not read."""
+    q = rearrange(q_weight, "(h two dh) d -> two (h dh) d", h=n_heads, two=2)[0]
+    return FactoredForms.from_linear(q, k_weight, n_heads, n_kv_heads)
+
+
+def _gated_shapes(q: tuple[int, ...], k: tuple[int, ...], **_heads) -> tuple[int, int, int]:
+    d, q_rows, k_rows = _linear_shapes(q, k)
+    if q_rows % 2:
+        raise ValueError(f"a gated q_proj holds a query and a gate per head: an even number of rows, not {q_rows}")
+    return d, q_rows // 2, k_rows
+
+
 def latent_qk(
     kv_a: torch.Tensor,
     kv_norm: torch.Tensor,
@@ -309,6 +323,8 @@ _MLA = (
 _MLA_TYPES = frozenset(
     {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "minicpm3", "glm4_moe_lite", "glm_moe_dsa", "mistral4"}
 )
+# Model types whose full-attention layers gate each head's output by the second half of its q_proj rows.
+_GATED_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
 _DIFFUSERS_CROSS = frozenset({"PixArtTransformer2DModel", "Transformer2DModel"})
 _MMDIT = frozenset({"SD3Transformer2DModel", "FluxTransformer2DModel"})
 _T5 = frozenset({"t5", "mt5", "umt5"})
@@ -413,6 +429,20 @@ LAYOUTS = (
         layer_rank=latent_layer_rank,
         supersedes=frozenset({"llama-style"}),  # its q_proj is llama-style's first key
         caveat=_MLA,
+    ),
+    Layout(
+        "gated-query",
+        r"layers\.(?P<layer>\d+)\.self_attn\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        gated_query_qk,
+        _gated_shapes,
+        f"q_proj: (h (two dh)) d -> each head's query (then its output gate, not read); k_proj: {_LINEAR}",
+        rotary=True,
+        model_types=_GATED_TYPES,
+        needs_config=True,  # llama-style keys: only the config tells that half of q_proj is a gate
+        supersedes=frozenset({"llama-style"}),
+        caveat="gated attention: each head's output is multiplied by sigmoid(x W_gate^h), the second half of its "
+        "q_proj rows, which is not part of W_q W_k^T and is not read",
     ),
     Layout(
         "bart-cross",

@@ -95,7 +95,7 @@ _FAMILY_OF = {
     "decoder": "gpt2 gpt_neox gpt_neox_japanese llama mistral mixtral qwen2 qwen2_moe qwen3 qwen3_moe gemma gemma2 "
     "gemma3_text phi phi3 falcon bloom gptj opt olmo olmo2 stablelm starcoder2 cohere granite gpt_bigcode persimmon "
     "internlm baichuan deepseek_v2 deepseek_v3 deepseek_v32 kimi_k2 minicpm3 glm4_moe_lite glm_moe_dsa mistral4 "
-    "imagegpt decision_transformer",
+    "qwen3_next qwen3_5_text qwen3_5_moe_text imagegpt decision_transformer",
     "encoder-decoder": "t5 mt5 umt5 bart mbart marian pegasus whisper m2m_100 blenderbot led",
     "vision-supervised": "vit deit swin donut-swin",
     "vision-self-supervised": "dinov2 vit_mae beit data2vec-vision ijepa vit_msn",
@@ -139,6 +139,10 @@ STACK_ORDER = (
 )
 # Why an attention-looking key is not scored; the first matching rule wins.
 SKIP_REASONS = (
+    (
+        re.compile(r"(^|\.)linear_attn\."),
+        "linear attention (Gated DeltaNet) of a hybrid model: no softmax logits, no W_q W_k^T to score",
+    ),
     (INDEXER, "sparse-attention indexer: its own scores pick the keys each query attends to, not W_q W_k^T"),
     (re.compile(r"(^|\.)(DenseReluDense|mlp|ffn|feed_forward|ff)\."), "feed-forward (MLP) weights: not attention"),
     (QK_NORM, "q/k normalisation gains: not folded into W_q, W_k (see the warning)"),
@@ -309,8 +313,13 @@ def find_stacks(keys: list[str]) -> list[Stack]:
                 groups = m.groupdict()
                 index = (int(groups["stage"]), int(m["layer"])) if groups.get("stage") else (int(m["layer"]),)
                 stack.found[index] = key
-    superseded = {(name, s.prefix) for s in found.values() for name in s.layout.supersedes}
-    return [s for s in found.values() if (s.layout.name, s.prefix) not in superseded]
+    return list(found.values())
+
+
+def _drop_superseded(stacks: list[Stack]) -> list[Stack]:
+    """Stacks whose keys another layout at the same prefix reads as part of its own (see ``Layout.supersedes``)."""
+    superseded = {(name, s.prefix) for s in stacks for name in s.layout.supersedes}
+    return [s for s in stacks if (s.layout.name, s.prefix) not in superseded]
 
 
 def _describe_stack(stack: Stack) -> str:
@@ -652,7 +661,7 @@ def plan_checkpoint(
             f"unrecognised attention layout in {ckpt.path}; the attention-looking keys are listed below",
             attention_keys_listing(keys),
         )
-    stacks = _by_model_type(stacks, config)
+    stacks = _drop_superseded(_by_model_type(stacks, config))
     chosen, warnings = _select(stacks, config)
     chosen.sort(key=_stack_order)
     units: list[Unit] = []
@@ -691,7 +700,10 @@ def _units(
 ) -> list[Unit]:
     """The units of one stack: every block checked present and shaped alike (per stage), heads resolved."""
     layout = stack.layout
-    _check_complete(stack)
+    scope, where = _scope(config, stack.prefix)
+    hybrid = _check_complete(stack, scope)
+    if hybrid:
+        warnings.append(f"{where[:-1]}: {hybrid}" if where else hybrid)
     layers = stack.layers
     layer_keys = {i: layout.keys(first) for i, first in layers.items()}
     absent = [k for group in layer_keys.values() for k in group if k not in ckpt.shapes]
@@ -710,7 +722,6 @@ def _units(
             stack, stage if hierarchical else None, stored, config, ckpt.config_source, heads, kv_heads
         )
         warnings += resolved[stage][3]
-    scope, _ = _scope(config, stack.prefix)
     units = []
     for i, first in layers.items():
         live = layout.live_key(first)
@@ -723,20 +734,47 @@ def _units(
         rank = counts.n_kv_heads * d_head
         if layout.layer_rank is not None:
             rank = layout.layer_rank(*(ckpt.shapes[k] for k in layer_keys[i]), n_heads=counts.n_heads, d_head=d_head)
-        units.append(Unit(unit_label, i, layer_keys[i], layout, counts, d, d_head, cross or layout.cross, rank))
+        number = i if hierarchical else block  # a flat stack's layers keep the model's numbers (hybrid models: gaps)
+        units.append(Unit(unit_label, number, layer_keys[i], layout, counts, d, d_head, cross or layout.cross, rank))
     return units
 
 
-def _check_complete(stack: Stack) -> None:
-    """Every layer (every block of every stage) from 0 up is there."""
+#: Config keys listing each layer's kind in hybrid models (Qwen3-Next / Qwen3.5 and Gemma 3: ``layer_types``;
+#: Jamba: ``layers_block_type``; RecurrentGemma: ``block_types``).
+LAYER_KIND_KEYS = ("layer_types", "layers_block_type", "block_types")
+
+
+def _softmax_layers(config: Mapping[str, Any]) -> tuple[set[int], Counter] | None:
+    """Layers whose kind (in the config's per-layer list) is softmax attention, and the counts of the other kinds;
+    None without such a list. ``linear_attention`` (Gated DeltaNet) has no softmax logits: not attention here."""
+    kinds = next((config[k] for k in LAYER_KIND_KEYS if isinstance(config.get(k), list)), None)
+    if not kinds:
+        return None
+    softmax = {i for i, kind in enumerate(kinds) if "attention" in str(kind) and "linear" not in str(kind)}
+    return softmax, Counter(str(kind) for i, kind in enumerate(kinds) if i not in softmax)
+
+
+def _check_complete(stack: Stack, config: Mapping[str, Any]) -> str | None:
+    """Every layer (every block of every stage) from 0 up is there, or, in a hybrid model, exactly the layers the
+    config lists as softmax attention (the plan's note on them is returned)."""
     indices = sorted(stack.found)
     if len(indices[0]) == 1:
-        missing = sorted(set(range(indices[-1][0] + 1)) - {i[0] for i in indices})
+        found = {i[0] for i in indices}
+        missing = sorted(set(range(indices[-1][0] + 1)) - found)
+        hybrid = _softmax_layers(config) if missing else None
+        if hybrid and hybrid[0] == found:
+            others = ", ".join(f"{n} {kind}" for kind, n in sorted(hybrid[1].items()))
+            shown = ", ".join(map(str, sorted(found)[:8])) + (", ..." if len(found) > 8 else "")
+            return (
+                f"hybrid model: softmax attention in {len(found)} of {len(found) + sum(hybrid[1].values())} layers "
+                f"(layers {shown}; rows keep the model's layer numbers); the others ({others}) have no softmax "
+                "logits x_i^T W_q W_k^T x_j and are not scored"
+            )
         if missing:
             raise CheckpointError(
                 f"layers {missing} of '{stack.prefix}' ({stack.layout.name}) have no attention weights"
             )
-        return
+        return None
     stages = sorted({i[0] for i in indices})
     if stages != list(range(len(stages))):
         raise CheckpointError(
@@ -749,3 +787,4 @@ def _check_complete(stack: Stack) -> None:
             raise CheckpointError(
                 f"blocks {missing} of stage {stage} of '{stack.prefix}' ({stack.layout.name}) have no attention weights"
             )
+    return None
