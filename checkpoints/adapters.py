@@ -85,7 +85,7 @@ def bigcode_fused(c_attn_weight: torch.Tensor, n_heads: int, n_kv_heads: int) ->
 
 
 def gated_query_qk(q_weight: torch.Tensor, k_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:
-    """Qwen3-Next / Qwen3.5 gated attention: ``q_proj`` holds per head its query then its output gate,
+    """Qwen3-Next / Qwen3.5 and MiniCPM5 gated attention: ``q_proj`` holds per head its query then its output gate,
     ``"(h (two dh)) d"`` (``torch.chunk(q_proj(x).view(..., H, 2 d_h), 2)``); the gate is not read."""
     q = rearrange(q_weight, "(h two dh) d -> two (h dh) d", h=n_heads, two=2)[0]
     return FactoredForms.from_linear(q, k_weight, n_heads, n_kv_heads)
@@ -321,10 +321,27 @@ _MLA = (
 # Model types whose attention is DeepseekV3Attention's (each tested against its own forward; kimi_k2 ships
 # DeepSeek-V3's modelling code with its weights).
 _MLA_TYPES = frozenset(
-    {"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "minicpm3", "glm4_moe_lite", "glm_moe_dsa", "mistral4"}
+    {
+        "deepseek_v2",
+        "deepseek_v3",
+        "deepseek_v32",
+        "kimi_k2",
+        "minicpm3",
+        "glm4_moe_lite",
+        "glm_moe_dsa",
+        "mistral4",
+        "youtu",
+        "axk1",
+        "sarvam_mla",
+    }
 )
 # Model types whose full-attention layers gate each head's output by the second half of its q_proj rows.
-_GATED_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
+# (MiniCPM5's module is q_gate_proj, saved as q_proj.)
+_GATED_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "minicpm5_moe"})
+_GATE = (
+    "gated attention: each head's output is multiplied by sigmoid(x W_gate^h), the second half of that head's rows "
+    "of the query projection, which is not part of W_q W_k^T and is not read"
+)
 _DIFFUSERS_CROSS = frozenset({"PixArtTransformer2DModel", "Transformer2DModel"})
 _MMDIT = frozenset({"SD3Transformer2DModel", "FluxTransformer2DModel"})
 _T5 = frozenset({"t5", "mt5", "umt5"})
@@ -441,8 +458,7 @@ LAYOUTS = (
         model_types=_GATED_TYPES,
         needs_config=True,  # llama-style keys: only the config tells that half of q_proj is a gate
         supersedes=frozenset({"llama-style"}),
-        caveat="gated attention: each head's output is multiplied by sigmoid(x W_gate^h), the second half of its "
-        "q_proj rows, which is not part of W_q W_k^T and is not read",
+        caveat=_GATE,
     ),
     Layout(
         "bart-cross",
@@ -497,7 +513,7 @@ LAYOUTS = (
         gpt2_conv1d,
         _conv1d_shapes,
         "c_attn (Conv1D, stored (in, out)): d (three h dh) -> three h d dh",
-        model_types=frozenset({"gpt2", "imagegpt", "decision_transformer"}),
+        model_types=frozenset({"gpt2", "imagegpt", "decision_transformer", "openai-gpt"}),
     ),
     Layout(
         "gpt-j",

@@ -94,8 +94,9 @@ _FAMILY_OF = {
     "encoder": "bert roberta xlm-roberta camembert distilbert albert electra deberta deberta-v2 ernie mpnet modernbert",
     "decoder": "gpt2 gpt_neox gpt_neox_japanese llama mistral mixtral qwen2 qwen2_moe qwen3 qwen3_moe gemma gemma2 "
     "gemma3_text phi phi3 falcon bloom gptj opt olmo olmo2 stablelm starcoder2 cohere granite gpt_bigcode persimmon "
-    "internlm baichuan deepseek_v2 deepseek_v3 deepseek_v32 kimi_k2 minicpm3 glm4_moe_lite glm_moe_dsa mistral4 "
-    "qwen3_next qwen3_5_text qwen3_5_moe_text imagegpt decision_transformer",
+    "internlm baichuan deepseek_v2 deepseek_v3 deepseek_v32 kimi_k2 minicpm3 glm4_moe_lite glm_moe_dsa mistral4 youtu "
+    "axk1 sarvam_mla "
+    "qwen3_next qwen3_5_text qwen3_5_moe_text minicpm5_moe openai-gpt xglm imagegpt decision_transformer",
     "encoder-decoder": "t5 mt5 umt5 bart mbart marian pegasus whisper m2m_100 blenderbot led",
     "vision-supervised": "vit deit swin donut-swin",
     "vision-self-supervised": "dinov2 vit_mae beit data2vec-vision ijepa vit_msn",

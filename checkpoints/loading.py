@@ -117,7 +117,7 @@ class Checkpoint:
 
 
 # ---- head counts ---------------------------------------------------------------------------------
-_HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads")
+_HEAD_KEYS = ("num_attention_heads", "n_head", "num_heads", "n_heads", "encoder_attention_heads", "attention_heads")
 _KV_HEAD_KEYS = ("num_key_value_heads", "n_head_kv", "num_kv_heads", "n_kv_heads")
 
 

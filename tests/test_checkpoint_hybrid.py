@@ -35,7 +35,7 @@ QWEN = {
     "moe_intermediate_size": 16,
     "shared_expert_intermediate_size": 16,
 }
-GATED = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text")
+GATED = ("qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "minicpm5_moe")
 
 
 def _model(model_type: str):
@@ -47,51 +47,43 @@ def _model(model_type: str):
     return transformers.AutoModelForCausalLM.from_config(config).eval(), config
 
 
-def gated_reference(model) -> FactoredForms:
+def gated_reference(model, part: int = 0) -> FactoredForms:
     """Each full-attention layer's q_proj probed and split as its forward does,
-    ``torch.chunk(q_proj(x).view(N, H, 2 d_h), 2, dim=-1)[0]``; keys per key head, shared by ``repeat_kv``."""
+    ``torch.chunk(q_proj(x).view(N, H, 2 d_h), 2, dim=-1)[part]`` (0: the query; 1: the gate, a wrong reading);
+    keys per key head, shared by ``repeat_kv``."""
     q, k = [], []
     for layer in (model.model if hasattr(model, "model") else model).layers:
         attn = getattr(layer, "self_attn", None)
         if attn is None:
             continue
-        query = torch.chunk(probe(attn.q_proj).view(D, H, 2 * D_HEAD), 2, dim=-1)[0].transpose(0, 1)  # (H, d, d_h)
+        q_proj = getattr(attn, "q_gate_proj", None) or attn.q_proj  # MiniCPM5's module name (saved as q_proj)
+        query = torch.chunk(probe(q_proj).view(D, H, 2 * D_HEAD), 2, dim=-1)[part].transpose(0, 1)  # (H, d, d_h)
         q.append(query)
         k.append(split_heads_hf(probe(attn.k_proj), H_KV).repeat_interleave(H // H_KV, dim=0))
     return FactoredForms(torch.stack(q), torch.stack(k), H_KV)
 
 
 @pytest.mark.parametrize("model_type", GATED)
-def test_gated_full_attention_layers_of_a_hybrid_model(model_type, tmp_path):
+def test_gated_queries_in_the_full_attention_layers(model_type, tmp_path):
     model, config = _model(model_type)
     model.save_pretrained(tmp_path)
-    attention = [i for i, kind in enumerate(config.layer_types) if kind == "full_attention"]
-    assert 0 < len(attention) < LAYERS  # a hybrid: some layers are linear attention
+    kinds = getattr(config, "layer_types", None) or ["full_attention"] * LAYERS
+    attention = [i for i, kind in enumerate(kinds) if kind == "full_attention"]
     plan = describe(tmp_path)[1]
     assert plan.layout.name == "gated-query" and plan.family == "decoder"
     assert [u.layer for u in plan.units] == attention  # the model's own layer numbers
     assert (plan.heads.n_heads, plan.heads.n_kv_heads, plan.d_head) == (H, H_KV, D_HEAD)
-    assert any("hybrid model" in w and f"{len(attention)} of {LAYERS} layers" in w for w in plan.warnings)
     assert any("gated attention" in w for w in plan.warnings)
-    assert any(".linear_attn." in pattern and "linear attention" in why for pattern, _, why in plan.skipped)
+    hybrid = len(attention) < LAYERS  # Qwen3-Next / Qwen3.5: linear attention in the other layers
+    assert any("hybrid model" in w and f"{len(attention)} of {LAYERS} layers" in w for w in plan.warnings) == hybrid
+    assert any(".linear_attn." in pattern and "linear attention" in why for pattern, _, why in plan.skipped) == hybrid
     reference = gated_reference(model)
     assert_forms_equal(adapted(tmp_path), reference)
     assert_stacks_match(tmp_path, {"self": reference})
     rows = analyze(tmp_path, null_samples=NULL_SAMPLES).rows
     assert sorted({r["layer"] for r in rows}) == attention
-    # read as a plain q_proj (gate rows taken as queries), or with query and gate swapped, the forms differ
-    swapped = FactoredForms(
-        torch.stack(
-            [
-                torch.chunk(probe(layer.self_attn.q_proj).view(D, H, 2 * D_HEAD), 2, dim=-1)[1].transpose(0, 1)
-                for i, layer in enumerate(model.model.layers)
-                if i in attention
-            ]
-        ),
-        reference.k,
-        H_KV,
-    )
-    assert (swapped.matrices() - reference.matrices()).norm() > 1e-3 * reference.matrices().norm()
+    gates = gated_reference(model, part=1)  # each head's gate rows read as its query
+    assert (gates.matrices() - reference.matrices()).norm() > 1e-3 * reference.matrices().norm()
 
 
 def test_a_hybrid_model_without_its_layer_kinds_is_refused(tmp_path):

@@ -47,7 +47,18 @@ LATENT = {
     "topk_group": 1,
     "first_k_dense_replace": 1,
 }
-MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "deepseek_v32", "minicpm3", "glm4_moe_lite", "glm_moe_dsa", "mistral4")
+MODEL_TYPES = (
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "minicpm3",
+    "glm4_moe_lite",
+    "glm_moe_dsa",
+    "mistral4",
+    "youtu",
+    "axk1",
+    "sarvam_mla",
+)
 
 
 def _model(model_type: str, **overrides):

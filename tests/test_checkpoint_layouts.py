@@ -22,6 +22,7 @@ from checkpoint_builders import (
     assert_stacks_match,
     bloom_reference,
     falcon_reference,
+    gpt2_reference,
     pairs_reference,
     phi3_reference,
     probe,
@@ -440,6 +441,28 @@ def test_falcon_query_key_value_in_each_architecture(variant, tmp_path):
     w = [b.self_attention.query_key_value.weight.detach() for b in model.transformer.h]
     blocked = FactoredForms.stack([blocked_gqa(x, H, expected_kv) for x in w])
     assert _differs(blocked, reference) == (expected_kv > 1)
+
+
+def test_openai_gpt_is_read_as_gpt2s_conv1d(tmp_path):
+    config = transformers.OpenAIGPTConfig(vocab_size=50, n_embd=D, n_layer=L, n_head=H, n_positions=16)
+    model = transformers.OpenAIGPTLMHeadModel(config)
+    model.save_pretrained(tmp_path)
+    reference = gpt2_reference(model.transformer.h)  # its forward: c_attn(x).split(d, dim=2), then split_heads
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family) == ("gpt2", "decoder")
+    assert _differs(_swapped(reference), reference)
+
+
+def test_xglm_states_its_heads_as_attention_heads(tmp_path):
+    config = transformers.XGLMConfig(vocab_size=50, d_model=D, num_layers=L, attention_heads=H, ffn_dim=37)
+    model = transformers.XGLMForCausalLM(config)
+    model.save_pretrained(tmp_path)
+    reference = pairs_reference([(layer.self_attn.q_proj, layer.self_attn.k_proj) for layer in model.model.layers])
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family, plan.heads.n_heads) == ("llama-style", "decoder", H)
+    assert "attention_heads" in plan.heads.source and not any("rotary" in w for w in plan.warnings)
 
 
 def test_bloom_query_key_value_is_interleaved_per_head(tmp_path):
