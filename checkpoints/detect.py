@@ -91,12 +91,14 @@ FAMILIES = (
     "unknown",
 )
 _FAMILY_OF = {
-    "encoder": "bert roberta xlm-roberta camembert distilbert albert electra deberta deberta-v2 ernie mpnet modernbert",
+    "encoder": "bert roberta xlm-roberta camembert distilbert albert electra deberta deberta-v2 ernie mpnet modernbert "
+    "gte nomic_bert jina_embeddings_v3 xlm flaubert",
     "decoder": "gpt2 gpt_neox gpt_neox_japanese llama mistral mixtral qwen2 qwen2_moe qwen3 qwen3_moe gemma gemma2 "
     "gemma3_text phi phi3 falcon bloom gptj opt olmo olmo2 stablelm starcoder2 cohere granite gpt_bigcode persimmon "
     "internlm baichuan deepseek_v2 deepseek_v3 deepseek_v32 kimi_k2 minicpm3 glm4_moe_lite glm_moe_dsa mistral4 youtu "
     "axk1 sarvam_mla "
-    "qwen3_next qwen3_5_text qwen3_5_moe_text minicpm5_moe openai-gpt xglm imagegpt decision_transformer",
+    "qwen3_next qwen3_5_text qwen3_5_moe_text minicpm5_moe openai-gpt xglm nemotron_h jamba imagegpt "
+    "decision_transformer",
     "encoder-decoder": "t5 mt5 umt5 bart mbart marian pegasus whisper m2m_100 blenderbot led",
     "vision-supervised": "vit deit swin donut-swin",
     "vision-self-supervised": "dinov2 vit_mae beit data2vec-vision ijepa vit_msn",
@@ -741,7 +743,7 @@ def _units(
 
 
 #: Config keys listing each layer's kind in hybrid models (Qwen3-Next / Qwen3.5 and Gemma 3: ``layer_types``;
-#: Jamba: ``layers_block_type``; RecurrentGemma: ``block_types``).
+#: Nemotron-H: ``layers_block_type``; RecurrentGemma: ``block_types``; Jamba states a period and an offset instead).
 LAYER_KIND_KEYS = ("layer_types", "layers_block_type", "block_types")
 
 
@@ -749,6 +751,9 @@ def _softmax_layers(config: Mapping[str, Any]) -> tuple[set[int], Counter] | Non
     """Layers whose kind (in the config's per-layer list) is softmax attention, and the counts of the other kinds;
     None without such a list. ``linear_attention`` (Gated DeltaNet) has no softmax logits: not attention here."""
     kinds = next((config[k] for k in LAYER_KIND_KEYS if isinstance(config.get(k), list)), None)
+    period, offset, n = (config.get(k) for k in ("attn_layer_period", "attn_layer_offset", "num_hidden_layers"))
+    if not kinds and all(isinstance(v, int) for v in (period, offset, n)) and period > 0:  # Jamba: one in `period`
+        kinds = ["attention" if i % period == offset else "mamba" for i in range(n)]
     if not kinds:
         return None
     softmax = {i for i, kind in enumerate(kinds) if "attention" in str(kind) and "linear" not in str(kind)}

@@ -9,7 +9,17 @@ import json
 
 import pytest
 import torch
-from checkpoint_builders import NULL_SAMPLES, D, adapted, assert_forms_equal, assert_stacks_match, probe, split_heads_hf
+from checkpoint_builders import (
+    NULL_SAMPLES,
+    D,
+    adapted,
+    assert_forms_equal,
+    assert_stacks_match,
+    pairs_reference,
+    probe,
+    qk_modules,
+    split_heads_hf,
+)
 
 from checkpoints.analyze import analyze, describe, layer_forms
 from checkpoints.detect import CheckpointError
@@ -123,3 +133,33 @@ def test_qwen3_5_vision_language_model_scores_its_gated_text_layers(tmp_path):
 
     got = FactoredForms.stack([layer_forms(ckpt, plan, plan.units.index(u)) for u in text])
     assert_forms_equal(got, gated_reference(model.model.language_model))
+
+
+HYBRIDS = {  # model type: (class, layout, config of a 4-layer hybrid with attention in layers 1 and 3)
+    "nemotron_h": (
+        "NemotronHForCausalLM",
+        "nemotron-h",
+        {"hybrid_override_pattern": "M*M*", "mamba_num_heads": 4, "mamba_head_dim": 8, "ssm_state_size": 8},
+    ),
+    "jamba": ("JambaForCausalLM", "llama-style", {"attn_layer_period": 2, "attn_layer_offset": 1, "num_experts": 2}),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(HYBRIDS))
+def test_state_space_hybrids_score_their_attention_layers(model_type, tmp_path):
+    """Nemotron-H (its config lists each layer's kind) and Jamba (one attention layer in `attn_layer_period`)."""
+    cls, layout, extra = HYBRIDS[model_type]
+    if not hasattr(transformers, cls):
+        pytest.skip(f"transformers {transformers.__version__} has no {cls}")
+    base = {"vocab_size": 50, "hidden_size": D, "num_hidden_layers": 4, "num_attention_heads": H}
+    config = transformers.AutoConfig.for_model(
+        model_type, **base, num_key_value_heads=H_KV, head_dim=D_HEAD, intermediate_size=37, **extra
+    )
+    torch.manual_seed(0)
+    model = getattr(transformers, cls)(config)
+    model.save_pretrained(tmp_path)
+    plan = describe(tmp_path)[1]
+    assert (plan.layout.name, plan.family, [u.layer for u in plan.units]) == (layout, "decoder", [1, 3])
+    assert any("hybrid model: softmax attention in 2 of 4 layers" in w for w in plan.warnings)
+    reference = pairs_reference(qk_modules(model), n_heads=H, n_kv=H_KV)
+    assert_stacks_match(tmp_path, {"self": reference})

@@ -26,6 +26,7 @@ from checkpoint_builders import (
     pairs_reference,
     phi3_reference,
     probe,
+    qk_modules,
     sam_reference,
     separate_reference,
     split_heads_hf,
@@ -617,3 +618,42 @@ def test_persimmon_query_key_value_is_interleaved_per_head_and_qk_layernorm_warn
     assert any("rotary" in w for w in plan.warnings) and any("q/k normalisation" in w for w in plan.warnings)
     w = torch.stack([layer.self_attn.query_key_value.weight.detach() for layer in model.layers])
     assert _differs(FactoredForms.from_fused_qkv(w, H), reference)  # sliced as if blocked (3, H, d_h)
+
+
+# ---- embedding encoders whose hub checkpoints fuse q | k | v (transformers splits them when it loads) ----------
+EMBEDDERS = {
+    "gte": ("GteForMaskedLM", "gte"),
+    "nomic_bert": ("NomicBertForMaskedLM", "nomic-bert"),
+    "jina_embeddings_v3": ("JinaEmbeddingsV3ForMaskedLM", "jina-v3"),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(EMBEDDERS))
+def test_embedding_encoders_fused_qkv_is_blocked(model_type, tmp_path):
+    cls, layout = EMBEDDERS[model_type]
+    if not hasattr(transformers, cls):
+        pytest.skip(f"transformers {transformers.__version__} has no {cls}")
+    config = transformers.AutoConfig.for_model(model_type, vocab_size=50, **SMALL)
+    model = getattr(transformers, cls)(config)
+    model.save_pretrained(tmp_path)  # as the hub holds it: one fused weight per layer
+    reference = pairs_reference(qk_modules(model))  # the q_proj, k_proj the loaded model computes with
+    assert reference.n_layers == L
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family) == (layout, "encoder")
+    assert any("rotary" in w for w in plan.warnings)
+    q, k = qk_modules(model)[0]  # read interleaved per head (GPT-NeoX's order), layer 0's fused weight is wrong
+    fused = torch.cat([q.weight, k.weight, q.weight]).detach()
+    assert _differs(neox_interleaved(fused, H, H), reference.layers([0]))
+
+
+@pytest.mark.parametrize("model_type", ["xlm", "flaubert"])
+def test_xlm_attentions_q_lin_k_lin(model_type, tmp_path):
+    config = transformers.AutoConfig.for_model(model_type, vocab_size=50, emb_dim=D, n_layers=L, n_heads=H)
+    model = transformers.AutoModelForMaskedLM.from_config(config)
+    model.save_pretrained(tmp_path)
+    reference = pairs_reference([(a.q_lin, a.k_lin) for a in model.transformer.attentions])
+    assert_stacks_match(tmp_path, {"self": reference})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family) == ("xlm", "encoder")
+    assert _differs(_swapped(reference), reference)
