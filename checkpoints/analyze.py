@@ -4,8 +4,9 @@ Layers are scored one at a time while a background thread reads the next, so a 7
 memory of two layers, not of the model. Scores use the float32 products of :mod:`theory.scores`
 (reductions in float64; within 1e-6 of the float64 reference on ``s``). Rows are those of
 :func:`theory.report.score_rows` plus ``model``, ``family`` (the objective family) and ``stack`` (which
-attention of the model: ``self``, ``encoder`` / ``decoder`` / ``cross``, an MMDiT stream, ...); ``layer``
-counts within its stack. The summary is the paper's convention: median and interquartile range over
+attention of the model: ``self``, ``encoder`` / ``decoder`` / ``cross``, an MMDiT stream, ...); ``layer`` is
+the block's number in its stack as the model numbers it (a hybrid model's attention layers keep their gaps; a
+hierarchical model's blocks are counted through its stages). The summary is the paper's convention: median and interquartile range over
 layers of the per-layer scores, with the median null z-score, per stack.
 
 Cross-attention (and SegFormer's reduced keys) pairs two spaces: its symmetry columns are left empty
