@@ -288,12 +288,15 @@ def analyze(
     """Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.
 
     Layouts: Hugging Face encoders (BERT, RoBERTa, ViT, DeiT, BEiT, ViT-MAE, DINO), DistilBERT, DeBERTa (v1 and
-    v2/v3), MPNet, ALBERT, GPT-2, GPT-NeoX / Pythia, GPT-BigCode / StarCoder (multi-query), Persimmon, Llama /
-    Mistral / Qwen (grouped-query), Phi-3, Falcon, Bloom, GPT-J, T5 and BART (encoder, decoder and
-    cross-attention apart), CLIP / SigLIP / BLIP (vision tower or both towers), vision-language models built on a
-    language model (LLaVA, PaliGemma, Gemma 3, Qwen2-VL, ...: vision tower and language model), SAM's image
-    encoder, Swin, SegFormer, timm ViT and original DiT (blocks.{i}.attn.qkv), diffusers DiT, PixArt, SD3 /
-    Flux (image and text streams, image-query/text-key block) and llama-family GGUF. Rows carry model, family
+    v2/v3), MPNet, ALBERT, XLM, GTE / Nomic BERT / Jina v3 embedders, GPT-2 / GPT-1, GPT-NeoX / Pythia,
+    GPT-BigCode / StarCoder (multi-query), Persimmon, Llama / Mistral / Qwen (grouped-query), Phi-3, Falcon, Bloom,
+    GPT-J, XGLM, DeepSeek-V2 / V3 / V3.2, Kimi K2 and kin (multi-head latent attention: the per-layer form at its
+    latent rank), Qwen3-Next / Qwen3.5 (gated queries) and the attention layers of hybrids (Qwen3.5, Nemotron-H,
+    Jamba), T5 and BART (encoder, decoder and cross-attention apart), CLIP / SigLIP / BLIP (vision tower or both
+    towers), vision-language models built on a language model (LLaVA, PaliGemma, Gemma 3, Qwen2-VL, Qwen3.5, ...:
+    vision tower and language model), SAM's image encoder, Swin, SegFormer, timm ViT and original DiT
+    (blocks.{i}.attn.qkv), diffusers DiT, PixArt, SD3 / Flux (image and text streams, image-query/text-key block)
+    and llama-family GGUF. Rows carry model, family
     (the objective) and stack; cross-attention has no symmetry (two spaces: n/a). The summary is the paper's
     convention: median and interquartile range over layers of the per-layer scores, per stack. Layers are read
     one at a time.

@@ -316,7 +316,9 @@ _MLA = (
     "folded into W_q, W_k but whose 1/rms is not (a positive factor per token: the query's scales its whole row of "
     "logits, the key's only the content part of its logit, not the rotary part); every head's rotary key part is "
     "one k_rope shared by all heads; the per-layer form has rank kv_lora_rank + d_rope, and its null is drawn at "
-    "that rank"
+    "that rank. The nulls are those of i.i.d. Gaussian factors: factors composed through latents have more "
+    "dispersed row norms, so directionality z-scores (delta_PR's most) run wider than N(0, 1) even at "
+    "initialisation (symmetry's do not)"
 )
 # Model types whose attention is DeepseekV3Attention's (each tested against its own forward; kimi_k2 ships
 # DeepSeek-V3's modelling code with its weights).

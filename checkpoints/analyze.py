@@ -6,8 +6,8 @@ memory of two layers, not of the model. Scores use the float32 products of :mod:
 :func:`theory.report.score_rows` plus ``model``, ``family`` (the objective family) and ``stack`` (which
 attention of the model: ``self``, ``encoder`` / ``decoder`` / ``cross``, an MMDiT stream, ...); ``layer`` is
 the block's number in its stack as the model numbers it (a hybrid model's attention layers keep their gaps; a
-hierarchical model's blocks are counted through its stages). The summary is the paper's convention: median and interquartile range over
-layers of the per-layer scores, with the median null z-score, per stack.
+hierarchical model's blocks are counted through its stages). The summary is the paper's convention: median
+and interquartile range over layers of the per-layer scores, with the median null z-score, per stack.
 
 Cross-attention (and SegFormer's reduced keys) pairs two spaces: its symmetry columns are left empty
 (NaN), never a pretended symmetry; directionality, delta_PR and their nulls are reported.
