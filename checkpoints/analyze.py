@@ -264,10 +264,10 @@ def score(
             on_null(d, rank, n)
         null_distribution(d, rank, k, n, null_seed)
     rows: list[dict] = []
-    for layer_rows in iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision):
+    for done, layer_rows in enumerate(iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision), 1):
         rows += layer_rows
-        if on_layer is not None:
-            on_layer(layer_rows[0]["layer"] + 1, plan.n_layers)
+        if on_layer is not None:  # units scored so far (a row's layer is its number in its stack, not a count)
+            on_layer(done, plan.n_layers)
     return rows
 
 

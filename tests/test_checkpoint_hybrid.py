@@ -21,7 +21,7 @@ from checkpoint_builders import (
     split_heads_hf,
 )
 
-from checkpoints.analyze import analyze, describe, layer_forms
+from checkpoints.analyze import analyze, describe, layer_forms, score
 from checkpoints.detect import CheckpointError
 from theory.factored import FactoredForms
 
@@ -92,6 +92,9 @@ def test_gated_queries_in_the_full_attention_layers(model_type, tmp_path):
     assert_stacks_match(tmp_path, {"self": reference})
     rows = analyze(tmp_path, null_samples=NULL_SAMPLES).rows
     assert sorted({r["layer"] for r in rows}) == attention
+    progress = []  # the progress hook counts the layers scored, whatever their numbers
+    score(*describe(tmp_path), null_samples=NULL_SAMPLES, on_layer=lambda done, total: progress.append((done, total)))
+    assert progress == [(i, len(attention)) for i in range(1, len(attention) + 1)]
     gates = gated_reference(model, part=1)  # each head's gate rows read as its query
     assert (gates.matrices() - reference.matrices()).norm() > 1e-3 * reference.matrices().norm()
 
