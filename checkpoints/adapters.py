@@ -320,9 +320,9 @@ _MLA = (
     "dispersed row norms, so directionality z-scores (delta_PR's most) run wider than N(0, 1) even at "
     "initialisation (symmetry's do not)"
 )
-# Model types whose attention is DeepseekV3Attention's (each tested against its own forward; kimi_k2 ships
-# DeepSeek-V3's modelling code with its weights).
-_MLA_TYPES = frozenset(
+#: Model types whose attention is DeepseekV3Attention's (each tested against its own forward; kimi_k2 ships
+#: DeepSeek-V3's modelling code with its weights).
+LATENT_TYPES = frozenset(
     {
         "deepseek_v2",
         "deepseek_v3",
@@ -463,7 +463,7 @@ LAYOUTS = (
         "kv_a_proj_with_mqa: (c dr) d -> latent c (kv_a_layernorm), rotary key dr shared by all heads; kv_b_proj: "
         "(h (dn dv)) c -> each head's key dn (its value dv); q_b_proj diag(g) q_a_proj: (h (dn dr)) d -> h d (dn dr)",
         rotary=True,
-        model_types=_MLA_TYPES,
+        model_types=LATENT_TYPES,
         requires=(_MLA_KEY, "q_a_proj.weight"),
         more=tuple(
             (_MLA_KEY, f"{name}.weight")
@@ -481,7 +481,7 @@ LAYOUTS = (
         "kv_a_proj_with_mqa: (c dr) d -> latent c (kv_a_layernorm), rotary key dr shared by all heads; kv_b_proj: "
         "(h (dn dv)) c -> each head's key dn (its value dv); q_proj: (h (dn dr)) d -> h d (dn dr) (no query latent)",
         rotary=True,
-        model_types=_MLA_TYPES,
+        model_types=LATENT_TYPES,
         requires=(_MLA_KEY, "q_proj.weight"),
         more=tuple((_MLA_KEY, f"{name}.weight") for name in ("kv_a_layernorm", "kv_b_proj", "q_proj")),
         layer_rank=latent_layer_rank,

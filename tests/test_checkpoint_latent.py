@@ -19,7 +19,7 @@ from checkpoint_builders import (
     with_layer_rank,
 )
 
-from checkpoints.adapters import latent_qk
+from checkpoints.adapters import LATENT_TYPES, latent_qk
 from checkpoints.analyze import describe, null_shapes
 from checkpoints.detect import CheckpointError
 from theory.factored import FactoredForms
@@ -47,18 +47,7 @@ LATENT = {
     "topk_group": 1,
     "first_k_dense_replace": 1,
 }
-MODEL_TYPES = (
-    "deepseek_v2",
-    "deepseek_v3",
-    "deepseek_v32",
-    "minicpm3",
-    "glm4_moe_lite",
-    "glm_moe_dsa",
-    "mistral4",
-    "youtu",
-    "axk1",
-    "sarvam_mla",
-)
+MODEL_TYPES = sorted(LATENT_TYPES)  # every type the layout claims (those transformers lacks are skipped)
 
 
 def _model(model_type: str, **overrides):

@@ -52,6 +52,13 @@ def _plan(path, **kw):
     return describe(path, **kw)[1]
 
 
+def _matched_plan(model, path, reference: FactoredForms):
+    """Save ``model`` as its users do, check that its one stack reads as ``reference``, and return the plan."""
+    model.save_pretrained(path)
+    assert_stacks_match(path, {"self": reference})
+    return _plan(path)
+
+
 # ---- encoder-decoder: T5 and BART, encoder / decoder / cross labelled apart ---------------------------
 def test_t5_encoder_decoder_and_cross_attention_are_scored_apart(tmp_path):
     config = transformers.T5Config(vocab_size=50, d_model=D, d_kv=6, d_ff=37, num_layers=L, num_heads=H)
@@ -447,10 +454,8 @@ def test_falcon_query_key_value_in_each_architecture(variant, tmp_path):
 def test_openai_gpt_is_read_as_gpt2s_conv1d(tmp_path):
     config = transformers.OpenAIGPTConfig(vocab_size=50, n_embd=D, n_layer=L, n_head=H, n_positions=16)
     model = transformers.OpenAIGPTLMHeadModel(config)
-    model.save_pretrained(tmp_path)
     reference = gpt2_reference(model.transformer.h)  # its forward: c_attn(x).split(d, dim=2), then split_heads
-    assert_stacks_match(tmp_path, {"self": reference})
-    plan = _plan(tmp_path)
+    plan = _matched_plan(model, tmp_path, reference)
     assert (plan.layout.name, plan.family) == ("gpt2", "decoder")
     assert _differs(_swapped(reference), reference)
 
@@ -458,10 +463,7 @@ def test_openai_gpt_is_read_as_gpt2s_conv1d(tmp_path):
 def test_xglm_states_its_heads_as_attention_heads(tmp_path):
     config = transformers.XGLMConfig(vocab_size=50, d_model=D, num_layers=L, attention_heads=H, ffn_dim=37)
     model = transformers.XGLMForCausalLM(config)
-    model.save_pretrained(tmp_path)
-    reference = pairs_reference([(layer.self_attn.q_proj, layer.self_attn.k_proj) for layer in model.model.layers])
-    assert_stacks_match(tmp_path, {"self": reference})
-    plan = _plan(tmp_path)
+    plan = _matched_plan(model, tmp_path, pairs_reference(qk_modules(model)))
     assert (plan.layout.name, plan.family, plan.heads.n_heads) == ("llama-style", "decoder", H)
     assert "attention_heads" in plan.heads.source and not any("rotary" in w for w in plan.warnings)
 
@@ -481,10 +483,8 @@ def test_bloom_query_key_value_is_interleaved_per_head(tmp_path):
 def test_gptj_separate_projections_with_partial_rotary(tmp_path):
     config = transformers.GPTJConfig(vocab_size=50, n_embd=D, n_layer=L, n_head=H, rotary_dim=4)
     model = transformers.GPTJForCausalLM(config)
-    model.save_pretrained(tmp_path)
     reference = pairs_reference([(b.attn.q_proj, b.attn.k_proj) for b in model.transformer.h])
-    assert_stacks_match(tmp_path, {"self": reference})
-    plan = _plan(tmp_path)
+    plan = _matched_plan(model, tmp_path, reference)
     assert (plan.layout.name, plan.family) == ("gpt-j", "decoder")
     assert any("rotary" in w and "rotary_dim" in w for w in plan.warnings)
     assert _differs(_swapped(reference), reference)
@@ -635,11 +635,9 @@ def test_embedding_encoders_fused_qkv_is_blocked(model_type, tmp_path):
         pytest.skip(f"transformers {transformers.__version__} has no {cls}")
     config = transformers.AutoConfig.for_model(model_type, vocab_size=50, **SMALL)
     model = getattr(transformers, cls)(config)
-    model.save_pretrained(tmp_path)  # as the hub holds it: one fused weight per layer
     reference = pairs_reference(qk_modules(model))  # the q_proj, k_proj the loaded model computes with
     assert reference.n_layers == L
-    assert_stacks_match(tmp_path, {"self": reference})
-    plan = _plan(tmp_path)
+    plan = _matched_plan(model, tmp_path, reference)  # saved as the hub holds it: one fused weight per layer
     assert (plan.layout.name, plan.family) == (layout, "encoder")
     assert any("rotary" in w for w in plan.warnings)
     q, k = qk_modules(model)[0]  # read interleaved per head (GPT-NeoX's order), layer 0's fused weight is wrong
@@ -651,9 +649,7 @@ def test_embedding_encoders_fused_qkv_is_blocked(model_type, tmp_path):
 def test_xlm_attentions_q_lin_k_lin(model_type, tmp_path):
     config = transformers.AutoConfig.for_model(model_type, vocab_size=50, emb_dim=D, n_layers=L, n_heads=H)
     model = transformers.AutoModelForMaskedLM.from_config(config)
-    model.save_pretrained(tmp_path)
     reference = pairs_reference([(a.q_lin, a.k_lin) for a in model.transformer.attentions])
-    assert_stacks_match(tmp_path, {"self": reference})
-    plan = _plan(tmp_path)
+    plan = _matched_plan(model, tmp_path, reference)
     assert (plan.layout.name, plan.family) == ("xlm", "encoder")
     assert _differs(_swapped(reference), reference)
