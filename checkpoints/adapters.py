@@ -168,7 +168,7 @@ def _latent_shapes(
     if not ok:
         raise ValueError(f"expected {stated} for d = {d}; got {', '.join(map(str, q))}")
     if not n_heads:
-        raise ValueError("multi-head latent attention cannot be split into heads without the head count")
+        raise ValueError("multi-head latent attention cannot be split into heads without the head count: pass --heads")
     d_head = q_b[0] // n_heads
     if q_b[0] % n_heads or kv_b[0] % n_heads or not d_rope <= d_head <= d_rope + kv_b[0] // n_heads:
         raise ValueError(

@@ -157,3 +157,14 @@ def test_latent_keys_are_read_only_for_model_types_known_to_compute_as_deepseek(
             "decoder",
             KV_LORA + D_ROPE,
         )
+
+
+def test_a_bare_latent_checkpoint_needs_its_head_count(tmp_path):
+    """Without config.json nothing says how many heads share the latent: asked for, then read as with a config."""
+    model = _model("deepseek_v3")
+    path = _saved(model, tmp_path / "model")
+    bare = tmp_path / "bare.safetensors"
+    bare.write_bytes((path / "model.safetensors").read_bytes())
+    with pytest.raises(CheckpointError, match="pass --heads"):
+        describe(bare)
+    assert_forms_equal(adapted(bare, heads=H), latent_reference(model), atol=1e-6)
