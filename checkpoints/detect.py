@@ -267,9 +267,8 @@ class Plan:
         ]
         groups: dict[tuple, list[Unit]] = {}
         for u in self.units:
-            groups.setdefault((u.stack, u.layout.name, u.heads, u.d_model, u.d_head, u.cross, u.layer_rank), []).append(
-                u
-            )
+            key = (u.stack, u.layout.name, u.heads, u.d_model, u.d_head, u.cross, u.layer_rank)
+            groups.setdefault(key, []).append(u)
         several = len(self.stacks) > 1
         for (stack, layout, h, d, dh, cross, rank), units in groups.items():
             kv = f", {h.n_kv_heads} key/value heads (grouped-query)" if h.n_kv_heads != h.n_heads else ""
