@@ -287,8 +287,8 @@ def analyze(
 ) -> None:
     """Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.
 
-    Layouts: Hugging Face encoders (BERT, RoBERTa, ViT, DeiT, BEiT, ViT-MAE, DINO), DistilBERT, DeBERTa (v1 and
-    v2/v3), MPNet, ALBERT, XLM, GTE / Nomic BERT / Jina v3 embedders, GPT-2 / GPT-1, GPT-NeoX / Pythia,
+    Layouts: Hugging Face encoders (BERT, RoBERTa, ViT, DeiT, BEiT, ViT-MAE, DINO), DINOv3, V-JEPA 2, DistilBERT,
+    DeBERTa (v1 and v2/v3), MPNet, ALBERT, XLM, GTE / Nomic BERT / Jina v3 embedders, GPT-2 / GPT-1, GPT-NeoX / Pythia,
     GPT-BigCode / StarCoder (multi-query), Persimmon, Llama / Mistral / Qwen (grouped-query), Phi-3, Falcon, Bloom,
     GPT-J, XGLM, DeepSeek-V2 / V3 / V3.2, Kimi K2 and kin (multi-head latent attention: the per-layer form at its
     latent rank), Qwen3-Next / Qwen3.5 (gated queries) and the attention layers of hybrids (Qwen3.5, Nemotron-H,

@@ -101,8 +101,10 @@ _FAMILY_OF = {
     "decision_transformer",
     "encoder-decoder": "t5 mt5 umt5 bart mbart marian pegasus whisper m2m_100 blenderbot led",
     "vision-supervised": "vit deit swin donut-swin",
-    "vision-self-supervised": "dinov2 vit_mae beit data2vec-vision ijepa vit_msn",
+    "vision-self-supervised": "dinov2 dinov2_with_registers dinov3_vit vit_mae beit data2vec-vision ijepa vit_msn "
+    "vjepa2",
     "vision-language": "clip clip_vision_model clip_text_model siglip siglip_vision_model siglip_text_model "
+    "siglip2 siglip2_vision_model aimv2 aimv2_vision_model "
     "blip blip_vision_model blip_text_model blip_2_vision_model instructblip_vision_model",
     "segmentation": "sam sam_vision_model segformer maskformer-swin",
     "diffusion": "dit DiTTransformer2DModel PixArtTransformer2DModel SD3Transformer2DModel FluxTransformer2DModel "
@@ -389,6 +391,10 @@ def _tower(prefix: str) -> str | None:
     return next((_TOWERS[part] for part in prefix.split(".") if part in _TOWERS), None)
 
 
+#: Model types whose checkpoints hold the pretraining head beside the encoder, and the head's module name.
+_PRETRAINING_HEAD = {"vit_mae": ("ViT-MAE", "decoder"), "vjepa2": ("V-JEPA 2", "predictor")}
+
+
 def _select(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[tuple[Stack, str]], list[str]]:
     """The stacks to score, each with its label, by the rules that are safe.
 
@@ -405,9 +411,14 @@ def _select(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[tuple[
             f"the file holds EMA weights 'ema.' and also {others}: scoring the EMA weights "
             "(what DiT samples with); pass --prefix to score another"
         ]
-    encoders = [s for s in stacks if "decoder" not in s.prefix.split(".")[0]]
-    if config.get("model_type") == "vit_mae" and len(encoders) == 1:
-        return [(encoders[0], "self")], ["ViT-MAE: scoring the encoder; the pretraining decoder is listed as skipped"]
+    kind = config.get("model_type")
+    if kind in _PRETRAINING_HEAD:  # a masked-prediction encoder with its pretraining head (MAE, JEPA)
+        name, head = _PRETRAINING_HEAD[kind]
+        encoders = [s for s in stacks if head not in s.prefix.split(".")[0]]
+        if len(encoders) == 1:
+            return [(encoders[0], "self")], [
+                f"{name}: scoring the encoder; the pretraining {head} is listed as skipped"
+            ]
     sam = [s for s in stacks if s.layout.name == "sam-vit"]
     if len(sam) == 1:
         return [(sam[0], "self")], [
@@ -458,7 +469,8 @@ def _resolve_heads(
     """
     layout = stack.layout
     scope, where = _scope(config, stack.prefix)
-    role = "decoder" if "decoder" in stack.prefix.split(".") else ""
+    parts = stack.prefix.split(".")  # a pretraining head states its own heads: decoder_* (MAE), pred_* (V-JEPA 2)
+    role = "decoder" if "decoder" in parts else "pred" if "predictor" in parts else ""
     stated = config_head_counts(scope, source, role, stage)
     if stated is not None and where:
         stated = HeadCounts(stated.n_heads, stated.n_kv_heads, stated.source.replace("(", f"({where}", 1))

@@ -653,3 +653,39 @@ def test_xlm_attentions_q_lin_k_lin(model_type, tmp_path):
     plan = _matched_plan(model, tmp_path, reference)
     assert (plan.layout.name, plan.family) == ("xlm", "encoder")
     assert _differs(_swapped(reference), reference)
+
+
+# ---- self-supervised vision encoders with their own projection names -------------------------------------------
+def test_dinov3_q_proj_k_proj_with_rotary_positions(tmp_path):
+    if not hasattr(transformers, "DINOv3ViTModel"):
+        pytest.skip(f"transformers {transformers.__version__} has no DINOv3")
+    config = transformers.AutoConfig.for_model("dinov3_vit", **VISION)
+    model = transformers.DINOv3ViTModel(config)
+    plan = _matched_plan(model, tmp_path, pairs_reference(qk_modules(model)))
+    assert (plan.layout.name, plan.family) == ("dinov3", "vision-self-supervised")
+    assert any("rotary" in w for w in plan.warnings)
+
+
+def test_vjepa2_scores_its_encoder_and_lists_its_predictor(tmp_path):
+    if not hasattr(transformers, "VJEPA2Model"):
+        pytest.skip(f"transformers {transformers.__version__} has no V-JEPA 2")
+    config = transformers.AutoConfig.for_model(
+        "vjepa2",
+        **{**SMALL, "image_size": 8},
+        crop_size=8,
+        patch_size=4,
+        frames_per_clip=4,
+        pred_hidden_size=16,
+        pred_num_hidden_layers=1,
+        pred_num_attention_heads=2,
+    )
+    model = transformers.VJEPA2Model(config)
+    encoder = [(layer.attention.query, layer.attention.key) for layer in model.encoder.layer]
+    plan = _matched_plan(model, tmp_path, pairs_reference(encoder))
+    assert (plan.layout.name, plan.family, plan.prefix) == ("vjepa2", "vision-self-supervised", "encoder.")
+    assert any("V-JEPA 2: scoring the encoder" in w for w in plan.warnings)
+    assert any(pattern.startswith("predictor.") and "--prefix" in why for pattern, _, why in plan.skipped)
+    predictor = _plan(tmp_path, prefix="predictor.")  # its own width and heads (pred_num_attention_heads)
+    assert (predictor.d_model, predictor.heads.n_heads) == (16, 2)
+    heads = [(layer.attention.query, layer.attention.key) for layer in model.predictor.layer]
+    assert_forms_equal(adapted(tmp_path, prefix="predictor."), pairs_reference(heads, n_heads=2))
