@@ -387,14 +387,14 @@ LAYOUTS = (
         model_types=frozenset({"jina_embeddings_v3"}),
     ),
     Layout(
-        "dinov3",
+        "vit-q-proj",
         r"layer\.(?P<layer>\d+)\.attention\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),
         separate_qk,
         _linear_shapes,
-        f"layer.*.attention.q_proj, .k_proj: {_LINEAR}",
-        rotary=True,
-        model_types=frozenset({"dinov3_vit"}),
+        f"layer.*.attention.q_proj, .k_proj (DINOv3, InternViT): {_LINEAR}",
+        rotary=True,  # DINOv3's; a config without rotary keys (InternViT's) gets no rotary warning
+        model_types=frozenset({"dinov3_vit", "internvl_vision", "internvl"}),
     ),
     Layout(
         "vjepa2",

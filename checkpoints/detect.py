@@ -104,7 +104,7 @@ _FAMILY_OF = {
     "vision-self-supervised": "dinov2 dinov2_with_registers dinov3_vit vit_mae beit data2vec-vision ijepa vit_msn "
     "vjepa2",
     "vision-language": "clip clip_vision_model clip_text_model siglip siglip_vision_model siglip_text_model "
-    "siglip2 siglip2_vision_model aimv2 aimv2_vision_model "
+    "siglip2 siglip2_vision_model aimv2 aimv2_vision_model internvl_vision "
     "blip blip_vision_model blip_text_model blip_2_vision_model instructblip_vision_model",
     "segmentation": "sam sam_vision_model segformer maskformer-swin",
     "diffusion": "dit DiTTransformer2DModel PixArtTransformer2DModel SD3Transformer2DModel FluxTransformer2DModel "

@@ -662,8 +662,28 @@ def test_dinov3_q_proj_k_proj_with_rotary_positions(tmp_path):
     config = transformers.AutoConfig.for_model("dinov3_vit", **VISION)
     model = transformers.DINOv3ViTModel(config)
     plan = _matched_plan(model, tmp_path, pairs_reference(qk_modules(model)))
-    assert (plan.layout.name, plan.family) == ("dinov3", "vision-self-supervised")
+    assert (plan.layout.name, plan.family) == ("vit-q-proj", "vision-self-supervised")
     assert any("rotary" in w for w in plan.warnings)
+
+
+def test_internvl_scores_its_internvit_tower_and_language_model(tmp_path):
+    if not hasattr(transformers, "InternVLForConditionalGeneration"):
+        pytest.skip(f"transformers {transformers.__version__} has no InternVL")
+    vision = {**SMALL, "image_size": [8, 8], "patch_size": [4, 4], "use_qk_norm": True}
+    text = {**SMALL, "num_key_value_heads": 2, "vocab_size": 50}
+    config = transformers.AutoConfig.for_model("internvl", vision_config=vision, text_config=text)
+    model = transformers.InternVLForConditionalGeneration(config)
+    model.save_pretrained(tmp_path)
+    towers = {"vision": model.model.vision_tower, "text": model.model.language_model}
+    references = {
+        "vision": pairs_reference(qk_modules(towers["vision"])),
+        "text": pairs_reference(qk_modules(towers["text"]), n_kv=2),
+    }
+    assert_stacks_match(tmp_path, references)
+    plan = _plan(tmp_path)
+    assert {u.layout.name for u in plan.units if u.stack == "vision"} == {"vit-q-proj"}
+    assert any("q/k normalisation" in w for w in plan.warnings)  # InternViT-6B's q_norm / k_norm
+    assert not any("rotary" in w and "vision" in w for w in plan.warnings)  # learned absolute positions
 
 
 def test_vjepa2_scores_its_encoder_and_lists_its_predictor(tmp_path):
