@@ -12,7 +12,6 @@ import torch
 from checkpoint_builders import (
     NULL_SAMPLES,
     D,
-    adapted,
     assert_forms_equal,
     assert_stacks_match,
     pairs_reference,
@@ -21,7 +20,7 @@ from checkpoint_builders import (
     split_heads_hf,
 )
 
-from checkpoints.analyze import analyze, describe, layer_forms, score
+from checkpoints.analyze import describe, layer_forms, score
 from checkpoints.detect import CheckpointError
 from theory.factored import FactoredForms
 
@@ -88,12 +87,11 @@ def test_gated_queries_in_the_full_attention_layers(model_type, tmp_path):
     assert any("hybrid model" in w and f"{len(attention)} of {LAYERS} layers" in w for w in plan.warnings) == hybrid
     assert any(".linear_attn." in pattern and "linear attention" in why for pattern, _, why in plan.skipped) == hybrid
     reference = gated_reference(model)
-    assert_forms_equal(adapted(tmp_path), reference)
-    assert_stacks_match(tmp_path, {"self": reference})
-    rows = analyze(tmp_path, null_samples=NULL_SAMPLES).rows
-    assert sorted({r["layer"] for r in rows}) == attention
+    assert_stacks_match(tmp_path, {"self": reference})  # the forms, layer by layer, and their rows
     progress = []  # the progress hook counts the layers scored, whatever their numbers
-    score(*describe(tmp_path), null_samples=NULL_SAMPLES, on_layer=lambda done, total: progress.append((done, total)))
+    hook = lambda done, total: progress.append((done, total))
+    rows = score(*describe(tmp_path), null_samples=NULL_SAMPLES, on_layer=hook)
+    assert sorted({r["layer"] for r in rows}) == attention
     assert progress == [(i, len(attention)) for i in range(1, len(attention) + 1)]
     gates = gated_reference(model, part=1)  # each head's gate rows read as its query
     assert (gates.matrices() - reference.matrices()).norm() > 1e-3 * reference.matrices().norm()
@@ -133,7 +131,6 @@ def test_qwen3_5_vision_language_model_scores_its_gated_text_layers(tmp_path):
     attention = [i for i, kind in enumerate(config.text_config.layer_types) if kind == "full_attention"]
     assert [u.layer for u in text] == attention
     ckpt, _ = describe(tmp_path)
-
     got = FactoredForms.stack([layer_forms(ckpt, plan, plan.units.index(u)) for u in text])
     assert_forms_equal(got, gated_reference(model.model.language_model))
 

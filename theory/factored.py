@@ -22,6 +22,10 @@ from theory.scores import DEFAULT_K, Precision, Scores, factored_scores
 Per = Literal["head", "layer"]
 
 
+def _same(x: torch.Tensor) -> torch.Tensor:
+    return x
+
+
 def _as_stack(x: torch.Tensor, name: str) -> torch.Tensor:
     """Lift ``[d, d_h]`` or ``[H, d, d_h]`` factors to ``[L, H, d, d_h]``."""
     x = torch.as_tensor(x)
@@ -179,7 +183,7 @@ class FactoredForms:
         return FactoredForms(cat(self.q, other.q), cat(self.k, other.k), self.n_kv_heads, *layer)
 
     def __neg__(self) -> FactoredForms:
-        return self._with(-self.q, self.k, *(() if self.layer_q is None else (-self.layer_q, self.layer_k)))
+        return self._sides(torch.neg, _same)
 
     def __sub__(self, other: FactoredForms) -> FactoredForms:
         """``M - M'``, e.g. the update ``M_t - M_0``: ``[A, -A'] [B, B']^T``."""
@@ -187,7 +191,7 @@ class FactoredForms:
 
     def __mul__(self, c: float) -> FactoredForms:
         """``c M`` (the scalar goes into the query factor)."""
-        return self._with(self.q * c, self.k, *(() if self.layer_q is None else (self.layer_q * c, self.layer_k)))
+        return self._sides(lambda x: x * c, _same)
 
     __rmul__ = __mul__
 
@@ -210,8 +214,7 @@ class FactoredForms:
             dtype = torch.promote_types(x.dtype, scale.dtype)
             return x.to(dtype) * scale.to(dtype)
 
-        layer = () if self.layer_q is None else (rows(self.layer_q, left, "left"), rows(self.layer_k, right, "right"))
-        return self._with(rows(self.q, left, "left"), rows(self.k, right, "right"), *layer)
+        return self._sides(lambda x: rows(x, left, "left"), lambda x: rows(x, right, "right"))
 
     def transposed(self) -> FactoredForms:
         """``M^T = B A^T``: query and key factors swap (grouped-query heads are then no longer grouped)."""
@@ -224,17 +227,16 @@ class FactoredForms:
 
     def layers(self, index: slice | list[int] | torch.Tensor) -> FactoredForms:
         """The forms of the selected layers (e.g. ``layers(slice(0, None, L))`` for layer 0 of seed-stacked forms)."""
-        layer = () if self.layer_q is None else (self.layer_q[index], self.layer_k[index])
-        return self._with(self.q[index], self.k[index], *layer)
+        return self._sides(lambda x: x[index], lambda x: x[index])
 
     def map(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> FactoredForms:
         """The same forms with ``fn`` applied to every factor (a cast, a move to another device)."""
-        return self._with(
-            fn(self.q), fn(self.k), *(() if self.layer_q is None else (fn(self.layer_q), fn(self.layer_k)))
-        )
+        return self._sides(fn, fn)
 
-    def _with(self, q: torch.Tensor, k: torch.Tensor, *layer: torch.Tensor) -> FactoredForms:
-        return FactoredForms(q, k, self.n_kv_heads, *layer)
+    def _sides(self, on_q: Callable, on_k: Callable) -> FactoredForms:
+        """``on_q`` applied to the query-side factors (per head and, where given, per layer), ``on_k`` to the keys'."""
+        layer = () if self.layer_q is None else (on_q(self.layer_q), on_k(self.layer_k))
+        return FactoredForms(on_q(self.q), on_k(self.k), self.n_kv_heads, *layer)
 
     # ---- shape --------------------------------------------------------------------------------
     @property
