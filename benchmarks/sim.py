@@ -12,7 +12,10 @@ time is the rate the machine gives *these* small batched matmuls; a 1024^3 sgemm
 rate. The batched step's achieved rate is printed against both, and the share of the step that is not
 matmul (softmax, elementwise, data, per-op overhead) for each side: the batched / sequential ratio
 cannot exceed (sequential step time) / (batched step's matmuls alone), nor, whatever the code, (sequential
-step time) / (the batched step's flops at the large-sgemm rate).
+step time) / (the batched step's flops at the large-sgemm rate). Each step also draws every seed's batch from
+that seed's own generator (serial code in torch; drawing on two threads at once measured no faster, as torch's
+own threads still hold the cores after each parallel operation); no batching shares that work, so the last bound
+adds the draws, timed alone, to the flops at the sgemm rate.
 Run: python benchmarks/sim.py [--objective denoising --seeds 32 --steps 10 --rounds 3 --threads 1 --set batch=8]
 [--compile]
 """
@@ -33,6 +36,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from sim.config import default_config  # noqa: E402 (after the sys.path fix above)
+from sim.tasks import stack  # noqa: E402
 from sim.train import Simulation  # noqa: E402
 
 MATMULS = {"bmm", "mm", "addmm", "baddbmm"}
@@ -87,6 +91,16 @@ def sgemm_rate(n: int = 1024) -> float:
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
     return 2 * n**3 / statistics.median(timed(lambda: a @ b) for _ in range(5))
+
+
+def draw_seconds(sim: Simulation, repeats: int = 5) -> float:
+    """Time to draw one step's batches of all the seeds of ``sim`` (fresh generators: training is left as it is)."""
+    gens = [torch.Generator().manual_seed(s) for s in sim.cfg.seed_list]
+
+    def draw() -> None:  # as Simulation.train_step draws
+        stack([sim.task.draw(g, sim.cfg.batch) for g in gens])
+
+    return statistics.median(timed(draw) for _ in range(repeats))
 
 
 def step_matmuls(sim: Simulation) -> list[tuple]:
@@ -145,6 +159,7 @@ def main() -> None:
     calls = {"batched": step_matmuls(batched), "sequential": step_matmuls(alone[0])}
     fl = {k: flops(c) for k, c in calls.items()}
     replay = {k: replay_seconds(c) for k, c in calls.items()}
+    draws = draw_seconds(batched)
     peak = sgemm_rate()
     m = cfg.model
     print(
@@ -167,6 +182,11 @@ def main() -> None:
     print(f"bound on the ratio at these matmul rates (sequential step / batched matmuls alone): {bound:.2f}x")
     ceiling = args.seeds * step["sequential"] / (fl["batched"] / peak)
     print(f"bound if the batched step's flops ran at the 1024^3 sgemm rate, nothing else costing time: {ceiling:.2f}x")
+    floor = draws + fl["batched"] / peak
+    print(
+        f"the batched step's draws of {args.seeds} seeds' batches alone: {draws * 1e3:.2f} ms; bound with them "
+        f"(sequential step / (draws + flops at the sgemm rate)): {args.seeds * step['sequential'] / floor:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -171,7 +171,9 @@ class SeedBatchedAttention(nn.Module):
     ) -> torch.Tensor:
         """One attention layer ``[S, B, N, d]``; ``context [N, N]`` (shared by all sequences) is True where query ``i``
         may attend to key ``j``. With ``readout`` the output map is folded into the readout: ``[S, B, N, d_out]``
-        (``y W_o w_out`` as ``y (W_o w_out)``, for a last layer with nothing after it)."""
+        (``w x W_v W_o w_out`` computed as ``w (x (W_v W_o w_out))`` when ``d_out <= d_h``, else as
+        ``(w x W_v) (W_o w_out)``: the order with the fewer token-sized products, for a last layer with nothing after
+        it)."""
         a = self.logits(h, layer, capture)  # (S, H, B, N, N)
         context = context if context.ndim == 2 else context[:, None]  # per sequence: (S, 1, B, N, N)
         full = bool(context.all())  # no masking pass when every key is visible (bidirectional, denoising, CLS)
@@ -179,10 +181,12 @@ class SeedBatchedAttention(nn.Module):
             w = (a if full else a.masked_fill(~context, float("-inf"))).softmax(-1)
         else:  # linear: logits averaged over the context
             w = (a if full else a.masked_fill(~context, 0.0)) / context.sum(-1, keepdim=True).clamp_min(1)
-        y = w @ project(h, self.w_v[:, layer])  # (S, H, B, N, d_h)
-        w_o = self.w_o[:, layer]  # (S, H, d_h, d)
+        w_v, w_o = self.w_v[:, layer], self.w_o[:, layer]  # (S, H, d, d_h), (S, H, d_h, d)
         if readout:
             w_o = w_o @ self.w_out[:, None]  # (S, H, d_h, d_out)
+            if w_o.shape[-1] <= w_o.shape[-2]:  # values straight into the readout: one token-sized product fewer
+                return (w @ project(h, w_v @ w_o)).sum(1)
+        y = w @ project(h, w_v)  # (S, H, B, N, d_h)
         s, n_heads, b, n, e = y.shape
         return (y.reshape(s, n_heads, b * n, e) @ w_o).sum(1).view(s, b, n, -1)
 
@@ -277,7 +281,11 @@ class TableInputs:
             out = F.embedding(self.ids[:, None] + offset, rows.reshape(s * j * r, e))  # (S, J, B, N, e)
         else:
             out = (self.coefficient_rows(j) @ rows).view(s, j, *self.z.shape[1:3], e)
-        return out if self.pos is None else out.add_((self.pos[:, None] @ w)[:, :, None])  # no autograd use of out
+        if self.pos is None:
+            return out
+        pos = (self.pos[:, None] @ w)[:, :, None]
+        # In place where autograd does not see it (an in-place add on a view costs autograd three copies of out)
+        return out + pos if out.requires_grad or pos.requires_grad else out.add_(pos)
 
 
 def _dense(h: torch.Tensor | TableInputs) -> torch.Tensor:

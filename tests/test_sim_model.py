@@ -213,6 +213,8 @@ def _reference_forward(model: SeedBatchedAttention, x: torch.Tensor, context: to
         ("denoising", {"model__positions": "none", "model__attention": "linear"}),
         ("denoising", {"model__embed": "orthogonal", "model__positions": "orthogonal"}),
         ("classification", {"model__layers": 2}),
+        ("denoising", {"model__d_head": 8}),  # d_out = d_h: values straight into the readout, continuous inputs
+        ("autoregressive", {"model__d_head": 12}),  # the same for token inputs (d_out <= d_h)
     ],
 )
 def test_parameter_gradients_equal_plain_autograd(objective: str, overrides: dict) -> None:
