@@ -304,7 +304,7 @@ def run_experiment(
     with intra_op_threads(threads):  # the analysis too: small ops, where extra threads only cost
         for arm, cfg in arms.items():
             sim = run(
-                cfg, out / "runs" / config_key(cfg), resume=True, progress=progress, description=arm, threads=None
+                cfg, out / "runs" / config_key(cfg), resume=True, progress=progress, description=arm, threads=threads
             )
             reported = sorted({s for s in spec.early if s < cfg.steps} | {cfg.steps})
             rows += _summary_rows(name, arm, sim.rows, reported) + _analysis_rows(name, arm, sim)

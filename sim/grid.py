@@ -259,13 +259,15 @@ def agreement_rates(agreement: list[dict]) -> list[dict]:
     return out
 
 
-def run_cell(cell: Cell, out: Path, seeds: int, steps: int, mc_sequences: int, progress: bool) -> list[dict]:
+def run_cell(
+    cell: Cell, out: Path, seeds: int, steps: int, mc_sequences: int, progress: bool, threads: int | None = None
+) -> list[dict]:
     cfg = cell.config(seeds, steps)
     predicted = cell_prediction(cell, cfg, out, mc_sequences)
     phases = dict(predicted)
     try:
         sim = run(
-            cfg, out / "runs" / config_key(cfg), resume=True, progress=progress, description=cell.name, threads=None
+            cfg, out / "runs" / config_key(cfg), resume=True, progress=progress, description=cell.name, threads=threads
         )
     except ValueError as err:  # a diverged run: its forms hold NaN, so it has no scores
         if "NaN" not in str(err):
@@ -304,7 +306,7 @@ def run_grid(
                 from rich.console import Console
 
                 Console(stderr=True).print(f"grid {i + 1}/{len(cells)}: {cell.name}", highlight=False)
-            rows += run_cell(cell, out, seeds, steps, mc_sequences, progress=False)
+            rows += run_cell(cell, out, seeds, steps, mc_sequences, progress=False, threads=threads)
     agreement = agreement_rows(rows)
     rates = agreement_rates(agreement)
     write_csv(out / "grid.csv", rows)

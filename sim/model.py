@@ -12,6 +12,7 @@ dominance.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 
@@ -117,6 +118,17 @@ class SeedBatchedAttention(nn.Module):
                     self.w_2[s, layer] = normal(4 * d, d, std=1 / math.sqrt(4 * d))
             self.w_out[s] = normal(d, self.d_out, std=1 / math.sqrt(d))
             self.b_out[s] = 0.0
+
+    def seed_slice(self, seeds: slice) -> SeedBatchedAttention:
+        """Seeds ``seeds`` as a model of their own: its parameters are views of these (an update of either shows
+        in both) and leaves of their own, so that a loss of the slice puts its gradients on the slice alone."""
+        part = copy.copy(self)  # the same config and sizes; the parameter table is replaced below
+        part._parameters = {
+            name: None if p is None else nn.Parameter(p.detach()[seeds], requires_grad=p.requires_grad)
+            for name, p in self._parameters.items()
+        }
+        part.n_seeds = len(range(self.n_seeds)[seeds])
+        return part
 
     # ---- embedding ---------------------------------------------------------------------------
     def embed_tokens(self, tokens: torch.Tensor) -> TableInputs:

@@ -10,9 +10,13 @@ gradient splits, the per-seed data generators and the partial loss window are al
 from __future__ import annotations
 
 import base64
+import functools
+import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -35,10 +39,54 @@ def run_metadata(cfg: SimConfig) -> dict:
     return {"sim": cfg.to_dict(), "seed_values": cfg.seed_list, **provenance()}
 
 
-class Simulation:
-    """The batched model, its optimiser, the per-seed generators and the running accumulators."""
+@dataclass(frozen=True)
+class SeedGroup:
+    """Seeds trained on one thread: their slice of the batched model and their data generators."""
 
-    def __init__(self, cfg: SimConfig) -> None:
+    seeds: slice
+    model: SeedBatchedAttention
+    data_gens: list[torch.Generator]
+
+
+def seed_groups(model: SeedBatchedAttention, data_gens: list[torch.Generator], threads: int) -> list[SeedGroup]:
+    """The seeds in ``threads`` contiguous groups (fewer if there are fewer seeds) of sizes differing by at most one;
+    one group is the whole model itself."""
+    n = len(data_gens)
+    k = max(1, min(threads, n))
+    if k == 1:
+        return [SeedGroup(slice(0, n), model, data_gens)]
+    bounds = [i * n // k for i in range(k + 1)]
+    return [
+        SeedGroup(slice(a, b), model.seed_slice(slice(a, b)), data_gens[a:b]) for a, b in itertools.pairwise(bounds)
+    ]
+
+
+def _joined(captures: list[dict[int, tuple[torch.Tensor, ...]]]) -> dict[int, tuple[torch.Tensor, ...]]:
+    """The seed groups' pair parts of ``dL/dM`` (``{layer: (self, cross)}``) joined along the seed axis."""
+    if len(captures) == 1:
+        return captures[0]
+    return {
+        layer: tuple(torch.cat(parts) for parts in zip(*(c[layer] for c in captures), strict=True))
+        for layer in captures[0]
+    }
+
+
+@functools.cache
+def _workers(n: int) -> ThreadPoolExecutor:
+    """``n`` threads for seed groups, each running torch ops on one intra-op thread (kept for the process)."""
+    return ThreadPoolExecutor(n, thread_name_prefix="seed-group", initializer=torch.set_num_threads, initargs=(1,))
+
+
+class Simulation:
+    """The batched model, its optimiser, the per-seed generators and the running accumulators.
+
+    ``threads > 1`` splits the seeds into that many groups whose forward and backward passes run at once, one
+    thread each (:func:`seed_groups`); seeds share nothing, so every result is the same bit for bit whatever
+    ``threads`` is (tests/test_sim_model.py). The groups' models are views of :attr:`model`, which stays the
+    one object that records, saves and loads.
+    """
+
+    def __init__(self, cfg: SimConfig, threads: int = 1) -> None:
         cfg.validate()
         self.cfg = cfg
         self.dtype = DTYPES[cfg.dtype]
@@ -46,6 +94,7 @@ class Simulation:
         self.model = SeedBatchedAttention(cfg.model, cfg.seeds, cfg.n, dtype=self.dtype, **task_shapes(self.task))
         self.model.initialize([generator(s, INIT_STREAM) for s in cfg.seed_list])
         self.data_gens = [generator(s, DATA_STREAM) for s in cfg.seed_list]
+        self.groups = seed_groups(self.model, self.data_gens, threads)
         params = {k: p for k, p in self.model.named_parameters() if p.requires_grad}
         self.optimizer = ElementwiseOptimizer(params, cfg.optimizer, cfg.lr)
         self.m0 = self.model.matrices()
@@ -61,23 +110,46 @@ class Simulation:
     # ---- one step ----------------------------------------------------------------------------
     def train_step(self) -> torch.Tensor:
         """One optimiser step for every seed on a fresh batch; returns the per-seed losses ``[S]``."""
-        return self.train_step_on(stack([self.task.draw(g, self.cfg.batch) for g in self.data_gens]))
+        return self._step(lambda group: stack([self.task.draw(g, self.cfg.batch) for g in group.data_gens]))
 
     def train_step_on(self, raw: dict[str, torch.Tensor]) -> torch.Tensor:
         """One optimiser step on the drawn randomness ``raw`` (a leading seed axis)."""
-        capture = {} if self.cfg.track_pairs else None
-        losses = self.task.loss(self.model, raw, capture)
+        return self._step(lambda group: {key: value[group.seeds] for key, value in raw.items()})
+
+    def _step(self, batch: Callable[[SeedGroup], dict[str, torch.Tensor]]) -> torch.Tensor:
+        """Draw (``batch``), forward and backward each seed group on its thread, then one optimiser step."""
+
+        def backward(group: SeedGroup) -> tuple[torch.Tensor, dict | None]:
+            capture = {} if self.cfg.track_pairs else None
+            losses = self.task.loss(group.model, batch(group), capture)
+            losses.sum().backward()  # seeds share no parameters: each gets its own gradient
+            return losses.detach(), capture
+
         self.optimizer.zero_grad()
-        losses.sum().backward()  # seeds share no parameters: each gets its own gradient
-        if capture is not None:
-            s, c = pair_split(capture)
+        if len(self.groups) == 1:
+            done = [backward(self.groups[0])]
+        else:
+            done = list(_workers(len(self.groups)).map(backward, self.groups))
+            self._gather_gradients()
+        losses = torch.cat([part[0] for part in done])
+        if self.cfg.track_pairs:
+            s, c = pair_split(_joined([part[1] for part in done]))
             self.grad_self += s
             self.grad_cross += c
         self.optimizer.step()
         self.step += 1
-        self.loss_sum += losses.detach().double()
+        self.loss_sum += losses.double()
         self.loss_count += 1
-        return losses.detach()
+        return losses
+
+    def _gather_gradients(self) -> None:
+        """Each trained parameter's gradient from its groups' slices, in seed order (the groups' are cleared)."""
+        slices = [dict(group.model.named_parameters()) for group in self.groups]
+        for name, p in self.optimizer.params.items():
+            grads = [part[name].grad for part in slices]
+            p.grad = None if grads[0] is None else torch.cat(grads)  # None: the parameter played no part in the loss
+            for part in slices:
+                part[name].grad = None
 
     def specials(self) -> dict[str, torch.Tensor]:
         """Special-token input vectors scored for their key/query norms."""
@@ -179,12 +251,13 @@ def run(
     """Train ``cfg`` into the run directory ``out``; ``resume`` continues from its checkpoint.
 
     ``stop_at`` ends early (after that step's checkpoint, if one falls there), as an interruption would.
-    ``threads``: torch intra-op threads while training (``None`` leaves the setting alone). One is the
-    default because every op here is small: on a shared 2-core machine extra OpenMP threads made a
-    step up to 10x slower, never faster.
+    ``threads``: the seeds train in this many groups at once, one thread each (:class:`Simulation`; the results
+    do not depend on it), and every torch op runs on one intra-op thread: the ops are small, and on a shared
+    2-core machine torch's own OpenMP threads made a step up to 10x slower, never faster. ``None``: one group,
+    torch's thread setting left as the caller set it.
     """
-    with intra_op_threads(threads):
-        return _run(cfg, Path(out), resume, stop_at, progress, description)
+    with intra_op_threads(None if threads is None else 1):
+        return _run(cfg, Path(out), resume, stop_at, progress, description, threads or 1)
 
 
 @contextmanager
@@ -200,9 +273,9 @@ def intra_op_threads(n: int | None) -> Iterator[None]:
 
 
 def _run(
-    cfg: SimConfig, out: Path, resume: bool, stop_at: int | None, progress: bool, description: str | None
+    cfg: SimConfig, out: Path, resume: bool, stop_at: int | None, progress: bool, description: str | None, threads: int
 ) -> Simulation:
-    sim = Simulation(cfg)
+    sim = Simulation(cfg, threads)
     if resume and (out / "checkpoint.json").exists():
         sim.load(out)
     else:

@@ -262,3 +262,41 @@ def test_causal_evaluated_entries() -> None:
     assert not coords.evaluated[v + 1].any() and not coords.evaluated[:, v + 2].any()  # MASK, CLS never appear
     assert coords.evaluated[v, pos[0]] and not coords.evaluated[v, :v].any()  # BOS queries only see position 0
     assert coords.sequence.tolist() == list(range(1, sim.cfg.n))  # position 0 holds BOS
+
+
+@pytest.mark.parametrize(
+    ("objective", "param", "threads"),
+    [(objective, "factored", 2) for objective in OBJECTIVES] + [("bidirectional", "direct", 3), ("mae", "tied", 5)],
+)
+def test_seed_groups_on_threads_train_as_one_group(objective: str, param: str, threads: int) -> None:
+    """Seeds trained in groups on their own threads give what one group gives, bit for bit: parameters, optimiser
+    moments, pair-split accumulators, losses, on fresh draws and on given ones (compare-theory's path)."""
+    cfg = small(objective, model__param=param, seeds=5)
+    one, grouped = Simulation(cfg), Simulation(cfg, threads=threads)
+    sizes = [g.seeds.stop - g.seeds.start for g in grouped.groups]
+    assert grouped.groups[0].seeds.start == 0 and all(
+        a.seeds.stop == b.seeds.start for a, b in zip(grouped.groups, grouped.groups[1:], strict=False)
+    ), "contiguous groups"
+    assert len(sizes) == min(threads, cfg.seeds) and sum(sizes) == cfg.seeds and max(sizes) - min(sizes) <= 1, sizes
+    for step in range(4):
+        if step % 2:
+            raw = stack([one.task.draw(g, cfg.batch) for g in one.data_gens])
+            stack([grouped.task.draw(g, cfg.batch) for g in grouped.data_gens])  # the same draws, in step
+            pair = one.train_step_on(raw), grouped.train_step_on(raw)
+        else:
+            pair = one.train_step(), grouped.train_step()
+        assert torch.equal(*pair), f"step {step}: losses {pair}"
+    for name, t in one.tensors().items():
+        assert torch.equal(t, grouped.tensors()[name]), f"{name} differs between one group and {threads} threads"
+    assert [p.grad for p in grouped.groups[0].model.parameters()] == [None] * len(list(grouped.model.parameters()))
+
+
+def test_seed_slice_shares_parameters_not_gradients() -> None:
+    model = Simulation(small("denoising", seeds=4)).model
+    part = model.seed_slice(slice(1, 3))
+    assert part.n_seeds == 2 and part.w_q.shape[0] == 2
+    with torch.no_grad():
+        model.w_q.add_(1.0)  # an update of the whole model shows in the slice
+    assert torch.equal(part.w_q, model.w_q[1:3])
+    part.w_q.sum().backward()
+    assert model.w_q.grad is None and part.w_q.grad is not None

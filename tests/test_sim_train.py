@@ -93,12 +93,15 @@ def test_bos_norms_are_recorded_for_token_objectives(tmp_path) -> None:
     assert all(math.isnan(r["mask_key_norm"]) for r in rows), "no [MASK] in next-token prediction"
 
 
-@pytest.mark.parametrize("objective", ["bidirectional", "denoising"])
-def test_resume_equals_uninterrupted(objective: str, tmp_path) -> None:
+@pytest.mark.parametrize(("objective", "threads"), [("bidirectional", 1), ("denoising", 1), ("denoising", 2)])
+def test_resume_equals_uninterrupted(objective: str, threads: int, tmp_path) -> None:
+    """Also when the interrupted and resumed runs train their seeds in groups on two threads."""
     cfg = tiny(objective, steps=40, record_every=10, checkpoint_every=20)
     whole = run(cfg, tmp_path / "whole", progress=False)
-    run(cfg, tmp_path / "split", progress=False, stop_at=30)  # interrupted after the step-20 checkpoint
-    resumed = run(cfg, tmp_path / "split", progress=False, resume=True)
+    run(
+        cfg, tmp_path / "split", progress=False, stop_at=30, threads=threads
+    )  # interrupted after the step-20 checkpoint
+    resumed = run(cfg, tmp_path / "split", progress=False, resume=True, threads=threads)
     assert filecmp.cmp(tmp_path / "whole" / "metrics.csv", tmp_path / "split" / "metrics.csv", shallow=False)
     for (name, a), b in zip(whole.model.named_parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(a, b), f"{name} differs after resuming"
