@@ -151,7 +151,9 @@ def record_rows(
 ) -> tuple[list[dict], list[dict]]:
     """All rows of one record step (metrics, positions); ``specials`` maps ``bos`` / ``mask`` to inputs ``[S, d]``.
 
-    A dense form that is exactly zero for some head (nothing accumulated yet, e.g. at step 0) is skipped.
+    A dense form that is exactly zero for some head (nothing accumulated yet, e.g. at step 0) is skipped. Keys come
+    in the order of :data:`METRIC_COLUMNS` / :data:`POSITION_COLUMNS`, as rows read back from the CSVs have them,
+    so that a table built from a run's rows is the same whether the run trained now or was resumed.
     """
     m = model.matrices()
     forms = model.forms()
@@ -174,4 +176,5 @@ def record_rows(
         empty = dict.fromkeys(NORM_COLUMNS + SLOPE_COLUMNS, math.nan)  # whole-form quantities
         rows += whole + [r | empty | {"loss": loss_of[r["seed"]]} for r in blocks]
         positions += pos
-    return rows, positions
+    in_order = lambda table, columns: [{c: row[c] for c in columns if c in row} for row in table]
+    return in_order(rows, METRIC_COLUMNS), in_order(positions, POSITION_COLUMNS)

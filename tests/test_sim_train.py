@@ -103,6 +103,9 @@ def test_resume_equals_uninterrupted(objective: str, threads: int, tmp_path) -> 
     )  # interrupted after the step-20 checkpoint
     resumed = run(cfg, tmp_path / "split", progress=False, resume=True, threads=threads)
     assert filecmp.cmp(tmp_path / "whole" / "metrics.csv", tmp_path / "split" / "metrics.csv", shallow=False)
+    # rows read back from the checkpoint's CSVs and rows recorded after it carry their keys in one order
+    assert [list(row) for row in resumed.rows] == [list(row) for row in whole.rows]
+    assert [list(row) for row in resumed.position_rows] == [list(row) for row in whole.position_rows]
     for (name, a), b in zip(whole.model.named_parameters(), resumed.model.parameters(), strict=True):
         assert torch.equal(a, b), f"{name} differs after resuming"
     assert torch.equal(whole.grad_cross, resumed.grad_cross)
