@@ -120,8 +120,8 @@ OUTPUT_DIR = {"file_okay": False, "writable": True, "callback": _output_path}
 SEED_THREADS = typer.Option(
     min=1,
     help="Threads: the seeds train in this many groups at once, one thread each, with the same results for any "
-    "value. It pays with many seeds per group (32 seeds on two threads: 1.3-1.7x measured); with a few seeds per "
-    "group it may not, and more threads than cores costs.",
+    "value. It pays with many seeds per group (32 seeds on two threads: 1.1-1.8x measured on a shared 2-core "
+    "machine); with a few seeds per group it may not, and more threads than cores costs.",
 )
 
 
