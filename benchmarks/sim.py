@@ -176,7 +176,7 @@ def main() -> None:
     fl = {side: flops(c) for side, c in calls.items()}
     replay = {side: replay_seconds(c) for side, c in calls.items()}
     draws = draw_seconds(sims["batched"][0])
-    peak = {1: sgemm_rate(1), args.threads: sgemm_rate(args.threads)}
+    peak = {t: sgemm_rate(t) for t in sorted({1, args.threads})}
     m = cfg.model
     print(
         f"{args.objective}: d={m.d}, heads={m.heads}x{m.head_dim}, layers={m.layers}, n={cfg.n}, batch={cfg.batch}, "

@@ -286,8 +286,9 @@ def test_seed_groups_on_threads_train_as_one_group(objective: str, param: str, t
         else:
             pair = one.train_step(), grouped.train_step()
         assert torch.equal(*pair), f"step {step}: losses {pair}"
+    theirs = grouped.tensors()
     for name, t in one.tensors().items():
-        assert torch.equal(t, grouped.tensors()[name]), f"{name} differs between one group and {threads} threads"
+        assert torch.equal(t, theirs[name]), f"{name} differs between one group and {threads} threads"
     assert [p.grad for p in grouped.groups[0].model.parameters()] == [None] * len(list(grouped.model.parameters()))
 
 

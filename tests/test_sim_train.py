@@ -98,9 +98,8 @@ def test_resume_equals_uninterrupted(objective: str, threads: int, tmp_path) -> 
     """Also when the interrupted and resumed runs train their seeds in groups on two threads."""
     cfg = tiny(objective, steps=40, record_every=10, checkpoint_every=20)
     whole = run(cfg, tmp_path / "whole", progress=False)
-    run(
-        cfg, tmp_path / "split", progress=False, stop_at=30, threads=threads
-    )  # interrupted after the step-20 checkpoint
+    # interrupted after the step-20 checkpoint
+    run(cfg, tmp_path / "split", progress=False, stop_at=30, threads=threads)
     resumed = run(cfg, tmp_path / "split", progress=False, resume=True, threads=threads)
     assert filecmp.cmp(tmp_path / "whole" / "metrics.csv", tmp_path / "split" / "metrics.csv", shallow=False)
     # rows read back from the checkpoint's CSVs and rows recorded after it carry their keys in one order
