@@ -68,14 +68,14 @@ def null_shapes(plan: Plan, per: PerChoice, null_samples: int | None = None) -> 
 
 
 def describe(
-    path: str | Path,
+    path: str | Path | Checkpoint,
     heads: int | None = None,
     kv_heads: int | None = None,
     prefix: str | None = None,
     family: str | None = None,
 ) -> tuple[Checkpoint, Plan]:
-    """Open the checkpoint and plan the analysis, reading no tensor (the dry run)."""
-    ckpt = open_checkpoint(path)
+    """Open the checkpoint (or take one already open) and plan the analysis, reading no tensor (the dry run)."""
+    ckpt = path if isinstance(path, Checkpoint) else open_checkpoint(path)
     return ckpt, plan_checkpoint(ckpt, heads, kv_heads, prefix, family)
 
 
@@ -272,7 +272,7 @@ def score(
 
 
 def analyze(
-    path: str | Path,
+    path: str | Path | Checkpoint,
     per: PerChoice = "both",
     heads: int | None = None,
     kv_heads: int | None = None,
@@ -281,7 +281,9 @@ def analyze(
     null_samples: int | None = None,
     null_seed: int = 0,
     family: str | None = None,
+    on_null: Callable[[int, int, int], None] | None = None,
+    on_layer: Callable[[int, int], None] | None = None,
 ) -> Analysis:
-    """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``)."""
+    """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``; hooks: :func:`score`)."""
     ckpt, plan = describe(path, heads, kv_heads, prefix, family)
-    return Analysis(plan, score(ckpt, plan, per, k, null_samples, null_seed))
+    return Analysis(plan, score(ckpt, plan, per, k, null_samples, null_seed, on_null, on_layer))
