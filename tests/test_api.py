@@ -53,11 +53,22 @@ def test_analyze_returns_the_rows_of_analyze_csv(bert, tmp_path, per):
     pandas.testing.assert_frame_equal(_as_text(frame), expected)
 
 
-def test_a_live_module_gives_the_rows_of_its_saved_checkpoint(bert, tmp_path):
-    bert.save_pretrained(tmp_path / "bert")
-    live = wqk.analyze(bert, null_samples=16).drop(columns="model")
-    saved = wqk.analyze(str(tmp_path / "bert"), null_samples=16).drop(columns="model")
-    pandas.testing.assert_frame_equal(live, saved)
+def _dit():
+    diffusers = pytest.importorskip("diffusers")
+    return diffusers.DiTTransformer2DModel(
+        num_attention_heads=2, attention_head_dim=8, in_channels=4, out_channels=8, num_layers=2, sample_size=8,
+        patch_size=2, num_embeds_ada_norm=10,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["transformers", "diffusers"])
+def test_a_live_module_gives_the_rows_of_its_saved_checkpoint(kind, bert, tmp_path):
+    model = bert if kind == "transformers" else _dit()
+    model.save_pretrained(tmp_path / "saved")
+    live = wqk.analyze(model, null_samples=16)
+    saved = wqk.analyze(str(tmp_path / "saved"), null_samples=16)
+    assert set(live.family) == {"encoder" if kind == "transformers" else "diffusion"}
+    pandas.testing.assert_frame_equal(live.drop(columns="model"), saved.drop(columns="model"))
 
 
 def test_a_module_without_config_gives_its_heads(tmp_path):

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from wqk.cli.errors import fail
-from wqk.cli.options import OUTPUT_FILE, Format, Per
+from wqk.cli.options import OUTPUT_FILE, Format, Per, choice
 from wqk.cli.output import Output
 
 #: ``analyze`` options handed to :func:`checkpoints.analyze.analyze` under their own names, and only when they differ
@@ -142,6 +142,7 @@ def analyze(
         str,
         typer.Option(
             metavar="iid|spectrum",
+            callback=choice(("iid", "spectrum"), "{option} must be iid or spectrum; got {value!r}"),
             help="Null of the z-scores: iid (Gaussian factors) or spectrum (random forms with the layer's singular "
             "values).",
         ),
