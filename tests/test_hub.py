@@ -181,3 +181,21 @@ def test_paper_checkpoints_cache_scores_every_readable_cached_model(env):
 
     tables = checkpoints({"checkpoints": [fingerprint(p) for p in paths], "null_samples": 16}, Notes())
     assert {r["model"] for r in tables["scores"]} == {m.repo for m in cached_models() if m.readable}
+
+
+def test_download_is_asked_for_and_goes_through_huggingface_hub(tmp_path, monkeypatch):
+    """No network in tests: huggingface_hub's snapshot_download is replaced by one that fills the cache."""
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    cache, asked = tmp_path / "hub", []
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))  # its own cache: the shared one's listing stays as built
+
+    def snapshot_download(repo_id, revision, allow_patterns):
+        asked.append((repo_id, revision, allow_patterns))
+        _bert(3).save_pretrained(tmp_path / "fetched")
+        return str(add_to_cache(cache, repo_id, tmp_path / "fetched", revision))
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    assert CliRunner().invoke(app, ["analyze", "org/fetched-bert"]).exit_code == 2 and not asked
+    _, rows = _csv("org/fetched-bert", "--download")
+    assert asked == [("org/fetched-bert", "main", ["*.json", "*.safetensors"])]
+    assert {r["model"] for r in rows} == {"org/fetched-bert"}
