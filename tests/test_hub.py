@@ -183,6 +183,12 @@ def test_paper_checkpoints_cache_scores_every_readable_cached_model(env):
     assert {r["model"] for r in tables["scores"]} == {m.repo for m in cached_models() if m.readable}
 
 
+def test_paper_checkpoints_cache_with_nothing_readable_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    result = CliRunner().invoke(app, ["paper", "--smoke", "--out", str(tmp_path / "out"), "--checkpoints", "cache"])
+    assert result.exit_code == 2 and "no model in" in result.stderr and str(tmp_path / "empty") in result.stderr
+
+
 def test_download_is_asked_for_and_goes_through_huggingface_hub(tmp_path, monkeypatch):
     """No network in tests: huggingface_hub's snapshot_download is replaced by one that fills the cache."""
     huggingface_hub = pytest.importorskip("huggingface_hub")

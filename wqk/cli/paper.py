@@ -169,12 +169,15 @@ def paper(
 
 def checkpoint_paths(sources: list[str]) -> list[str]:
     """``--checkpoints``' paths, with ``cache`` standing for every cached model that ``analyze`` reads."""
-    from checkpoints.hub import cached_models
+    from checkpoints.hub import cache_dir, cached_models
 
     paths: list[str] = []
     for source in sources:
         if source == "cache" and not Path(source).exists():
-            paths += [str(m.path) for m in cached_models() if m.readable]
+            readable = [str(m.path) for m in cached_models() if m.readable]
+            if not readable:
+                fail(f"--checkpoints cache: no model in {cache_dir()} that analyze reads (see analyze --list-cache)")
+            paths += readable
         elif not Path(source).exists():
             fail(f"no such checkpoint: {source}")
         else:
