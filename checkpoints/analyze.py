@@ -133,9 +133,8 @@ def iter_rows(
 
     A background thread reads layer ``l + 1`` while layer ``l`` is scored (at most two layers' weights are in
     memory at once): it brings the tensors' pages into memory, the disk reads, and nothing more. The cast to
-    the working dtype runs on the scoring threads between layers: a cast on the reader thread, while the
-    products run on every core, slowed a 7B-shaped layer by 140-160 ms (715-741 against 576-580 ms, medians of
-    five passes, interleaved in one process on a 2-core Zen 5), several times the cast's own cost.
+    the working dtype runs on the scoring threads between layers, not on the reader thread, where it would
+    compete with the products for the cores (docs/benchmarks.md, section "analyze").
     """
     dtype = torch.float32 if precision == "float32" else torch.float64
 
