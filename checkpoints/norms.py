@@ -10,7 +10,8 @@ so folding it would change the scores of the form and no logit. Left out: the pe
 
 ``fold_qk_norm``: the q / k RMSNorm gains, per head ``W_q^h diag(g_q g_k) W_k^h^T`` (``g_q`` on the query
 side, ``g_k`` on the key side); left out: ``1 / rms(q_h)`` and ``1 / rms(k_h)`` of each token's query and key
-head, positive factors per token and head.
+head, positive factors per token and head (per token only where the norm spans all heads, as OLMo 2's does).
+Multi-head latent attention folds its latents' norm gains always (:func:`checkpoints.adapters.latent_qk`).
 """
 
 from __future__ import annotations
