@@ -94,7 +94,7 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("deberta", _ENC, ("deberta",)),
     ModelType("deberta-v2", _ENC, ("deberta-v2",)),
     ModelType("mpnet", _ENC, ("mpnet",)),
-    ModelType("modernbert", _ENC),
+    ModelType("modernbert", _ENC, ("nomic-bert",), rotary=True),
     ModelType("gte", _ENC, ("gte",)),
     ModelType("nomic_bert", _ENC, ("nomic-bert",)),
     ModelType("jina_embeddings_v3", _ENC, ("jina-v3",)),

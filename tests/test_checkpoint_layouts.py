@@ -669,6 +669,25 @@ def test_embedding_encoders_fused_qkv_is_blocked(model_type, tmp_path):
     assert _differs(neox_interleaved(ckpt.get(plan.units[0].keys[0]).double(), H, H), reference.layers([0]))
 
 
+def test_modernbert_is_one_record_over_nomic_berts_blocked_wqkv(tmp_path):
+    """ModernBERT, added as one model-type record: its attn.Wqkv is Nomic BERT's blocked q | k | v."""
+    if not hasattr(transformers, "ModernBertModel"):
+        pytest.skip(f"transformers {transformers.__version__} has no ModernBERT")
+    tokens = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1, "sep_token_id": 2}
+    model = transformers.ModernBertModel(transformers.ModernBertConfig(vocab_size=50, **SMALL, **tokens))
+    q, k = [], []
+    for layer in model.layers:  # ModernBertAttention: Wqkv(x).view(..., 3, H, d_h).unbind(-3)
+        out = probe(layer.attn.Wqkv).reshape(D, 3, H, -1).permute(1, 2, 0, 3)  # [3, H, d, d_h]
+        q.append(out[0])
+        k.append(out[1])
+    reference = FactoredForms(torch.stack(q), torch.stack(k))
+    plan = _matched_plan(model, tmp_path, reference)
+    assert (plan.layout.name, plan.model_type, plan.family) == ("nomic-bert", "modernbert", "encoder")
+    assert any("rotary" in w for w in plan.warnings)
+    w = [layer.attn.Wqkv.weight.detach() for layer in model.layers]
+    assert _differs(FactoredForms.stack([neox_interleaved(x, H, H) for x in w]), reference)  # GPT-NeoX's order
+
+
 @pytest.mark.parametrize("model_type", ["xlm", "flaubert"])
 def test_xlm_attentions_q_lin_k_lin(model_type, tmp_path):
     config = transformers.AutoConfig.for_model(model_type, vocab_size=50, emb_dim=D, n_layers=L, n_heads=H)
