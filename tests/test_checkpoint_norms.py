@@ -214,3 +214,20 @@ def test_folding_is_off_by_default_and_changes_the_scores_when_asked(tmp_path):
     assert analyze(tmp_path, per="layer", null_samples=8, fold_ln=False).rows == plain
     folded = analyze(tmp_path, per="layer", null_samples=8, fold_ln=True).rows
     assert [r["symmetry"] for r in folded] != [r["symmetry"] for r in plain]
+
+
+def test_cli_folds_on_request_and_says_what_it_leaves_out(tmp_path):
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(vocab_size=50, **SMALL))
+    model.save_pretrained(tmp_path)
+    runner = CliRunner()
+    base = ["analyze", str(tmp_path), "--per", "layer", "--null-samples", "8", "--describe"]
+    plain = runner.invoke(app, base)
+    folded = runner.invoke(app, [*base, "--fold-ln"])
+    assert plain.exit_code == folded.exit_code == 0
+    assert "--fold-ln" not in plain.output and "centring is not folded" in " ".join(folded.output.split())
+    refused = runner.invoke(app, ["analyze", str(tmp_path), "--per", "layer", "--null-samples", "8", "--fold-qk-norm"])
+    assert refused.exit_code != 0 and "no q/k norm gains" in refused.output
