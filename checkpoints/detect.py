@@ -55,8 +55,8 @@ _OBJECTIVE_FAMILY = {
     "classify": "vision-supervised",
     "mae": "vision-self-supervised",
     "causal": "vision-self-supervised",
+    "denoise": "diffusion",
 }
-_OBJECTIVE_FAMILY["denoise"] = "diffusion"
 
 
 def _rotary_warning(layout: Layout, config: Mapping[str, Any]) -> str | None:
