@@ -21,7 +21,21 @@ K_HELP = "Directionality threshold: mean + k * std of the row/column norms."
 def register(app: typer.Typer) -> None:
     app.command()(scores)
     app.command()(null)
-    app.command()(analyze)
+    app.command(help=_analyze_help())(analyze)
+
+
+def _analyze_help() -> str:
+    """``analyze --help``: the model types read, by family, from the model-type registry."""
+    from checkpoints.model_types import help_list
+
+    return (
+        "Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.\n\n"
+        f"Model types read, by family: {help_list()}. Files with no config: timm ViT and original DiT "
+        "(blocks.{i}.attn.qkv), Meta's Llama (wq, wk) and llama-family GGUF. Rows carry model, family (the "
+        "objective) and stack; cross-attention has no symmetry (two spaces: n/a). The summary is the paper's "
+        "convention: median and interquartile range over layers of the per-layer scores, per stack. Layers are "
+        "read one at a time."
+    )
 
 
 def scores(
@@ -150,12 +164,19 @@ def analyze(
     fold_ln: Annotated[
         bool,
         typer.Option(
-            "--fold-ln", help="Score diag(gamma) W_q W_k^T diag(gamma): the pre-attention norm's gain folded in."
+            "--fold-ln",
+            help="Score diag(gamma) W_q W_k^T diag(gamma), gamma the pre-attention norm's gain (LayerNorm or "
+            "RMSNorm): the form the normalised tokens see. LayerNorm's centring is not folded (the standardised "
+            "tokens are already mean-free); the per-token 1/sigma is left out.",
         ),
     ] = False,
     fold_qk_norm: Annotated[
         bool,
-        typer.Option("--fold-qk-norm", help="Fold the per-head q/k norm gains: W_q diag(g_q g_k) W_k^T."),
+        typer.Option(
+            "--fold-qk-norm",
+            help="Score W_q^h diag(g_q g_k) W_k^h^T with the q/k RMSNorm gains folded in; the per-token, per-head "
+            "1/rms(q_h), 1/rms(k_h) are left out.",
+        ),
     ] = False,
     list_cache: Annotated[
         bool,
@@ -167,22 +188,7 @@ def analyze(
     ] = False,
     fmt: Format = "table",
 ) -> None:
-    """Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.
-
-    Layouts: Hugging Face encoders (BERT, RoBERTa, ViT, DeiT, BEiT, ViT-MAE, DINO), DINOv3, V-JEPA 2, DistilBERT,
-    DeBERTa (v1 and v2/v3), MPNet, ALBERT, XLM, GTE / Nomic BERT / Jina v3 embedders, GPT-2 / GPT-1, GPT-NeoX / Pythia,
-    GPT-BigCode / StarCoder (multi-query), Persimmon, Llama / Mistral / Qwen (grouped-query), Phi-3, Falcon, Bloom,
-    GPT-J, XGLM, DeepSeek-V2 / V3 / V3.2, Kimi K2 and kin (multi-head latent attention: the per-layer form at its
-    latent rank), Qwen3-Next / Qwen3.5 (gated queries) and the attention layers of hybrids (Qwen3.5, Nemotron-H,
-    Jamba), T5 and BART (encoder, decoder and cross-attention apart), CLIP / SigLIP / BLIP (vision tower or both
-    towers), vision-language models built on a language model (LLaVA, PaliGemma, Gemma 3, Qwen2-VL, Qwen3.5, ...:
-    vision tower and language model), SAM's image encoder, Swin, SegFormer, timm ViT and original DiT
-    (blocks.{i}.attn.qkv), diffusers DiT, PixArt, SD3 / Flux (image and text streams, image-query/text-key block)
-    and llama-family GGUF. Rows carry model, family
-    (the objective) and stack; cross-attention has no symmetry (two spaces: n/a). The summary is the paper's
-    convention: median and interquartile range over layers of the per-layer scores, per stack. Layers are read
-    one at a time.
-    """
+    """Scores of a checkpoint's attention layers and heads (the help text is :func:`_analyze_help`)."""
     from checkpoints import analyze as ana
     from checkpoints.hub import cache_dir, cached_models, open_source
     from checkpoints.loading import CheckpointError
@@ -203,14 +209,15 @@ def analyze(
     try:
         checkpoint = open_source(source, download=download)
         if describe:
-            _describe(out, *ana.describe(checkpoint, heads, kv_heads, prefix, family)[1:], per, null_samples)
+            plan = ana.describe(checkpoint, heads, kv_heads, prefix, family)[1]
+            _describe(out, plan, per, null_samples, fold_ln, fold_qk_norm)
             return
         analysis = _scored(out, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, extra)
     except CheckpointError as err:
         fail(err)
     except ValueError as err:  # bad input met while reading
         fail(err)
-    _print_plan(out, analysis.plan)
+    _print_plan(out, analysis.plan, fold_ln, fold_qk_norm)
     rows, stack = analysis.rows, ["stack"] if len(analysis.plan.stacks) > 1 else []
     if fmt == "table":
         from theory.report import SHOWN_COLUMNS
@@ -243,18 +250,22 @@ def _default(ctx: typer.Context, name: str):
     return next(p.default for p in ctx.command.params if p.name == name)
 
 
-def _print_plan(out: Output, plan) -> None:
-    for line in plan.lines() + [f"note: {n}" for n in plan.notes]:
+def _print_plan(out: Output, plan, fold_ln: bool, fold_qk_norm: bool) -> None:
+    """What is read and how, its notes (with what a folded norm gain holds and leaves out) and warnings."""
+    from checkpoints.norms import fold_notes
+
+    notes = [*plan.notes, *fold_notes(plan, fold_ln, fold_qk_norm)]
+    for line in plan.lines() + [f"note: {n}" for n in notes]:
         out.note(line)
     for warning in plan.warnings:
         out.note(f"warning: {warning}", style="yellow")
 
 
-def _describe(out: Output, plan, per: str, null_samples: int | None) -> None:
+def _describe(out: Output, plan, per: str, null_samples: int | None, fold_ln: bool, fold_qk_norm: bool) -> None:
     """The dry run: what would be scored, the nulls it needs, and every attention-looking key skipped."""
     from checkpoints.analyze import null_shapes
 
-    _print_plan(out, plan)
+    _print_plan(out, plan, fold_ln, fold_qk_norm)
     stacks = f" in {len(plan.stacks)} stacks ({', '.join(plan.stacks)})" if len(plan.stacks) > 1 else ""
     nulls = "; ".join(f"{p}: d={d}, rank={r}, {n} samples" for p, d, r, n in null_shapes(plan, per, null_samples))  # type: ignore[arg-type]
     out.note(f"would score {plan.n_layers} layers ({per}){stacks}; nulls: {nulls}")
