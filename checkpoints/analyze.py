@@ -69,14 +69,14 @@ def null_shapes(plan: Plan, per: PerChoice, null_samples: int | None = None) -> 
 
 
 def describe(
-    path: str | Path,
+    path: str | Path | Checkpoint,
     heads: int | None = None,
     kv_heads: int | None = None,
     prefix: str | None = None,
     family: str | None = None,
 ) -> tuple[Checkpoint, Plan]:
-    """Open the checkpoint and plan the analysis, reading no tensor (the dry run)."""
-    ckpt = open_checkpoint(path)
+    """Open the checkpoint (or take one already open) and plan the analysis, reading no tensor (the dry run)."""
+    ckpt = path if isinstance(path, Checkpoint) else open_checkpoint(path)
     return ckpt, plan_checkpoint(ckpt, heads, kv_heads, prefix, family)
 
 
@@ -282,7 +282,7 @@ def score(
 
 
 def analyze(
-    path: str | Path,
+    path: str | Path | Checkpoint,
     per: PerChoice = "both",
     heads: int | None = None,
     kv_heads: int | None = None,
@@ -293,12 +293,16 @@ def analyze(
     family: str | None = None,
     fold_ln: bool = False,
     fold_qk_norm: bool = False,
+    on_null: Callable[[int, int, int], None] | None = None,
+    on_layer: Callable[[int, int], None] | None = None,
 ) -> Analysis:
-    """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``).
+    """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``; hooks: :func:`score`).
 
     ``fold_ln``: score ``diag(gamma) W_q W_k^T diag(gamma)`` with the pre-attention norm's gain; ``fold_qk_norm``:
     ``W_q^h diag(g_q g_k) W_k^h^T`` with the q/k RMSNorm gains (:mod:`checkpoints.norms` says what each leaves out).
     """
     ckpt, plan = describe(path, heads, kv_heads, prefix, family)
-    rows = score(ckpt, plan, per, k, null_samples, null_seed, fold_ln=fold_ln, fold_qk_norm=fold_qk_norm)
+    rows = score(
+        ckpt, plan, per, k, null_samples, null_seed, on_null, on_layer, fold_ln=fold_ln, fold_qk_norm=fold_qk_norm
+    )
     return Analysis(plan, rows)

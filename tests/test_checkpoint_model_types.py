@@ -39,9 +39,10 @@ def test_the_docs_model_tables_are_the_registrys(doc):
 
 
 def test_analyze_help_lists_every_model_type_read():
-    import cli
+    from cli import app
+    from wqk.cli.scoring import analyze
 
-    command = next(c for c in cli.app.registered_commands if c.callback is cli.analyze)
+    command = next(c for c in app.registered_commands if c.callback is analyze)
     assert help_list() in command.help
     listed = {name for group in help_list().split("; ") for name in group.split(": ")[1].split(", ")}
     assert listed == {r.name for r in MODEL_TYPES if r.layouts}
