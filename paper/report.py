@@ -399,8 +399,9 @@ def grid_piece(results: Results) -> str:
     return (
         f"![grid](figures/grid.png)\n\nThese results have {fmt(seeds)} seeds per cell. Rule z (|combined z| > 2 "
         f"is outside the null band); *all* counts every comparison (Wilson interval), *tied* and *untied* split "
-        f"them (the tied cells agree by construction) with a bootstrap over cells, each cell's comparisons "
-        f"resampled together:\n\n{table}\n\nWhere the prediction and the simulation disagree:\n\n{disagree}"
+        "them (a tied cell's `s = 1` and `δ_PR = 0` agree by construction with a prediction made at its own "
+        f"init), with a bootstrap over cells, each cell's comparisons resampled together:\n\n{table}"
+        f"\n\nWhere the prediction and the simulation disagree:\n\n{disagree}"
     )
 
 

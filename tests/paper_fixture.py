@@ -56,23 +56,14 @@ def _manifest(name: str, seeds: int) -> dict:
     }
 
 
+def _null_row(score: str, d: int) -> dict:
+    """A null row's statistics for ``score`` at ``d`` (full rank)."""
+    lo, hi, m, sd = NULL[score]
+    return {"score": score, "d": d, "rank": d, "k": 2.0, "samples": 64, "mean": m, "sd": sd, "q025": lo, "q975": hi}
+
+
 def _null_rows(ids: dict) -> list[dict]:
-    return [
-        {
-            **ids,
-            "null": "iid",
-            "score": s,
-            "d": 64,
-            "rank": 64,
-            "k": 2.0,
-            "samples": 64,
-            "mean": m,
-            "sd": sd,
-            "q025": lo,
-            "q975": hi,
-        }
-        for s, (lo, hi, m, sd) in NULL.items()
-    ]
+    return [{**ids, "null": "iid", **_null_row(s, 64)} for s in NULL]
 
 
 def _value(rng, key: tuple, score: str, fraction: float, spread: float) -> float:
@@ -306,23 +297,11 @@ def theory_tables(rng) -> dict[str, dict]:
     ]
     nulls = []
     for d in (16, 32, 64):
-        for s, (lo, hi, m, sd) in NULL.items():
-            nulls.append(
-                {
-                    "kind": "full rank",
-                    "score": s,
-                    "d": d,
-                    "rank": d,
-                    "k": 2.0,
-                    "samples": 64,
-                    "mean": m,
-                    "sd": sd,
-                    "q025": lo,
-                    "q975": hi,
-                    "reference_mean": m if s != "directionality_pr" else None,
-                    "reference_sd": sd if s != "directionality_pr" else None,
-                }
-            )
+        for s in NULL:
+            row = {"kind": "full rank", **_null_row(s, d)}
+            theory = s != "directionality_pr"  # the theory gives no reference for δ_PR's null
+            row.update(reference_mean=row["mean"] if theory else None, reference_sd=row["sd"] if theory else None)
+            nulls.append(row)
     compare = []
     for o in objectives:
         for data in ("reversible", "irreversible"):
