@@ -313,3 +313,19 @@ def test_claim4_rests_on_its_checks_and_the_grid_is_its_own_section(tmp_path):
     assert {r["experiment"] for r in rows if r["section"] == "claim4"} == {"theory_check"}
     (grid,) = [r for r in rows if r["section"] == "grid"]
     assert grid["n"] == 12  # the untied comparisons of the fixture's early phase (the tied ones apart)
+
+
+def test_the_ratio_margin_is_the_band_of_one_random_form():
+    """RATIO's fixed region covers about 95% of ``||M x|| / ||x^T M||`` for random 64 x 64 Gaussian products
+    (a binomial 99.9% band around 0.95 for the draws made)."""
+    import numpy as np
+
+    from paper.claims import RATIO
+
+    rng = np.random.default_rng(0)
+    draws = 1500
+    a, b = rng.standard_normal((2, draws, 64, 64))
+    m = a @ b.transpose(0, 2, 1)
+    ratio = np.linalg.norm(m[:, :, 0], axis=1) / np.linalg.norm(m[:, 0, :], axis=1)  # x = e_0
+    covered = np.mean((RATIO.lo <= ratio) & (ratio <= RATIO.hi))
+    assert abs(covered - 0.95) < 3.3 * np.sqrt(0.95 * 0.05 / draws)
