@@ -230,17 +230,17 @@ def vit_mnist_config(**overrides):
     from vision.train import TrainConfig
 
     task = STUDY_TASKS["vit-mnist"]
-    return TrainConfig(
-        model=task.model,
-        objective=task.objective,
-        data=task.data,
-        steps=task.steps,
-        log_every=task.log_every,
-        task_options=dict(task.task_options),
-        progress=False,
-        out_dir="/tmp/unused",
-        **{**task.train, **overrides},
-    )
+    fields = {
+        "model": task.model,
+        "objective": task.objective,
+        "data": task.data,
+        "steps": task.steps,
+        "log_every": task.log_every,
+        "task_options": dict(task.task_options),
+        "progress": False,
+        "out_dir": "/tmp/unused",
+    }
+    return TrainConfig(**{**fields, **task.train, **overrides})
 
 
 def step_profile(name: str, trainer, args) -> None:

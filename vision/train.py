@@ -293,14 +293,7 @@ class Trainer:
         self.loss_count = 0
         if not self.dist.main:
             return
-        with self.ema.swapped_in(self.model) if self.ema is not None else nullcontext():
-            self.metrics = evaluate(self.task, self.test_x, self.test_y, self.cfg, self.autocast)
-            if self._fidelity_due():
-                was_training = self.model.training
-                self.model.eval()
-                with torch.no_grad(), self.autocast():
-                    self.metrics.update(self.sample_metrics(generator(self.cfg.split_seed, FIDELITY_STREAM)))
-                self.model.train(was_training)
+        self.metrics = self.test_metrics(samples=self._fidelity_due())
         undeclared = sorted(set(self.metrics) - set(self.metrics_log.columns))
         if undeclared:
             raise ValueError(f"the task reported metrics {undeclared} it does not declare in metric_names")
@@ -317,6 +310,19 @@ class Trainer:
         )
         self.metrics_log.append(rows)
         self.rows += rows
+
+    def test_metrics(self, samples: bool = False) -> dict[str, float]:
+        """The task's test metrics now (with the EMA weights when it keeps them); ``samples``: and its sample
+        metrics, drawn from the split seed's stream (the same draws at every step, seed and arm)."""
+        with self.ema.swapped_in(self.model) if self.ema is not None else nullcontext():
+            metrics = evaluate(self.task, self.test_x, self.test_y, self.cfg, self.autocast)
+            if samples:
+                was_training = self.model.training
+                self.model.eval()
+                with torch.no_grad(), self.autocast():
+                    metrics.update(self.sample_metrics(generator(self.cfg.split_seed, FIDELITY_STREAM)))
+                self.model.train(was_training)
+        return metrics
 
     def _fidelity_due(self) -> bool:
         """Sample metrics at the positive multiples of ``fidelity_every`` and at the last step (an untrained DiT
