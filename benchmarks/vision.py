@@ -14,6 +14,11 @@ On a CPU shared with other jobs, --threads 1 gives steadier numbers (busy cores 
 and data) with 1 and with 2 intra-op threads in alternating rounds, and one sample-metric evaluation (500 DDIM
 samples with guidance, scored) at 2 threads, and prints the 2-thread / 1-thread speed ratio and the recipe's
 projected wall time on two free cores (steps x step time + its evaluations). Print the load average beside it.
+
+``--only profile`` profiles the trainer's step of the ``dit-mnist`` recipe and of the init study's ``vit-mnist`` run
+at ``--threads`` (default 2): GFLOP per step (torch's ``FlopCounterMode``), the median step time against a 1024^3
+sgemm timed in the same process between the rounds (the share of its rate), and torch.profiler's per-op table by
+self CPU time (docs/benchmarks.md). ``--compile`` profiles the ``torch.compile``'d steps instead.
 """
 
 from __future__ import annotations
