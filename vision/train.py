@@ -8,8 +8,9 @@ A run is a directory (docs/architecture.md): ``config.json`` (every parameter, v
 artifacts (DiT sample grids). ``train`` resumes from the newest checkpoint and continues exactly:
 the data order is a pure function of ``(seed, step)`` and every random stream is checkpointed.
 
-Scale: bf16 autocast and optional ``torch.compile`` on CUDA; multi-process data parallelism through
-``torchrun`` (``DistributedDataParallel``; gloo on CPU, NCCL on GPUs); the global batch is split
+Scale: bf16 autocast on CUDA, optional ``torch.compile`` (on CPU too: inductor needs a C++ compiler);
+multi-process data parallelism through ``torchrun`` (``DistributedDataParallel``; gloo on CPU, NCCL on GPUs);
+the global batch is split
 across processes, so every step sees the same images whatever the number of processes, and a task's
 random draws (masks, noise, timesteps, label drops) are made for the global batch from one generator
 that every process holds, each process taking the rows of its images: a run is the same on any number
