@@ -228,7 +228,20 @@ def null(
     )
 
 
-@app.command()
+def _analyze_help() -> str:
+    from checkpoints.model_types import help_list
+
+    return (
+        "Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.\n\n"
+        f"Model types read, by family: {help_list()}. Files with no config: timm ViT and original DiT "
+        "(blocks.{i}.attn.qkv), Meta's Llama (wq, wk) and llama-family GGUF. Rows carry model, family (the "
+        "objective) and stack; cross-attention has no symmetry (two spaces: n/a). The summary is the paper's "
+        "convention: median and interquartile range over layers of the per-layer scores, per stack. Layers are "
+        "read one at a time."
+    )
+
+
+@app.command(help=_analyze_help())
 def analyze(
     path: Annotated[
         Path,
@@ -291,23 +304,24 @@ def analyze(
             "vision-self-supervised, vision-language, segmentation, diffusion."
         ),
     ] = None,
+    fold_ln: Annotated[
+        bool,
+        typer.Option(
+            "--fold-ln",
+            help="Score diag(gamma) W_q W_k^T diag(gamma), gamma the pre-attention norm's gain (LayerNorm or "
+            "RMSNorm): the form the normalised tokens see. LayerNorm's centring is not folded (the standardised "
+            "tokens are already mean-free); the per-token 1/sigma is left out.",
+        ),
+    ] = False,
+    fold_qk_norm: Annotated[
+        bool,
+        typer.Option(
+            "--fold-qk-norm",
+            help="Score W_q^h diag(g_q g_k) W_k^h^T with the q/k RMSNorm gains folded in; the per-token, per-head "
+            "1/rms(q_h), 1/rms(k_h) are left out.",
+        ),
+    ] = False,
 ) -> None:
-    """Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.
-
-    Layouts: Hugging Face encoders (BERT, RoBERTa, ViT, DeiT, BEiT, ViT-MAE, DINO), DINOv3, V-JEPA 2, DistilBERT,
-    DeBERTa (v1 and v2/v3), MPNet, ALBERT, XLM, GTE / Nomic BERT / Jina v3 embedders, GPT-2 / GPT-1, GPT-NeoX / Pythia,
-    GPT-BigCode / StarCoder (multi-query), Persimmon, Llama / Mistral / Qwen (grouped-query), Phi-3, Falcon, Bloom,
-    GPT-J, XGLM, DeepSeek-V2 / V3 / V3.2, Kimi K2 and kin (multi-head latent attention: the per-layer form at its
-    latent rank), Qwen3-Next / Qwen3.5 (gated queries) and the attention layers of hybrids (Qwen3.5, Nemotron-H,
-    Jamba), T5 and BART (encoder, decoder and cross-attention apart), CLIP / SigLIP / BLIP (vision tower or both
-    towers), vision-language models built on a language model (LLaVA, PaliGemma, Gemma 3, Qwen2-VL, Qwen3.5, ...:
-    vision tower and language model), SAM's image encoder, Swin, SegFormer, timm ViT and original DiT
-    (blocks.{i}.attn.qkv), diffusers DiT, PixArt, SD3 / Flux (image and text streams, image-query/text-key block)
-    and llama-family GGUF. Rows carry model, family
-    (the objective) and stack; cross-attention has no symmetry (two spaces: n/a). The summary is the paper's
-    convention: median and interquartile range over layers of the per-layer scores, per stack. Layers are read
-    one at a time.
-    """
     from rich.progress import Progress
 
     from checkpoints import analyze as ana
@@ -322,7 +336,10 @@ def analyze(
         ckpt, plan = ana.describe(path, heads, kv_heads, prefix, family)
     except CheckpointError as err:
         fail(err)
-    for line in plan.lines() + [f"note: {n}" for n in plan.notes]:
+    from checkpoints.norms import fold_notes
+
+    notes = [*plan.notes, *fold_notes(plan, fold_ln, fold_qk_norm)]
+    for line in plan.lines() + [f"note: {n}" for n in notes]:
         console.print(line, highlight=False)
     for warning in plan.warnings:
         console.print(f"[yellow]warning:[/] {warning}", highlight=False)
@@ -352,6 +369,8 @@ def analyze(
                     task, description=f"null d={d} rank={r} ({n} samples, then cached)"
                 ),
                 on_layer=lambda done, total: progress.update(task, description="layers", completed=done, total=total),
+                fold_ln=fold_ln,
+                fold_qk_norm=fold_qk_norm,
             )
         except ValueError as err:  # includes CheckpointError raised while reading
             fail(err)

@@ -26,6 +26,7 @@ import torch
 
 from checkpoints.detect import Plan, Unit, plan_checkpoint
 from checkpoints.loading import Checkpoint, open_checkpoint
+from checkpoints.norms import folded
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
@@ -79,11 +80,15 @@ def describe(
     return ckpt, plan_checkpoint(ckpt, heads, kv_heads, prefix, family)
 
 
-def layer_forms(ckpt: Checkpoint, plan: Plan, layer: int) -> FactoredForms:
-    """Read unit ``layer``'s weights (one attention of one block) through its layout's adapter: ``[1, H, d, d_h]``."""
+def layer_forms(
+    ckpt: Checkpoint, plan: Plan, layer: int, fold_ln: bool = False, fold_qk_norm: bool = False
+) -> FactoredForms:
+    """Read unit ``layer``'s weights (one attention of one block) through its layout's adapter: ``[1, H, d, d_h]``;
+    with the norm gains folded in where asked (:mod:`checkpoints.norms`)."""
     unit = plan.units[layer]
     weights = [ckpt.get(key) for key in unit.keys]
-    return unit.layout.adapter(*weights, n_heads=unit.heads.n_heads, n_kv_heads=unit.heads.n_kv_heads)
+    forms = unit.layout.adapter(*weights, n_heads=unit.heads.n_heads, n_kv_heads=unit.heads.n_kv_heads)
+    return folded(ckpt, plan, unit, forms, fold_ln, fold_qk_norm) if fold_ln or fold_qk_norm else forms
 
 
 def all_forms(ckpt: Checkpoint, plan: Plan, stack: str | None = None) -> FactoredForms:
@@ -128,19 +133,20 @@ def iter_rows(
     null_samples: int | None = None,
     null_seed: int = 0,
     precision: Precision = "float32",
+    fold_ln: bool = False,
+    fold_qk_norm: bool = False,
 ) -> Iterator[list[dict]]:
     """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``).
 
     A background thread reads layer ``l + 1`` while layer ``l`` is scored (at most two layers' weights are in
     memory at once): it brings the tensors' pages into memory, the disk reads, and nothing more. The cast to
-    the working dtype runs on the scoring threads between layers: a cast on the reader thread, while the
-    products run on every core, slowed a 7B-shaped layer by 140-160 ms (715-741 against 576-580 ms, medians of
-    five passes, interleaved in one process on a 2-core Zen 5), several times the cast's own cost.
+    the working dtype runs on the scoring threads between layers, not on the reader thread, where it would
+    compete with the products for the cores (docs/benchmarks.md, section "analyze").
     """
     dtype = torch.float32 if precision == "float32" else torch.float64
 
     def read(layer: int) -> FactoredForms:
-        return layer_forms(ckpt, plan, layer).map(_page_in)
+        return layer_forms(ckpt, plan, layer, fold_ln, fold_qk_norm).map(_page_in)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-layer") as reader:
         pending = reader.submit(read, 0) if plan.n_layers else None
@@ -251,20 +257,24 @@ def score(
     on_null: Callable[[int, int, int], None] | None = None,
     on_layer: Callable[[int, int], None] | None = None,
     precision: Precision = "float32",
+    fold_ln: bool = False,
+    fold_qk_norm: bool = False,
 ) -> list[dict]:
     """All rows of a planned checkpoint.
 
     Progress hooks: ``on_null(d, rank, n_samples)`` before each null is fetched (drawn the first time,
     then read from the disk cache; one null serves every layer of its shape), ``on_layer(done, total)``
     after each layer. ``precision``: of the scores' products (:mod:`theory.scores`; ``"float64"`` is the
-    reference).
+    reference). ``fold_ln`` / ``fold_qk_norm``: score the forms with the norm gains folded in
+    (:mod:`checkpoints.norms`).
     """
     for d, rank, n in dict.fromkeys(shape[1:] for shape in null_shapes(plan, per, null_samples)):
         if on_null is not None:
             on_null(d, rank, n)
         null_distribution(d, rank, k, n, null_seed)
     rows: list[dict] = []
-    for done, layer_rows in enumerate(iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision), 1):
+    layers = iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision, fold_ln, fold_qk_norm)
+    for done, layer_rows in enumerate(layers, 1):
         rows += layer_rows
         if on_layer is not None:  # units scored so far (a row's layer is its number in its stack, not a count)
             on_layer(done, plan.n_layers)
@@ -281,7 +291,14 @@ def analyze(
     null_samples: int | None = None,
     null_seed: int = 0,
     family: str | None = None,
+    fold_ln: bool = False,
+    fold_qk_norm: bool = False,
 ) -> Analysis:
-    """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``)."""
+    """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``).
+
+    ``fold_ln``: score ``diag(gamma) W_q W_k^T diag(gamma)`` with the pre-attention norm's gain; ``fold_qk_norm``:
+    ``W_q^h diag(g_q g_k) W_k^h^T`` with the q/k RMSNorm gains (:mod:`checkpoints.norms` says what each leaves out).
+    """
     ckpt, plan = describe(path, heads, kv_heads, prefix, family)
-    return Analysis(plan, score(ckpt, plan, per, k, null_samples, null_seed))
+    rows = score(ckpt, plan, per, k, null_samples, null_seed, fold_ln=fold_ln, fold_qk_norm=fold_qk_norm)
+    return Analysis(plan, rows)
