@@ -277,10 +277,13 @@ def test_compiled_steps_match_eager_over_50_steps(tmp_path, digits, model, objec
     if eager.ema is not None:
         a = {**a, **{f"ema.{k}": v for k, v in eager.ema.shadow.items()}}
         b = {**b, **{f"ema.{k}": v for k, v in compiled.ema.shadow.items()}}
-    # AdamW normalises each update, so a rounding difference in a near-zero gradient can move a weight by up to
-    # lr (1e-3) in a step: weights are compared to a tenth of that, relative 1e-3 for the larger ones.
     for key in a:
-        torch.testing.assert_close(b[key], a[key], rtol=1e-3, atol=1e-4, msg=lambda m, key=key: f"{key}: {m}")
+        x, y = b[key], a[key]
+        if key.endswith("attn.qkv.bias"):  # the key bias's gradient is 0 exactly (softmax ignores a logit shift
+            # per query), so in floats it is rounding noise that AdamW scales to lr-sized steps: left out
+            third = len(x) // 3
+            x, y = torch.cat([x[:third], x[2 * third :]]), torch.cat([y[:third], y[2 * third :]])
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5, msg=lambda m, key=key: f"{key}: {m}")
 
 
 def test_summary_over_seeds_combines_null_z_and_token_ratios():
