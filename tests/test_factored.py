@@ -365,6 +365,15 @@ def test_leading_axes_give_each_slice_its_own_forms_scores_and_norms(forms, seed
     x = torch.randn(*forms.leading_shape, 3, forms.d_model, generator=gen, dtype=torch.float64)
     scores = {per: forms.scores(per) for per in ("head", "layer")}
     norms = forms.token_norms(x)
+    key, query = torch.einsum("...hij,...bj->...bhi", dense, x), torch.einsum("...bi,...hij->...bhj", x, dense)
+    want = {  # ||M x|| (key side) and ||x^T M|| (query side), per head and per layer, averaged over the tokens
+        "key_head": key.norm(dim=-1).mean(-2),
+        "query_head": query.norm(dim=-1).mean(-2),
+        "key_layer": key.sum(-2).norm(dim=-1).mean(-1),
+        "query_layer": query.sum(-2).norm(dim=-1).mean(-1),
+    }
+    for name, value in want.items():
+        torch.testing.assert_close(norms[name], value, atol=1e-9, rtol=1e-9, msg=name)
     for index in itertools.product(*map(range, forms.leading_shape[:-1])):
         part = FactoredForms(forms.q[index], forms.k[index], forms.n_kv_heads)
         for per, whole in scores.items():
