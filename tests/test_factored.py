@@ -295,6 +295,7 @@ def test_explicit_layer_factors_are_kept_by_the_algebra(layers, heads, d, d_h, r
     a, b = _latent_forms(gen, layers, heads, d, d_h, r), _random_forms(gen, layers, heads, 1, d, d_h)
     ma, mb = oracles.dense_forms(a.q, a.k), oracles.dense_forms(b.q, b.k)
     left, right = torch.randn(layers, d, generator=gen, dtype=torch.float64), torch.rand(d, generator=gen)
+    x = torch.randn(d, d, generator=gen, dtype=torch.float64)  # one dense factor for every head: per-layer factors stay
     cases = {  # name: (forms, per-head matrices, per-layer rank)
         "a": (a, ma, r),
         "a + b": (a + b, ma + mb, r + heads * d_h),
@@ -306,7 +307,18 @@ def test_explicit_layer_factors_are_kept_by_the_algebra(layers, heads, d, d_h, r
         "layers 0": (a.layers([0]), ma[:1], r),
         "stack": (FactoredForms.stack([a, a.layers([0])]), torch.cat([ma, ma[:1]]), r),
         "float32": (a.map(lambda x: x.float()), ma, r),
+        "a x": (a @ x, ma @ x, r),
+        "x a": (x @ a, x @ ma, r),
+        "float32 a x": (a.map(lambda x: x.float()) @ x, ma @ x, r),
+        "x float32 a": (x @ a.map(lambda x: x.float()), x @ ma, r),
+        "a[0]": (a[0], ma[:1], r),
     }
+    seeds = torch.randn(2, layers, 1, d, d, generator=gen, dtype=torch.float64)  # new leading axis, shared by heads
+    for name, forms, expected in (("a X_s", a @ seeds, ma @ seeds), ("X_s a", seeds @ a, seeds @ ma)):
+        assert forms.leading_shape == (2, layers) and forms.rank("layer") == r, name
+        torch.testing.assert_close(forms.matrices("layer"), expected.sum(-3), atol=1e-9, rtol=1e-9, msg=name)
+    with pytest.raises(ValueError, match="dense factor"):
+        a @ torch.ones(d, d + 1)
     for name, (forms, expected, rank) in cases.items():
         assert forms.rank("layer") == rank, name
         torch.testing.assert_close(forms.matrices("head"), expected, atol=1e-5, rtol=1e-5, msg=name)

@@ -209,38 +209,44 @@ class FactoredForms:
         """
         if isinstance(other, FactoredForms):
             return self._times_forms(other)
-        x = self._dense_operand(other)
-        if x is None:
+        operands = self._dense_operand(other)
+        if operands is None:
             return NotImplemented
-        keys = x.transpose(-2, -1) @ self.k.to(x.dtype)
-        queries = self.q.to(x.dtype).expand(keys.shape)
+        x, forms = operands
+        keys = x.transpose(-2, -1) @ forms.k
+        queries = forms.q.expand(keys.shape)
         if not _shared_by_heads(x):  # each head's keys move differently: the grouping and per-layer factors go
             return FactoredForms(queries, keys)
-        x_layer = x if x.ndim < 3 else x.squeeze(-3)
-        layer = () if self.layer_q is None else (self.layer_q.to(x.dtype), x_layer.transpose(-2, -1) @ self.layer_k)
+        layer = ()
+        if forms.layer_q is not None:
+            layer_keys = _one_for_all(x).transpose(-2, -1) @ forms.layer_k
+            layer = (forms.layer_q.expand(layer_keys.shape), layer_keys)
         return FactoredForms(queries, keys, self.n_kv_heads, *layer)
 
     def __rmatmul__(self, other: torch.Tensor) -> FactoredForms:
         """``X M`` for dense ``X [..., d, d]``: ``(X A) B^T`` (the key factors, so the grouping, stay)."""
-        x = self._dense_operand(other)
-        if x is None:
+        operands = self._dense_operand(other)
+        if operands is None:
             return NotImplemented
-        queries = x @ self.q.to(x.dtype)
-        keys = self.k.to(x.dtype).expand(queries.shape)
+        x, forms = operands
+        queries = x @ forms.q
+        keys = forms.k.expand(queries.shape)
         layer = ()
-        if self.layer_q is not None and _shared_by_heads(x):
-            x_layer = x if x.ndim < 3 else x.squeeze(-3)
-            layer = (x_layer @ self.layer_q, self.layer_k.to(x.dtype))
+        if forms.layer_q is not None and _shared_by_heads(x):
+            layer_queries = _one_for_all(x) @ forms.layer_q
+            layer = (layer_queries, forms.layer_k.expand(layer_queries.shape))
         return FactoredForms(queries, keys, self.n_kv_heads, *layer)
 
-    def _dense_operand(self, x: object) -> torch.Tensor | None:
-        """``x`` as ``d x d`` matrices in the product's dtype (None where it is no tensor: not ours to multiply)."""
+    def _dense_operand(self, x: object) -> tuple[torch.Tensor, FactoredForms] | None:
+        """``x`` as ``d x d`` matrices and these forms, both in the product's dtype (None where ``x`` is no tensor:
+        not ours to multiply)."""
         if not isinstance(x, torch.Tensor):
             return None
         d = self.d_model
         if x.ndim < 2 or tuple(x.shape[-2:]) != (d, d):
             raise ValueError(f"a dense factor of the forms must be [..., d={d}, d={d}]; got {tuple(x.shape)}")
-        return x.to(torch.promote_types(x.dtype, self.q.dtype))
+        dtype = torch.promote_types(x.dtype, self.q.dtype)
+        return x.to(dtype), self.map(lambda t: t.to(dtype))
 
     def _times_forms(self, other: FactoredForms) -> FactoredForms:
         if self.q.shape[:-1] != other.q.shape[:-1]:
@@ -421,6 +427,11 @@ class FactoredForms:
         ``outlier_k``: a row or column norm is an outlier above ``mean + outlier_k std`` (:mod:`theory.scores`'s
         ``k``). ``precision="float32"``: products in float32, reductions in float64 (:mod:`theory.scores`)."""
         return factored_scores(*self.factors(per), k=outlier_k, precision=precision)
+
+
+def _one_for_all(x: torch.Tensor) -> torch.Tensor:
+    """A dense factor shared by the heads (:func:`_shared_by_heads`) without its head axis: ``[..., d, d]``."""
+    return x if x.ndim < 3 else x.squeeze(-3)
 
 
 def _shared_by_heads(x: torch.Tensor) -> bool:
