@@ -414,6 +414,8 @@ def test_indexing_selects_the_leading_axes(forms, data):
         assert picked.n_kv_heads == forms.n_kv_heads, index
         _assert_forms(picked, want, f"forms[{index}]")
     _assert_forms(forms.layers([0, -1]), dense[..., [0, -1], :, :, :], "layers([0, -1])")
+    stacked = FactoredForms.stack([forms, forms.layers([0])])
+    _assert_forms(stacked, torch.cat([dense, dense[..., :1, :, :, :]], -4), "stack along the layer axis")
     with pytest.raises(IndexError, match="leading axes"):
         forms[(0,) * (len(leading) + 1)]
 

@@ -374,9 +374,8 @@ class FactoredForms:
             return self.layer_q, self.layer_k
         q, k = self.q, self.k
         if self.n_kv_heads != self.n_heads:  # sum each group's query heads (in float64)
-            q = rearrange(q.double(), "... (g r) d dh -> ... g r d dh", g=self.n_kv_heads).sum(
-                -3
-            )  # (..., H_kv, d, d_h)
+            groups = rearrange(q.double(), "... (g r) d dh -> ... g r d dh", g=self.n_kv_heads)
+            q = groups.sum(-3)  # (..., H_kv, d, d_h)
             k = k[..., :: self.n_heads // self.n_kv_heads, :, :]  # one copy of each repeated key head
         return rearrange(q, "... g d dh -> ... d (g dh)"), rearrange(k, "... g d dh -> ... d (g dh)")
 
