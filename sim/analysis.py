@@ -46,8 +46,7 @@ def bos_dominance(sim) -> list[float]:
     vecs = sim.specials()
     if "bos" not in vecs:
         return [math.nan] * sim.cfg.seeds
-    stacked = sim.model.forms()  # layer axis = seed * L + layer
-    layer0 = stacked.layers(slice(None, None, sim.cfg.model.layers))  # [S, H, d, r]
+    layer0 = sim.model.forms()[:, 0]  # [S, H, d, r]: the seeds' layer 0, the seed axis leading
     vocab = sim.task.vocab
     table, pos = sim.model.table[:, :vocab].double(), sim.model.pos[:, 1 : sim.cfg.n].double()
     data = (table[:, :, None] + pos[:, None]).flatten(1, 2)  # (S, V (N-1), d)
