@@ -393,7 +393,8 @@ def plot_experiment(curves: dict[str, list[dict]], path: Path, title: str) -> No
     """Four panels against the training step (log scale), one line per arm with its 95% band over seeds."""
     import numpy as np
 
-    from common.figures import color_of, pyplot, save_figure
+    from common.figures import pyplot, save_figure
+    from theory.objectives import color_of
 
     plt = pyplot()
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.6 * len(PANELS), 4.2))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-from common.figures import PALETTE
+from common.figures import palette_color
 from theory.objectives.autoregressive import Autoregressive
 from theory.objectives.base import ContextChoice, Objective, RolePattern
 from theory.objectives.bidirectional import Bidirectional
@@ -77,4 +77,4 @@ def color_of(name: str, index: int = 0) -> str:
     """The objective's colour when ``name`` starts with an objective's name or alias (``"autoregressive, iid
     tokens"``), else the palette's ``index``-th (cycled), the same in every figure."""
     key = ALIASES.get(word := str(name).split(",")[0].split(" ")[0].lower(), word)
-    return OBJECTIVES[key].color if key in OBJECTIVES else PALETTE[1:][index % (len(PALETTE) - 1)]
+    return OBJECTIVES[key].color if key in OBJECTIVES else palette_color(index)
