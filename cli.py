@@ -20,7 +20,8 @@ from rich.table import Table
 from rich.text import Text
 
 from common.hugepages import enable_huge_pages
-from sim.config import COMPARE_DEFAULTS, default_text
+from sim.config import COMPARE_DEFAULTS, DEFAULTS, MAIN_OBJECTIVES, default_text
+from theory.objectives import ALIASES, OBJECTIVES
 
 enable_huge_pages()  # before any command imports torch
 
@@ -407,7 +408,7 @@ def train(
         str, typer.Option(help="vit-tiny, vit-ti, vit-s, vit-b, or dit-tiny, dit-s-2, dit-b-4, ... (family-preset).")
     ] = "vit-tiny",
     objective: Annotated[
-        str, typer.Option(help="classify, mae, causal (ViT) or denoise (DiT); names of theory/objectives.py.")
+        str, typer.Option(help="classify, mae, causal (ViT) or denoise (DiT); names of theory/objectives/.")
     ] = "classify",
     data: Annotated[
         str,
@@ -531,7 +532,7 @@ def _sim_help(text: str, option: str) -> str:
 def simulate(
     objective: Annotated[
         str,
-        typer.Option(help="bidirectional, autoregressive, denoising, classification, or all (the four side by side)."),
+        typer.Option(help=f"{', '.join(DEFAULTS)}, or all ({', '.join(MAIN_OBJECTIVES)} side by side)."),
     ] = "denoising",
     out: Annotated[
         Path,
@@ -673,9 +674,7 @@ def simulate(
 
 
 #: The options the simulator's theory comparisons share: which objective, and config overrides.
-SimObjective = Annotated[
-    str, typer.Option(help="bidirectional, autoregressive, denoising, classification, mae, or all (the first four).")
-]
+SimObjective = Annotated[str, typer.Option(help=f"{', '.join(DEFAULTS)}, or all ({', '.join(MAIN_OBJECTIVES)}).")]
 SimOverrides = Annotated[
     list[str],
     typer.Option(
@@ -1222,9 +1221,7 @@ def theory_check(
 def theory_derive(
     objective: Annotated[
         str,
-        typer.Option(
-            help="bidirectional, autoregressive, denoising, classification, masked_autoencoding (or an alias)."
-        ),
+        typer.Option(help=f"{', '.join(OBJECTIVES)} (or an alias: {', '.join(ALIASES)})."),
     ] = "autoregressive",
     n: Annotated[
         int,
