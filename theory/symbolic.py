@@ -250,7 +250,7 @@ def render_derivation(objective: Objective, n: int, d: int, latex: bool = False)
         _fmt(sp.Matrix([pat.query_counts()]), latex),
         "Expected context counts over random masks: " + ", ".join(f"{c:.4g}" for c in expected.sum(0).tolist()),
     ]
-    if pat.pairs() == sp.Matrix(n, n, lambda i, j: int(j <= i)):  # the causal mask: its count for any N
+    if pat.pairs() == sp.Matrix(n, n, lambda i, j: 1 if j <= i else 0):  # the causal mask: its count for any N
         count, formula = causal_context_count()
         out.append(
             f"Causal mask, general N: sum_(i=j)^N 1 = {count}  (= N - j + 1: {sp.simplify(count - formula) == 0})"
