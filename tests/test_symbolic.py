@@ -5,16 +5,16 @@ import pytest
 import sympy as sp
 import torch
 
+from theory import objectives
 from theory.gaussian import gaussian_update
 from theory.heads import LinearReadout
 from theory.objectives import (
     Autoregressive,
     Bidirectional,
-    Classification,
-    Denoising,
     MaskedAutoencoding,
     get_objective,
 )
+from theory.objectives.prefix_lm import PrefixLM
 from theory.symbolic import (
     causal_context_count,
     derive_gradient,
@@ -24,13 +24,9 @@ from theory.symbolic import (
     render_derivation,
 )
 
-OBJECTIVES = {
-    "bidirectional": Bidirectional(),
+#: Every registered objective with its default parameters, and one variant whose queries skip themselves.
+OBJECTIVES = {name: cls() for name, cls in objectives.OBJECTIVES.items()} | {
     "bidirectional-no-self": Bidirectional(attend_self=False),
-    "autoregressive": Autoregressive(),
-    "denoising": Denoising(),
-    "classification": Classification(),
-    "masked_autoencoding": MaskedAutoencoding(),
 }
 
 
@@ -112,8 +108,9 @@ def test_isserlis_fourth_moment():
         (Autoregressive(), 3, 1),
         (Autoregressive(), 2, 2),
         (Bidirectional(mask_ratio=1.0, mask_token=0.0, random_token=0.0), 2, 2),
+        (PrefixLM(), 4, 1),
     ],
-    ids=["autoregressive-3x1", "autoregressive-2x2", "all-positions-2x2"],
+    ids=["autoregressive-3x1", "autoregressive-2x2", "all-positions-2x2", "prefix-lm-4x1"],
 )
 def test_symbolic_expectation_equals_the_numeric_exact_formula(objective, n, d):
     expected, symbols = expected_update_symbolic(objective, n, d)
