@@ -152,6 +152,46 @@ class Defaults:
         return None
 
 
+class NextToken(Defaults):
+    """The parts of a next-token objective with a fixed pattern: inputs ``x_0 .. x_{N-2}``, targets
+    ``x_1 .. x_{N-1}`` under the objective's pattern over ``N - 1`` positions; the simulator's next-token task."""
+
+    sim_task: ClassVar[str] = "next_token"
+    own_mask: ClassVar[str] = "causal"
+
+    def clean_pattern(self, n: int) -> tuple[int, RolePattern] | None:
+        return 1, self.pattern(n - 1)
+
+    def attention_batch(
+        self,
+        seqs: Sequences,
+        corruption: Corruption,
+        generator: torch.Generator,
+        target: TargetKind = "vector",
+        resample: SequenceSampler | None = None,
+    ) -> AttentionBatch:
+        from theory.corruption import AttentionBatch, clean_targets
+
+        x, clean = seqs.x.to(torch.float64), clean_targets(seqs, target)
+        return AttentionBatch(x[:, :-1], clean[:, 1:], self.pattern(x.shape[1] - 1, (x.shape[0],), generator))
+
+    def gaussian_scenarios(
+        self,
+        sig: torch.Tensor,
+        mu: torch.Tensor,
+        corruption: Corruption,
+        timesteps: Sequence[int] | None,
+        max_scenarios: int,
+    ) -> Iterator[Scenarios]:
+        """The one configuration of the fixed pattern."""
+        from theory.gaussian import single_scenario
+
+        n = mu.shape[0]
+        if n < 2:
+            raise ValueError("next-token prediction needs N >= 2")
+        yield single_scenario(sig[:-1, :-1], sig[:-1, 1:], self.pattern(n - 1), mu[:-1], mu[1:])
+
+
 def full_context(n: int, batch: tuple[int, ...], attend_self: bool) -> torch.Tensor:
     """Every position attends to every position (not to itself unless ``attend_self``)."""
     ctx = torch.ones(*batch, n, n, dtype=torch.bool)
@@ -168,24 +208,6 @@ def at_least_one(mask: torch.Tensor, generator: torch.Generator | None) -> torch
         pick = torch.randint(n, empty.shape, generator=generator)
         mask = mask | (torch.nn.functional.one_hot(pick, n).bool() & empty.unsqueeze(-1))
     return mask
-
-
-def next_token_batch(objective: Objective, seqs: Sequences, clean: torch.Tensor, generator) -> AttentionBatch:
-    """Inputs ``x_0 .. x_{N-2}``, targets ``x_1 .. x_{N-1}`` under ``objective``'s pattern over ``N - 1`` positions."""
-    from theory.corruption import AttentionBatch
-
-    x = seqs.x.to(torch.float64)
-    return AttentionBatch(x[:, :-1], clean[:, 1:], objective.pattern(x.shape[1] - 1, (x.shape[0],), generator))
-
-
-def next_token_scenarios(objective: Objective, sig: torch.Tensor, mu: torch.Tensor) -> Iterator[Scenarios]:
-    """The one Gaussian configuration of a deterministic next-token pattern: inputs ``x_{<N-1}``, targets shifted."""
-    from theory.gaussian import single_scenario
-
-    n = mu.shape[0]
-    if n < 2:
-        raise ValueError("next-token prediction needs N >= 2")
-    yield single_scenario(sig[:-1, :-1], sig[:-1, 1:], objective.pattern(n - 1), mu[:-1], mu[1:])
 
 
 def constant_symbols(values: list[list[bool]]) -> list[list[sympy.Expr]]:

@@ -8,18 +8,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from common.lazy import LazyModule
-from theory.objectives.base import Defaults, RolePattern, TargetKind
+from theory.objectives.base import Defaults, RolePattern, TargetKind, torch
 
 if TYPE_CHECKING:
-    import torch
-
     from theory.corruption import AttentionBatch, Corruption
     from theory.gaussian import Scenarios
     from theory.processes import Sequences, SequenceSampler
     from theory.symbolic import SymbolicPattern
-else:
-    torch = LazyModule("torch")
 
 
 @dataclass(frozen=True)

@@ -8,33 +8,17 @@ targets lie in the suffix), so no query sees its own target.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from common.lazy import LazyModule
-from theory.objectives.base import (
-    Defaults,
-    RolePattern,
-    TargetKind,
-    constant_symbols,
-    next_token_batch,
-    next_token_scenarios,
-)
+from theory.objectives.base import NextToken, RolePattern, constant_symbols, torch
 
 if TYPE_CHECKING:
-    import torch
-
-    from theory.corruption import AttentionBatch, Corruption
-    from theory.gaussian import Scenarios
-    from theory.processes import Sequences, SequenceSampler
     from theory.symbolic import SymbolicPattern
-else:
-    torch = LazyModule("torch")
 
 
 @dataclass(frozen=True)
-class PrefixLM(Defaults):
+class PrefixLM(NextToken):
     """Next-token prediction on the suffix after a fully visible prefix of ``prefix_ratio`` of the positions."""
 
     name: ClassVar[str] = "prefix_lm"
@@ -42,8 +26,6 @@ class PrefixLM(Defaults):
     color: ClassVar[str] = "#E69F00"
     aliases: ClassVar[tuple[str, ...]] = ("prefix",)
     sim_name: ClassVar[str] = "prefix_lm"
-    sim_task: ClassVar[str] = "next_token"
-    own_mask: ClassVar[str] = "causal"
     prefix_ratio: float = 0.5
 
     def __post_init__(self) -> None:
@@ -63,32 +45,6 @@ class PrefixLM(Defaults):
     def pattern(self, n: int, batch: tuple[int, ...] = (), generator: torch.Generator | None = None) -> RolePattern:
         loss, context = self._masks(n)
         return RolePattern(loss.expand(*batch, n), context.expand(*batch, n, n))
-
-    def clean_pattern(self, n: int) -> tuple[int, RolePattern] | None:
-        return 1, self.pattern(n - 1)
-
-    def attention_batch(
-        self,
-        seqs: Sequences,
-        corruption: Corruption,
-        generator: torch.Generator,
-        target: TargetKind = "vector",
-        resample: SequenceSampler | None = None,
-    ) -> AttentionBatch:
-        """Inputs ``x_0 .. x_{N-2}``, targets ``x_1 .. x_{N-1}``, the prefix pattern over ``N - 1`` positions."""
-        from theory.corruption import clean_targets
-
-        return next_token_batch(self, seqs, clean_targets(seqs, target), generator)
-
-    def gaussian_scenarios(
-        self,
-        sig: torch.Tensor,
-        mu: torch.Tensor,
-        corruption: Corruption,
-        timesteps: Sequence[int] | None,
-        max_scenarios: int,
-    ) -> Iterator[Scenarios]:
-        return next_token_scenarios(self, sig, mu)
 
     def symbolic_pattern(self, n: int) -> SymbolicPattern:
         from theory.symbolic import SymbolicPattern
