@@ -78,6 +78,12 @@ def test_names_aliases_and_colours_are_distinct():
     assert color_of("not an objective", 2) == palette_color(2)
 
 
+def test_every_vision_task_trains_a_registered_objective():
+    from vision.tasks import BUILDERS
+
+    assert {objective for _, objective in BUILDERS} <= set(OBJECTIVES)
+
+
 def test_the_simulator_resolves_every_registered_objective():
     assert {get_objective(name).name for name in DEFAULTS} == set(OBJECTIVES)
     assert set(SIM_OBJECTIVES) <= set(DEFAULTS) and set(MAIN_OBJECTIVES) <= set(SIM_OBJECTIVES)
