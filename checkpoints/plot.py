@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from common.figures import NULL_COLOR, PALETTE, color_of, pyplot, save_figure
+from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
 from theory.nulls import NullDistribution
+from theory.objectives import color_of
 from theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
 
 _LABEL = {"head": "per head M_h", "layer": "per layer M"}

@@ -1,7 +1,8 @@
 """One way to make and save figures: a headless pyplot, a colour-blind-safe palette, atomic PNG/PDF writes.
 
 Colours are Okabe & Ito's palette (distinguishable under the common colour-vision deficiencies); every
-figure that shows an objective draws it in :data:`OBJECTIVE_COLORS`' colour, so a reader learns it once.
+figure that shows an objective draws it in the objective's own colour (``theory.objectives.color_of``), so a
+reader learns it once.
 """
 
 from __future__ import annotations
@@ -13,19 +14,6 @@ from common.io import atomic_write_bytes
 
 #: Okabe-Ito: black, orange, sky blue, bluish green, yellow, blue, vermillion, reddish purple.
 PALETTE = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")
-#: One colour per objective (and its aliases), the same in every figure.
-OBJECTIVE_COLORS = {
-    "bidirectional": "#0072B2",
-    "masked": "#0072B2",
-    "autoregressive": "#D55E00",
-    "causal": "#D55E00",
-    "denoising": "#009E73",
-    "denoise": "#009E73",
-    "classification": "#CC79A7",
-    "classify": "#CC79A7",
-    "masked_autoencoding": "#56B4E9",
-    "mae": "#56B4E9",
-}
 NULL_COLOR = "0.55"  # the null band, gray in every figure
 
 
@@ -39,10 +27,9 @@ def pyplot():
     return plt
 
 
-def color_of(name: str, index: int = 0) -> str:
-    """The objective's colour when ``name`` starts with an objective, else the palette's ``index``-th (cycled)."""
-    key = str(name).split(",")[0].split(" ")[0].lower()
-    return OBJECTIVE_COLORS.get(key, PALETTE[1:][index % (len(PALETTE) - 1)])
+def palette_color(index: int) -> str:
+    """The palette's ``index``-th colour after black, cycled."""
+    return PALETTE[1:][index % (len(PALETTE) - 1)]
 
 
 def save_figure(fig, path: str | Path, dpi: int = 130, close: bool = True) -> Path:

@@ -2,7 +2,7 @@
 
 Every function takes the results and returns a matplotlib figure; :func:`render_figures` saves each as
 ``figures/NAME.png`` and ``NAME.pdf`` (:func:`common.figures.save_figure`). Colours: one per objective in every
-figure (:data:`common.figures.OBJECTIVE_COLORS`, Okabe-Ito), the null band gray. Bands are 95% intervals over
+figure (its ``color``, :func:`theory.objectives.color_of`, Okabe-Ito), the null band gray. Bands are 95% intervals over
 seeds; with one seed a figure has lines without bands. A figure whose tables are missing or empty raises
 :class:`FigureDataError` with what it needed, and is skipped with that line.
 """
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from common.figures import NULL_COLOR, PALETTE, color_of, pyplot, save_figure
+from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
 from paper.results import MissingResult, Results, select
 from paper.summary import at_last_step
+from theory.objectives import color_of
 
 SCORES = (("symmetry", "symmetry s"), ("directionality", "directionality δ"), ("directionality_pr", "δ_PR"))
 #: The objective each vision task trains (for its colour).

@@ -12,7 +12,7 @@ import math
 import torch
 
 from common.seeding import generator
-from sim.tasks import DenoisingTask, stack
+from sim.tasks import stack
 
 ANALYSIS_STREAM = 3  # after INIT, DATA, COMPARE (sim.train): never shifts a training draw
 
@@ -29,7 +29,7 @@ def attention_to(sim, position: int, n_batches: int = 4) -> list[float]:
         raw = stack([sim.task.draw(g, sim.cfg.batch) for g in gens])
         first, *_, context = sim.task.inputs(raw)
         model = sim.model
-        inputs = model.embed_continuous(first) if isinstance(sim.task, DenoisingTask) else model.embed_tokens(first)
+        inputs = model.embed_continuous(first) if sim.task.continuous else model.embed_tokens(first)
         ctx = context if context.ndim == 2 else context[:, None]  # (N, N) or (S, 1, B, N, N)
         logits = model.logits(inputs, 0)  # (S, H, B, N, N)
         weights = logits.masked_fill(~ctx, float("-inf")).softmax(-1).nan_to_num()

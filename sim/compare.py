@@ -32,7 +32,7 @@ from common.seeding import generator
 from common.summary import mean_ci, plus_minus
 from sim.config import COMPARE_DEFAULTS, SimConfig
 from sim.model import TableInputs
-from sim.tasks import ClassificationTask, DenoisingTask, stack
+from sim.tasks import ClassificationTask, stack
 from sim.train import COMPARE_STREAM, Simulation, intra_op_threads
 from theory.corruption import AttentionBatch
 from theory.gaussian import gaussian_update
@@ -67,7 +67,7 @@ def stacked_head(model, seed: int, dtype: torch.dtype = torch.float64) -> tuple[
 
 def make_head(sim: Simulation, seed: int):
     value, readout = stacked_head(sim.model, seed)
-    if isinstance(sim.task, DenoisingTask):
+    if sim.task.continuous:
         return LinearReadout(value, readout, target_map=torch.eye(readout.shape[0], dtype=torch.float64))
     return SoftmaxReadout(value, readout)
 
@@ -76,7 +76,7 @@ def attention_batch(sim: Simulation, seed: int, raw: dict[str, torch.Tensor]) ->
     """The simulator's batch of one seed (``raw`` with a seed axis of 1) as the theory's ``AttentionBatch``."""
     task, model = sim.task, sim.model
     table, pos = model.table[seed : seed + 1].detach(), model.pos[seed : seed + 1].detach()
-    if isinstance(task, DenoisingTask):
+    if task.continuous:
         z, target, context = task.inputs(raw)
         x = TableInputs(None, z, table, pos[:, : z.shape[-2]]).dense()
         loss = torch.ones(z.shape[:-1], dtype=torch.bool)
@@ -96,7 +96,7 @@ def attention_batch(sim: Simulation, seed: int, raw: dict[str, torch.Tensor]) ->
 def loss_normaliser(sim: Simulation, raw: dict[str, torch.Tensor]) -> torch.Tensor:
     """Per seed ``[S]``: (the theory's summed per-sequence losses of the batch) / (the simulator's loss)."""
     task, b = sim.task, sim.cfg.batch
-    if isinstance(task, DenoisingTask):
+    if task.continuous:
         return torch.full((sim.cfg.seeds,), b * task.n * task.channels / 2, dtype=torch.float64)
     if isinstance(task, ClassificationTask):
         return torch.full((sim.cfg.seeds,), float(b), dtype=torch.float64)
@@ -147,7 +147,7 @@ def model_supported(cfg: SimConfig) -> str | None:
 def exact_applicable(cfg: SimConfig) -> str | None:
     """None if the exact Gaussian expectation applies to ``cfg``; else why not."""
     m, dcfg = cfg.model, cfg.data
-    if cfg.objective != "denoising":
+    if not cfg.data.continuous:
         return "token data: Monte Carlo only"
     if m.positions != "none" or m.embed != "onehot" or dcfg.channels != m.d:
         return "needs --positions none, onehot embedding and channels = d (the model input is then the data)"
@@ -248,8 +248,9 @@ def compare_theory(
         if (why := model_supported(cfg)) is not None:
             raise ValueError(why)
     jobs = {name: (cfg, exact_applicable(cfg) is None) for name, cfg in configs.items()}
-    if "denoising" in configs and not jobs["denoising"][1]:
-        jobs["denoising (small, exact)"] = (exact_variant(configs["denoising"]), True)
+    for name, cfg in configs.items():
+        if cfg.data.continuous and not jobs[name][1]:
+            jobs[f"{name} (small, exact)"] = (exact_variant(cfg), True)
     rows = []
     with intra_op_threads(threads):
         for name, (cfg, exact) in jobs.items():

@@ -1,6 +1,7 @@
 """What a simulation is: its config dataclasses, the named choices, and the defaults of ``cli.py simulate``.
 
-Torch-free, so that the command line can show these defaults in its help without importing torch.
+Torch-free (the objective registry imports torch only when an objective computes), so that the command line can
+show these defaults in its help without importing torch.
 
 Why the defaults are what they are (docs/theory.md sections 4 and 7; each is a scientific choice):
 
@@ -36,12 +37,16 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
 
+from theory.objectives import OBJECTIVES
+
 #: Named choices (validated here; built by :mod:`sim.data`, :mod:`sim.tasks` and :mod:`sim.train`).
 TRANSITIONS = ("involution", "cycle", "copy", "random_reversible", "uniform")
 TOKEN_PROCESSES = ("lag", "markov", "iid", "topic")
 CONTINUOUS_PROCESSES = ("var_irreversible", "var_reversible", "separable", "field", "latent")
 #: ``--mask-scheme`` name -> (P[MASK], P[random token]); the rest of the selected positions keep their token.
 MASK_SCHEMES = {"bert": (0.8, 0.1), "mask": (1.0, 0.0), "random": (0.0, 1.0), "keep": (0.0, 0.0)}
+#: The objectives the simulator's studies compare (the paper's ``objectives`` arms, ``grid``), by their simulator
+#: names: a choice of the registered ones (every registered objective can be simulated: :data:`DEFAULTS`).
 SIM_OBJECTIVES = ("bidirectional", "autoregressive", "denoising", "classification", "mae")
 #: What ``--objective all`` runs side by side.
 MAIN_OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
@@ -223,12 +228,15 @@ class SimConfig:
 DEFAULT_MODEL = ModelConfig(d=64, layers=1, heads=2, d_head=32)
 TOKEN_DATA = DataConfig(process="lag", vocab=28, transition="involution", strength=0.9, lag=4, bos=True)
 CONTINUOUS_DATA = DataConfig(process="var_reversible", channels=32, rho=0.9, lag=4, bos=False)
+#: What the default run of each simulator task (an objective's ``sim_task``) changes from the token default.
+TASK_DEFAULTS = {"denoising": {"n": 32, "data": CONTINUOUS_DATA}, "mae_tokens": {"mask_ratio": 0.75}}
+#: The default simulation of every registered objective, by its simulator name (``Objective.sim_name``).
 DEFAULTS = {
-    "bidirectional": SimConfig(objective="bidirectional", n=33, steps=300, model=DEFAULT_MODEL, data=TOKEN_DATA),
-    "autoregressive": SimConfig(objective="autoregressive", n=33, steps=300, model=DEFAULT_MODEL, data=TOKEN_DATA),
-    "classification": SimConfig(objective="classification", n=33, steps=300, model=DEFAULT_MODEL, data=TOKEN_DATA),
-    "denoising": SimConfig(objective="denoising", n=32, steps=300, model=DEFAULT_MODEL, data=CONTINUOUS_DATA),
-    "mae": SimConfig(objective="mae", n=33, steps=300, mask_ratio=0.75, model=DEFAULT_MODEL, data=TOKEN_DATA),
+    cls.sim_name: SimConfig(
+        **{"objective": cls.sim_name, "n": 33, "steps": 300, "model": DEFAULT_MODEL, "data": TOKEN_DATA}
+        | TASK_DEFAULTS.get(cls.sim_task, {})
+    )
+    for cls in OBJECTIVES.values()
 }
 OBJECTIVE_CHOICES = (*DEFAULTS, "all")
 
@@ -297,7 +305,7 @@ def configs_from_options(objective: str, options: dict) -> dict[str, SimConfig]:
     out = {}
     for name in names:
         given = {OPTION_FIELDS.get(k, k): v for k, v in options.items() if v is not None}
-        foreign = (given.get("data__process") in CONTINUOUS_PROCESSES) != (name == "denoising")
+        foreign = (given.get("data__process") in CONTINUOUS_PROCESSES) != DEFAULTS[name].data.continuous
         if objective == "all" and "data__process" in given and foreign:
             given.pop("data__process")
         cfg = default_config(name, **given)

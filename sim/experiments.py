@@ -32,7 +32,7 @@ from pathlib import Path
 from common.io import provenance, write_csv, write_json
 from common.summary import combined_z, mean_ci
 from sim.analysis import attention_to, bos_dominance
-from sim.config import SimConfig, default_config
+from sim.config import DEFAULTS, SimConfig, default_config
 from sim.train import Simulation, intra_op_threads, run
 from theory.scores import SCORE_NAMES
 
@@ -113,11 +113,12 @@ def _arms_optimizer_basis() -> dict[str, SimConfig]:
     for obj in ("autoregressive", "bidirectional", "denoising"):
         for opt in ("sgd", "adam"):
             for basis in ("onehot", "orthogonal"):
-                if obj == "denoising" and basis == "orthogonal":
+                continuous = DEFAULTS[obj].data.continuous
+                if continuous and basis == "orthogonal":
                     continue
                 kw = {"optimizer": opt, "record_dense": DENSE, "model__embed": basis, "model__positions": basis}
                 if opt == "sgd":
-                    kw["lr"] = SGD_LR if obj != "denoising" else 1.0
+                    kw["lr"] = 1.0 if continuous else SGD_LR
                 arms[f"{obj}, {opt}, {basis}"] = default_config(obj, **kw)
     return arms
 
@@ -392,7 +393,8 @@ def plot_experiment(curves: dict[str, list[dict]], path: Path, title: str) -> No
     """Four panels against the training step (log scale), one line per arm with its 95% band over seeds."""
     import numpy as np
 
-    from common.figures import color_of, pyplot, save_figure
+    from common.figures import pyplot, save_figure
+    from theory.objectives import color_of
 
     plt = pyplot()
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.6 * len(PANELS), 4.2))

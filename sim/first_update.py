@@ -34,7 +34,7 @@ from common.seeding import generator
 from common.summary import mean_ci
 from sim.compare import attention_batch, model_supported
 from sim.config import SimConfig
-from sim.tasks import DenoisingTask, stack
+from sim.tasks import stack
 from sim.train import COMPARE_STREAM, Simulation, intra_op_threads
 from theory.first_update import first_update
 from theory.heads import AveragedHead, MultiHeadReadout
@@ -61,7 +61,7 @@ def drawn_readout(sim: Simulation, seed: int) -> MultiHeadReadout:
     m = sim.model
     value = m.w_v[seed, 0].detach().double().transpose(-2, -1)  # (H, d_h, d)
     readout = (m.w_o[seed, 0].detach().double() @ m.w_out[seed].detach().double()).transpose(-2, -1)  # (H, out, d_h)
-    return MultiHeadReadout(value, readout, "mse" if isinstance(sim.task, DenoisingTask) else "ce")
+    return MultiHeadReadout(value, readout, "mse" if sim.task.continuous else "ce")
 
 
 def predictions(sim: Simulation, mc_sequences: int = 2048) -> dict[str, torch.Tensor]:

@@ -42,15 +42,17 @@ import torch
 
 from common.io import provenance, write_csv, write_json
 from common.summary import combined_z, mean_ci
-from sim.config import SimConfig, default_config
+from sim.config import DEFAULTS, SIM_OBJECTIVES, SimConfig, default_config
 from sim.experiments import config_key
 from sim.first_update import batch_updates, predictions
 from sim.train import Simulation, intra_op_threads, run
 from theory.nulls import null_distribution
 from theory.scores import dense_scores
 
-OBJECTIVES = ("bidirectional", "autoregressive", "denoising", "classification", "mae")
+OBJECTIVES = SIM_OBJECTIVES
 DATA = ("exchangeable", "reversible", "irreversible")
+#: Objectives run on some of the data only.
+DATA_OF = {"classification": ("exchangeable",)}
 PARAMS = ("direct", "factored", "tied")
 OPTIMIZERS = ("sgd", "adam")
 POSITIONS = ("onehot", "none")
@@ -88,7 +90,7 @@ class Cell:
         kw |= {"model__param": self.param, "optimizer": self.optimizer, "model__positions": self.positions}
         if self.optimizer == "sgd":
             kw["lr"] = SGD_LR.get(self.objective, SGD_LR_DEFAULT)
-        if self.objective == "denoising":
+        if DEFAULTS[self.objective].data.continuous:
             kw |= {"n": 16, "data__channels": 16}
             kw |= {
                 "exchangeable": {"data__process": "var_reversible", "data__rho": 0.0},  # i.i.d. positions
@@ -107,7 +109,7 @@ class Cell:
 
 def all_cells() -> list[Cell]:
     cells = [Cell(*values) for values in itertools.product(*AXES.values())]
-    return [c for c in cells if c.objective != "classification" or c.data == "exchangeable"]
+    return [c for c in cells if c.data in DATA_OF.get(c.objective, DATA)]
 
 
 def select_cells(**choices: Iterable[str] | None) -> list[Cell]:

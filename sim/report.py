@@ -202,7 +202,8 @@ def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
     ``runs`` maps a title to ``{"rows": parsed metrics rows, "matrix": d x d array, "null": {score: (mean, std)},
     "layers": L}``; one column per run.
     """
-    from common.figures import NULL_COLOR, PALETTE, color_of, pyplot, save_figure
+    from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
+    from theory.objectives import color_of
 
     plt = pyplot()
     n = len(runs)

@@ -3,22 +3,24 @@
 Each task wraps one objective of :mod:`theory.objectives` (its role pattern decides which positions
 carry loss and what each position attends to) and one process of :mod:`sim.data`. ``draw`` uses
 only one seed's generator, in a fixed order, and returns raw randomness; ``loss`` builds the inputs
-for all seeds at once and returns one mean loss per seed.
+for all seeds at once and returns one mean loss per seed. An objective names its task kind
+(``Objective.sim_task``), which :data:`TASKS` resolves here, so theory never imports the simulator.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 
-from sim.config import MASK_SCHEMES, SIM_OBJECTIVES, DataConfig
+from sim.config import MASK_SCHEMES, DataConfig
 from sim.data import GaussianSequence, TokenChain, TopicDocuments, build_process, class_processes, mixture_from_noise
 from sim.model import SeedBatchedAttention
-from theory import objectives
-from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
+from theory.objectives import Objective, RolePattern, objective_class
 
 
 def _per_seed_mean(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -34,31 +36,36 @@ def stack(draws: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
 
 
 class _SharedContext:
-    """The objective's context mask ``[n, n]``: the same for every sequence of these objectives, built once per task."""
+    """The objective's pattern over ``n`` positions, built once per task: its context ``[n, n]`` is the same for
+    every sequence of these tasks (and so are its loss positions, except where a task draws them)."""
 
-    objective: Bidirectional | Autoregressive | Classification | Denoising
+    objective: Objective
     n: int
 
     @cached_property
+    def pattern(self) -> RolePattern:
+        return self.objective.pattern(self.n, (), torch.Generator().manual_seed(0))
+
+    @cached_property
     def context(self) -> torch.Tensor:
-        return self.objective.pattern(self.n, (), torch.Generator().manual_seed(0)).context
+        return self.pattern.context
 
 
 @dataclass
 class TokenTask(_SharedContext):
-    """Bidirectional masked prediction, next-token prediction, or masked autoencoding on a token process.
+    """What the tasks on a token process share: the process, BOS, the output classes, the loss.
 
-    Masked autoencoding (``mae``), a one-layer stand-in for MAE: a random ``mask_ratio`` of the positions is
-    hidden; hidden positions are [MASK] queries (MAE's decoder mask tokens) that carry the loss, and every query
-    attends only to the visible positions (MAE's encoder never sees a hidden one): ``P`` = hidden, ``D_i`` =
-    visible, so queries and keys play disjoint roles. Context masks are then per sequence (``[S, B, N, N]``).
+    Subclasses say how a sequence becomes input ids, targets, loss positions and context (:meth:`inputs`).
     """
 
-    objective: Bidirectional | Autoregressive | MaskedAutoencoding
+    objective: Objective
     process: TokenChain | TopicDocuments
     n: int
     bos: bool
     bos_maskable: bool = False
+    continuous: ClassVar[bool] = False
+    #: Data tokens beyond the model's positions: 1 where targets are the next token.
+    shift: ClassVar[int] = 0
 
     @property
     def vocab(self) -> int:
@@ -71,9 +78,8 @@ class TokenTask(_SharedContext):
 
     @property
     def classes(self) -> int:
-        """Output classes: the data tokens, and BOS where it can be a target (packed documents, maskable BOS)."""
-        maskable = self.bos and self.bos_maskable and isinstance(self.objective, Bidirectional)
-        return self.vocab + int(self.in_stream_bos or maskable)
+        """Output classes: the data tokens, and BOS where it can be a target (packed documents)."""
+        return self.vocab + int(self.in_stream_bos)
 
     @property
     def fixed(self) -> int:
@@ -83,19 +89,10 @@ class TokenTask(_SharedContext):
     @property
     def n_data(self) -> int:
         """Data tokens per sequence: the model's positions less BOS, plus one target for next-token prediction."""
-        return self.n - self.bos + isinstance(self.objective, Autoregressive)
+        return self.n - self.bos + self.shift
 
     def draw(self, gen: torch.Generator, batch: int) -> dict[str, torch.Tensor]:
-        out = {"u": self.process.noise((batch,), self.n_data, gen)}  # (B, n_data[, 2])
-        if isinstance(self.objective, MaskedAutoencoding):
-            out["visible"] = self.objective.visible(self.n - self.bos, (batch,), gen)
-        if isinstance(self.objective, Bidirectional):
-            n_maskable = self.n - self.fixed
-            loss = self.objective.pattern(n_maskable, (batch,), gen).loss
-            out["kind"] = self.objective.replacement(loss, gen)
-            out["random"] = torch.randint(self.vocab, (batch, n_maskable), generator=gen)
-            out["loss"] = loss
-        return out
+        return {"u": self.process.noise((batch,), self.n_data, gen)}  # (B, n_data[, 2])
 
     def support(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(queries [R, N], keys [R, N], loss [N])``: which table rows (data tokens, BOS, MASK, CLS) can sit at
@@ -106,57 +103,24 @@ class TokenTask(_SharedContext):
         keys[: self.vocab, first:] = True
         keys[self.vocab, 0] = self.bos  # BOS id = vocab
         keys[self.vocab, first + 2 :] |= self.in_stream_bos
-        queries, loss = keys.clone(), torch.ones(self.n, dtype=torch.bool)
-        if isinstance(self.objective, Bidirectional):
-            keys[self.vocab + 1, self.fixed :] = queries[self.vocab + 1, self.fixed :] = self.objective.mask_token > 0
-            queries[: self.vocab + 1] &= self.objective.mask_token < 1  # a selected query keeps or swaps its token
-            loss[: self.fixed] = False
-        if isinstance(self.objective, MaskedAutoencoding):  # hidden queries are [MASK]; keys are visible tokens
-            queries[:] = False
-            queries[self.vocab + 1, first:] = True  # MASK id = vocab + 1
-            loss[:first] = False
-        return queries, keys, loss
+        return keys.clone(), keys, torch.ones(self.n, dtype=torch.bool)
 
-    @cached_property
-    def context(self) -> torch.Tensor:
-        """The shared context ``[N, N]``; for masked autoencoding the pairs any sequence can have (not ``j = i``)."""
-        if isinstance(self.objective, MaskedAutoencoding):
-            return ~torch.eye(self.n, dtype=torch.bool) | (torch.arange(self.n) < self.bos)
-        return super().context
+    def specials(self) -> dict[str, str]:
+        """Special tokens whose key/query norms are recorded: recorded name -> the model's special vector."""
+        return {"bos": "bos"} if self.bos else {}
+
+    def shapes(self) -> dict[str, int | None]:
+        """Keyword arguments for :class:`SeedBatchedAttention`: ``d_out`` and the input kind."""
+        return {"d_out": self.classes, "vocab": self.vocab, "channels": None}
 
     def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(input ids, targets, loss positions, context)``: ``[S, B, N]`` each and the shared ``[N, N]`` context
-        (per sequence ``[S, B, N, N]`` for masked autoencoding).
+        (per sequence ``[S, B, N, N]`` where the task draws it).
 
         Targets are data tokens (``< vocab``; BOS = ``vocab`` where it is a target: packed documents, a maskable
         BOS), 0 at a BOS position that carries no loss.
         """
-        data = self.process.from_noise(raw["u"])  # (S, B, n_data)
-        s, b = data.shape[:2]
-        bos = torch.full((s, b, 1), self.vocab, dtype=torch.long)  # BOS id = vocab
-        if isinstance(self.objective, Autoregressive):
-            seq = torch.cat([bos, data], -1) if self.bos else data
-            ids, targets = seq[..., :-1], seq[..., 1:]
-            loss = torch.ones_like(ids, dtype=torch.bool)
-        elif isinstance(self.objective, MaskedAutoencoding):
-            visible = raw["visible"]
-            ids, targets, loss = torch.where(visible, data, self.vocab + 1), data, ~visible
-            if self.bos:  # BOS is always visible and carries no loss
-                ones = torch.ones((s, b, 1), dtype=torch.bool)
-                ids, targets = torch.cat([bos, ids], -1), torch.cat([torch.zeros_like(bos), targets], -1)
-                loss, visible = torch.cat([~ones, loss], -1), torch.cat([ones, visible], -1)
-            return ids, targets, loss, visible[..., None, :].expand(s, b, self.n, self.n)
-        else:
-            kind = raw["kind"]
-            clean = data if self.fixed == self.bos else torch.cat([bos, data], -1)  # a maskable BOS is drawn too
-            mask_id = self.vocab + 1
-            ids = torch.where(kind == 1, mask_id, torch.where(kind == 2, raw["random"], clean))
-            targets, loss = clean, raw["loss"]
-            if self.fixed:
-                pad = torch.zeros((s, b, 1), dtype=torch.long)
-                ids, targets = torch.cat([bos, ids], -1), torch.cat([pad, targets], -1)
-                loss = torch.cat([pad.bool(), loss], -1)
-        return ids, targets, loss, self.context
+        raise NotImplementedError
 
     def loss(
         self, model: SeedBatchedAttention, raw: dict[str, torch.Tensor], capture: dict | None = None
@@ -167,13 +131,113 @@ class TokenTask(_SharedContext):
         return _per_seed_mean(ce.view(targets.shape), loss_at)
 
 
+class NextTokenTask(TokenTask):
+    """Next-token prediction under the objective's fixed pattern: causal (autoregressive), or a prefix LM's."""
+
+    shift = 1
+
+    def support(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        queries, keys, _ = super().support()
+        return queries, keys, self.pattern.loss.clone()
+
+    def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        data = self.process.from_noise(raw["u"])  # (S, B, n_data)
+        s, b = data.shape[:2]
+        bos = torch.full((s, b, 1), self.vocab, dtype=torch.long)  # BOS id = vocab
+        seq = torch.cat([bos, data], -1) if self.bos else data
+        ids, targets = seq[..., :-1], seq[..., 1:]
+        return ids, targets, self.pattern.loss.expand(ids.shape), self.context
+
+
+class MaskedTokenTask(TokenTask):
+    """Bidirectional masked prediction: the objective's selected positions are replaced (BERT's [MASK], a random
+    token, or kept) and predicted from all positions."""
+
+    @property
+    def classes(self) -> int:
+        """Output classes: the data tokens, and BOS where it can be a target (packed documents, maskable BOS)."""
+        return self.vocab + int(self.in_stream_bos or (self.bos and self.bos_maskable))
+
+    def draw(self, gen: torch.Generator, batch: int) -> dict[str, torch.Tensor]:
+        out = super().draw(gen, batch)
+        n_maskable = self.n - self.fixed
+        loss = self.objective.pattern(n_maskable, (batch,), gen).loss
+        out["kind"] = self.objective.replacement(loss, gen)
+        out["random"] = torch.randint(self.vocab, (batch, n_maskable), generator=gen)
+        out["loss"] = loss
+        return out
+
+    def support(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        queries, keys, loss = super().support()
+        keys[self.vocab + 1, self.fixed :] = queries[self.vocab + 1, self.fixed :] = self.objective.mask_token > 0
+        queries[: self.vocab + 1] &= self.objective.mask_token < 1  # a selected query keeps or swaps its token
+        loss[: self.fixed] = False
+        return queries, keys, loss
+
+    def specials(self) -> dict[str, str]:
+        return super().specials() | {"mask": "mask"}
+
+    def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        data = self.process.from_noise(raw["u"])  # (S, B, n_data)
+        s, b = data.shape[:2]
+        bos = torch.full((s, b, 1), self.vocab, dtype=torch.long)  # BOS id = vocab
+        kind = raw["kind"]
+        clean = data if self.fixed == self.bos else torch.cat([bos, data], -1)  # a maskable BOS is drawn too
+        mask_id = self.vocab + 1
+        ids = torch.where(kind == 1, mask_id, torch.where(kind == 2, raw["random"], clean))
+        targets, loss = clean, raw["loss"]
+        if self.fixed:
+            pad = torch.zeros((s, b, 1), dtype=torch.long)
+            ids, targets = torch.cat([bos, ids], -1), torch.cat([pad, targets], -1)
+            loss = torch.cat([pad.bool(), loss], -1)
+        return ids, targets, loss, self.context
+
+
+class MaskedAutoencodingTask(TokenTask):
+    """Masked autoencoding (``mae``), a one-layer stand-in for MAE: a random ``mask_ratio`` of the positions is
+    hidden; hidden positions are [MASK] queries (MAE's decoder mask tokens) that carry the loss, and every query
+    attends only to the visible positions (MAE's encoder never sees a hidden one): ``P`` = hidden, ``D_i`` =
+    visible, so queries and keys play disjoint roles. Context masks are then per sequence (``[S, B, N, N]``).
+    """
+
+    def draw(self, gen: torch.Generator, batch: int) -> dict[str, torch.Tensor]:
+        out = super().draw(gen, batch)
+        out["visible"] = self.objective.visible(self.n - self.bos, (batch,), gen)
+        return out
+
+    def support(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        queries, keys, loss = super().support()  # hidden queries are [MASK]; keys are visible tokens
+        queries[:] = False
+        queries[self.vocab + 1, int(self.bos) :] = True  # MASK id = vocab + 1
+        loss[: int(self.bos)] = False
+        return queries, keys, loss
+
+    @cached_property
+    def context(self) -> torch.Tensor:
+        """The pairs any sequence can have (not ``j = i``), as the shared ``[N, N]`` context."""
+        return ~torch.eye(self.n, dtype=torch.bool) | (torch.arange(self.n) < self.bos)
+
+    def inputs(self, raw: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        data = self.process.from_noise(raw["u"])  # (S, B, n_data)
+        s, b = data.shape[:2]
+        bos = torch.full((s, b, 1), self.vocab, dtype=torch.long)  # BOS id = vocab
+        visible = raw["visible"]
+        ids, targets, loss = torch.where(visible, data, self.vocab + 1), data, ~visible
+        if self.bos:  # BOS is always visible and carries no loss
+            ones = torch.ones((s, b, 1), dtype=torch.bool)
+            ids, targets = torch.cat([bos, ids], -1), torch.cat([torch.zeros_like(bos), targets], -1)
+            loss, visible = torch.cat([~ones, loss], -1), torch.cat([ones, visible], -1)
+        return ids, targets, loss, visible[..., None, :].expand(s, b, self.n, self.n)
+
+
 @dataclass
 class ClassificationTask(_SharedContext):
     """Classify which of ``C`` token processes generated the sequence, read out from a CLS token at position 0."""
 
-    objective: Classification
+    objective: Objective
     processes: list[TokenChain]
     n: int
+    continuous: ClassVar[bool] = False
 
     @property
     def vocab(self) -> int:
@@ -184,6 +248,13 @@ class ClassificationTask(_SharedContext):
             "u": self.processes[0].noise((batch,), self.n - 1, gen),
             "label": torch.randint(len(self.processes), (batch,), generator=gen),
         }
+
+    def specials(self) -> dict[str, str]:
+        """The CLS token sits at position 0 and is recorded in the BOS columns."""
+        return {"bos": "cls"}
+
+    def shapes(self) -> dict[str, int | None]:
+        return {"d_out": len(self.processes), "vocab": self.vocab, "channels": None}
 
     def support(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(queries, keys, loss)`` (see :meth:`TokenTask.support`): CLS at position 0, the only loss query."""
@@ -214,10 +285,17 @@ class ClassificationTask(_SharedContext):
 class DenoisingTask(_SharedContext):
     """Denoise stationary Gaussian sequences at a sampled noise level; MSE on the objective's target."""
 
-    objective: Denoising
+    objective: Objective
     process: GaussianSequence
     n: int
     dtype: torch.dtype = torch.float64
+    continuous: ClassVar[bool] = True
+
+    def specials(self) -> dict[str, str]:
+        return {}
+
+    def shapes(self) -> dict[str, int | None]:
+        return {"d_out": self.channels, "channels": self.channels, "vocab": None}
 
     @property
     def channels(self) -> int:
@@ -251,6 +329,52 @@ class DenoisingTask(_SharedContext):
 Task = TokenTask | ClassificationTask | DenoisingTask
 
 
+def _token_process(objective: str, data: DataConfig) -> None:
+    if data.continuous:
+        raise ValueError(f"{objective} needs a token process, got the continuous process {data.process!r}")
+
+
+def _denoising(cls, objective: str, data: DataConfig, n: int, options: dict) -> Task:
+    if not data.continuous:
+        raise ValueError(f"{objective} needs a continuous process, got {data.process!r}")
+    return DenoisingTask(cls(target=options["target"]), build_process(data, n), n, options["dtype"])
+
+
+def _classification(cls, objective: str, data: DataConfig, n: int, options: dict) -> Task:
+    _token_process(objective, data)
+    return ClassificationTask(cls(), class_processes(data), n)
+
+
+def _tokens(task: type[TokenTask], params: Callable[[dict], dict]):
+    """A builder of ``task`` on a token process for an objective made with ``params(options)``."""
+
+    def build(cls, objective: str, data: DataConfig, n: int, options: dict) -> Task:
+        _token_process(objective, data)
+        built = task(cls(**params(options)), build_process(data, n), n, data.bos, data.bos_maskable)
+        if built.n_data < 2:
+            raise ValueError(f"n={n} positions leave fewer than 2 data tokens")
+        return built
+
+    return build
+
+
+def _mask_scheme(options: dict) -> dict:
+    if options["mask_scheme"] not in MASK_SCHEMES:
+        raise ValueError(f"unknown mask scheme {options['mask_scheme']!r}; choose from {sorted(MASK_SCHEMES)}")
+    p_mask, p_random = MASK_SCHEMES[options["mask_scheme"]]
+    return {"mask_ratio": options["mask_ratio"], "mask_token": p_mask, "random_token": p_random}
+
+
+#: Task kind (an objective's ``sim_task``) -> builder ``(objective class, name, data, n, options) -> Task``.
+TASKS = {
+    "next_token": _tokens(NextTokenTask, lambda options: {}),
+    "masked_tokens": _tokens(MaskedTokenTask, _mask_scheme),
+    "mae_tokens": _tokens(MaskedAutoencodingTask, lambda options: {"mask_ratio": options["mask_ratio"]}),
+    "classification": _classification,
+    "denoising": _denoising,
+}
+
+
 def build_task(
     objective: str,
     data: DataConfig,
@@ -260,36 +384,8 @@ def build_task(
     target: str = "eps",
     dtype: torch.dtype = torch.float64,
 ) -> Task:
-    """The task for ``objective`` on the process of ``data`` with ``n`` positions (continuous data in ``dtype``)."""
-    if objective not in SIM_OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; choose from {SIM_OBJECTIVES}")
-    if objective == "denoising":
-        if not data.continuous:
-            raise ValueError(f"denoising needs a continuous process, got {data.process!r}")
-        return DenoisingTask(objectives.get_objective("denoising", target=target), build_process(data, n), n, dtype)
-    if data.continuous:
-        raise ValueError(f"{objective} needs a token process, got the continuous process {data.process!r}")
-    if objective == "classification":
-        return ClassificationTask(objectives.get_objective("classification"), class_processes(data), n)
-    if objective == "mae":
-        obj = objectives.get_objective("mae", mask_ratio=mask_ratio)
-    elif objective == "bidirectional":
-        if mask_scheme not in MASK_SCHEMES:
-            raise ValueError(f"unknown mask scheme {mask_scheme!r}; choose from {sorted(MASK_SCHEMES)}")
-        p_mask, p_random = MASK_SCHEMES[mask_scheme]
-        obj = objectives.get_objective("bidirectional", mask_ratio=mask_ratio, mask_token=p_mask, random_token=p_random)
-    else:
-        obj = objectives.get_objective("autoregressive")
-    task = TokenTask(obj, build_process(data, n), n, data.bos, data.bos_maskable)
-    if task.n_data < 2:
-        raise ValueError(f"n={n} positions leave fewer than 2 data tokens")
-    return task
-
-
-def task_shapes(task: Task) -> dict[str, int | None]:
-    """Keyword arguments for :class:`SeedBatchedAttention`: ``d_out`` and the input kind."""
-    if isinstance(task, DenoisingTask):
-        return {"d_out": task.channels, "channels": task.channels, "vocab": None}
-    if isinstance(task, ClassificationTask):
-        return {"d_out": len(task.processes), "vocab": task.vocab, "channels": None}
-    return {"d_out": task.classes, "vocab": task.vocab, "channels": None}
+    """The task for ``objective`` (a registered name or alias) on the process of ``data`` with ``n`` positions
+    (continuous data in ``dtype``)."""
+    cls = objective_class(objective)
+    options = {"mask_scheme": mask_scheme, "mask_ratio": mask_ratio, "target": target, "dtype": dtype}
+    return TASKS[cls.sim_task](cls, objective, data, n, options)

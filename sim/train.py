@@ -29,7 +29,7 @@ from sim.model import SeedBatchedAttention, pair_split
 from sim.optim import ElementwiseOptimizer
 from sim.record import METRIC_COLUMNS, POSITION_COLUMNS, record_rows
 from sim.report import load_metrics, load_positions
-from sim.tasks import DenoisingTask, TokenTask, build_task, stack, task_shapes
+from sim.tasks import build_task, stack
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}  # the names of sim.config.DTYPE_NAMES
 INIT_STREAM, DATA_STREAM, COMPARE_STREAM = 0, 1, 2  # the random streams of one seed (common.seeding)
@@ -91,7 +91,7 @@ class Simulation:
         self.cfg = cfg
         self.dtype = DTYPES[cfg.dtype]
         self.task = build_task(cfg.objective, cfg.data, cfg.n, cfg.mask_scheme, cfg.mask_ratio, cfg.target, self.dtype)
-        self.model = SeedBatchedAttention(cfg.model, cfg.seeds, cfg.n, dtype=self.dtype, **task_shapes(self.task))
+        self.model = SeedBatchedAttention(cfg.model, cfg.seeds, cfg.n, dtype=self.dtype, **self.task.shapes())
         self.model.initialize([generator(s, INIT_STREAM) for s in cfg.seed_list])
         self.data_gens = [generator(s, DATA_STREAM) for s in cfg.seed_list]
         self.groups = seed_groups(self.model, self.data_gens, threads)
@@ -154,15 +154,7 @@ class Simulation:
     def specials(self) -> dict[str, torch.Tensor]:
         """Special-token input vectors scored for their key/query norms."""
         vecs = self.model.special_vectors()
-        out = {}
-        if isinstance(self.task, TokenTask):
-            if self.task.bos:
-                out["bos"] = vecs["bos"]
-            if self.cfg.objective == "bidirectional":
-                out["mask"] = vecs["mask"]
-        elif not isinstance(self.task, DenoisingTask):  # classification: the CLS token sits at position 0
-            out["bos"] = vecs["cls"]
-        return {k: v.detach() for k, v in out.items()}
+        return {name: vecs[key].detach() for name, key in self.task.specials().items()}
 
     def record(self) -> None:
         losses = (self.loss_sum / self.loss_count).tolist() if self.loss_count else [float("nan")] * self.cfg.seeds

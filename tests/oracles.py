@@ -4,6 +4,8 @@ code under test (no ``theory``, ``sim`` or ``vision`` import here), so a test th
 - scores read off docs/theory.md section 2 (:func:`symmetry`, :func:`directionality`, :func:`pr_directionality`);
 - forms and logits: the dense product head by head (:func:`dense_forms`), ``x_i^T A B^T x_j / sqrt(d_h)``
   (:func:`bilinear_logits`), a fused ``qkv`` weight sliced by hand (:func:`fused_qkv_factors`);
+- ``dL/dM`` (or ``dL/dW_q, dL/dW_k``) by autograd through an attention head written out here
+  (:func:`autograd_form_gradient`), the reference of the closed-form gradient tests;
 - role patterns built by hand (:func:`causal_mask`, :func:`full_mask`, :func:`visible_mask`) and counted by
   enumeration (:func:`context_counts`);
 - :func:`assert_no_mismatches`: one assertion that lists every mismatch of a loop over many cases.
@@ -114,3 +116,36 @@ def context_counts(loss: list[bool], context: list[list[bool]]) -> list[int]:
     """For each key position ``j``, how many loss-carrying queries ``i`` attend to it, counted one by one."""
     n = len(loss)
     return [sum(1 for i in range(n) if loss[i] and context[i][j]) for j in range(n)]
+
+
+def prefix_lm_mask(n: int, prefix: int) -> tuple[list[bool], list[list[bool]]]:
+    """Prefix LM over ``n`` positions: queries ``i >= prefix - 1`` carry loss (targets in the suffix); the first
+    ``prefix`` positions attend to each other, every other position to itself and the past."""
+    loss = [i >= prefix - 1 for i in range(n)]
+    context = [[j <= i or (i < prefix and j < prefix) for j in range(n)] for i in range(n)]
+    return loss, context
+
+
+# ---- the gradient's reference ----------------------------------------------------------------------------
+
+
+def autograd_form_gradient(x, form, value, target, pattern, d_h):
+    """``(y, grads)``: the head's output and ``dL/dM`` (dense ``form``) or ``(dL/dW_q, dL/dW_k)`` (``form = (q, k)``)
+    by autograd, for ``L = sum_{i in P} 1/2 ||y_i - t_i||^2`` with ``y_i = sum_{j in D_i} softmax_j(x_i^T M x_j /
+    sqrt(d_h)) W_v x_j`` (rows with an empty context output 0). Forms and ``W_v`` may have a head axis; ``y`` has
+    one when either does."""
+    factored = isinstance(form, tuple)
+    leaves = tuple(f.detach().clone().requires_grad_(True) for f in (form if factored else (form,)))
+    m = leaves[0] @ leaves[1].transpose(-2, -1) if factored else leaves[0]
+    single = m.ndim == 2 and value.ndim == 2
+    m, v = (m if m.ndim == 3 else m[None]), (value if value.ndim == 3 else value[None])  # (H, d, d), (H, d_v, d)
+    b, n = x.shape[:2]
+    context = pattern.context.bool().expand(b, n, n)[:, None]  # (B, 1, N, N)
+    loss_at = pattern.loss.bool().expand(b, n)[:, None].to(x.dtype)  # (B, 1, N)
+    logits = torch.einsum("bia,hac,bjc->bhij", x, m, x) / math.sqrt(d_h)
+    weights = torch.softmax(logits.masked_fill(~context, torch.finfo(x.dtype).min), -1) * context
+    y = torch.einsum("bhij,hva,bja->bhiv", weights, v, x)
+    t = target if target.ndim == 4 else target[:, None]
+    loss = 0.5 * (((y - t) ** 2).sum(-1) * loss_at).sum()
+    grads = torch.autograd.grad(loss, leaves)
+    return (y[:, 0] if single else y).detach(), grads

@@ -188,11 +188,12 @@ STUDY_FIXTURES = {
 }
 
 
-def study_tables(task: str, seeds: int, rng) -> dict:
+def study_tables(task: str, seeds: int, rng, shift: int = 0) -> dict:
+    """The init study's tables; ``shift`` delays every arm's steps to the target (another fixture, other values)."""
     metric, higher, schemes = STUDY_FIXTURES[task]
     arms, steps, curves = [], [], []
     for k, scheme in enumerate(schemes):
-        own = [20 + 10 * k + s for s in range(seeds)]
+        own = [20 + 10 * k + s + shift for s in range(seeds)]
         arm = {
             "task": task,
             "scheme": scheme,
@@ -250,7 +251,8 @@ def study_tables(task: str, seeds: int, rng) -> dict:
     return {"arms": arms, "steps": steps, "curves": curves, "study": study}
 
 
-def theory_tables(rng) -> dict[str, dict]:
+def theory_tables(rng, shift: float = 0.0) -> dict[str, dict]:
+    """The theory layer's and the grid's tables; ``shift`` moves the grid's means (another fixture, other values)."""
     checks = [
         {
             "seed": seed,
@@ -318,9 +320,9 @@ def theory_tables(rng) -> dict[str, dict]:
             "score": score,
             "theory": "predicted",
             "simulated": phase,
-            "theory_mean": 0.5,
+            "theory_mean": 0.5 + shift,
             "theory_z": 5.0,
-            "simulated_mean": 0.4 if o != "autoregressive" else -0.2,
+            "simulated_mean": (0.4 if o != "autoregressive" else -0.2) + shift,
             "simulated_z": 4.0,
             "agree": float(o != "autoregressive"),
             "agree_seeds": float(o != "autoregressive"),
@@ -370,13 +372,13 @@ SIM_ARMS = {
 def write_fixture(results: Path, seeds: int = 3, seed: int = 0) -> Path:
     """Write every experiment's raw tables and manifest under ``results`` (derive and verdicts not yet run)."""
     rng = np.random.default_rng(seed)
-    tables: dict[str, dict] = theory_tables(rng)
+    tables: dict[str, dict] = theory_tables(rng, shift=0.01 * seed)
     for name, arms in SIM_ARMS.items():
         tables[name] = sim_tables(arms, seeds, rng, matrices=name == "sim_objectives")
     for task in ("classify", "mae", "causal", "dit"):
         tables[f"vision_{task}"] = vision_tables(task, seeds, rng)
     for task in STUDY_FIXTURES:
-        tables[f"init_{task.replace('-', '_')}"] = study_tables(task, seeds, rng)
+        tables[f"init_{task.replace('-', '_')}"] = study_tables(task, seeds, rng, shift=seed)
     for name, t in tables.items():
         write_experiment(results / name, t, _manifest(name, seeds))
     return results

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
+from theory import objectives
 from theory.attribution import skew_fraction
 from theory.corruption import Corruption, objective_batch, objective_sampler
 from theory.expected_update import PARTS, ExpectedUpdate, max_abs_z
@@ -16,6 +17,7 @@ from theory.gaussian import gaussian_update, head_averaged_update
 from theory.heads import AveragedHead, LinearReadout, SoftmaxReadout
 from theory.montecarlo import monte_carlo_update
 from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
+from theory.objectives.prefix_lm import PrefixLM
 from theory.processes import (
     Sequences,
     ar1_covariance,
@@ -38,6 +40,8 @@ OBJECTIVES = {
     "denoising-eps": Denoising(target="eps", t_min=0, t_max=50),
     "classification": Classification(),
     "masked_autoencoding": MaskedAutoencoding(mask_ratio=0.5),
+    "prefix_lm": PrefixLM(prefix_ratio=0.5),
+    "prefix_lm-long-prefix": PrefixLM(prefix_ratio=0.75),
 }
 SWAP_SYMMETRIC = {
     "bidirectional-keep": Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0),
@@ -200,64 +204,112 @@ def test_expected_update_scales_with_one_over_sqrt_dh():
     assert torch.allclose(four, one / 2, rtol=1e-12, atol=0)
 
 
-def _corruption_mismatches(objective, x, batch, corruption) -> list[str]:
-    """Every way ``batch`` departs from the objective's corruption model (theory.corruption), checked by hand."""
+def _next_token_by_hand(x, batch, expect, loss_by_hand, context_by_hand) -> None:
+    """Inputs ``x_0 .. x_{N-2}``, targets ``x_1 .. x_{N-1}``, and the given mask over ``N - 1`` positions."""
+    expect("inputs are x[:-1]", torch.equal(batch.inputs, x[:, :-1]))
+    expect("targets are x[1:]", torch.equal(batch.targets, x[:, 1:]))
+    for s in range(x.shape[0]):
+        expect(f"seq {s}: loss positions", batch.pattern.loss[s].tolist() == loss_by_hand)
+        expect(f"seq {s}: context", batch.pattern.context[s].tolist() == context_by_hand)
+
+
+def _autoregressive_by_hand(objective, x, batch, corruption, expect) -> None:
+    """Next-token prediction: loss everywhere, causal mask."""
+    n = x.shape[1] - 1
+    _next_token_by_hand(x, batch, expect, [True] * n, oracles.causal_mask(n).tolist())
+
+
+def _prefix_lm_by_hand(objective, x, batch, corruption, expect) -> None:
+    """Prefix LM: the prefix is ``round(n prefix_ratio)`` (at least 1) of the ``n = N - 1`` attention positions."""
+    n = x.shape[1] - 1
+    _next_token_by_hand(x, batch, expect, *oracles.prefix_lm_mask(n, max(1, round(n * objective.prefix_ratio))))
+
+
+def _classification_by_hand(objective, x, batch, corruption, expect) -> None:
+    """``[cls, x]``: only the CLS query carries loss, its target the mean."""
     b, n, _ = x.shape
     loss, context, inputs, targets = batch.pattern.loss, batch.pattern.context, batch.inputs, batch.targets
+    cls_first = bool((inputs[:, 0] == corruption.cls_vector).all())
+    expect("inputs are [cls, x]", torch.equal(inputs[:, 1:], x) and cls_first)
+    expect("target is the sequence mean", torch.allclose(targets[:, 0], x.sum(1) / n, atol=1e-14))
+    for s in range(b):
+        expect(f"seq {s}: loss at CLS only", loss[s].tolist() == [True] + [False] * n)
+        expect(f"seq {s}: full context", torch.equal(context[s], oracles.full_mask(n + 1)))
+
+
+def _mae_by_hand(objective, x, batch, corruption, expect) -> None:
+    """``P = D`` = visible; target: the mean of the hidden clean tokens."""
+    b, n, _ = x.shape
+    loss, context, inputs, targets = batch.pattern.loss, batch.pattern.context, batch.inputs, batch.targets
+    expect("inputs are x", torch.equal(inputs, x))
+    for s in range(b):
+        vis = loss[s].tolist()
+        hidden = [i for i in range(n) if not vis[i]]
+        keep = max(1, round(n * (1 - objective.mask_ratio)))
+        expect(f"seq {s}: {keep} visible, not {sum(vis)}", sum(vis) == keep)
+        expect(f"seq {s}: context = visible x visible", torch.equal(context[s], oracles.visible_mask(vis)))
+        mean_hidden = sum(x[s, i] for i in hidden) / len(hidden)
+        hidden_mean = torch.allclose(targets[s], mean_hidden.expand(n, -1), atol=1e-14)
+        expect(f"seq {s}: target = mean of the hidden tokens", hidden_mean)
+
+
+def _bidirectional_by_hand(objective, x, batch, corruption, expect) -> None:
+    """Masked or replaced inputs at ``P``, full context, target ``x``."""
+    b, n, _ = x.shape
+    loss, context, inputs, targets = batch.pattern.loss, batch.pattern.context, batch.inputs, batch.targets
+    expect("targets are x", torch.equal(targets, x))
+    for s in range(b):
+        expect(f"seq {s}: a non-empty loss set", bool(loss[s].any()))
+        expect(f"seq {s}: full context", torch.equal(context[s], oracles.full_mask(n, objective.attend_self)))
+        for i in range(n):
+            same, masked = torch.equal(inputs[s, i], x[s, i]), torch.equal(inputs[s, i], corruption.mask_vector)
+            if not loss[s, i]:
+                expect(f"seq {s} pos {i}: unselected input kept", same)
+            elif objective.random_token == 1.0:
+                expect(f"seq {s} pos {i}: replaced by a fresh draw", not same and not masked)
+
+
+def _denoising_by_hand(objective, x, batch, corruption, expect) -> None:
+    """``z = a x + s eps`` (target eps) or ``z = x / a + (s / a) v`` (target v), ``a^2 = abar_t``."""
+    b = x.shape[0]
+    loss, context, inputs, targets = batch.pattern.loss, batch.pattern.context, batch.inputs, batch.targets
+    abar = objective.schedule.alpha_bar()[objective.t_min : objective.t_end]
+    for s in range(b):
+        design = torch.stack([x[s].flatten(), targets[s].flatten()], 1)
+        coef = torch.linalg.lstsq(design, inputs[s].flatten()[:, None]).solution.flatten()
+        resid = float((design @ coef - inputs[s].flatten()).abs().max())
+        a, sig = (coef[0], coef[1]) if objective.target == "eps" else (1 / coef[0], coef[1] / coef[0])
+        expect(f"seq {s}: z is a combination of x and the target (residual {resid:.1e})", resid < 1e-10)
+        expect(f"seq {s}: a^2 + s^2 = 1", abs(float(a**2 + sig**2) - 1) < 1e-10)
+        expect(f"seq {s}: a^2 = abar_t for a t in range", float((abar - a**2).abs().min()) < 1e-10)
+        expect(f"seq {s}: loss and context everywhere", bool(loss[s].all()) and bool(context[s].all()))
+
+
+#: Registered objective -> its corruption model checked by hand (theory.corruption).
+BY_HAND = {
+    "bidirectional": _bidirectional_by_hand,
+    "autoregressive": _autoregressive_by_hand,
+    "denoising": _denoising_by_hand,
+    "classification": _classification_by_hand,
+    "masked_autoencoding": _mae_by_hand,
+    "prefix_lm": _prefix_lm_by_hand,
+}
+
+
+def test_every_registered_objective_has_a_hand_check_and_an_expectation_test():
+    assert set(BY_HAND) == set(objectives.OBJECTIVES)
+    assert {o.name for o in OBJECTIVES.values()} == set(objectives.OBJECTIVES)
+
+
+def _corruption_mismatches(objective, x, batch, corruption) -> list[str]:
+    """Every way ``batch`` departs from the objective's corruption model, checked by hand."""
     wrong = []
 
     def expect(what: str, ok: bool) -> None:
         if not ok:
             wrong.append(what)
 
-    if isinstance(objective, Autoregressive):  # inputs x_0 .. x_{N-2}, targets x_1 .. x_{N-1}, causal mask
-        expect("inputs are x[:-1]", torch.equal(inputs, x[:, :-1]))
-        expect("targets are x[1:]", torch.equal(targets, x[:, 1:]))
-        for s in range(b):
-            expect(f"seq {s}: loss everywhere", bool(loss[s].all()))
-            expect(f"seq {s}: causal context", torch.equal(context[s], oracles.causal_mask(n - 1)))
-    elif isinstance(objective, Classification):  # [cls, x]: only the CLS query carries loss, its target the mean
-        cls_first = bool((inputs[:, 0] == corruption.cls_vector).all())
-        expect("inputs are [cls, x]", torch.equal(inputs[:, 1:], x) and cls_first)
-        expect("target is the sequence mean", torch.allclose(targets[:, 0], x.sum(1) / n, atol=1e-14))
-        for s in range(b):
-            expect(f"seq {s}: loss at CLS only", loss[s].tolist() == [True] + [False] * n)
-            expect(f"seq {s}: full context", torch.equal(context[s], oracles.full_mask(n + 1)))
-    elif isinstance(objective, MaskedAutoencoding):  # P = D = visible; target: mean of the hidden clean tokens
-        expect("inputs are x", torch.equal(inputs, x))
-        for s in range(b):
-            vis = loss[s].tolist()
-            hidden = [i for i in range(n) if not vis[i]]
-            keep = max(1, round(n * (1 - objective.mask_ratio)))
-            expect(f"seq {s}: {keep} visible, not {sum(vis)}", sum(vis) == keep)
-            expect(f"seq {s}: context = visible x visible", torch.equal(context[s], oracles.visible_mask(vis)))
-            mean_hidden = sum(x[s, i] for i in hidden) / len(hidden)
-            hidden_mean = torch.allclose(targets[s], mean_hidden.expand(n, -1), atol=1e-14)
-            expect(f"seq {s}: target = mean of the hidden tokens", hidden_mean)
-    elif isinstance(objective, Bidirectional):  # masked or replaced inputs at P, full context, target x
-        expect("targets are x", torch.equal(targets, x))
-        for s in range(b):
-            expect(f"seq {s}: a non-empty loss set", bool(loss[s].any()))
-            expect(f"seq {s}: full context", torch.equal(context[s], oracles.full_mask(n, objective.attend_self)))
-            for i in range(n):
-                same, masked = torch.equal(inputs[s, i], x[s, i]), torch.equal(inputs[s, i], corruption.mask_vector)
-                if not loss[s, i]:
-                    expect(f"seq {s} pos {i}: unselected input kept", same)
-                elif objective.random_token == 1.0:
-                    expect(f"seq {s} pos {i}: replaced by a fresh draw", not same and not masked)
-    elif isinstance(objective, Denoising):  # z = a x + s eps (target eps) or z = x / a + (s / a) v (target v)
-        abar = objective.schedule.alpha_bar()[objective.t_min : objective.t_end]
-        for s in range(b):
-            design = torch.stack([x[s].flatten(), targets[s].flatten()], 1)
-            coef = torch.linalg.lstsq(design, inputs[s].flatten()[:, None]).solution.flatten()
-            resid = float((design @ coef - inputs[s].flatten()).abs().max())
-            a, sig = (coef[0], coef[1]) if objective.target == "eps" else (1 / coef[0], coef[1] / coef[0])
-            expect(f"seq {s}: z is a combination of x and the target (residual {resid:.1e})", resid < 1e-10)
-            expect(f"seq {s}: a^2 + s^2 = 1", abs(float(a**2 + sig**2) - 1) < 1e-10)
-            expect(f"seq {s}: a^2 = abar_t for a t in range", float((abar - a**2).abs().min()) < 1e-10)
-            expect(f"seq {s}: loss and context everywhere", bool(loss[s].all()) and bool(context[s].all()))
-    else:
-        wrong.append(f"no hand check for {objective.name}")
+    BY_HAND[objective.name](objective, x, batch, corruption, expect)
     return wrong
 
 

@@ -16,7 +16,6 @@ from theory.objectives import (
     Denoising,
     MaskedAutoencoding,
     RolePattern,
-    expected_pairs,
     get_objective,
 )
 
@@ -79,7 +78,7 @@ def test_mae_shows_exactly_round_n_times_one_minus_ratio(n, ratio, seed):
 )
 def test_expected_pairs_equal_the_average_of_many_draws(objective):
     n, draws = 6, 20_000
-    exact = expected_pairs(objective, n)
+    exact = objective.expected_pairs(n)
     mean = objective.pattern(n, (draws,), torch.Generator().manual_seed(1)).pairs().double().mean(0)
     se = (exact * (1 - exact) / draws).sqrt()
     worst = float(((mean - exact).abs() - 5 * se).max())

@@ -1,5 +1,6 @@
 """Figure functions given empty, missing or one-seed tables: a clear error or a figure without a band."""
 
+import numpy as np
 import pytest
 from matplotlib.collections import PolyCollection
 from paper_fixture import write_fixture
@@ -40,21 +41,57 @@ def test_empty_tables_are_a_clear_error(tmp_path, name):
     assert written == [] and name in skipped
 
 
-@pytest.fixture(scope="module")
-def one_seed(tmp_path_factory):
-    root = tmp_path_factory.mktemp("one_seed") / "results"
-    write_fixture(root, seeds=1)
+def _one_seed_results(root, seed: int) -> Results:
+    write_fixture(root, seeds=1, seed=seed)
     derive(root)
     return Results(root)
 
 
+@pytest.fixture(scope="module")
+def one_seed(tmp_path_factory):
+    return _one_seed_results(tmp_path_factory.mktemp("one_seed") / "results", 0)
+
+
+@pytest.fixture(scope="module")
+def other_seed(tmp_path_factory):
+    """The same experiments with other drawn values."""
+    return _one_seed_results(tmp_path_factory.mktemp("other_seed") / "results", 1)
+
+
+def _drawn(ax) -> list[np.ndarray]:
+    """Every data array an axis draws: line points, collection offsets and values, bar and band extents, images."""
+    out = [np.asarray(line.get_xydata(), float).ravel() for line in ax.get_lines()]
+    for c in ax.collections:
+        out.append(np.asarray(c.get_offsets(), float).ravel())
+        out += [np.asarray(p.vertices, float).ravel() for p in c.get_paths()]
+        if c.get_array() is not None:
+            out.append(np.asarray(c.get_array(), float).ravel())
+    out += [np.asarray(p.get_path().transformed(p.get_patch_transform()).vertices, float).ravel() for p in ax.patches]
+    out += [np.asarray(im.get_array(), float).ravel() for im in ax.images]
+    return [a for a in out if a.size]
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    """The same arrays, to rounding."""
+    if len(a) != len(b):
+        return False
+    return all(x.shape == y.shape and np.allclose(x, y, equal_nan=True) for x, y in zip(a, b, strict=True))
+
+
 @pytest.mark.parametrize("name", sorted(set(FIGURES) - {"checkpoints"}))
-def test_one_seed_draws_without_bands(one_seed, name):
+def test_one_seed_draws_its_data_in_every_panel_without_bands(one_seed, other_seed, name):
+    """With one seed every panel still draws something, other table values draw another figure (a figure that
+    ignored its tables, or drew nothing, fails), and no seed band is drawn (there is no spread to show)."""
     from common.figures import pyplot
 
-    fig = FIGURES[name][0](one_seed)
+    figures = [FIGURES[name][0](results) for results in (one_seed, other_seed)]
     try:
+        for i, ax in enumerate(figures[0].axes):
+            assert _drawn(ax), f"{name}: panel {i} ({ax.get_title()!r}) draws nothing"
+        ours, theirs = ([a for ax in fig.axes for a in _drawn(ax)] for fig in figures)
+        assert not _same(ours, theirs), f"{name} draws the same whatever its tables hold"
         if name in ("toy_training", "init_curves"):  # the figures whose lines carry seed bands
-            assert not any(isinstance(c, PolyCollection) for ax in fig.axes for c in ax.collections)
+            assert not any(isinstance(c, PolyCollection) for ax in figures[0].axes for c in ax.collections)
     finally:
-        pyplot().close(fig)
+        for fig in figures:
+            pyplot().close(fig)

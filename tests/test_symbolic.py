@@ -5,16 +5,16 @@ import pytest
 import sympy as sp
 import torch
 
+from theory import objectives
 from theory.gaussian import gaussian_update
 from theory.heads import LinearReadout
 from theory.objectives import (
     Autoregressive,
     Bidirectional,
-    Classification,
-    Denoising,
     MaskedAutoencoding,
     get_objective,
 )
+from theory.objectives.prefix_lm import PrefixLM
 from theory.symbolic import (
     causal_context_count,
     derive_gradient,
@@ -22,34 +22,29 @@ from theory.symbolic import (
     expected_update_symbolic,
     isserlis,
     render_derivation,
-    symbolic_pattern,
 )
 
-OBJECTIVES = {
-    "bidirectional": Bidirectional(),
+#: Every registered objective with its default parameters, and one variant whose queries skip themselves.
+OBJECTIVES = {name: cls() for name, cls in objectives.OBJECTIVES.items()} | {
     "bidirectional-no-self": Bidirectional(attend_self=False),
-    "autoregressive": Autoregressive(),
-    "denoising": Denoising(),
-    "classification": Classification(),
-    "masked_autoencoding": MaskedAutoencoding(),
 }
 
 
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))
 def test_derivative_of_the_loss_equals_the_outer_product_form(name):
-    grad = derive_gradient(symbolic_pattern(OBJECTIVES[name], 2), 2)
+    grad = derive_gradient(OBJECTIVES[name].symbolic_pattern(2), 2)
     assert grad.verified, f"{name}: residuals {grad.residuals}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["autoregressive", "bidirectional"])
 def test_derivative_at_three_positions(name):
-    assert derive_gradient(symbolic_pattern(OBJECTIVES[name], 3), 2).verified
+    assert derive_gradient(OBJECTIVES[name].symbolic_pattern(3), 2).verified
 
 
 def test_a_wrong_closed_form_would_not_cancel():
     """The cancellation is a real check: a closed form off by a factor, or without the centring, leaves a residual."""
-    grad = derive_gradient(symbolic_pattern(Autoregressive(), 2), 1)
+    grad = derive_gradient(Autoregressive().symbolic_pattern(2), 1)
     assert grad.cancel(grad.autodiff[0] - 2 * grad.closed_form[0]) != 0
     x = sp.symbols("x_11 x_21")
     assert grad.cancel(grad.autodiff[0] - grad.closed_form[0] - x[1] ** 2) != 0
@@ -73,17 +68,17 @@ def test_causal_role_counts_by_enumeration_equal_the_closed_form_and_both_patter
             "RolePattern.context_counts": pattern.context_counts().tolist(),
         }
         if n <= 8:
-            counts["symbolic pattern"] = [int(c) for c in symbolic_pattern(Autoregressive(), n).context_counts()]
+            counts["symbolic pattern"] = [int(c) for c in Autoregressive().symbolic_pattern(n).context_counts()]
         wrong += [f"N={n} {name}: {got} vs enumeration {brute}" for name, got in counts.items() if got != brute]
     oracles.assert_no_mismatches(wrong, "causal context counts")
 
 
 def test_random_mask_counts_are_symbolic():
-    pat = symbolic_pattern(Bidirectional(), 3)
+    pat = Bidirectional().symbolic_pattern(3)
     p = sp.symbols("p_1:4")
     assert pat.context_counts() == [p[0] + p[1] + p[2]] * 3
     assert pat.query_counts() == [3 * p[0], 3 * p[1], 3 * p[2]]
-    mae = symbolic_pattern(MaskedAutoencoding(), 2)
+    mae = MaskedAutoencoding().symbolic_pattern(2)
     v = sp.symbols("v_1:3")
     assert mae.context_counts()[0] == v[0] + v[0] * v[1]  # v_i^2 = v_i for 0/1 indicators
 
@@ -113,8 +108,9 @@ def test_isserlis_fourth_moment():
         (Autoregressive(), 3, 1),
         (Autoregressive(), 2, 2),
         (Bidirectional(mask_ratio=1.0, mask_token=0.0, random_token=0.0), 2, 2),
+        (PrefixLM(), 4, 1),
     ],
-    ids=["autoregressive-3x1", "autoregressive-2x2", "all-positions-2x2"],
+    ids=["autoregressive-3x1", "autoregressive-2x2", "all-positions-2x2", "prefix-lm-4x1"],
 )
 def test_symbolic_expectation_equals_the_numeric_exact_formula(objective, n, d):
     expected, symbols = expected_update_symbolic(objective, n, d)

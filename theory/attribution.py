@@ -55,11 +55,6 @@ DATA = ("forward", "reversed")
 Evaluator = Callable[[ContextChoice, bool], ExpectedUpdate]
 
 
-def own_mask(objective: Objective) -> str:
-    """The mask the objective trains with: causal for next-token prediction, swap-symmetric otherwise."""
-    return "causal" if isinstance(objective, Autoregressive) else "symmetric"
-
-
 def skew(m: torch.Tensor) -> torch.Tensor:
     return (m - m.transpose(-2, -1)) / 2
 
@@ -115,7 +110,7 @@ class Attribution:
 
 def attribute(objective: Objective, expected: Evaluator) -> Attribution:
     """Evaluate the expectation under both masks and both directions of time, and split the asymmetry."""
-    own = own_mask(objective)
+    own = objective.own_mask
     updates = {(mask, data): expected(mask, data == "reversed") for mask in MASKS for data in DATA}  # type: ignore[arg-type]
     base = updates[(own, "forward")].mean
     scale = float(base.norm())
@@ -232,12 +227,6 @@ def default_objectives() -> list[Objective]:
     ]
 
 
-def _label(objective: Objective) -> str:
-    if isinstance(objective, Bidirectional):
-        return f"bidirectional {objective.mask_token:g}/{objective.random_token:g} mask/random"
-    return objective.name
-
-
 def predict_first_update(
     data: str,
     n: int = 6,
@@ -261,7 +250,7 @@ def predict_first_update(
     for objective in objectives or default_objectives():
         attr = attribute_gaussian(objective, cov, mean, readout, corruption)
         upd = attr.updates[(attr.own_mask, "forward")]
-        label = _label(objective)
+        label = objective.title
         for row in attr.rows():
             if (row["mask"], row["data"]) != (attr.own_mask, "forward"):
                 continue

@@ -26,6 +26,7 @@ import torch
 from scipy.stats import norm
 
 from common.seeding import generator
+from theory import objectives
 from theory.attribution import data_setting, skew_fraction
 from theory.corruption import Corruption, objective_sampler
 from theory.expected_update import max_abs_z
@@ -42,14 +43,7 @@ from theory.gradients import (
 from theory.heads import LinearReadout
 from theory.montecarlo import monte_carlo_update
 from theory.nulls import NullDistribution, sample_null
-from theory.objectives import (
-    Autoregressive,
-    Bidirectional,
-    Classification,
-    Denoising,
-    MaskedAutoencoding,
-    expected_pairs,
-)
+from theory.objectives import Autoregressive, Bidirectional, Denoising, MaskedAutoencoding
 from theory.processes import bos_gaussian, gaussian_sequences, reverse_covariance
 from theory.scores import dense_scores, directionality, factored_scores, symmetry
 
@@ -246,17 +240,15 @@ def claim_nulls(seed: int) -> list[ClaimResult]:
 
 # ---- claim 3: closed-form gradient --------------------------------------------------------------
 
-OBJECTIVES = (
-    Bidirectional(mask_ratio=0.4),
-    Autoregressive(),
-    Denoising(),
-    Classification(),
-    MaskedAutoencoding(mask_ratio=0.5),
-)
+
+def examples() -> list[objectives.Objective]:
+    """Every registered objective's example (its random parts switched on), in the registry's order."""
+    return [cls.example() for cls in objectives.OBJECTIVES.values()]
 
 
-def autograd_form_gradient(x, form, value, target, pattern, d_h):
-    """``dL/dM`` (or ``dL/dW_q, dL/dW_k``) by torch autograd for ``L = sum_{i in P} 1/2 ||y_i - t_i||^2``."""
+def _autograd_gradient(x, form, value, target, pattern, d_h):
+    """``dL/dM`` (or ``dL/dW_q, dL/dW_k``) by torch autograd for ``L = sum_{i in P} 1/2 ||y_i - t_i||^2``, through
+    the product's forward (:func:`~theory.gradients.attention_output`): the reference claim 3 measures against."""
     leaves = (
         tuple(f.detach().clone().requires_grad_(True) for f in form)
         if isinstance(form, tuple)
@@ -282,7 +274,7 @@ def gradient_case(seed: int, objective, n: int, d: int, heads: int, d_h: int, fa
     pattern = objective.pattern(n, (b,), gen)
     target = torch.randn(b, *shape, n, 2, generator=gen, dtype=torch.float64)
     form = (q, k) if factored else q @ k.transpose(-2, -1)
-    y, grads = autograd_form_gradient(x, form, value, target, pattern, d_h)
+    y, grads = _autograd_gradient(x, form, value, target, pattern, d_h)
     closed = form_gradient(x, form, value, y - target, pattern, d_h).total
     mine = factor_gradients(closed, q, k) if factored else (closed,)  # dL/dW_q = G W_k, dL/dW_k = G^T W_q
     err = max(
@@ -295,7 +287,7 @@ def gradient_case(seed: int, objective, n: int, d: int, heads: int, d_h: int, fa
 
 def claim_gradients(seed: int) -> list[ClaimResult]:
     rows = []
-    for objective in OBJECTIVES:
+    for objective in examples():
         errs, sums = [], []
         for case, (heads, factored) in enumerate([(1, False), (3, False), (1, True), (2, True)]):
             err, total = gradient_case(seed * 100 + case, objective, 7, 5, heads, 3, factored)
@@ -430,7 +422,7 @@ def claim_expectation(seed: int) -> list[ClaimResult]:
             delta < 0,
         )
     )
-    for objective in OBJECTIVES:
+    for objective in examples():
         worst, bound, rel = mc_agreement(seed, objective)
         rows.append(
             ClaimResult(
@@ -460,7 +452,7 @@ def claim_roles(seed: int) -> list[ClaimResult]:
     mc_dev = 0.0
     for objective in (Bidirectional(mask_ratio=0.3), MaskedAutoencoding(mask_ratio=0.5)):
         draws = objective.pattern(8, (20000,), gen).pairs().double().mean(0)
-        exact = expected_pairs(objective, 8)
+        exact = objective.expected_pairs(8)
         mc_dev = max(
             mc_dev, float(((draws - exact).abs() / (exact * (1 - exact) / 20000).sqrt().clamp_min(1e-12)).max())
         )
@@ -507,7 +499,7 @@ def claim_tied(seed: int) -> list[ClaimResult]:
     value = torch.randn(3, d, generator=gen, dtype=torch.float64)
     target = torch.randn(4, 6, 3, generator=gen, dtype=torch.float64)
     w1, pattern = w[0], Autoregressive().pattern(6)
-    y, (grad_q, grad_k) = autograd_form_gradient(x, (w1, w1), value, target, pattern, dh)
+    y, (grad_q, grad_k) = _autograd_gradient(x, (w1, w1), value, target, pattern, dh)
     causal = form_gradient(x, (w1, w1), value, y - target, pattern, dh).total
     sym_g = causal + causal.T
     res_sym, res_causal = float(tie_residual(sym_g, w1)), float(tie_residual(causal, w1))

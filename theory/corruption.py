@@ -2,22 +2,12 @@
 
 The corruption model (the same for both estimators; clean sequence ``x_0 .. x_{N-1}``)
 --------------------------------------------------------------------------------------
-- bidirectional: each position is selected (``i in P``) independently with probability ``mask_ratio``
-  (if none is, one uniformly random position is, as :meth:`Bidirectional.pattern` does). A selected
-  input is replaced by ``corruption.mask_vector`` (prob. ``mask_token``), by an independent draw from
-  the same position's marginal (``random_token``; Monte Carlo: that position of a fresh sequence
-  drawn for it alone; for token data this is the position's marginal, not BERT's uniform token), or
-  kept. ``D_i`` = all positions (minus ``i`` unless ``attend_self``); target ``x_i``.
-- autoregressive: inputs ``x_0 .. x_{N-2}``, causal context, target of position ``i`` is ``x_{i+1}``.
-- denoising: ``z = sqrt(abar_t) x + sqrt(1 - abar_t) eps`` with ``eps ~ N(0, I)`` i.i.d.; target
-  ``eps``, ``x`` or ``v = sqrt(abar) eps - sqrt(1 - abar) x``; ``t`` uniform on the objective's range
-  (or the ``timesteps`` given); all positions, full context.
-- classification: inputs ``[c, x_0 .. x_{N-1}]`` with the constant ``corruption.cls_vector`` ``c``;
-  only position 0 carries loss, it attends to all; its target is the label, by default the sequence
-  mean ``xbar`` (a linear label; Monte Carlo may supply any label in ``Sequences.label``).
-- masked autoencoding: exactly ``max(1, round(N (1 - mask_ratio)))`` visible positions, uniformly;
-  ``P = D_i`` = visible; every visible output is regressed on the mean of the masked clean tokens (what
-  a linear decoder with uniform attention back-propagates at initialisation, up to a constant factor).
+Each objective's ``attention_batch`` (its module in :mod:`theory.objectives`) says what it does: e.g.
+bidirectional selects each position with probability ``mask_ratio`` (at least one) and replaces a selected input
+by ``corruption.mask_vector``, by an independent draw from the same position's marginal (Monte Carlo: that
+position of a fresh sequence drawn for it alone; for token data the position's marginal, not BERT's uniform
+token) or keeps it; classification prepends the constant ``corruption.cls_vector``; denoising adds Gaussian
+noise at a uniform timestep of its range (or the ``timesteps`` given).
 The exact formula covers this model for Gaussian clean data (any covariance across positions and
 features, any mean: a non-zero mean models a BOS token or positional embeddings) and the MSE head
 with a fixed value/readout map; ``d_h`` enters only as the scale ``1 / sqrt(d_h)``. Random patterns
@@ -32,20 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 
-from theory.objectives import (
-    Autoregressive,
-    Bidirectional,
-    Classification,
-    ContextChoice,
-    Denoising,
-    MaskedAutoencoding,
-    Objective,
-    RolePattern,
-)
+from theory.objectives.base import ContextChoice, Objective, RolePattern, TargetKind
 from theory.processes import Sequences, SequenceSampler
 
 
@@ -83,72 +63,41 @@ class Corruption:
 BatchSampler = Callable[[int, torch.Generator], AttentionBatch]
 
 
+def clean_targets(seqs: Sequences, target: TargetKind) -> torch.Tensor:
+    """The clean sequences as targets: token ids (``target="token"``) or vectors in float64."""
+    if target == "token" and seqs.tokens is None:
+        raise ValueError("token targets need Sequences.tokens")
+    return seqs.tokens if target == "token" else seqs.x.to(torch.float64)
+
+
+def vector_targets(objective: Objective, seqs: Sequences, target: TargetKind) -> torch.Tensor:
+    """The clean vectors (float64) for an objective whose targets are vectors; token targets are an error."""
+    clean_targets(seqs, target)
+    if target == "token":
+        raise ValueError(f"{objective.name} has vector targets; use target='vector'")
+    return seqs.x.to(torch.float64)
+
+
 def objective_batch(
     objective: Objective,
     seqs: Sequences,
     corruption: Corruption,
     generator: torch.Generator,
-    target: Literal["vector", "token"] = "vector",
+    target: TargetKind = "vector",
     resample: SequenceSampler | None = None,
 ) -> AttentionBatch:
-    """Apply the objective's corruption (module docstring) to clean sequences.
+    """Apply the objective's corruption (module docstring; ``objective.attention_batch``) to clean sequences.
 
     ``resample`` draws the fresh sequences that random-token replacement takes its tokens from.
     """
-    x = seqs.x.to(torch.float64)
-    b, n, _ = x.shape
-    if target == "token" and seqs.tokens is None:
-        raise ValueError("token targets need Sequences.tokens")
-    clean = seqs.tokens if target == "token" else x
-    if isinstance(objective, Bidirectional):
-        pattern = objective.pattern(n, (b,), generator)
-        kind = objective.replacement(pattern.loss, generator)
-        inputs = x.clone()
-        if bool((kind == 1).any()):
-            inputs[kind == 1] = corruption.need("mask_vector", "bidirectional")
-        if bool((kind == 2).any()):
-            if resample is None:
-                raise ValueError("random-token replacement needs the sequence sampler (objective_sampler passes it)")
-            where = (kind == 2).nonzero()  # (r, 2): an independent fresh sequence for every replaced position
-            inputs[where[:, 0], where[:, 1]] = resample(len(where), generator).x.to(x.dtype)[
-                torch.arange(len(where)), where[:, 1]
-            ]
-        return AttentionBatch(inputs, clean, pattern)
-    if isinstance(objective, Autoregressive):
-        return AttentionBatch(x[:, :-1], clean[:, 1:], objective.pattern(n - 1, (b,), generator))
-    if target == "token" and not isinstance(objective, Classification):
-        raise ValueError(f"{objective.name} has vector targets; use target='vector'")
-    if isinstance(objective, Denoising):
-        t = objective.sample_t((b,), generator)
-        eps = torch.randn(x.shape, generator=generator, dtype=torch.float64)
-        z, tgt = objective.corrupt(x, t, eps)
-        return AttentionBatch(z, tgt, objective.pattern(n, (b,), generator))
-    if isinstance(objective, Classification):
-        cls_vec = corruption.need("cls_vector", "classification").expand(b, 1, x.shape[-1])
-        label = seqs.label if seqs.label is not None else (None if target == "token" else x.mean(1))
-        if label is None:
-            raise ValueError("token targets for classification need Sequences.label")
-        filler = torch.zeros_like(label)[:, None].expand(b, n, *label.shape[1:])
-        return AttentionBatch(
-            torch.cat([cls_vec, x], 1),
-            torch.cat([label[:, None], filler], 1),
-            objective.pattern(n + 1, (b,), generator),
-        )
-    if isinstance(objective, MaskedAutoencoding):
-        pattern = objective.pattern(n, (b,), generator)
-        hidden = (~pattern.loss).to(x.dtype)
-        if bool((hidden.sum(-1) == 0).any()):
-            raise ValueError("masked autoencoding with no masked position has no target; raise mask_ratio")
-        target_mean = (hidden[..., None] * x).sum(1) / hidden.sum(-1, keepdim=True)  # (B, d)
-        return AttentionBatch(x, target_mean[:, None].expand(b, n, -1), pattern)
-    raise ValueError(f"unknown objective {objective!r}")
+    return objective.attention_batch(seqs, corruption, generator, target, resample)
 
 
 def objective_sampler(
     objective: Objective,
     sample_sequences: SequenceSampler,
     corruption: Corruption = Corruption(),
-    target: Literal["vector", "token"] = "vector",
+    target: TargetKind = "vector",
     context: ContextChoice = "objective",
 ) -> BatchSampler:
     """A :data:`BatchSampler` for :func:`monte_carlo_update`: clean sequences, then the objective's corruption.

@@ -1,11 +1,12 @@
 """Exact ``E[dL/dM]`` at ``M = 0`` for Gaussian clean data (Isserlis/Wick with means), per objective.
 
 For clean data with covariance ``[N, d, N, d]`` and mean ``[N, d]``, the corruption of :mod:`theory.corruption`
-and the linear MSE head of :mod:`theory.heads`: random patterns are averaged by enumerating every pattern
-(bidirectional: ``3^N`` replacement configurations, MAE: all visible subsets, denoising: every timestep);
-more than ``max_scenarios`` is an error (use :mod:`theory.montecarlo`). ``d_h`` enters only as the scale
-``1 / sqrt(d_h)``. ``context="causal" | "symmetric"`` swaps the mask while keeping corruption and targets
-(used by :mod:`theory.attribution`). Not covered exactly: cross-entropy heads, several layers, and ``M != 0``.
+and the linear MSE head of :mod:`theory.heads`: random patterns are averaged by enumerating every pattern (each
+objective's ``gaussian_scenarios``; bidirectional: ``3^N`` replacement configurations, MAE: all visible subsets,
+denoising: every timestep); more than ``max_scenarios`` is an error (use :mod:`theory.montecarlo`). ``d_h``
+enters only as the scale ``1 / sqrt(d_h)``. ``context="causal" | "symmetric"`` swaps the mask while keeping
+corruption and targets (used by :mod:`theory.attribution`). Not covered exactly: cross-entropy heads, several
+layers, and ``M != 0``.
 
 What it shows (``cli.py theory predict``, ``theory check`` claim 4): at initialisation ``beta_ij``
 depends on the key through its centred value and on the query only through the residual, so a
@@ -17,9 +18,7 @@ CLS query, or a non-commuting (non-normal) process leave an asymmetric first upd
 
 from __future__ import annotations
 
-import itertools
-import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -28,24 +27,15 @@ from theory.corruption import Corruption
 from theory.expected_update import ExpectedUpdate
 from theory.gradients import split_self_cross
 from theory.heads import LinearReadout
-from theory.objectives import (
-    Autoregressive,
-    Bidirectional,
-    Classification,
-    ContextChoice,
-    Denoising,
-    MaskedAutoencoding,
-    Objective,
-    RolePattern,
-)
+from theory.objectives.base import ContextChoice, Objective, RolePattern
 from theory.processes import check_covariance, check_mean
 
 DEFAULT_MAX_SCENARIOS = 4096
-_CHUNK = 128  # scenarios evaluated together by the exact formula
+CHUNK = 128  # scenarios evaluated together by the exact formula
 
 
 @dataclass(frozen=True)
-class _Scenarios:
+class Scenarios:
     """``S`` conditionally Gaussian configurations over ``n`` attention positions (module docstring).
 
     ``cov_xx[s, p, q] = Cov(x~_p, x~_q)``, ``cov_xt[s, p, q] = Cov(x~_p, t_q)`` (raw targets), means,
@@ -66,10 +56,11 @@ def _blocks(cov: torch.Tensor) -> torch.Tensor:
     return cov.permute(0, 2, 1, 3)
 
 
-def _single(
+def single_scenario(
     sig: torch.Tensor, cov_xt: torch.Tensor, pattern: RolePattern, mean_x: torch.Tensor, mean_t: torch.Tensor
-) -> _Scenarios:
-    return _Scenarios(
+) -> Scenarios:
+    """One configuration of weight 1: a deterministic pattern."""
+    return Scenarios(
         torch.ones(1, dtype=sig.dtype),
         mean_x[None],
         sig[None],
@@ -80,156 +71,7 @@ def _single(
     )
 
 
-def _bidirectional_scenarios(
-    obj: Bidirectional, sig: torch.Tensor, mu: torch.Tensor, corruption: Corruption, max_scenarios: int
-) -> Iterator[_Scenarios]:
-    n, d = mu.shape
-    rho, p_mask, p_rand = obj.mask_ratio, obj.mask_token, obj.random_token
-    p_keep_sel = 1 - p_mask - p_rand
-    prob = {0: 1 - rho + rho * p_keep_sel, 1: rho * p_mask, 2: rho * p_rand}  # kind of input at a position
-    kinds = [k for k, p in prob.items() if p > 0]
-    if len(kinds) ** n > max_scenarios:
-        raise ValueError(
-            f"bidirectional exact expectation enumerates {len(kinds)}^{n} = {len(kinds) ** n} replacement "
-            f"configurations (> max_scenarios={max_scenarios}); use fewer positions, raise max_scenarios, "
-            "or use monte_carlo_update"
-        )
-    loss_given = {0: rho * p_keep_sel / prob[0] if prob[0] > 0 else 0.0, 1: 1.0, 2: 1.0}
-    mask = corruption.need("mask_vector", "bidirectional") if 1 in kinds else torch.zeros(d, dtype=sig.dtype)
-    context = obj.pattern(n).context
-    diag_sig = sig.diagonal(0, 0, 1).permute(2, 0, 1)  # (n, d, d)
-    eye = torch.eye(n, dtype=sig.dtype)
-
-    def build(kind: torch.Tensor, loss: torch.Tensor, weight: torch.Tensor) -> _Scenarios:
-        keep, rand, masked = ((kind == k).to(sig.dtype) for k in (0, 2, 1))  # (S, n) each
-        cov_xx = (
-            keep[:, :, None, None, None] * keep[:, None, :, None, None] * sig
-            + (rand[:, :, None] * rand[:, None, :] * eye)[..., None, None] * diag_sig[:, None]
-        )
-        mean_x = masked[..., None] * mask + (1 - masked)[..., None] * mu  # a random draw has the position's mean
-        s = len(kind)
-        return _Scenarios(
-            weight,
-            mean_x,
-            cov_xx,
-            keep[:, :, None, None, None] * sig,
-            mu.expand(s, n, d),
-            loss,
-            context.expand(s, n, n),
-        )
-
-    configs = itertools.product(kinds, repeat=n)
-    while chunk := list(itertools.islice(configs, _CHUNK)):
-        kind = torch.tensor(chunk)
-        weight = torch.tensor([math.prod(prob[k] for k in c) for c in chunk], dtype=sig.dtype)
-        loss = torch.tensor([[loss_given[k] for k in c] for c in chunk], dtype=sig.dtype)
-        yield build(kind, loss, weight)
-    # at least one selected position: the empty draw is replaced by a uniformly chosen single position
-    p_empty = (1 - rho) ** n
-    if p_empty > 0:
-        sel = {0: p_keep_sel, 1: p_mask, 2: p_rand}
-        rows = [(i, k) for i in range(n) for k in sel if sel[k] > 0]
-        kind = torch.zeros(len(rows), n, dtype=torch.long)
-        for r, (i, k) in enumerate(rows):
-            kind[r, i] = k
-        loss = torch.nn.functional.one_hot(torch.tensor([i for i, _ in rows]), n).to(sig.dtype)
-        weight = torch.tensor([p_empty / n * sel[k] for _, k in rows], dtype=sig.dtype)
-        yield build(kind, loss, weight)
-
-
-def _denoising_scenarios(
-    obj: Denoising, sig: torch.Tensor, mu: torch.Tensor, timesteps: Sequence[int] | None, max_scenarios: int
-) -> Iterator[_Scenarios]:
-    n, d = mu.shape
-    steps = torch.as_tensor(list(range(obj.t_min, obj.t_end)) if timesteps is None else list(timesteps))
-    if len(steps) > max_scenarios:
-        raise ValueError(f"{len(steps)} timesteps > max_scenarios={max_scenarios}; pass fewer timesteps")
-    pattern = obj.pattern(n)
-    identity = torch.eye(n, dtype=sig.dtype)[:, :, None, None] * torch.eye(d, dtype=sig.dtype)  # (n, n, d, d)
-    abar = obj.schedule.alpha_bar()
-    for chunk in steps.split(_CHUNK):
-        a = abar[chunk].sqrt()[:, None, None, None, None]
-        s = (1 - abar[chunk]).sqrt()[:, None, None, None, None]
-        cov_xx = a * a * sig + s * s * identity
-        cov_xt = {"eps": s * identity, "x0": a * sig, "v": a * s * identity - s * a * sig}[obj.target]
-        a2, s2 = a[:, :, :, 0, 0], s[:, :, :, 0, 0]  # (k, 1, 1)
-        mean_t = {"eps": 0 * a2 * mu, "x0": 0 * a2 + mu, "v": -s2 * mu}[obj.target]
-        k = len(chunk)
-        yield _Scenarios(
-            torch.full((k,), 1 / len(steps), dtype=sig.dtype),
-            a2 * mu,
-            cov_xx,
-            cov_xt.expand(k, -1, -1, -1, -1),
-            mean_t.expand(k, n, d),
-            pattern.loss.to(sig.dtype).expand(k, n),
-            pattern.context.expand(k, n, n),
-        )
-
-
-def _mae_scenarios(
-    obj: MaskedAutoencoding, sig: torch.Tensor, mu: torch.Tensor, max_scenarios: int
-) -> Iterator[_Scenarios]:
-    n, d = mu.shape
-    keep = obj.n_visible(n)
-    if keep == n:
-        raise ValueError("masked autoencoding with no masked position has no target; raise mask_ratio")
-    total = math.comb(n, keep)
-    if total > max_scenarios:
-        raise ValueError(
-            f"C({n}, {keep}) = {total} visible subsets > max_scenarios={max_scenarios}; use monte_carlo_update"
-        )
-    subsets = itertools.combinations(range(n), keep)
-    while chunk := list(itertools.islice(subsets, _CHUNK)):
-        vis = torch.zeros(len(chunk), n, dtype=torch.bool)
-        for r, c in enumerate(chunk):
-            vis[r, list(c)] = True
-        hidden = (~vis).to(sig.dtype) / (n - keep)  # target = sum_q hidden[q] x_q
-        cov_t = torch.einsum("sq,pqab->spab", hidden, sig)  # Cov(x_p, target), the same for every query
-        k = len(chunk)
-        yield _Scenarios(
-            torch.full((k,), 1 / total, dtype=sig.dtype),
-            mu.expand(k, n, d),
-            sig.expand(k, -1, -1, -1, -1),
-            cov_t[:, :, None].expand(k, n, n, d, d),
-            (hidden @ mu)[:, None].expand(k, n, d),
-            vis.to(sig.dtype),
-            vis[:, :, None] & vis[:, None, :],
-        )
-
-
-def _scenarios(
-    objective: Objective,
-    sig: torch.Tensor,
-    mu: torch.Tensor,
-    corruption: Corruption,
-    timesteps: Sequence[int] | None,
-    max_scenarios: int,
-) -> Iterator[_Scenarios]:
-    n, d = mu.shape
-    if isinstance(objective, Bidirectional):
-        yield from _bidirectional_scenarios(objective, sig, mu, corruption, max_scenarios)
-    elif isinstance(objective, Autoregressive):
-        if n < 2:
-            raise ValueError("next-token prediction needs N >= 2")
-        yield _single(sig[:-1, :-1], sig[:-1, 1:], objective.pattern(n - 1), mu[:-1], mu[1:])
-    elif isinstance(objective, Denoising):
-        yield from _denoising_scenarios(objective, sig, mu, timesteps, max_scenarios)
-    elif isinstance(objective, Classification):
-        padded = torch.zeros(n + 1, n + 1, d, d, dtype=sig.dtype)
-        padded[1:, 1:] = sig
-        cov_t = torch.zeros_like(padded)
-        cov_t[1:, 0] = sig.mean(1)  # Cov(x_p, xbar): the label
-        mean = torch.cat([corruption.need("cls_vector", "classification")[None], mu])
-        mean_t = torch.zeros(n + 1, d, dtype=sig.dtype)
-        mean_t[0] = mu.mean(0)
-        yield _single(padded, cov_t, objective.pattern(n + 1), mean, mean_t)
-    elif isinstance(objective, MaskedAutoencoding):
-        yield from _mae_scenarios(objective, sig, mu, max_scenarios)
-    else:
-        raise ValueError(f"unknown objective {objective!r}")
-
-
-def _pair_expectations(sc: _Scenarios, head: LinearReadout, d_h: int) -> torch.Tensor:
+def _pair_expectations(sc: Scenarios, head: LinearReadout, d_h: int) -> torch.Tensor:
     """``sum_s weight_s E[term_ij | s]`` per pair ``[n, n, d, d]``: Isserlis with means for ``E[a b^T (c . e)]``.
 
     Query ``i``, key ``j``: ``a = x_i``, ``b = x_j``, ``c = r_i = U xbar_i + S x_i - t_i`` (the residual read
@@ -313,7 +155,8 @@ def gaussian_update(
     if d != head.value.shape[1]:
         raise ValueError(f"covariance has d = {d} but W_v expects d = {head.value.shape[1]}")
     pairs = None
-    for sc in _scenarios(objective, sig, check_mean(mean, n, d), corruption, timesteps, max_scenarios):
+    scenarios = objective.gaussian_scenarios(sig, check_mean(mean, n, d), corruption, timesteps, max_scenarios)
+    for sc in scenarios:
         sc = replace(sc, context=RolePattern(sc.loss, sc.context).with_context(context).context)
         part = _pair_expectations(sc, head, d_h)
         pairs = part if pairs is None else pairs + part

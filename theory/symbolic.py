@@ -19,15 +19,7 @@ from functools import reduce
 
 import sympy as sp
 
-from theory.objectives import (
-    Autoregressive,
-    Bidirectional,
-    Classification,
-    Denoising,
-    MaskedAutoencoding,
-    Objective,
-    expected_pairs,
-)
+from theory.objectives import Objective
 
 MAX_SIZE = 4  # the rational cancellation takes ~10 s at N = 3, d = 2 and minutes at N = 4, d = 3
 
@@ -64,37 +56,6 @@ class SymbolicPattern:
         """Number of pairs in which position ``i`` is the query (row sums of :meth:`pairs`)."""
         pairs = self.pairs()
         return [sp.expand(sum(pairs[i, :])) for i in range(self.n)]
-
-
-def symbolic_pattern(objective: Objective, n: int) -> SymbolicPattern:
-    """The role pattern of ``objective`` over ``n`` attention positions, random masks as 0/1 symbols."""
-    one, zero = sp.Integer(1), sp.Integer(0)
-    full = [[one] * n for _ in range(n)]
-    if isinstance(objective, Bidirectional):
-        p = sp.symbols(f"p_1:{n + 1}")
-        ctx = [[zero if (i == j and not objective.attend_self) else one for j in range(n)] for i in range(n)]
-        notes = [
-            f"p_i = 1 if position i is selected (probability {objective.mask_ratio:g}); its input is then "
-            f"[MASK] ({objective.mask_token:g}), a random token ({objective.random_token:g}) or kept"
-        ]
-        return SymbolicPattern(list(p), ctx, "x~_i (x_i, or the replacement where selected)", "t_i = x_i", notes, p)
-    if isinstance(objective, Autoregressive):
-        ctx = [[one if j <= i else zero for j in range(n)] for i in range(n)]
-        return SymbolicPattern([one] * n, ctx, "x_i", "t_i = x_{i+1}")
-    if isinstance(objective, Denoising):
-        notes = [f"z_i = sqrt(abar_t) x_i + sqrt(1 - abar_t) eps_i; target {objective.target}"]
-        return SymbolicPattern([one] * n, full, "z_i (noised)", f"t_i = {objective.target}_i", notes)
-    if isinstance(objective, Classification):
-        notes = ["position 1 is the CLS token; only its output carries loss"]
-        return SymbolicPattern([one] + [zero] * (n - 1), full, "x_1 = CLS, x_2..x_N tokens", "t_1 = label", notes)
-    if isinstance(objective, MaskedAutoencoding):
-        v = sp.symbols(f"v_1:{n + 1}")
-        ctx = [[v[i] * v[j] for j in range(n)] for i in range(n)]
-        notes = [
-            f"v_i = 1 if position i is visible ({objective.n_visible(n)} of {n}); visible outputs feed the decoder"
-        ]
-        return SymbolicPattern(list(v), ctx, "x_i (visible only)", "decoder target", notes, v)
-    raise ValueError(f"unknown objective {objective!r}")
 
 
 def causal_context_count() -> tuple[sp.Expr, sp.Expr]:
@@ -224,31 +185,27 @@ def isserlis(poly: sp.Expr, variables: list[sp.Symbol], cov: sp.Matrix) -> sp.Ex
 def expected_update_symbolic(objective: Objective, n: int, d: int) -> tuple[sp.Matrix, dict[str, sp.Expr]]:
     """``E[dL/dM]`` at ``M = 0`` for zero-mean Gaussian data, symbolic in the covariance and ``U = readout W_v``.
 
-    Covers next-token prediction and the all-positions, keep-as-is swap-symmetric pattern
-    (``Bidirectional(mask_ratio=1, mask_token=0, random_token=0)``), target ``x_i``, MSE, ``d_h = 1``.
+    Covers the objectives with clean inputs and a fixed pattern (``objective.clean_pattern``: next-token
+    prediction, the prefix LM, the all-positions keep-as-is ``Bidirectional(mask_ratio=1, mask_token=0,
+    random_token=0)``), targets ``x_{i + shift}``, MSE, ``d_h = 1``.
     Returns the matrix and the symbols: ``C_{(p a)(q b)} = Cov(x_p[a], x_q[b])`` and ``U_ab``.
     """
-    full = (
-        isinstance(objective, Bidirectional)
-        and objective.mask_ratio == 1
-        and objective.mask_token == 0
-        and objective.random_token == 0
-        and objective.attend_self
-    )
-    if not (full or isinstance(objective, Autoregressive)):
-        raise ValueError("the symbolic expectation covers autoregressive and the all-positions keep-as-is pattern")
+    clean = objective.clean_pattern(n)
+    if clean is None:
+        raise ValueError(
+            "the symbolic expectation covers objectives with clean inputs and a fixed pattern (next-token, prefix LM, "
+            f"the all-positions keep-as-is pattern); {objective.title} has none"
+        )
+    shift, pattern = clean
     x = _matrix("x", n, d)
     flat = list(x)
     cov = sp.Matrix(n * d, n * d, lambda r, c: sp.Symbol(f"C_{min(r, c) + 1}_{max(r, c) + 1}"))
     u = _matrix("U", d, d)
-    if full:
-        inputs, targets, ctx = x, x, [[1] * n for _ in range(n)]
-    else:
-        inputs, targets = x[:-1, :], x[1:, :]
-        ctx = [[1 if j <= i else 0 for j in range(n - 1)] for i in range(n - 1)]
+    inputs, targets = x[: n - shift, :], x[shift:, :]
+    ctx, loss = pattern.context.int().tolist(), pattern.loss.tolist()
     n_att = inputs.rows
     grad = sp.zeros(d, d)
-    for i in range(n_att):
+    for i in (i for i in range(n_att) if loss[i]):
         size = sum(ctx[i])
         xbar = sum((inputs[k, :].T * ctx[i][k] for k in range(n_att)), sp.zeros(d, 1)) / size
         r = u * xbar - targets[i, :].T
@@ -273,10 +230,10 @@ def render_derivation(objective: Objective, n: int, d: int, latex: bool = False)
         raise ValueError(
             f"symbolic derivations need 1 <= N, d <= {MAX_SIZE} (sympy's cancellation grows fast); got N={n}, d={d}"
         )
-    pat = symbolic_pattern(objective, n)
+    pat = objective.symbolic_pattern(n)
     grad = derive_gradient(pat, d)
     tie = derive_tie(d)
-    expected = expected_pairs(objective, n)
+    expected = objective.expected_pairs(n)
     out = [f"Objective: {objective.name}   N = {n}, d = {d}   ({objective!r})", ""]
     out += [
         "Model: a_ij = x_i^T M x_j / sqrt(d_h),  alpha_ij = softmax_{j in D_i}(a_ij),  y_i = sum_j alpha_ij W x_j,",
@@ -293,7 +250,7 @@ def render_derivation(objective: Objective, n: int, d: int, latex: bool = False)
         _fmt(sp.Matrix([pat.query_counts()]), latex),
         "Expected context counts over random masks: " + ", ".join(f"{c:.4g}" for c in expected.sum(0).tolist()),
     ]
-    if isinstance(objective, Autoregressive):
+    if pat.pairs() == sp.Matrix(n, n, lambda i, j: 1 if j <= i else 0):  # the causal mask: its count for any N
         count, formula = causal_context_count()
         out.append(
             f"Causal mask, general N: sum_(i=j)^N 1 = {count}  (= N - j + 1: {sp.simplify(count - formula) == 0})"

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from common.figures import NULL_COLOR, color_of, pyplot, save_figure
+from common.figures import NULL_COLOR, pyplot, save_figure
 from theory.nulls import null_distribution
+from theory.objectives import color_of
 from theory.scores import SCORE_NAMES
 from vision.record import logged_rows
 

@@ -114,7 +114,7 @@ def compare_theory(config: dict, ctx: Context) -> Tables:
     """
     from sim.compare import COMPARE_COLUMNS
     from sim.compare import compare_theory as compare
-    from sim.config import default_config
+    from sim.config import DEFAULTS, default_config
 
     variants = {
         "reversible": ({}, {}),
@@ -125,7 +125,7 @@ def compare_theory(config: dict, ctx: Context) -> Tables:
         tokens, continuous = variants[data]
         configs = {
             objective: default_config(
-                objective, **(continuous if objective == "denoising" else tokens), **config["overrides"]
+                objective, **(continuous if DEFAULTS[objective].data.continuous else tokens), **config["overrides"]
             )
             for objective in config["objectives"]
         }

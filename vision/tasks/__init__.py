@@ -142,14 +142,13 @@ def make_objective(name: str, params: dict) -> Objective:
     """
     import dataclasses
 
-    from theory.objectives import ALIASES, OBJECTIVES, NoiseSchedule, get_objective
+    from theory.objectives import NoiseSchedule, objective_class
 
-    cls = OBJECTIVES.get(ALIASES.get(name, name))
-    if cls is not None:
-        known = sorted(f.name for f in dataclasses.fields(cls))
-        unknown = sorted(set(params) - set(known))
-        if unknown:
-            raise ValueError(f"objective {cls.name!r} takes parameters {known or 'none'}, not {unknown}")
+    cls = objective_class(name)
+    known = sorted(f.name for f in dataclasses.fields(cls))
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ValueError(f"objective {cls.name!r} takes parameters {known or 'none'}, not {unknown}")
     if isinstance(params.get("schedule"), dict):
         fields = set(NoiseSchedule.__dataclass_fields__)
         if set(params["schedule"]) - fields:
@@ -157,7 +156,7 @@ def make_objective(name: str, params: dict) -> Objective:
                 f"unknown noise schedule options {sorted(set(params['schedule']) - fields)}; known: {sorted(fields)}"
             )
         params = {**params, "schedule": NoiseSchedule(**params["schedule"])}
-    return get_objective(name, **params)
+    return cls(**params)
 
 
 def build_task(model: str, objective: str, data: ImageData, **options) -> VisionTask:

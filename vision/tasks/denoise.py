@@ -149,7 +149,7 @@ def build_task(
     """
     from vision.models.vit import default_patch
 
-    if not isinstance(objective, Denoising):
+    if objective.name != Denoising.name:
         raise ValueError(f"the DiT trains objective 'denoising', not {objective.name!r}")
     if not isinstance(conditional, bool):
         raise ValueError(f"conditional must be true or false, got {conditional!r}")

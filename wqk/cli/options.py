@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from sim.config import OBJECTIVE_CHOICES
+from sim.config import DEFAULTS, MAIN_OBJECTIVES, OBJECTIVE_CHOICES
 from wqk.cli.errors import fail
 from wqk.cli.output import FORMATS
 
@@ -64,12 +64,12 @@ Per = Annotated[
         help="Per-head forms M_h, per-layer M = sum_h M_h, or both.",
     ),
 ]
-#: The simulator's objective (or all four main ones side by side).
+#: The simulator's objective (or the main ones side by side).
 Objective = Annotated[
     str,
     typer.Option(
         callback=choice(OBJECTIVE_CHOICES, "unknown objective {value!r}; choose from {choices}"),
-        help="bidirectional, autoregressive, denoising, classification, mae, or all (the first four side by side).",
+        help=f"{', '.join(DEFAULTS)}, or all ({', '.join(MAIN_OBJECTIVES)} side by side).",
     ),
 ]
 Format = Annotated[

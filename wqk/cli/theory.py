@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from theory.objectives import ALIASES, OBJECTIVES
 from wqk.cli.errors import fail
 from wqk.cli.options import OUTPUT_FILE, Format
 from wqk.cli.output import Output
@@ -65,9 +66,7 @@ def theory_check(
 def theory_derive(
     objective: Annotated[
         str,
-        typer.Option(
-            help="bidirectional, autoregressive, denoising, classification, masked_autoencoding (or an alias)."
-        ),
+        typer.Option(help=f"{', '.join(OBJECTIVES)} (or an alias: {', '.join(ALIASES)})."),
     ] = "autoregressive",
     n: Annotated[
         int,

@@ -31,7 +31,7 @@ def train(
         str, typer.Option(help="vit-tiny, vit-ti, vit-s, vit-b, or dit-tiny, dit-s-2, dit-b-4, ... (family-preset).")
     ] = "vit-tiny",
     objective: Annotated[
-        str, typer.Option(help="classify, mae, causal (ViT) or denoise (DiT); names of theory/objectives.py.")
+        str, typer.Option(help="classify, mae, causal (ViT) or denoise (DiT); names of theory/objectives/.")
     ] = "classify",
     data: Annotated[
         str,

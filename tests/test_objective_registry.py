@@ -1,0 +1,135 @@
+"""The objective registry is complete: every registered objective implements every part of the protocol, the
+simulator resolves every one, and no code outside theory/objectives/ branches on objectives itself."""
+
+import re
+from pathlib import Path
+
+import pytest
+import sympy as sp
+import torch
+
+from common.figures import palette_color
+from sim.config import DEFAULTS, MAIN_OBJECTIVES, SIM_OBJECTIVES, default_config
+from sim.tasks import TASKS, build_task
+from sim.train import Simulation
+from theory import objectives
+from theory.corruption import Corruption, objective_batch
+from theory.gaussian import gaussian_update
+from theory.heads import LinearReadout
+from theory.objectives import ALIASES, OBJECTIVES, Objective, color_of, get_objective
+from theory.processes import Sequences, gaussian_sequences
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "theory" / "objectives"
+NAMES = sorted(OBJECTIVES)
+
+
+def test_every_module_of_the_package_is_registered_once():
+    modules = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "base"}
+    assert set(objectives.MODULES) == modules and len(objectives.MODULES) == len(modules)
+    assert list(OBJECTIVES) == list(objectives.MODULES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_objective_implements_every_part(name):
+    """Each part runs on a small case and agrees with the others: the pattern's shapes, the exact pair
+    probabilities of a deterministic pattern, the attention batch's pattern, the Gaussian terms, the symbolic
+    pattern (with its 0/1 symbols set to a draw's loss positions), names, colour and label."""
+    cls = OBJECTIVES[name]
+    objective = cls.example()
+    assert isinstance(objective, Objective)
+    n, gen = 4, torch.Generator().manual_seed(0)
+    pattern = objective.pattern(n, (3,), gen)
+    assert pattern.loss.shape == (3, n) and pattern.context.shape == (3, n, n)
+    assert pattern.loss.dtype == torch.bool and pattern.context.dtype == torch.bool
+    pairs = objective.expected_pairs(n)
+    assert pairs.shape == (n, n) and bool(((pairs >= 0) & (pairs <= 1)).all())
+
+    d = 2
+    cov = torch.eye(n * d, dtype=torch.float64).reshape(n, d, n, d)
+    corruption = Corruption.random(d, gen)
+    sampler = gaussian_sequences(cov)
+    batch = objective_batch(objective, Sequences(sampler(5, gen).x), corruption, gen, resample=sampler)
+    m = batch.pattern.n
+    assert batch.inputs.shape == (5, m, d) and batch.pattern.loss.shape == (5, m)
+    assert bool(batch.pattern.loss.any(-1).all()), f"{name}: a batch sequence without loss"
+    head = LinearReadout.random(d, gen)
+    update = gaussian_update(objective, cov, head, corruption, timesteps=[10, 500] if name == "denoising" else None)
+    assert update.mean.shape == (d, d) and bool(update.mean.isfinite().all())
+
+    symbolic = objective.symbolic_pattern(n)
+    draw = objective.pattern(n, (), gen)
+    values = {s: int(v) for s, v in zip(symbolic.indicators, draw.loss.tolist(), strict=False)}
+    assert symbolic.pairs().subs(values) == sp.Matrix(draw.pairs().int().tolist()), f"{name}: symbolic != drawn"
+
+    assert cls.own_mask in ("causal", "symmetric") and objective.title.startswith(name[:4])
+    assert re.fullmatch(r"#[0-9A-F]{6}", cls.color) and cls.label
+    assert cls.sim_task in TASKS and cls.sim_name in DEFAULTS
+    assert get_objective(cls.sim_name).name == name
+
+
+def test_names_aliases_and_colours_are_distinct():
+    names = list(OBJECTIVES) + list(ALIASES)
+    assert len(set(names)) == len(names)
+    colors = [cls.color for cls in OBJECTIVES.values()]
+    assert len(set(colors)) == len(colors)
+    for alias, name in ALIASES.items():
+        assert color_of(f"{alias}, some arm") == color_of(name) == OBJECTIVES[name].color
+    assert color_of("not an objective", 2) == palette_color(2)
+
+
+def test_every_vision_task_trains_a_registered_objective():
+    from vision.tasks import BUILDERS
+
+    assert {objective for _, objective in BUILDERS} <= set(OBJECTIVES)
+
+
+def test_the_simulator_resolves_every_registered_objective():
+    assert {get_objective(name).name for name in DEFAULTS} == set(OBJECTIVES)
+    assert set(SIM_OBJECTIVES) <= set(DEFAULTS) and set(MAIN_OBJECTIVES) <= set(SIM_OBJECTIVES)
+    for name, cfg in DEFAULTS.items():
+        task = build_task(name, cfg.data, cfg.n, cfg.mask_scheme, cfg.mask_ratio, cfg.target)
+        assert task.objective.name == get_objective(name).name
+
+
+@pytest.mark.parametrize("name", list(DEFAULTS))
+def test_every_registered_objective_trains_in_the_simulator(name):
+    cfg = default_config(name, steps=2, seeds=2, batch=4, model__d=48, n=9, record_every=2, null_samples=32)
+    if cfg.data.continuous:
+        cfg = cfg.with_overrides(data__channels=8)
+    sim = Simulation(cfg)
+    losses = [sim.train_step() for _ in range(cfg.steps)]
+    assert all(bool(loss.isfinite().all()) and loss.shape == (2,) for loss in losses)
+    sim.record()  # scores every form, special tokens included
+
+
+#: ``isinstance(x, <an objective class>)`` and comparisons with an objective's name or alias as a literal.
+def _dispatch_patterns() -> list[re.Pattern]:
+    classes = "|".join(cls.__name__ for cls in OBJECTIVES.values())
+    words = "|".join(re.escape(w) for w in [*OBJECTIVES, *ALIASES])
+    return [
+        re.compile(rf"isinstance\([^)]*\b({classes})\b"),
+        re.compile(rf"""[=!]=\s*["']({words})["']|["']({words})["']\s*[=!]="""),
+    ]
+
+
+def test_no_code_outside_the_registry_branches_on_objectives():
+    """Product code asks the objective (or the simulator's task) instead of testing which one it is."""
+    patterns = _dispatch_patterns()
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ("tests", ".venv") or rel.parts[:2] == ("theory", "objectives"):
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if any(p.search(line) for p in patterns):
+                found.append(f"{rel}:{number}: {line.strip()}")
+    assert not found, "objective dispatch outside theory/objectives/:\n" + "\n".join(found)
+
+
+def test_the_dispatch_search_finds_what_it_looks_for():
+    """The search above can fail: it flags the forms it forbids."""
+    patterns = _dispatch_patterns()
+    for line in ("if isinstance(task.objective, Denoising):", 'if cfg.objective == "denoising":', "'mae' != name"):
+        assert any(p.search(line) for p in patterns), line
+    assert not any(p.search('if how == "causal_mask":') for p in patterns)
