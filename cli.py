@@ -291,6 +291,14 @@ def analyze(
             "vision-self-supervised, vision-language, segmentation, diffusion."
         ),
     ] = None,
+    null: Annotated[
+        str,
+        typer.Option(
+            help="Null of the z-scores and p-values: iid (random Gaussian factors of the form's d and rank) or "
+            "spectrum (each form's own singular values with random bases: only the alignment the scores measure "
+            "is random; one null per form, slower, cached on disk)."
+        ),
+    ] = "iid",
 ) -> None:
     """Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.
 
@@ -318,6 +326,8 @@ def analyze(
 
     if per not in ("head", "layer", "both"):
         fail(f"--per must be head, layer or both; got {per!r}")
+    if null not in ana.NULL_CHOICES:
+        fail(f"--null must be {' or '.join(ana.NULL_CHOICES)}; got {null!r}")
     try:
         ckpt, plan = ana.describe(path, heads, kv_heads, prefix, family)
     except CheckpointError as err:
@@ -352,6 +362,7 @@ def analyze(
                     task, description=f"null d={d} rank={r} ({n} samples, then cached)"
                 ),
                 on_layer=lambda done, total: progress.update(task, description="layers", completed=done, total=total),
+                null=null,  # type: ignore[arg-type]
             )
         except ValueError as err:  # includes CheckpointError raised while reading
             fail(err)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -30,11 +30,16 @@ from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
 from theory.scores import DEFAULT_K, SCORE_NAMES, Precision
+from theory.spectrum_null import factored_spectrum_null
 
 ANALYZE_COLUMNS = ["model", "family", "stack", *SCORE_COLUMNS]
 #: Columns that are not defined when queries and keys act on different spaces (cross-attention).
 CROSS_UNDEFINED = ("symmetry", "symmetry_z", "symmetry_p")
 MIN_NULL_SAMPLES = 32
+#: The nulls z and p are taken against: ``iid`` (Gaussian factors of the form's ``d`` and rank, one per shape) or
+#: ``spectrum`` (each form's own singular values with Haar-random bases, :mod:`theory.spectrum_null`).
+NULL_CHOICES = ("iid", "spectrum")
+NullChoice = Literal["iid", "spectrum"]
 # A null draw costs about d * r * min(d, r) multiply-adds; keep one (d, r) near 2^39 of them.
 _NULL_BUDGET = 2**39
 
@@ -128,8 +133,10 @@ def iter_rows(
     null_samples: int | None = None,
     null_seed: int = 0,
     precision: Precision = "float32",
+    null: NullChoice = "iid",
 ) -> Iterator[list[dict]]:
-    """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``).
+    """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``); z and p against the
+    ``null`` of :data:`NULL_CHOICES`.
 
     A background thread reads layer ``l + 1`` while layer ``l`` is scored (at most two layers' weights are in
     memory at once): it brings the tensors' pages into memory, the disk reads, and nothing more. The cast to
@@ -151,8 +158,32 @@ def iter_rows(
             del stored
             samples = {p: n for p, _, _, n in _unit_nulls(plan.units[layer], per, null_samples)}
             rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed, precision)]  # type: ignore[arg-type]
+            if null == "spectrum":
+                rows = with_spectrum_null(forms, rows, k, samples, null_seed)
             del forms  # the next result() may hold the following layer: this one must be gone by then
             yield label_rows(plan, layer, rows)
+
+
+def check_null(null: str) -> None:
+    if null not in NULL_CHOICES:
+        raise ValueError(f"null must be one of {', '.join(NULL_CHOICES)}; got {null!r}")
+
+
+def with_spectrum_null(
+    forms: FactoredForms, rows: list[dict], k: float, samples: dict[str, int], seed: int
+) -> list[dict]:
+    """``rows`` of one layer (``forms`` ``[1, H, d, d_h]``) with z and p against each form's spectrum-matched null
+    (:mod:`theory.spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``."""
+    factors = {p: forms.factors(p) for p in ("head", "layer") if p in samples}
+    out = []
+    for row in rows:
+        per = "layer" if row["head"] == "all" else "head"
+        index = (row["layer"],) if per == "layer" else (row["layer"], row["head"])
+        a, b = (x[index] for x in factors[per])
+        spectrum = factored_spectrum_null(a, b, k, samples[per], seed)
+        out.append({**row, **{f"{n}_z": float(spectrum.z(n, row[n])) for n in SCORE_NAMES}})
+        out[-1].update({f"{n}_p": float(spectrum.p_value(n, row[n])) for n in SCORE_NAMES})
+    return out
 
 
 #: Bytes between the reads of :func:`_page_in` (one read per page brings the page in), and reads per call.
@@ -251,20 +282,22 @@ def score(
     on_null: Callable[[int, int, int], None] | None = None,
     on_layer: Callable[[int, int], None] | None = None,
     precision: Precision = "float32",
+    null: NullChoice = "iid",
 ) -> list[dict]:
-    """All rows of a planned checkpoint.
+    """All rows of a planned checkpoint (z and p against ``null``: :data:`NULL_CHOICES`).
 
     Progress hooks: ``on_null(d, rank, n_samples)`` before each null is fetched (drawn the first time,
     then read from the disk cache; one null serves every layer of its shape), ``on_layer(done, total)``
     after each layer. ``precision``: of the scores' products (:mod:`theory.scores`; ``"float64"`` is the
     reference).
     """
+    check_null(null)
     for d, rank, n in dict.fromkeys(shape[1:] for shape in null_shapes(plan, per, null_samples)):
         if on_null is not None:
             on_null(d, rank, n)
         null_distribution(d, rank, k, n, null_seed)
     rows: list[dict] = []
-    for done, layer_rows in enumerate(iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision), 1):
+    for done, layer_rows in enumerate(iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision, null), 1):
         rows += layer_rows
         if on_layer is not None:  # units scored so far (a row's layer is its number in its stack, not a count)
             on_layer(done, plan.n_layers)
@@ -281,7 +314,10 @@ def analyze(
     null_samples: int | None = None,
     null_seed: int = 0,
     family: str | None = None,
+    null: NullChoice = "iid",
 ) -> Analysis:
-    """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``)."""
+    """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``); ``null="spectrum"``
+    gives each form's z and p against its spectrum-matched null instead of the i.i.d. one."""
+    check_null(null)
     ckpt, plan = describe(path, heads, kv_heads, prefix, family)
-    return Analysis(plan, score(ckpt, plan, per, k, null_samples, null_seed))
+    return Analysis(plan, score(ckpt, plan, per, k, null_samples, null_seed, null=null))

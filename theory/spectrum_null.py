@@ -56,7 +56,7 @@ def form_spectrum(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) ->
 
 
 def numerical_spectrum(sigma: np.ndarray, d: int) -> np.ndarray:
-    """``sigma`` (one form's singular values) without the ones that are rounding (below ``d * 1e-12`` of the largest)."""
+    """One form's singular values, descending, without those that are rounding (below ``d 1e-12`` of the top)."""
     sigma = np.sort(np.abs(np.asarray(sigma, dtype=np.float64).reshape(-1)))[::-1]
     if sigma.size == 0 or not np.isfinite(sigma).all() or sigma[0] <= 0:
         raise ValueError(f"a spectrum needs finite singular values, not all zero; got {sigma[:5]}...")
@@ -96,7 +96,8 @@ def haar_frames(n: int, d: int, r: int, gen: torch.Generator) -> torch.Tensor:
 
 
 def spectrum_draws(sigma: np.ndarray, d: int, n: int, gen: torch.Generator, k: float = DEFAULT_K) -> Scores:
-    """Scores of ``n`` forms ``U diag(sigma) V^T`` (``U, V`` Haar ``d x r``), from ``U S``, ``V S`` and ``W = V^T U``."""
+    """Scores of ``n`` forms ``U diag(sigma) V^T`` (``U, V`` Haar ``d x r``) from ``U S``, ``V S`` and ``W = V^T U``:
+    rows ``||(U S)_i||``, columns ``||(V S)_j||``, ``tr(M M) = tr(S W S W)``."""
     s = torch.from_numpy(numerical_spectrum(sigma, d).copy())
     u, v = haar_frames(n, d, len(s), gen), haar_frames(n, d, len(s), gen)
     sw = s[:, None] * (v.transpose(-2, -1) @ u)  # S W
