@@ -90,7 +90,7 @@ def symmetry_moments_of_spectrum(sigma: np.ndarray, d: int) -> tuple[float, floa
 
 
 def haar_frames(n: int, d: int, r: int, gen: torch.Generator) -> torch.Tensor:
-    """``n`` Haar-random orthonormal frames ``[n, d, r]`` (float64): QR of a Gaussian, signs fixed by ``R``'s diagonal."""
+    """``n`` Haar-random orthonormal frames ``[n, d, r]`` (float64): QR of a Gaussian, signs set by ``R``'s diagonal."""
     q, upper = torch.linalg.qr(gaussian((n, d, r), gen, torch.float64))
     return q * torch.sign(upper.diagonal(dim1=-2, dim2=-1)).unsqueeze(-2)
 
