@@ -11,7 +11,7 @@ from scipy.stats import ks_2samp
 
 from theory.factored import FactoredForms
 from theory.nulls import sample_null
-from theory.scores import SCORE_NAMES, dense_scores
+from theory.scores import SCORE_NAMES, dense_scores, factored_scores
 from theory.spectrum_null import (
     band,
     effective_rank,
@@ -67,6 +67,8 @@ def test_haar_frames_are_orthonormal_and_isotropic():
     torch.testing.assert_close(u.transpose(-2, -1) @ u, torch.eye(2, dtype=torch.float64).expand(4000, 2, 2))
     projector = (u @ u.transpose(-2, -1)).mean(0)  # E[U U^T] = (r / d) I
     assert (projector - torch.eye(6, dtype=torch.float64) / 3).abs().max() < 0.03
+    # every entry is symmetric about 0 (a QR without the sign fix leaves U[0, 0] < 0 always): sd 1 / sqrt(d)
+    assert u[:, 0].mean(0).abs().max() < 4 / np.sqrt(6 * 4000)
 
 
 @pytest.mark.parametrize("name", list(SPECTRA))
@@ -107,6 +109,23 @@ def test_spectrum_null_of_a_structured_form_differs_from_the_iid_null():
     assert effective_rank(sigma) < 1.2
     for name in SCORE_NAMES:
         assert ks_2samp(matched.samples(name), iid.samples(name)).pvalue < 1e-6, name
+
+
+def test_z_of_gaussian_products_against_their_own_spectrum_null_is_standard():
+    """Each of many Gaussian products scored against its own spectrum's null: z has mean 0 and sd 1 (a null too wide
+    or too narrow for the form, or of the wrong form, shows here)."""
+    d, r, n = 16, 4, 150
+    z = {name: [] for name in ("symmetry", "directionality_pr")}
+    for i in range(n):
+        a, b = _gaussian((d, r), 2 * i), _gaussian((d, r), 2 * i + 1)
+        null = sample_spectrum_null(form_spectrum(a, b), d, n_samples=300, seed=i)
+        value = factored_scores(a, b)
+        for name in z:
+            z[name].append(float(null.z(name, getattr(value, name))))
+    for name, values in z.items():
+        values = np.array(values)
+        assert abs(values.mean()) < 4 / np.sqrt(n), name
+        assert abs(values.std(ddof=1) - 1) < 4 * np.sqrt(1 / (2 * n)) + 0.05, name  # 0.05: the null sd's own error
 
 
 def test_closed_form_is_used_only_at_a_large_effective_rank():
