@@ -216,3 +216,13 @@ def test_each_gaussian_products_own_band_covers_95_percent():
         ratio = float(norms["key_layer"][0] / norms["query_layer"][0])
         hits.append(_inside(np.array([ratio]), norm_ratio_draws(form_spectrum(a, b), d, ("key", x), ("query", x), 400)))
     assert _binomial_ok(float(np.mean(hits)), n)
+
+
+def test_one_input_shortcut_has_the_law_of_the_frames():
+    """One input per side draws ``F^T x`` as a unit vector's first ``r`` coordinates; the same input twice goes through
+    Haar frames: the two laws agree (KS) at a small ``d``, where a wrong normalisation would show."""
+    sigma, d = np.r_[3.0, 1.0, 0.2], 6
+    x = _gaussian((d,), 0).numpy()
+    fast = norm_ratio_draws(sigma, d, ("key", x), ("query", x), n=4000, seed=1)
+    frames = norm_ratio_draws(sigma, d, ("key", np.stack([x, x])), ("query", np.stack([x, x])), n=4000, seed=2)
+    assert ks_2samp(fast, frames).pvalue > 1e-3

@@ -194,10 +194,15 @@ def norm_ratio_draws(
     for side, x in (top, bottom):
         if side not in ("key", "query"):
             raise ValueError(f"a norm's side is 'key' (||M x||) or 'query' (||x^T M||); got {side!r}")
-        x = torch.as_tensor(x, dtype=torch.float64).reshape(-1, d)
-        parts.append((side, x))
+        parts.append((side, torch.as_tensor(x, dtype=torch.float64).reshape(-1, d)))
+    if parts[0][0] != parts[1][0] and all(len(x) == 1 for _, x in parts):
+        # two sides (independent frames U, V), one input each: F^T x / ||x|| for a Haar frame F is the first r
+        # coordinates of a uniform unit vector, so no frame is needed
+        top_norm, bottom_norm = (_one_input_norms(s, x[0], n, gen) for _, x in parts)
+        return (top_norm / bottom_norm).numpy()
     out = []
-    chunk = max(1, min(n, _CHUNK_BYTES // (8 * 3 * d * len(s))))
+    inputs = sum(len(x) for _, x in parts)
+    chunk = max(1, min(n, _CHUNK_BYTES // (8 * len(s) * (2 * d + inputs))))  # the frames and their projections
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
         frames = {"query": haar_frames(m, d, len(s), gen), "key": haar_frames(m, d, len(s), gen)}  # U, V
@@ -206,6 +211,12 @@ def norm_ratio_draws(
         )
         out.append((top_mean / bottom_mean).numpy())
     return np.concatenate(out)
+
+
+def _one_input_norms(s: torch.Tensor, x: torch.Tensor, n: int, gen: torch.Generator) -> torch.Tensor:
+    """``n`` draws of ``||S F^T x||`` for Haar frames ``F [d, r]``: ``||x|| ||S g[:r]|| / ||g||``, ``g ~ N(0, I)``."""
+    g = gaussian((n, len(x)), gen, torch.float64)
+    return torch.linalg.vector_norm(x) * (s * g[:, : len(s)]).norm(dim=-1) / g.norm(dim=-1)
 
 
 def band(draws: np.ndarray) -> dict[str, float]:

@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 #: Draws of a norm ratio's null per trained form (its 95% band is read from them).
-RATIO_DRAWS = 1000
+RATIO_DRAWS = 500
 
 
 def null_rows(ids: dict, d: int, rank: int, samples: int, k: float = 2.0, seed: int = 0) -> list[dict]:
