@@ -14,6 +14,11 @@ On a CPU shared with other jobs, --threads 1 gives steadier numbers (busy cores 
 and data) with 1 and with 2 intra-op threads in alternating rounds, and one sample-metric evaluation (500 DDIM
 samples with guidance, scored) at 2 threads, and prints the 2-thread / 1-thread speed ratio and the recipe's
 projected wall time on two free cores (steps x step time + its evaluations). Print the load average beside it.
+
+``--only profile`` profiles the trainer's step of the ``dit-mnist`` recipe and of the init study's ``vit-mnist`` run
+at ``--threads`` (default 2): GFLOP per step (torch's ``FlopCounterMode``), the median step time against a 1024^3
+sgemm timed in the same process between the rounds (the share of its rate), and torch.profiler's per-op table by
+self CPU time (docs/benchmarks.md). ``--compile`` profiles the ``torch.compile``'d steps instead.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ import torch.nn.functional as F
 from torch import nn
 
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the package `vision`.
+# The repository root goes first instead: this checkout's packages (and benchmarks.sim's sgemm rate) are imported.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def n_params(model: nn.Module) -> int:
@@ -188,8 +195,10 @@ def recipe_timing(args) -> None:
     import os
     from dataclasses import replace
 
+    from common.seeding import generator
     from vision.recipes import recipe_config
-    from vision.train import _FIDELITY, Trainer, generator
+    from vision.train import Trainer
+    from vision.train_config import FIDELITY_STREAM
 
     cfg = replace(recipe_config("dit-mnist"), progress=False, out_dir="/tmp/unused", threads=1)
     trainer = Trainer(cfg)
@@ -208,7 +217,7 @@ def recipe_timing(args) -> None:
     trainer.model.eval()
     start = time.perf_counter()
     with torch.no_grad(), trainer.ema.swapped_in(trainer.model):
-        trainer.task.sample_metrics(generator(0, _FIDELITY))
+        trainer.task.sample_metrics(generator(0, FIDELITY_STREAM))
     fidelity_s = time.perf_counter() - start
     n_fidelity = cfg.steps // cfg.fidelity_every
     projected = cfg.steps / two + n_fidelity * fidelity_s
@@ -218,6 +227,77 @@ def recipe_timing(args) -> None:
         f"evaluation {fidelity_s:.0f} s at 2 threads; projected {cfg.steps} steps + {n_fidelity} evaluations: "
         f"{projected / 60:.1f} min on two free cores (load average now {os.getloadavg()[0]:.2f})"
     )
+
+
+def vit_mnist_config(**overrides):
+    """The init study's ``vit-mnist`` run (vit-tiny, 4 x 4 patches on 28 x 28 MNIST, batch 64) as a TrainConfig."""
+    from vision.study import STUDY_TASKS
+    from vision.train import TrainConfig
+
+    task = STUDY_TASKS["vit-mnist"]
+    fields = {
+        "model": task.model,
+        "objective": task.objective,
+        "data": task.data,
+        "steps": task.steps,
+        "log_every": task.log_every,
+        "task_options": dict(task.task_options),
+        "progress": False,
+        "out_dir": "/tmp/unused",
+    }
+    return TrainConfig(**{**fields, **task.train, **overrides})
+
+
+def step_profile(name: str, trainer, args) -> None:
+    """One trainer's step: GFLOP (FlopCounterMode), median step time against the 2-thread sgemm rate measured in
+    alternating rounds, and the per-op table by self CPU time (torch.profiler)."""
+    import os
+
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from benchmarks.sim import sgemm_rate
+
+    for _ in range(args.warmup):
+        trainer.train_step()
+    with FlopCounterMode(display=False) as counter:
+        trainer.train_step()
+    flops = counter.get_total_flops()
+    step_s, sgemm = [], []
+    for _ in range(args.rounds):
+        sgemm.append(sgemm_rate(torch.get_num_threads()))
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            trainer.train_step()
+        step_s.append((time.perf_counter() - start) / args.steps)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(args.steps):
+            trainer.train_step()
+    seconds, rate = statistics.median(step_s), statistics.median(sgemm)
+    share = [flops / s / r for s, r in zip(step_s, sgemm, strict=True)]
+    print(
+        f"{name}: {flops / 1e9:.2f} GFLOP/step, {1e3 * seconds:.0f} ms/step (median of {args.rounds} rounds), "
+        f"{flops / seconds / 1e9:.0f} GFLOP/s = {100 * flops / seconds / rate:.0f}% of the {torch.get_num_threads()}"
+        f"-thread sgemm rate {rate / 1e9:.0f} GFLOP/s (per round {100 * min(share):.0f}% to {100 * max(share):.0f}%); "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
+
+
+def profile_steps(args) -> None:
+    """Profiles of the ``dit-mnist`` recipe's step and the ``vit-mnist`` study run's step, at ``--threads``."""
+    from dataclasses import replace
+
+    from vision.recipes import recipe_config
+    from vision.train import Trainer
+
+    threads = args.threads or 2
+    for name, cfg in (
+        ("dit-mnist", replace(recipe_config("dit-mnist"), progress=False, out_dir="/tmp/unused")),
+        ("vit-mnist", vit_mnist_config()),
+    ):
+        trainer = Trainer(replace(cfg, threads=threads, compile=args.compile))
+        step_profile(f"{name} step (batch {cfg.batch_size}{', compiled' * args.compile})", trainer, args)
 
 
 def main() -> None:
@@ -233,13 +313,22 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=5, help="timed steps per round and model")
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps per model first")
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds (median reported)")
-    parser.add_argument("--only", choices=["vit", "dit", "recipe"], help="run one comparison, or the recipe timing")
+    parser.add_argument(
+        "--only",
+        choices=["vit", "dit", "recipe", "profile"],
+        help="run one comparison, the recipe timing, or the step profiles (FLOPs, share of sgemm, per-op table)",
+    )
+    parser.add_argument("--rows", type=int, default=15, help="--only profile: rows of each per-op table")
+    parser.add_argument("--compile", action="store_true", help="--only profile: torch.compile the trainers' models")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.only == "recipe":
         recipe_timing(args)
+        return
+    if args.only == "profile":
+        profile_steps(args)
         return
     import diffusers
     import transformers

@@ -1,5 +1,7 @@
 """Score published checkpoints: load weights lazily, recognise the attention layout, adapt it to ``FactoredForms``.
 
-Modules: ``loading`` (files and configs), ``adapters`` (one pure function per weight layout),
-``detect`` (layout detection and the dry-run plan), ``analyze`` (scores and the summary), ``plot``.
+Modules: ``loading`` (files and configs), ``model_types`` (one record per model type), ``adapters`` (readers:
+one pure function per storage order, with its shape check), ``layouts`` (where each layout keeps its weights),
+``detect`` (the plan: with ``stacks``, ``heads``, ``keys`` and ``plan``), ``norms`` (norm gains folded on
+request), ``analyze`` (scores and the summary), ``fp8``, ``plot``.
 """

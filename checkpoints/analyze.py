@@ -26,6 +26,7 @@ import torch
 
 from checkpoints.detect import Plan, Unit, plan_checkpoint
 from checkpoints.loading import Checkpoint, open_checkpoint
+from checkpoints.norms import folded
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
@@ -73,22 +74,26 @@ def null_shapes(plan: Plan, per: PerChoice, null_samples: int | None = None) -> 
 
 
 def describe(
-    path: str | Path,
+    path: str | Path | Checkpoint,
     heads: int | None = None,
     kv_heads: int | None = None,
     prefix: str | None = None,
     family: str | None = None,
 ) -> tuple[Checkpoint, Plan]:
-    """Open the checkpoint and plan the analysis, reading no tensor (the dry run)."""
-    ckpt = open_checkpoint(path)
+    """Open the checkpoint (or take one already open) and plan the analysis, reading no tensor (the dry run)."""
+    ckpt = path if isinstance(path, Checkpoint) else open_checkpoint(path)
     return ckpt, plan_checkpoint(ckpt, heads, kv_heads, prefix, family)
 
 
-def layer_forms(ckpt: Checkpoint, plan: Plan, layer: int) -> FactoredForms:
-    """Read unit ``layer``'s weights (one attention of one block) through its layout's adapter: ``[1, H, d, d_h]``."""
+def layer_forms(
+    ckpt: Checkpoint, plan: Plan, layer: int, fold_ln: bool = False, fold_qk_norm: bool = False
+) -> FactoredForms:
+    """Read unit ``layer``'s weights (one attention of one block) through its layout's adapter: ``[1, H, d, d_h]``;
+    with the norm gains folded in where asked (:mod:`checkpoints.norms`)."""
     unit = plan.units[layer]
     weights = [ckpt.get(key) for key in unit.keys]
-    return unit.layout.adapter(*weights, n_heads=unit.heads.n_heads, n_kv_heads=unit.heads.n_kv_heads)
+    forms = unit.layout.adapter(*weights, n_heads=unit.heads.n_heads, n_kv_heads=unit.heads.n_kv_heads)
+    return folded(ckpt, plan, unit, forms, fold_ln, fold_qk_norm) if fold_ln or fold_qk_norm else forms
 
 
 def all_forms(ckpt: Checkpoint, plan: Plan, stack: str | None = None) -> FactoredForms:
@@ -133,6 +138,8 @@ def iter_rows(
     null_samples: int | None = None,
     null_seed: int = 0,
     precision: Precision = "float32",
+    fold_ln: bool = False,
+    fold_qk_norm: bool = False,
     null: NullChoice = "iid",
 ) -> Iterator[list[dict]]:
     """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``); z and p against the
@@ -140,14 +147,13 @@ def iter_rows(
 
     A background thread reads layer ``l + 1`` while layer ``l`` is scored (at most two layers' weights are in
     memory at once): it brings the tensors' pages into memory, the disk reads, and nothing more. The cast to
-    the working dtype runs on the scoring threads between layers: a cast on the reader thread, while the
-    products run on every core, slowed a 7B-shaped layer by 140-160 ms (715-741 against 576-580 ms, medians of
-    five passes, interleaved in one process on a 2-core Zen 5), several times the cast's own cost.
+    the working dtype runs on the scoring threads between layers, not on the reader thread, where it would
+    compete with the products for the cores (docs/benchmarks.md, section "analyze").
     """
     dtype = torch.float32 if precision == "float32" else torch.float64
 
     def read(layer: int) -> FactoredForms:
-        return layer_forms(ckpt, plan, layer).map(_page_in)
+        return layer_forms(ckpt, plan, layer, fold_ln, fold_qk_norm).map(_page_in)
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="read-layer") as reader:
         pending = reader.submit(read, 0) if plan.n_layers else None
@@ -282,6 +288,8 @@ def score(
     on_null: Callable[[int, int, int], None] | None = None,
     on_layer: Callable[[int, int], None] | None = None,
     precision: Precision = "float32",
+    fold_ln: bool = False,
+    fold_qk_norm: bool = False,
     null: NullChoice = "iid",
 ) -> list[dict]:
     """All rows of a planned checkpoint (z and p against ``null``: :data:`NULL_CHOICES`).
@@ -289,7 +297,8 @@ def score(
     Progress hooks: ``on_null(d, rank, n_samples)`` before each null is fetched (drawn the first time,
     then read from the disk cache; one null serves every layer of its shape), ``on_layer(done, total)``
     after each layer. ``precision``: of the scores' products (:mod:`theory.scores`; ``"float64"`` is the
-    reference).
+    reference). ``fold_ln`` / ``fold_qk_norm``: score the forms with the norm gains folded in
+    (:mod:`checkpoints.norms`).
     """
     check_null(null)
     for d, rank, n in dict.fromkeys(shape[1:] for shape in null_shapes(plan, per, null_samples)):
@@ -297,7 +306,8 @@ def score(
             on_null(d, rank, n)
         null_distribution(d, rank, k, n, null_seed)
     rows: list[dict] = []
-    for done, layer_rows in enumerate(iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision, null), 1):
+    layers = iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision, fold_ln, fold_qk_norm, null)
+    for done, layer_rows in enumerate(layers, 1):
         rows += layer_rows
         if on_layer is not None:  # units scored so far (a row's layer is its number in its stack, not a count)
             on_layer(done, plan.n_layers)
@@ -305,7 +315,7 @@ def score(
 
 
 def analyze(
-    path: str | Path,
+    path: str | Path | Checkpoint,
     per: PerChoice = "both",
     heads: int | None = None,
     kv_heads: int | None = None,
@@ -314,10 +324,31 @@ def analyze(
     null_samples: int | None = None,
     null_seed: int = 0,
     family: str | None = None,
+    fold_ln: bool = False,
+    fold_qk_norm: bool = False,
+    on_null: Callable[[int, int, int], None] | None = None,
+    on_layer: Callable[[int, int], None] | None = None,
     null: NullChoice = "iid",
 ) -> Analysis:
-    """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``); ``null="spectrum"``
-    gives each form's z and p against its spectrum-matched null instead of the i.i.d. one."""
+    """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``; hooks: :func:`score`).
+
+    ``fold_ln``: score ``diag(gamma) W_q W_k^T diag(gamma)`` with the pre-attention norm's gain; ``fold_qk_norm``:
+    ``W_q^h diag(g_q g_k) W_k^h^T`` with the q/k RMSNorm gains (:mod:`checkpoints.norms` says what each leaves out).
+    ``null="spectrum"``: each form's z and p against its spectrum-matched null instead of the i.i.d. one.
+    """
     check_null(null)
     ckpt, plan = describe(path, heads, kv_heads, prefix, family)
-    return Analysis(plan, score(ckpt, plan, per, k, null_samples, null_seed, null=null))
+    rows = score(
+        ckpt,
+        plan,
+        per,
+        k,
+        null_samples,
+        null_seed,
+        on_null,
+        on_layer,
+        fold_ln=fold_ln,
+        fold_qk_norm=fold_qk_norm,
+        null=null,
+    )
+    return Analysis(plan, rows)

@@ -1,15 +1,13 @@
 """Float32 matrix products at the machine's GEMM rate: :func:`matmul_nt` (``x @ w^T``).
 
-torch hands a float32 CPU ``matmul`` to MKL's sgemm. MKL does not run its AVX-512 kernels on AMD CPUs: on
-the project's AVX-512 EPYC machines it reached 180-205 GFLOP/s on two cores for a ``4096^3`` product, while
-oneDNN's kernel for the same product (torch's ``mkldnn`` linear, the one inductor calls) reached 385-445
-GFLOP/s. Where both run the same AVX2 code class MKL is the faster: 163 against 130 GFLOP/s on a 2-core
-EPYC without AVX-512 (Zen 3), and on Intel CPUs, MKL's own vendor's, 350-360 against 290-330 GFLOP/s for
-the per-layer product on a 2-core Xeon. So :func:`matmul_nt` takes the oneDNN route for float32 CPU
-products large enough to pay for the call (at least :data:`MIN_MACS` multiply-adds per matrix) on non-Intel
-CPUs with AVX-512 (:func:`onednn_preferred`), and ``torch.matmul`` everywhere else (Intel, AVX2-only CPUs,
-float64, CUDA, small products, builds without oneDNN). ``python benchmarks/gemm.py`` times both kernels in
-one process. Both accumulate in float32; they differ by float32 rounding, not more (tests/test_gemm.py).
+torch hands a float32 CPU ``matmul`` to MKL's sgemm. MKL does not run its AVX-512 kernels on AMD CPUs, where
+oneDNN's kernel (torch's ``mkldnn`` linear, the one inductor calls) is the faster; where both run the same AVX2
+code class, and on Intel CPUs, MKL is (docs/benchmarks.md, "scores and GEMM", has the measurements). So
+:func:`matmul_nt` takes the oneDNN route for float32 CPU products large enough to pay for the call (at least
+:data:`MIN_MACS` multiply-adds per matrix) on non-Intel CPUs with AVX-512 (:func:`onednn_preferred`), and
+``torch.matmul`` everywhere else (Intel, AVX2-only CPUs, float64, CUDA, small products, builds without oneDNN).
+``python benchmarks/gemm.py`` times both kernels in one process. Both accumulate in float32; they differ by
+float32 rounding, not more (tests/test_gemm.py).
 """
 
 from __future__ import annotations

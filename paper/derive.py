@@ -103,13 +103,47 @@ def compare_summary(tables: Tables) -> Tables:
     return {"summary": out}
 
 
+#: Resamples of the grid's cluster bootstrap (a fixed generator: the same table from the same results).
+GRID_BOOTSTRAP = 2000
+
+
+def cluster_interval(clusters: list[list[float]], draws: int = GRID_BOOTSTRAP, seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of a rate over clusters resampled with replacement (a cell's comparisons share
+    its seeds' runs, so they are not independent draws)."""
+    if not clusters:
+        return math.nan, math.nan
+    sums = np.array([sum(c) for c in clusters], dtype=np.float64)
+    counts = np.array([len(c) for c in clusters], dtype=np.float64)
+    pick = np.random.default_rng(seed).integers(0, len(clusters), (draws, len(clusters)))
+    rates = sums[pick].sum(axis=1) / counts[pick].sum(axis=1)
+    lo, hi = np.quantile(rates, [0.025, 0.975])
+    return float(lo), float(hi)
+
+
 def grid_summary(tables: Tables) -> Tables:
-    """The grid's agreement rates (per rule, prediction, simulated phase and score, as :mod:`sim.grid` counts them)
-    with their Wilson 95% CIs."""
+    """The grid's agreement rates: every comparison (per rule, prediction, simulated phase and score, as
+    :mod:`sim.grid` counts them, Wilson 95% CIs; ``cells = all``), and apart for the tied cells (``W_q = W_k``
+    gives s = 1 and δ_PR = 0 in theory and simulation alike: they agree by construction) and the others, with a
+    cluster bootstrap over cells."""
     out = []
     for r in tables["rates"]:
-        ids = {"rule": r["rule"], "theory": r["theory"], "phase": r["simulated"], "score": r["score"]}
+        ids = {"rule": r["rule"], "theory": r["theory"], "phase": r["simulated"], "score": r["score"], "cells": "all"}
         out.append(proportion_row(ids, "agreement", r["agree"], r["comparisons"]))
+    groups: dict[tuple, dict[str, list[float]]] = {}
+    for r in tables["agreement"]:
+        cells = "tied" if r.get("param") == "tied" else "untied"
+        for rule, column in (("z", "agree"), ("seeds", "agree_seeds")):
+            if r.get(column) is None or not math.isfinite(r[column]):
+                continue
+            for score in (r["score"], "both"):
+                key = (rule, r["theory"], r["simulated"], score, cells)
+                groups.setdefault(key, {}).setdefault(r["cell"], []).append(float(r[column]))
+    for (rule, theory, phase, score, cells), by_cell in groups.items():
+        clusters = list(by_cell.values())
+        n = sum(len(c) for c in clusters)
+        lo, hi = cluster_interval(clusters)
+        ids = {"rule": rule, "theory": theory, "phase": phase, "score": score, "cells": cells}
+        out.append(interval_row(ids, "agreement", sum(map(sum, clusters)) / n, lo, hi, n))
     return {"summary": out}
 
 

@@ -12,13 +12,19 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from paper.claims import SECTIONS
+from paper.claims import SECTIONS, row_name
 from paper.results import MissingResult, Results, select
 from paper.summary import at_last_step
+from paper.verdict import VERDICTS, z_text
 
 TEMPLATE = Path(__file__).with_name("template.md")
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
-VERDICT_MARK = {"supported": "**supported**", "contradicted": "**contradicted**", "inconclusive": "*inconclusive*"}
+VERDICT_MARK = {
+    "supported": "**supported**",
+    "contradicted": "**contradicted**",
+    "not detected": "not detected",
+    "inconclusive": "*inconclusive*",
+}
 
 
 # ---- formatting --------------------------------------------------------------------------------------------
@@ -79,32 +85,44 @@ def _band_text(row: dict) -> str:
     lo, hi = row.get("band_lo"), row.get("band_hi")
     if lo is None or hi is None:
         return "n/a"
-    return fmt(lo) if lo == hi else f"[{fmt(lo)}, {fmt(hi)}]"
-
-
-def _prediction_label(row: dict) -> str:
-    where = [f"layer {row['layer']}"] if row.get("layer") not in (None, "") and row.get("task") else []
-    return row["label"] + (f" ({', '.join(where)})" if where else "")
+    band = fmt(lo) if lo == hi else f"[{fmt(lo)}, {fmt(hi)}]"
+    return band + (f" ({row['null']} null)" if row.get("null") else "")
 
 
 def verdict_table(rows: list[dict]) -> str:
-    """The prediction rows of one section: measured value with its interval, the band, z, n, step, verdict."""
+    """The prediction rows of one section: measured value with its interval, the region of no effect (a null
+    band, named, or the registry's margin), z, n, step, verdict."""
     body = []
     for r in rows:
         if r["quantity"] == "check":
             continue
         body.append(
             [
-                _prediction_label(r),
+                row_name(r),
                 value_text(r) if r.get("mean") is not None else "n/a",
                 f"{r['direction']} {_band_text(r)}",
-                fmt(r.get("z"), 1),
+                z_text(r.get("z")),
                 fmt(r.get("n")),
                 fmt(r.get("step")),
                 VERDICT_MARK[r["verdict"]] + (f" ({r['note']})" if r.get("note") else ""),
             ]
         )
-    return md_table(["prediction", "measured (95% CI)", "predicted vs band", "z", "n", "step", "verdict"], body)
+    return md_table(
+        ["prediction", "measured (95% CI)", "predicted vs no effect", "z (description)", "n", "step", "verdict"],
+        body,
+    )
+
+
+def margins_list(rows: list[dict]) -> str:
+    """The section's regions of no effect, each with why (one line per distinct margin)."""
+    margins = dict.fromkeys(r["margin"] for r in rows if r.get("margin"))
+    return "\n".join(f"- {m}" for m in margins)
+
+
+def words_text(section: dict) -> str:
+    """A section's line: how many rows got each word, and the rows that decided it."""
+    counts = ", ".join(f"{fmt(section[w])} {w}" for w in VERDICTS)
+    return counts + (f"; deciding: {section['deciding']}" if section.get("deciding") else "")
 
 
 def check_table(results: Results, claim: int, verdicts: list[dict]) -> str:
@@ -132,7 +150,7 @@ def _cell(rows: list[dict], digits: int = 3, z: bool = True, **where) -> str:
     r = sel[0]
     text = value_text(r, digits)
     if z and isinstance(r.get("z"), float) and math.isfinite(r["z"]):
-        text += f" (z {fmt(r['z'], 1)})"
+        text += f" (z {z_text(r['z'])})"
     return text
 
 
@@ -195,20 +213,23 @@ def _safe(build: Callable[[], str]) -> str:
 
 
 def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
-    combined = {r["section"]: r["verdict"] for r in results.sections()}
+    lines = {r["section"]: r for r in results.sections()}
     ctx: dict[str, str] = {}
     for section in SECTIONS:
         rows = [r for r in verdicts if r["section"] == section.key]
         ctx[f"{section.key}.title"] = section.title
-        ctx[f"{section.key}.verdict"] = VERDICT_MARK[combined[section.key]]
+        ctx[f"{section.key}.verdict"] = words_text(lines[section.key])
         if section.checks:
             ctx[f"{section.key}.table"] = _safe(lambda c=section.checks[0], v=rows: check_table(results, c, v))
         else:
-            ctx[f"{section.key}.table"] = verdict_table(rows)
+            margins = margins_list(rows)
+            regions = f"\n\nRegions of no effect:\n\n{margins}" if margins else ""
+            ctx[f"{section.key}.table"] = verdict_table(rows) + regions
     ctx["claim2.evidence"] = _safe(lambda: nulls_table(results))
     ctx["claim4.evidence"] = _safe(lambda: predictions_table(results))
     ctx["claim4.compare"] = _safe(lambda: compare_table(results))
-    ctx["claim4.grid"] = _safe(lambda: grid_piece(results))
+    ctx["grid.evidence"] = _safe(lambda: grid_piece(results))
+    ctx["claim8.blocks"] = _safe(lambda: blocks_table(results, "sim_objectives"))
     ctx["claim6.evidence"] = _safe(
         lambda: arms_table(results, "sim_parameterisation", SCORE_COLUMNS, forms=("W_qk", "grad_cross"))
     )
@@ -352,13 +373,15 @@ def study_table(results: Results) -> str:
 
 
 def grid_piece(results: Results) -> str:
-    """The cell-by-cell grid of theory vs simulation (a slot): agreement rates, figure, disagreeing cells."""
+    """The cell-by-cell grid of theory vs simulation (a slot): agreement of every comparison, of the untied cells
+    and of the tied ones apart (cluster bootstrap over cells), the figure and the disagreeing cells."""
     if not results.has("sim_grid"):
         return "*(the cell-by-cell grid of theory vs simulation is not among these results)*"
-    rates = _rows(results, "sim_grid", "summary", quantity="agreement", score="both")
+    rates = _rows(results, "sim_grid", "summary", quantity="agreement", score="both", rule="z")
+    seeds = results.manifest("sim_grid").get("seeds")
     table = md_table(
-        ["rule", "prediction", "simulated", "agreement [95% CI]", "comparisons"],
-        [[r["rule"], r["theory"], r["phase"], value_text(r), fmt(r["n"])] for r in rates],
+        ["cells", "prediction", "simulated", "agreement [95% CI]", "comparisons"],
+        [[r["cells"], r["theory"], r["phase"], value_text(r), fmt(r["n"])] for r in rates],
     )
     off = [
         [
@@ -367,13 +390,39 @@ def grid_piece(results: Results) -> str:
             r["simulated"],
             fmt(r["theory_mean"]),
             fmt(r["simulated_mean"]),
-            fmt(r["simulated_z"], 1),
+            z_text(r["simulated_z"]),
         ]
         for r in _rows(results, "sim_grid", "agreement", theory="predicted")
         if r["agree"] == 0
     ]
     disagree = md_table(["cell", "score", "simulated", "predicted", "measured", "measured z"], off)
-    return f"![grid](figures/grid.png)\n\n{table}\n\nWhere the prediction and the simulation disagree:\n\n{disagree}"
+    return (
+        f"![grid](figures/grid.png)\n\nThese results have {fmt(seeds)} seeds per cell. Rule z (|combined z| > 2 "
+        f"is outside the null band); *all* counts every comparison (Wilson interval), *tied* and *untied* split "
+        "them (a tied cell's `s = 1` and `δ_PR = 0` agree by construction with a prediction made at its own "
+        f"init), with a bootstrap over cells, each cell's comparisons resampled together:\n\n{table}"
+        f"\n\nWhere the prediction and the simulation disagree:\n\n{disagree}"
+    )
+
+
+def blocks_table(results: Results, experiment: str) -> str:
+    """s per arm at the last step, of the whole form, the blocks the claims read (token-token, evaluated entries)
+    and the position block reported apart, with each block's share of ``||M||^2``."""
+    rows = at_last_step(_rows(results, experiment, "blocks", layer=0, form="W_qk"))
+    whole = at_last_step(_rows(results, experiment, "summary", layer=0, form="W_qk"))
+    blocks = ("token-token", "evaluated", "position-position")
+    body = []
+    for arm in dict.fromkeys(r["arm"] for r in rows):
+        mine = select(rows, arm=arm)
+        cells = [_cell(select(whole, arm=arm), quantity="symmetry")]
+        for block in blocks:
+            share = select(mine, block=block, quantity="norm_share")
+            cells.append(
+                _cell(mine, block=block, quantity="symmetry", z=False)
+                + (f" ({fmt(share[0]['mean'])} of ‖M‖²)" if share else "")
+            )
+        body.append([arm, *cells, fmt(mine[0]["n"]), fmt(mine[0]["step"])])
+    return md_table(["arm", "s whole", *(f"s {b}" for b in blocks), "n", "step"], body)
 
 
 def checkpoints_piece(results: Results) -> str:
@@ -404,21 +453,16 @@ def checkpoints_piece(results: Results) -> str:
 
 
 def headline(results: Results, verdicts: list[dict]) -> str:
-    """One line per section: its verdict, how many predictions got each verdict, and the measurement that decided
-    it (the first contradicted prediction, else the first measured one)."""
-    body = []
-    for section in results.sections():
-        rows = [r for r in verdicts if r["section"] == section["section"] and r.get("quantity") != "check"]
-        rows = [r for r in rows if r.get("mean") is not None]
-        deciding = next((r for r in rows if r["verdict"] == "contradicted"), rows[0] if rows else None)
-        evidence = f"{_prediction_label(deciding)}: {value_text(deciding)}" if deciding else "theory check rows"
-        counts = f"{section['supported']} / {section['contradicted']} / {section['inconclusive']}"
-        body.append(
-            [f"[{section['title']}](#{anchor(section['title'])})", VERDICT_MARK[section["verdict"]], counts, evidence]
-        )
-    return md_table(
-        ["claim / question", "verdict", "supported / contradicted / inconclusive", "deciding measurement"], body
-    )
+    """One line per section: how many of its rows got each word, and the rows that decided it."""
+    body = [
+        [
+            f"[{section['title']}](#{anchor(section['title'])})",
+            *(fmt(section[w]) for w in VERDICTS),
+            section.get("deciding") or "none",
+        ]
+        for section in results.sections()
+    ]
+    return md_table(["claim / question", *VERDICTS, "deciding rows (Holm within the section)"], body)
 
 
 def anchor(title: str) -> str:
@@ -475,8 +519,9 @@ def limitations(results: Results) -> str:
             "nothing here is evidence about models at the paper's scale."
         )
     lines.append(
-        "- **Several predictions per section.** A section is contradicted if any of its predictions is; no "
-        "correction for the number of predictions is made, so read each row, not only the section's word."
+        "- **Nulls.** Where no spectrum-matched null was computed for a form, its band is that of i.i.d. Gaussian "
+        "factors of the same shape and rank; trained forms are block-structured and of low effective rank, so "
+        "their z-scores against it can be inflated several-fold (the column `null` of the verdicts says which)."
     )
     lines.append("- **δ is basis dependent** and degenerate when norms fall in two groups; δ_PR is reported beside it.")
     return "\n".join(lines)

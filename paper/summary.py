@@ -3,8 +3,10 @@
 A summary row is one quantity of one group: the group's identifiers (``arm``/``task``, ``step``, ``layer``,
 ``form``, ...), ``quantity``, ``n`` (seeds with a finite value), ``mean``, ``ci`` (half-width of the 95%
 t-interval, :func:`common.summary.mean_ci`), ``lo``/``hi`` (the interval's ends; a bootstrap interval where the
-experiment gives one), and ``z`` (the seeds' null z-scores combined, Stouffer, :func:`common.summary.combined_z`,
-where the quantity has a null). One seed gives a mean without an interval (NaN ``ci``, ``lo``, ``hi``).
+experiment gives one), and ``z`` (the seeds' null z-scores combined, :func:`common.summary.combined_z`, where the
+quantity has a null: ``sum z / sqrt(n)`` is the z of the seeds' mean against the null of the mean of ``n`` random
+forms, a description, not the verdict's evidence). One seed gives a mean without an interval (NaN ``ci``, ``lo``,
+``hi``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,14 @@ def summary_row(ids: dict, quantity: str, values: Sequence[float], zs: Sequence[
         "hi": mean + ci,
         "z": combined_z(z for z in (zs or []) if z is not None) if zs else math.nan,
     }
+
+
+def paired_difference(ids: dict, quantity: str, this: dict, that: dict) -> dict:
+    """One summary row of ``this - that`` over the keys (seeds) both measured: a paired difference, where the
+    seeds of the two arms share data and initialisation, with its 95% t-interval."""
+    finite = lambda v: v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+    diffs = [this[k] - that[k] for k in this if k in that and finite(this[k]) and finite(that[k])]
+    return summary_row(ids, quantity, diffs)
 
 
 def seed_summary(

@@ -1,37 +1,65 @@
-"""The one rule that turns a measurement into a verdict: supported, contradicted or inconclusive.
+"""The one rule that turns a measurement into a verdict: supported, contradicted, not detected or inconclusive.
 
-A prediction says on which side of a reference band a quantity lies: ``above`` it, ``below`` it, or ``inside``
-it. The band is the central 95% of the quantity's null distribution (random Gaussian factors of the same shape
-and rank: the values a form with no structure takes), or a single reference value where the quantity has no
-null (a norm ratio against 1, a step ratio against 1). The measurement is the 95% interval of its mean over
-seeds (a t-interval; a bootstrap interval for step ratios).
+A prediction says on which side of a region of *no effect* a quantity lies (``above`` or ``below`` it), or that it
+lies ``inside`` it. The region is fixed before the data, per prediction (:class:`Margin`): the central 95% of the
+quantity's null (the values one random form takes), or a reference value with an equivalence margin around it
+(a paired difference against 0, a step ratio against 1). The measurement is the 95% interval of the mean over
+seeds; within a section the decisions are Holm-adjusted (:func:`holm`).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-VERDICTS = ("supported", "contradicted", "inconclusive")
+VERDICTS = ("supported", "contradicted", "not detected", "inconclusive")
 DIRECTIONS = ("above", "below", "inside")
+#: One-sided level of each decision: a 95% two-sided interval decides exactly at one-sided p < 0.025.
+ALPHA = 0.025
+#: A combined z past this is printed as "> 8": the nulls were validated to a few sd, not to their far tails.
+Z_VALIDATED = 8.0
 
 #: The rule in words, for the report's method section (kept beside the code that applies it).
 RULE = (
-    "A prediction places a quantity **above**, **below** or **inside** a reference band: the central 95% of the "
-    "quantity's null distribution (random Gaussian factors of the same shape and rank), or a single reference "
-    "value where the quantity has no null (a norm ratio or a step ratio against 1). The measurement is the 95% "
-    "interval of the mean over seeds (Student t; percentile bootstrap for step ratios). **Supported**: the whole "
-    "interval lies on the predicted side, beyond the band's edge (for *inside*: within the band). "
-    "**Contradicted**: the whole interval lies short of that edge, i.e. inside the band or on the other side "
-    "(for *inside*: wholly outside the band). **Inconclusive**: the interval straddles the edge, there is no "
-    "interval (fewer than two seeds, or a quantity that was not measured), or the band reaches the score's bound "
-    "on the predicted side, so that no value could lie beyond it (δ of a small form, whose null puts mass at ±1). "
-    "The band is that of one random form, not of a mean over seeds: a supported departure from the null is one "
-    "the average trained form shows beyond what a random form shows, not merely a mean shifted by a small amount "
-    "that many seeds make significant (the combined z beside each value reports that). A deterministic check (the "
-    "theory checks of claims 1-6) has an exact value, an interval of width zero, and its tolerance as the band: "
-    "it is supported when it passes and contradicted when it fails. A section's verdict combines its "
-    "predictions: contradicted if any is contradicted, supported if all are supported, inconclusive otherwise."
+    "Each prediction fixes, before the data, a region of **no effect**: the central 95% of the quantity's null "
+    "(the values one random form of the same shape takes), or a reference value with an equivalence margin "
+    "around it (a paired difference between objectives against 0, a norm or step ratio against 1), each margin "
+    "with its justification in the registry (`paper/claims.py`). The measurement is the 95% interval of the mean "
+    "over seeds (Student t; a percentile bootstrap for step ratios, paired by seed). **Supported**: the whole "
+    "interval lies beyond the region on the predicted side (for *inside*: within it). **Contradicted**: the whole "
+    "interval lies beyond the region on the *other* side (for *inside*: wholly outside it). **Not detected**: "
+    "the interval lies within the region: no effect as large as the margin, which is not evidence against the "
+    "claim. **Inconclusive**: the interval straddles an edge, there is none (fewer than two seeds, a quantity "
+    "not measured), the region reaches the score's bound (δ of a small form, whose null puts mass at ±1), or a "
+    "step ratio tied at the evaluation spacing where that spacing is coarser than the margin. Within a section "
+    "the decisions are **Holm-adjusted**: each decided row's one-sided p-value (from its interval) is adjusted "
+    "over the section's measured rows, and a row whose adjusted p exceeds the interval's own one-sided level "
+    "becomes inconclusive. A section reports how many rows got each word and names the rows that decided it; "
+    "no single row decides a section. A deterministic check (the theory checks of claims 1-6) has an exact "
+    "value and its tolerance: supported when it passes at every seed, contradicted when it fails."
 )
+
+
+@dataclass(frozen=True)
+class Margin:
+    """A prediction's region of no effect, fixed in the registry with why: ``[lo, hi]``, or the quantity's null
+    band (``lo = hi = None``: the 95% band of one random form, from the nulls table, which holds no result)."""
+
+    lo: float | None
+    hi: float | None
+    why: str
+
+    @classmethod
+    def around(cls, reference: float, width: float, why: str) -> Margin:
+        return cls(reference - width, reference + width, why)
+
+    @property
+    def is_null(self) -> bool:
+        return self.lo is None
+
+
+#: The region of the predictions set against their null.
+NULL_BAND = Margin(None, None, "the null's 95% band: the values one random form of the same shape takes")
 
 
 def _finite(*values: float | None) -> bool:
@@ -57,8 +85,8 @@ def verdict(
     direction: str,
     bounds: tuple[float, float] | None = None,
 ) -> str:
-    """The verdict of an interval ``[lo, hi]`` against the band ``[band_lo, band_hi]`` for a ``direction``; with the
-    score's ``bounds``, a band that reaches the bound on the predicted side gives ``inconclusive`` (untestable)."""
+    """The verdict of an interval ``[lo, hi]`` against the region ``[band_lo, band_hi]`` for a ``direction``; with
+    the score's ``bounds``, a region that reaches the bound on the predicted side gives ``inconclusive``."""
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
     if not _finite(lo, hi, band_lo, band_hi):
@@ -67,13 +95,57 @@ def verdict(
         raise ValueError(f"intervals must be ordered: [{lo}, {hi}], band [{band_lo}, {band_hi}]")
     if untestable(band_lo, band_hi, direction, bounds):
         return "inconclusive"
-    if direction == "above":
-        return "supported" if lo > band_hi else "contradicted" if hi <= band_hi else "inconclusive"
-    if direction == "below":
-        return "supported" if hi < band_lo else "contradicted" if lo >= band_lo else "inconclusive"
-    if band_lo <= lo and hi <= band_hi:
+    within = band_lo <= lo and hi <= band_hi
+    if direction == "inside":
+        return "supported" if within else "contradicted" if hi < band_lo or lo > band_hi else "inconclusive"
+    beyond, short = (lo > band_hi, hi < band_lo) if direction == "above" else (hi < band_lo, lo > band_hi)
+    if beyond:
         return "supported"
-    return "contradicted" if hi < band_lo or lo > band_hi else "inconclusive"
+    if short:
+        return "contradicted"
+    return "not detected" if within else "inconclusive"
+
+
+def decision_p(
+    word: str,
+    lo: float,
+    hi: float,
+    df: int | None,
+    band_lo: float,
+    band_hi: float,
+    direction: str,
+) -> float:
+    """The one-sided p-value of the decision ``word`` made from a 95% interval ``[lo, hi]`` (Student t with ``df``
+    degrees of freedom; normal for ``df = None``, a bootstrap interval): below :data:`ALPHA` exactly when the
+    interval makes that decision."""
+    from scipy import stats
+
+    dist = stats.norm if df is None else stats.t(df)
+    centre, half = (lo + hi) / 2, (hi - lo) / 2
+    se = half / dist.ppf(1 - ALPHA)
+    if se <= 0:  # a tie: the interval is a point, each decision certain
+        return 0.0
+    above = lambda edge: float(dist.sf((centre - edge) / se))  # p of "mean > edge"
+    below = lambda edge: float(dist.cdf((centre - edge) / se))  # p of "mean < edge"
+    if word == "not detected" or (word == "supported" and direction == "inside"):
+        return max(above(band_lo), below(band_hi))
+    if direction == "inside":  # contradicted: wholly outside, on either side
+        return min(below(band_lo), above(band_hi))
+    if (word == "supported") == (direction == "above"):
+        return above(band_hi)
+    return below(band_lo)
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (same order): ``p_(i) (m - i + 1)`` made monotone, capped at 1."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [math.nan] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, pvalues[i] * (m - rank)))
+        adjusted[i] = running
+    return adjusted
 
 
 def check_verdict(passed: bool) -> str:
@@ -81,12 +153,17 @@ def check_verdict(passed: bool) -> str:
     return "supported" if passed else "contradicted"
 
 
-def combine(verdicts: list[str]) -> str:
-    """A section's verdict from its predictions' verdicts (inconclusive when it has none)."""
+def count_words(verdicts: list[str]) -> dict[str, int]:
+    """How many rows got each word (an unknown word is an error)."""
     if any(v not in VERDICTS for v in verdicts):
         raise ValueError(f"unknown verdicts {sorted(set(verdicts) - set(VERDICTS))}")
-    if "contradicted" in verdicts:
-        return "contradicted"
-    if verdicts and all(v == "supported" for v in verdicts):
-        return "supported"
-    return "inconclusive"
+    return {word: sum(v == word for v in verdicts) for word in VERDICTS}
+
+
+def z_text(z: float | None) -> str:
+    """A combined z as a description: one decimal, ``> 8`` / ``< -8`` past the range the nulls were validated to."""
+    if z is None or not math.isfinite(z):
+        return "n/a"
+    if abs(z) > Z_VALIDATED:
+        return f"> {Z_VALIDATED:g}" if z > 0 else f"< -{Z_VALIDATED:g}"
+    return f"{z:.1f}"

@@ -56,8 +56,7 @@ def bos_dominance(sim) -> list[float]:
     inputs = dominance_inputs(sim)
     if inputs is None:
         return [math.nan] * sim.cfg.seeds
-    stacked = sim.model.forms()  # layer axis = seed * L + layer
-    layer0 = stacked.layers(slice(None, None, sim.cfg.model.layers))  # [S, H, d, r]
+    layer0 = sim.model.forms()[:, 0]  # [S, H, d, r]: the seeds' layer 0, the seed axis leading
     typical = layer0.token_norms(inputs[1])["key_layer"]  # mean ||M x|| over the data inputs
     bos = layer0.token_norms(inputs[0][:, None])["key_layer"]
     return (bos / typical).tolist()

@@ -219,17 +219,14 @@ class SeedBatchedAttention(nn.Module):
     # ---- the bilinear forms ------------------------------------------------------------------
     @torch.no_grad()
     def forms(self) -> FactoredForms:
-        """All seeds' forms as one stack: layer axis = ``seed * L + layer`` (``[S L, H, d, r]``, float64)."""
+        """All seeds' forms, with the leading axes seed and layer: ``[S, L, H, d, r]`` (float64)."""
         a, b = self.qk_factors()
-        s, L = a.shape[:2]
-        return FactoredForms(
-            a.detach().double().reshape(s * L, *a.shape[2:]), b.detach().double().reshape(s * L, *b.shape[2:])
-        )
+        return FactoredForms(a.detach().double(), b.detach().double())
 
     @torch.no_grad()
     def matrices(self) -> torch.Tensor:
         """Dense ``M_lh`` per seed: ``[S, L, H, d, d]`` (float64)."""
-        return self.forms().matrices().unflatten(0, (self.n_seeds, self.cfg.layers))
+        return self.forms().matrices()
 
 
 @dataclass

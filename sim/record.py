@@ -64,20 +64,20 @@ def form_rows(
     specials: dict[str, torch.Tensor],
     null_samples: int,
 ) -> list[dict]:
-    """Whole-form rows for one form of all seeds; ``forms`` stacks seeds on the layer axis (``S L`` layers)."""
-    n_layers = forms.n_layers // len(seeds)
-    rows = score_rows(forms, "both", null_samples=null_samples)
-    # each seed's token vector [S, d], repeated for its layers: [S L, 1, d]
-    norms = {name: forms.token_norms(vec.repeat_interleave(n_layers, 0)[:, None]) for name, vec in specials.items()}
+    """Whole-form rows for one form of all seeds: ``forms`` has the leading axes seed and layer (``[S, L, H]``)."""
+    rows = score_rows(forms, "both", null_samples=null_samples, axes=("seed", "layer"))
+    # each seed's token vector [S, d], for each of its layers: [S, L, 1, d]
+    norms = {
+        name: forms.token_norms(vec[:, None, None].repeat(1, forms.n_layers, 1, 1)) for name, vec in specials.items()
+    }
     for row in rows:
-        stacked = row["layer"]
-        s, layer = divmod(stacked, n_layers)
-        row.update(step=step, seed=seeds[s], layer=layer, form=form, block="all", norm_share=1.0, loss=losses[s])
+        s, layer = row["seed"], row["layer"]
+        row.update(step=step, seed=seeds[s], form=form, block="all", norm_share=1.0, loss=losses[s])
         for name in ("bos", "mask"):
             if name not in norms:
                 row[f"{name}_key_norm"] = row[f"{name}_query_norm"] = math.nan
                 continue
-            per, index = ("layer", (stacked,)) if row["head"] == "all" else ("head", (stacked, row["head"]))
+            per, index = ("layer", (s, layer)) if row["head"] == "all" else ("head", (s, layer, row["head"]))
             row[f"{name}_key_norm"] = float(norms[name][f"key_{per}"][index])
             row[f"{name}_query_norm"] = float(norms[name][f"query_{per}"][index])
     return rows
@@ -162,7 +162,7 @@ def record_rows(
     for name, dense in parts.items():
         if dense is None or not bool((dense.flatten(3).abs().amax(-1) > 0).all()):
             continue
-        stacked = forms if name == "W_qk" else FactoredForms.from_dense(dense.flatten(0, 1))  # S L layers
+        stacked = forms if name == "W_qk" else FactoredForms.from_dense(dense)  # [S, L, H] forms
         whole = form_rows(stacked, name, step, seeds, losses, specials, null_samples)
         if coords is None:
             rows += whole

@@ -288,12 +288,19 @@ def gguf_permute(weights: np.ndarray, n_head: int, n_head_kv: int | None) -> np.
 
 
 def write_gguf(
-    path: Path, tensors: dict[str, np.ndarray], n_heads: int, n_kv: int, d: int, n_layers: int, qtype=None
+    path: Path,
+    tensors: dict[str, np.ndarray],
+    n_heads: int,
+    n_kv: int,
+    d: int,
+    n_layers: int,
+    qtype=None,
+    arch: str = "llama",
 ) -> None:
-    """A llama-architecture GGUF with the given tensors (quantised to ``qtype`` when given)."""
+    """A GGUF of architecture ``arch`` with the given tensors (quantised to ``qtype`` when given)."""
     import gguf
 
-    writer = gguf.GGUFWriter(str(path), "llama")
+    writer = gguf.GGUFWriter(str(path), arch)
     writer.add_block_count(n_layers)
     writer.add_embedding_length(d)
     writer.add_head_count(n_heads)

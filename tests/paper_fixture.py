@@ -22,6 +22,8 @@ NULL = {
     "directionality": (-1.0, 1.0, 0.0, 0.6),
     "directionality_pr": (-0.1, 0.1, 0.0, 0.05),
 }
+#: Blocks of the simulator's coordinates the fixture scores, with their share of ||M||^2.
+BLOCKS = {"token-token": 0.2, "evaluated": 0.5, "position-position": 0.7}
 #: Final means per (arm or task, form, score); everything else sits at the null's mean.
 EFFECTS = {
     ("bidirectional", "W_qk", "symmetry"): 0.9,
@@ -54,11 +56,14 @@ def _manifest(name: str, seeds: int) -> dict:
     }
 
 
+def _null_row(score: str, d: int) -> dict:
+    """A null row's statistics for ``score`` at ``d`` (full rank)."""
+    lo, hi, m, sd = NULL[score]
+    return {"score": score, "d": d, "rank": d, "k": 2.0, "samples": 64, "mean": m, "sd": sd, "q025": lo, "q975": hi}
+
+
 def _null_rows(ids: dict) -> list[dict]:
-    return [
-        {**ids, "score": s, "d": 64, "rank": 64, "k": 2.0, "samples": 64, "mean": m, "sd": sd, "q025": lo, "q975": hi}
-        for s, (lo, hi, m, sd) in NULL.items()
-    ]
+    return [{**ids, "null": "iid", **_null_row(s, 64)} for s in NULL]
 
 
 def _value(rng, key: tuple, score: str, fraction: float, spread: float) -> float:
@@ -91,7 +96,9 @@ def sim_tables(arms: list[str], seeds: int, rng, matrices: bool = False) -> dict
                         "seed": seed,
                         "layer": 0,
                         "form": form,
+                        "block": "all",
                         **_score_columns(rng, (objective, form), step / STEPS[-1], 0.01),
+                        "norm_share": 1.0,
                         "loss": 2.0 - step / 100,
                         "bos_key_norm": 3.0 + rng.random(),
                         "bos_query_norm": 1.0,
@@ -101,6 +108,15 @@ def sim_tables(arms: list[str], seeds: int, rng, matrices: bool = False) -> dict
                     if step == STEPS[-1] and form == "W_qk":
                         row["bos_key_typical"] = (1.5 if objective == "autoregressive" else 0.5) + 0.01 * rng.random()
                     scores.append(row)
+                    for block, share in BLOCKS.items():  # the blocks the claims read, and the position block
+                        scores.append(
+                            {
+                                **{k: row[k] for k in ("arm", "step", "seed", "layer", "form")},
+                                "block": block,
+                                **_score_columns(rng, (objective, form), step / STEPS[-1], 0.01),
+                                "norm_share": share,
+                            }
+                        )
         nulls += [
             r for form in ("W_qk", "update", "grad_self", "grad_cross") for r in _null_rows({"arm": arm, "form": form})
         ]
@@ -281,23 +297,11 @@ def theory_tables(rng) -> dict[str, dict]:
     ]
     nulls = []
     for d in (16, 32, 64):
-        for s, (lo, hi, m, sd) in NULL.items():
-            nulls.append(
-                {
-                    "kind": "full rank",
-                    "score": s,
-                    "d": d,
-                    "rank": d,
-                    "k": 2.0,
-                    "samples": 64,
-                    "mean": m,
-                    "sd": sd,
-                    "q025": lo,
-                    "q975": hi,
-                    "reference_mean": m if s != "directionality_pr" else None,
-                    "reference_sd": sd if s != "directionality_pr" else None,
-                }
-            )
+        for s in NULL:
+            row = {"kind": "full rank", **_null_row(s, d)}
+            theory = s != "directionality_pr"  # the theory gives no reference for δ_PR's null
+            row.update(reference_mean=row["mean"] if theory else None, reference_sd=row["sd"] if theory else None)
+            nulls.append(row)
     compare = []
     for o in objectives:
         for data in ("reversible", "irreversible"):
@@ -308,7 +312,7 @@ def theory_tables(rng) -> dict[str, dict]:
                 compare.append(row)
     agreement = [
         {
-            "cell": f"{o}/{data}",
+            "cell": f"{o}/{data}/{param}",
             "objective": o,
             "data": data,
             "score": score,
@@ -319,7 +323,10 @@ def theory_tables(rng) -> dict[str, dict]:
             "simulated_mean": 0.4 if o != "autoregressive" else -0.2,
             "simulated_z": 4.0,
             "agree": float(o != "autoregressive"),
+            "agree_seeds": float(o != "autoregressive"),
+            "param": param,
         }
+        for param in ("factored", "tied")
         for o in objectives
         for data in ("exchangeable", "irreversible")
         for phase in ("early", "final")
@@ -331,7 +338,7 @@ def theory_tables(rng) -> dict[str, dict]:
             "theory": "predicted",
             "simulated": phase,
             "score": "both",
-            "comparisons": 8,
+            "comparisons": 16,
             "agree": int(sum(r["agree"] for r in agreement if r["simulated"] == phase)),
             "rate": 0.0,
             "undefined": 0,
@@ -348,6 +355,7 @@ def theory_tables(rng) -> dict[str, dict]:
     }
 
 
+OPTIMISERS = ("adam, onehot", "sgd, onehot", "adam, orthogonal", "sgd, orthogonal")
 SIM_ARMS = {
     "sim_objectives": ["bidirectional", "autoregressive", "denoising", "classification"],
     "sim_claim7": ["autoregressive", "bidirectional", "autoregressive, iid tokens", "bidirectional, iid tokens"],
@@ -355,6 +363,7 @@ SIM_ARMS = {
     "sim_denoising": ["denoising, reversible", "denoising, irreversible"],
     "sim_parameterisation": ["bidirectional, factored", "autoregressive, direct", "autoregressive, tied"],
     "sim_masking": ["bidirectional, mask", "bidirectional, keep"],
+    "sim_optimizer_basis": [f"{o}, {b}" for o in ("autoregressive", "bidirectional") for b in OPTIMISERS],
 }
 
 

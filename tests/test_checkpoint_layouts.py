@@ -6,6 +6,7 @@ each with a wrong reading that must differ, so that the comparison can fail."""
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -43,9 +44,31 @@ def _differs(a: FactoredForms, b: FactoredForms) -> bool:
     return bool((a.matrices() - b.matrices()).norm() > 1e-3 * b.matrices().norm())
 
 
-def _swapped(forms: FactoredForms) -> FactoredForms:
-    """Query and key read the wrong way round (M^T)."""
-    return forms.transposed()
+def _pair(q_module, k_module):
+    """The model's own query and key projections of tokens ``x`` (float64 copies)."""
+    q, k = copy.deepcopy(q_module).double(), copy.deepcopy(k_module).double()
+    return lambda x: (q(x), k(x))
+
+
+def _conv1d_pair(c_attn, d: int = D):
+    """GPT-2's / GPT-1's: ``query, key, value = c_attn(x).split(d, dim=-1)``."""
+    c = copy.deepcopy(c_attn).double()
+    return lambda x: c(x).split(d, dim=-1)[:2]
+
+
+def _assert_adapter_gives_the_logits(path, projections, stack: str | None = None, n_heads: int = H) -> None:
+    """The forms the adapter reads from the saved checkpoint give, layer by layer, the logits the model's own
+    projections compute on random tokens: ``q_h(x_i) . k_h(x_j) = x_i^T M_h x_j`` (biases removed). A reading
+    with queries and keys swapped, heads split the wrong way or a weight untransposed gives other logits."""
+    m = adapted(path, stack).matrices().double()  # [L, H, d, d]
+    assert m.shape[0] == len(projections)
+    x = torch.randn(6, m.shape[-1], dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    for layer, project in enumerate(projections):
+        with torch.no_grad():
+            (q, k), (q0, k0) = project(x), project(torch.zeros_like(x[:1]))
+        q, k = split_heads_hf(q - q0, n_heads), split_heads_hf(k - k0, n_heads)  # [H, N, d_h]
+        want = torch.einsum("id,hde,je->hij", x, m[layer], x)
+        torch.testing.assert_close(q @ k.transpose(-1, -2), want, rtol=1e-5, atol=1e-6)
 
 
 def _plan(path, **kw):
@@ -79,7 +102,9 @@ def test_t5_encoder_decoder_and_cross_attention_are_scored_apart(tmp_path):
     assert any("no 1/sqrt(d_h)" in w and "relative position bias" in w for w in plan.warnings)
     assert any("relative_attention_bias" in p and "relative position" in why for p, _, why in plan.skipped)
     # the labels are discriminative: the decoder's cross-attention is not its self-attention
-    assert _differs(refs["cross"], refs["decoder"]) and _differs(_swapped(refs["encoder"]), refs["encoder"])
+    assert _differs(refs["cross"], refs["decoder"])
+    encoder = [_pair(b.layer[0].SelfAttention.q, b.layer[0].SelfAttention.k) for b in model.encoder.block]
+    _assert_adapter_gives_the_logits(tmp_path, encoder, "encoder")
 
 
 def test_t5_encoder_model_alone_is_an_encoder(tmp_path):
@@ -252,7 +277,7 @@ def test_language_supervised_vision_towers(name, tmp_path):
     assert plan.family == "vision-language" and not any("rotary" in w for w in plan.warnings)
     if name == "siglip":  # the attention-pooling head is not a self-attention form
         assert any("in_proj_weight" in p and "attention-pooling" in why for p, _, why in plan.skipped)
-    assert _differs(_swapped(refs["self"]), refs["self"])
+    _assert_adapter_gives_the_logits(tmp_path, [_pair(q, k) for q, k in qk_modules(model)])
 
 
 def test_clip_model_scores_both_towers_with_their_own_heads(tmp_path):
@@ -457,7 +482,7 @@ def test_openai_gpt_is_read_as_gpt2s_conv1d(tmp_path):
     reference = gpt2_reference(model.transformer.h)  # its forward: c_attn(x).split(d, dim=2), then split_heads
     plan = _matched_plan(model, tmp_path, reference)
     assert (plan.layout.name, plan.family) == ("gpt2", "decoder")
-    assert _differs(_swapped(reference), reference)
+    _assert_adapter_gives_the_logits(tmp_path, [_conv1d_pair(b.attn.c_attn) for b in model.transformer.h])
 
 
 def test_xglm_states_its_heads_as_attention_heads(tmp_path):
@@ -487,7 +512,7 @@ def test_gptj_separate_projections_with_partial_rotary(tmp_path):
     plan = _matched_plan(model, tmp_path, reference)
     assert (plan.layout.name, plan.family) == ("gpt-j", "decoder")
     assert any("rotary" in w and "rotary_dim" in w for w in plan.warnings)
-    assert _differs(_swapped(reference), reference)
+    _assert_adapter_gives_the_logits(tmp_path, [_pair(b.attn.q_proj, b.attn.k_proj) for b in model.transformer.h])
 
 
 def test_family_can_be_given_and_an_unknown_one_is_refused(tmp_path):
@@ -532,7 +557,7 @@ def test_encoders_with_their_own_projection_names(layout, tmp_path):
     assert (plan.layout.name, plan.family, plan.heads.n_heads) == (layout, "encoder", H)
     assert warned is None or any(warned in w for w in plan.warnings)
     assert not any(why.startswith("attention-looking") for _, _, why in plan.skipped)  # every key explained
-    assert _differs(_swapped(reference), reference)
+    _assert_adapter_gives_the_logits(tmp_path, [_pair(q, k) for q, k in pairs(model)])
 
 
 def test_deberta_in_proj_is_interleaved_per_head(tmp_path):
@@ -644,6 +669,25 @@ def test_embedding_encoders_fused_qkv_is_blocked(model_type, tmp_path):
     assert _differs(neox_interleaved(ckpt.get(plan.units[0].keys[0]).double(), H, H), reference.layers([0]))
 
 
+def test_modernbert_is_one_record_over_nomic_berts_blocked_wqkv(tmp_path):
+    """ModernBERT, added as one model-type record: its attn.Wqkv is Nomic BERT's blocked q | k | v."""
+    if not hasattr(transformers, "ModernBertModel"):
+        pytest.skip(f"transformers {transformers.__version__} has no ModernBERT")
+    tokens = {"pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "cls_token_id": 1, "sep_token_id": 2}
+    model = transformers.ModernBertModel(transformers.ModernBertConfig(vocab_size=50, **SMALL, **tokens))
+    q, k = [], []
+    for layer in model.layers:  # ModernBertAttention: Wqkv(x).view(..., 3, H, d_h).unbind(-3)
+        out = probe(layer.attn.Wqkv).reshape(D, 3, H, -1).permute(1, 2, 0, 3)  # [3, H, d, d_h]
+        q.append(out[0])
+        k.append(out[1])
+    reference = FactoredForms(torch.stack(q), torch.stack(k))
+    plan = _matched_plan(model, tmp_path, reference)
+    assert (plan.layout.name, plan.model_type, plan.family) == ("nomic-bert", "modernbert", "encoder")
+    assert any("rotary" in w for w in plan.warnings)
+    w = [layer.attn.Wqkv.weight.detach() for layer in model.layers]
+    assert _differs(FactoredForms.stack([neox_interleaved(x, H, H) for x in w]), reference)  # GPT-NeoX's order
+
+
 @pytest.mark.parametrize("model_type", ["xlm", "flaubert"])
 def test_xlm_attentions_q_lin_k_lin(model_type, tmp_path):
     config = transformers.AutoConfig.for_model(model_type, vocab_size=50, emb_dim=D, n_layers=L, n_heads=H)
@@ -651,7 +695,7 @@ def test_xlm_attentions_q_lin_k_lin(model_type, tmp_path):
     reference = pairs_reference([(a.q_lin, a.k_lin) for a in model.transformer.attentions])
     plan = _matched_plan(model, tmp_path, reference)
     assert (plan.layout.name, plan.family) == ("xlm", "encoder")
-    assert _differs(_swapped(reference), reference)
+    _assert_adapter_gives_the_logits(tmp_path, [_pair(a.q_lin, a.k_lin) for a in model.transformer.attentions])
 
 
 # ---- self-supervised vision encoders with their own projection names -------------------------------------------

@@ -1,5 +1,7 @@
 """The factored stack: layouts (separate q/k, fused qkv, GQA), views, and agreement with torch's attention."""
 
+import itertools
+
 import numpy as np
 import oracles
 import pytest
@@ -293,6 +295,7 @@ def test_explicit_layer_factors_are_kept_by_the_algebra(layers, heads, d, d_h, r
     a, b = _latent_forms(gen, layers, heads, d, d_h, r), _random_forms(gen, layers, heads, 1, d, d_h)
     ma, mb = oracles.dense_forms(a.q, a.k), oracles.dense_forms(b.q, b.k)
     left, right = torch.randn(layers, d, generator=gen, dtype=torch.float64), torch.rand(d, generator=gen)
+    x = torch.randn(d, d, generator=gen, dtype=torch.float64)  # one dense factor for every head: per-layer factors stay
     cases = {  # name: (forms, per-head matrices, per-layer rank)
         "a": (a, ma, r),
         "a + b": (a + b, ma + mb, r + heads * d_h),
@@ -304,7 +307,18 @@ def test_explicit_layer_factors_are_kept_by_the_algebra(layers, heads, d, d_h, r
         "layers 0": (a.layers([0]), ma[:1], r),
         "stack": (FactoredForms.stack([a, a.layers([0])]), torch.cat([ma, ma[:1]]), r),
         "float32": (a.map(lambda x: x.float()), ma, r),
+        "a x": (a @ x, ma @ x, r),
+        "x a": (x @ a, x @ ma, r),
+        "float32 a x": (a.map(lambda x: x.float()) @ x, ma @ x, r),
+        "x float32 a": (x @ a.map(lambda x: x.float()), x @ ma, r),
+        "a[0]": (a[0], ma[:1], r),
     }
+    seeds = torch.randn(2, layers, 1, d, d, generator=gen, dtype=torch.float64)  # new leading axis, shared by heads
+    for name, forms, expected in (("a X_s", a @ seeds, ma @ seeds), ("X_s a", seeds @ a, seeds @ ma)):
+        assert forms.leading_shape == (2, layers) and forms.rank("layer") == r, name
+        torch.testing.assert_close(forms.matrices("layer"), expected.sum(-3), atol=1e-9, rtol=1e-9, msg=name)
+    with pytest.raises(ValueError, match="dense factor"):
+        a @ torch.ones(d, d + 1)
     for name, (forms, expected, rank) in cases.items():
         assert forms.rank("layer") == rank, name
         torch.testing.assert_close(forms.matrices("head"), expected, atol=1e-5, rtol=1e-5, msg=name)
@@ -324,3 +338,145 @@ def test_explicit_layer_factors_are_checked():
         FactoredForms(a.q, a.k, layer_q=a.layer_q[:1], layer_k=a.layer_k[:1])
     with pytest.raises(ValueError, match="differ in rank"):
         FactoredForms.stack([a, _random_forms(gen, 2, 2, 1, 8, 3)])
+
+
+# ---- leading axes, indexing, products, transpose, SVD ------------------------------------------------------
+
+
+@st.composite
+def stacked_forms(draw, max_leading: int = 3) -> FactoredForms:
+    """Float64 forms with drawn leading axes ``[..., L]`` (1 to ``max_leading``), heads, key grouping, d and d_h."""
+    leading = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=max_leading)))
+    n_kv, group = draw(st.sampled_from([1, 2])), draw(st.sampled_from([1, 2]))
+    d, d_h = draw(st.integers(2, 9)), draw(st.integers(1, 5))
+    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
+    q = torch.randn(*leading, n_kv * group, d, d_h, generator=gen, dtype=torch.float64)
+    k = torch.randn(*leading, n_kv, d, d_h, generator=gen, dtype=torch.float64)
+    return FactoredForms(q, expand_kv_heads(k, n_kv * group), n_kv_heads=n_kv)
+
+
+def _dense(forms: FactoredForms) -> torch.Tensor:
+    """The heads' ``d x d`` forms ``[..., L, H, d, d]`` by the oracle, one head at a time."""
+    q, k = forms.q.reshape(-1, *forms.q.shape[-3:]), forms.k.reshape(-1, *forms.k.shape[-3:])
+    return oracles.dense_forms(q, k).reshape(*forms.leading_shape, forms.n_heads, forms.d_model, forms.d_model)
+
+
+def _assert_forms(got: FactoredForms, want: torch.Tensor, what: str, per_layer: bool = True) -> None:
+    """``got``'s heads (and per-layer sums) multiply out to ``want [..., L, H, d, d]``."""
+    torch.testing.assert_close(got.matrices("head"), want, atol=1e-9, rtol=1e-9, msg=what)
+    if per_layer:
+        torch.testing.assert_close(got.matrices("layer"), want.sum(-3), atol=1e-9, rtol=1e-9, msg=f"{what} per layer")
+
+
+@given(stacked_forms(), st.integers(0, 2**31 - 1))
+def test_leading_axes_give_each_slice_its_own_forms_scores_and_norms(forms, seed):
+    """Every leading index is a stack of its own: matrices, scores and token norms equal those of the slice."""
+    gen = torch.Generator().manual_seed(seed)
+    dense = _dense(forms)
+    _assert_forms(forms, dense, "stacked")
+    x = torch.randn(*forms.leading_shape, 3, forms.d_model, generator=gen, dtype=torch.float64)
+    scores = {per: forms.scores(per) for per in ("head", "layer")}
+    norms = forms.token_norms(x)
+    key, query = torch.einsum("...hij,...bj->...bhi", dense, x), torch.einsum("...bi,...hij->...bhj", x, dense)
+    want = {  # ||M x|| (key side) and ||x^T M|| (query side), per head and per layer, averaged over the tokens
+        "key_head": key.norm(dim=-1).mean(-2),
+        "query_head": query.norm(dim=-1).mean(-2),
+        "key_layer": key.sum(-2).norm(dim=-1).mean(-1),
+        "query_layer": query.sum(-2).norm(dim=-1).mean(-1),
+    }
+    for name, value in want.items():
+        torch.testing.assert_close(norms[name], value, atol=1e-9, rtol=1e-9, msg=name)
+    for index in itertools.product(*map(range, forms.leading_shape[:-1])):
+        part = FactoredForms(forms.q[index], forms.k[index], forms.n_kv_heads)
+        for per, whole in scores.items():
+            alone = part.scores(per)
+            for name in ("symmetry", "directionality", "directionality_pr"):
+                torch.testing.assert_close(
+                    getattr(whole, name)[index], getattr(alone, name), atol=1e-12, rtol=0, msg=f"{name} {per}"
+                )
+        for name, value in part.token_norms(x[index]).items():
+            torch.testing.assert_close(norms[name][index], value, atol=1e-12, rtol=1e-12, msg=name)
+
+
+@given(stacked_forms(), st.data())
+def test_indexing_selects_the_leading_axes(forms, data):
+    dense = _dense(forms)
+    leading = forms.leading_shape
+    axis = data.draw(st.integers(0, len(leading) - 1))
+    i = data.draw(st.integers(-leading[axis], leading[axis] - 1))
+    stop = data.draw(st.integers(0, leading[axis]))
+    prefix = (slice(None),) * axis
+    for index in ((*prefix, i), (*prefix, slice(None, stop)), (*prefix, [i, i])):
+        picked = forms[index]
+        want = dense[index]
+        if want.ndim < 4:  # no leading axis left: a layer axis of length 1 stays
+            want = want[None]
+        assert picked.n_kv_heads == forms.n_kv_heads, index
+        _assert_forms(picked, want, f"forms[{index}]")
+    _assert_forms(forms.layers([0, -1]), dense[..., [0, -1], :, :, :], "layers([0, -1])")
+    stacked = FactoredForms.stack([forms, forms.layers([0])])
+    _assert_forms(stacked, torch.cat([dense, dense[..., :1, :, :, :]], -4), "stack along the layer axis")
+    with pytest.raises(IndexError, match="leading axes"):
+        forms[(0,) * (len(leading) + 1)]
+
+
+@given(stacked_forms(max_leading=2), st.integers(0, 2**31 - 1), st.sampled_from(["one", "per layer", "per head"]))
+def test_products_with_dense_matrices_equal_the_dense_products(forms, seed, kind):
+    gen = torch.Generator().manual_seed(seed)
+    d, leading = forms.d_model, forms.leading_shape
+    shape = {"one": (d, d), "per layer": (*leading, 1, d, d), "per head": (*leading, forms.n_heads, d, d)}[kind]
+    x = torch.randn(*shape, generator=gen, dtype=torch.float64)
+    dense = _dense(forms)
+    right, left = forms @ x, x @ forms
+    _assert_forms(right, dense @ x, f"M X ({kind})")
+    _assert_forms(left, x @ dense, f"X M ({kind})")
+    assert left.n_kv_heads == forms.n_kv_heads  # X M keeps the keys, so the grouping
+    assert right.rank("head") == left.rank("head") == forms.d_head
+
+
+@given(stacked_forms(max_leading=2), st.integers(1, 6), st.integers(0, 2**31 - 1))
+def test_the_product_of_two_factored_forms_is_the_heads_product_at_the_smaller_rank(forms, d_h, seed):
+    gen = torch.Generator().manual_seed(seed)
+    other = FactoredForms(
+        *(torch.randn(*forms.q.shape[:-1], d_h, generator=gen, dtype=torch.float64) for _ in range(2))
+    )
+    for first, second in ((forms, other), (other, forms)):
+        product = first @ second
+        _assert_forms(product, _dense(first) @ _dense(second), f"M M' (ranks {first.d_head}, {second.d_head})")
+        assert product.d_head == min(first.d_head, second.d_head)
+
+
+@given(stacked_forms())
+def test_transpose_swaps_the_factors(forms):
+    t = forms.T
+    assert torch.equal(t.q, forms.k) and torch.equal(t.k, forms.q)
+    _assert_forms(t, _dense(forms).transpose(-2, -1), "M^T")
+
+
+@given(stacked_forms(), st.sampled_from(["head", "layer"]))
+def test_svd_from_the_factors_is_the_svd_of_the_product(forms, per):
+    u, s, v = forms.svd(per)
+    m = forms.matrices(per)
+    torch.testing.assert_close(u @ torch.diag_embed(s) @ v.transpose(-2, -1), m, atol=1e-9, rtol=1e-9)
+    eye = torch.eye(s.shape[-1], dtype=torch.float64).expand(*s.shape, s.shape[-1])
+    torch.testing.assert_close(u.transpose(-2, -1) @ u, eye, atol=1e-9, rtol=0, msg="U^T U")
+    torch.testing.assert_close(v.transpose(-2, -1) @ v, eye, atol=1e-9, rtol=0, msg="V^T V")
+    torch.testing.assert_close(s, torch.linalg.svdvals(m)[..., : s.shape[-1]], atol=1e-9, rtol=1e-9, msg="S")
+    assert s.shape[-1] == min(forms.d_model, forms.rank(per))
+
+
+@given(stacked_forms(), st.integers(0, 2**31 - 1))
+def test_sum_and_difference_add_ranks_over_leading_axes(forms, seed):
+    gen = torch.Generator().manual_seed(seed)
+    other = FactoredForms(
+        forms.q + torch.randn(forms.q.shape, generator=gen, dtype=torch.float64), forms.k, forms.n_kv_heads
+    )
+    dense, dense_other = _dense(forms), _dense(other)
+    for name, got, want in (
+        ("M + M'", forms + other, dense + dense_other),
+        ("M - M'", forms - other, dense - dense_other),
+    ):
+        _assert_forms(got, want, name)
+        assert got.d_head == forms.d_head + other.d_head, name
+    with pytest.raises(ValueError, match="cannot add"):
+        forms + forms[(slice(0, 0),)]

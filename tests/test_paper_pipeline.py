@@ -6,7 +6,6 @@ import shutil
 import pytest
 from paper_fixture import write_fixture
 
-from paper.claims import section_verdicts
 from paper.figures import FIGURES, OPTIONAL_FIGURES
 from paper.pipeline import derive, render
 from paper.registry import EXPERIMENTS, experiments
@@ -35,21 +34,21 @@ def test_every_figure_and_the_report_are_written(rendered):
 
 
 def test_verdicts_follow_the_fixture_effects(rendered):
-    """The fixture puts bidirectional s at 0.9 (above the null band), autoregressive s at -0.3 (outside the band it
-    should stay inside), autoregressive δ_PR at -0.4 at the end and half of that at the first record."""
+    """The fixture puts bidirectional s at 0.9, autoregressive s at -0.3 and its δ_PR at -0.4, MAE's update s at
+    0.3, and leaves every update of the optimiser/basis arms and the causal ViT's at the null's mean."""
     out = rendered[0]
     rows = read_csv(out / "results" / "verdicts.csv")
-    by_label = {r["label"]: r["verdict"] for r in rows}
-    assert by_label["bidirectional: s > 0 (beyond the null)"] == "supported"
-    assert by_label["bidirectional: s ends above the null"] == "supported"
-    assert by_label["autoregressive: s stays inside the null band"] == "contradicted"
-    assert by_label["autoregressive: δ_PR < 0 early (first record)"] == "supported"
-    assert by_label["autoregressive: δ < 0 early (first record)"] == "inconclusive"  # its null band spans [-1, 1]
-    combined = section_verdicts(rows)
-    assert combined["claim1"] == "supported"  # every check passed at every seed
-    assert combined["claim8"] == "contradicted"
-    mae = [r for r in rows if r["experiment"] == "vision_mae"]
+    by_label = {(r["label"], r["layer"]): r["verdict"] for r in rows}
+    assert by_label["bidirectional: s ends above the null (whole form)", 0] == "supported"
+    assert by_label["s: bidirectional - autoregressive > 0 (whole form)", 0] == "supported"
+    assert by_label["δ_PR: autoregressive - bidirectional < 0 (whole form)", 0] == "supported"
+    assert by_label["sgd, onehot: update δ_PR < 0 at step 25 (beyond the null)", 0] == "not detected"
+    mae = [r for r in rows if r["label"] == "update s: MAE - causal ViT > 0"]
     assert {r["layer"] for r in mae} == {0, 1, 2, 3}  # one verdict per layer
+    assert {r["verdict"] for r in mae} == {"supported"}
+    sections = {r["section"]: r for r in read_csv(out / "results" / "sections.csv")}
+    assert sections["claim1"]["supported"] == sections["claim1"]["predictions"]  # every check passed at every seed
+    assert sections["claim8"]["contradicted"] == 0
 
 
 def test_derive_is_a_function_of_the_tables(rendered, tmp_path):

@@ -53,6 +53,12 @@ def test_the_grid_slot_runs_once_sim_grid_exists(monkeypatch, tmp_path):
     config = experiments()["sim_grid"].config("smoke")
     tables = sim_grid(config, Context(tmp_path))
     assert [r["cell"] for r in tables["values"]] == ["c0", "c1", "c2"]  # smoke: the first max_cells cells
-    early, final = grid_summary(tables)["summary"]
+    summary = grid_summary(tables)["summary"]
+    early, final = (r for r in summary if r["cells"] == "all")
     assert (early["phase"], final["phase"], early["n"]) == ("early", "final", 3)
     assert abs(early["mean"] - 2 / 3) < 1e-12 and early["lo"] < 2 / 3 < early["hi"]  # Wilson interval
+    # no cell is tied here: the untied rows count every comparison, with a bootstrap over cells
+    untied = [r for r in summary if r["cells"] == "untied" and r["score"] == "s" and r["rule"] == "z"]
+    assert [(r["phase"], r["n"]) for r in untied] == [("early", 3), ("final", 3)]
+    assert abs(untied[0]["mean"] - 2 / 3) < 1e-12 and untied[0]["lo"] <= 2 / 3 <= untied[0]["hi"]
+    assert not [r for r in summary if r["cells"] == "tied"]

@@ -14,6 +14,7 @@ from sim.model import SeedBatchedAttention, TableInputs, pair_split
 from sim.tasks import stack
 from sim.train import Simulation
 from theory.montecarlo import monte_carlo_update
+from theory.report import score_rows
 from theory.scores import dense_scores
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising", "mae")
@@ -113,9 +114,22 @@ def test_forms_score_like_the_dense_matrices() -> None:
     sim = Simulation(small("bidirectional"))
     forms = sim.model.forms()
     head = forms.scores("head")
-    dense = dense_scores(sim.model.matrices().reshape(-1, *forms.q.shape[1:2], 24, 24))
+    dense = dense_scores(sim.model.matrices())
+    assert head.symmetry.shape == (sim.cfg.seeds, sim.cfg.model.layers, sim.cfg.model.heads)
     assert torch.allclose(head.symmetry, dense.symmetry, atol=1e-10)
     assert torch.allclose(head.directionality, dense.directionality, atol=1e-10)
+
+
+def test_rows_of_the_seed_stack_are_each_seeds_own_rows() -> None:
+    """The seed axis leads the forms: the rows of the stack are, seed by seed, the rows of that seed's forms alone."""
+    sim = Simulation(small("autoregressive", model__layers=2))
+    forms = sim.model.forms()
+    assert forms.leading_shape == (sim.cfg.seeds, 2)
+    stacked = score_rows(forms, null_samples=16, axes=("seed", "layer"))
+    alone = [{"seed": s, **row} for s in range(sim.cfg.seeds) for row in score_rows(forms[s], null_samples=16)]
+    assert stacked == alone
+    with pytest.raises(ValueError, match="name each leading axis"):
+        score_rows(forms, null_samples=16)
 
 
 def test_tied_model_attends_and_learns_through_one_shared_factor() -> None:

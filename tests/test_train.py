@@ -264,15 +264,26 @@ def test_bad_options_are_clear_errors(tmp_path, digits):
 
 
 @pytest.mark.slow
-def test_compiled_training_matches_eager(tmp_path, digits):
-    """torch.compile of the training forward (inductor on CPU: needs a C compiler; minutes)."""
-    eager = small_config(tmp_path / "eager", objective="mae", steps=3)
-    train(eager, digits)
-    train(replace(eager, compile=True, out_dir=str(tmp_path / "compiled" / "run")), digits)
-    _, a, _ = final_files(tmp_path / "eager" / "run")
-    _, b, _ = final_files(tmp_path / "compiled" / "run")
+@pytest.mark.parametrize(("model", "objective"), [("dit-tiny", "denoise"), ("vit-tiny", "mae")], ids=["dit", "mae"])
+def test_compiled_steps_match_eager_over_50_steps(tmp_path, digits, model, objective):
+    """torch.compile of the training forward (inductor on CPU: needs a C compiler; minutes) takes the eager steps:
+    after 50 steps every weight and EMA weight agrees to float32 tolerance."""
+    eager = Trainer(small_config(tmp_path / "eager", model, objective, steps=50), digits)
+    compiled = Trainer(small_config(tmp_path / "compiled", model, objective, steps=50, compile=True), digits)
+    for _ in range(50):
+        eager.train_step()
+        compiled.train_step()
+    a, b = eager.model.state_dict(), compiled.model.state_dict()
+    if eager.ema is not None:
+        a = {**a, **{f"ema.{k}": v for k, v in eager.ema.shadow.items()}}
+        b = {**b, **{f"ema.{k}": v for k, v in compiled.ema.shadow.items()}}
     for key in a:
-        assert torch.allclose(a[key], b[key], atol=1e-4), f"{key}: max diff {(a[key] - b[key]).abs().max():.2e}"
+        x, y = b[key], a[key]
+        if key.endswith("attn.qkv.bias"):  # the key bias's gradient is 0 exactly (softmax ignores a logit shift
+            # per query), so in floats it is rounding noise that AdamW scales to lr-sized steps: left out
+            third = len(x) // 3
+            x, y = torch.cat([x[:third], x[2 * third :]]), torch.cat([y[:third], y[2 * third :]])
+        torch.testing.assert_close(x, y, rtol=1e-4, atol=1e-5, msg=lambda m, key=key: f"{key}: {m}")
 
 
 def test_summary_over_seeds_combines_null_z_and_token_ratios():

@@ -56,14 +56,21 @@ def with_null(
     return cols
 
 
-def _rows(head: dict[str, np.ndarray] | None, layer: dict[str, np.ndarray] | None, n_layers: int) -> list[dict]:
+def _rows(
+    head: dict[str, np.ndarray] | None,
+    layer: dict[str, np.ndarray] | None,
+    leading: tuple[int, ...],
+    axes: tuple[str, ...] = ("layer",),
+) -> list[dict]:
+    """One row per head and per layer at each index of the ``leading`` axes (named ``axes``, in C order)."""
     rows = []
-    for l in range(n_layers):
+    for index in np.ndindex(*leading):
+        ids = dict(zip(axes, index, strict=True))
         if head is not None:
-            n_heads = head["symmetry"].shape[1]
-            rows += [{"layer": l, "head": h, **{c: float(v[l, h]) for c, v in head.items()}} for h in range(n_heads)]
+            n_heads = head["symmetry"].shape[-1]
+            rows += [{**ids, "head": h, **{c: float(v[(*index, h)]) for c, v in head.items()}} for h in range(n_heads)]
         if layer is not None:
-            rows.append({"layer": l, "head": "all", **{c: float(v[l]) for c, v in layer.items()}})
+            rows.append({**ids, "head": "all", **{c: float(v[index]) for c, v in layer.items()}})
     return rows
 
 
@@ -74,16 +81,20 @@ def score_rows(
     null_samples: int = DEFAULT_SAMPLES,
     null_seed: int = 0,
     precision: Precision = "float64",
+    axes: tuple[str, ...] = ("layer",),
 ) -> list[dict]:
     """Rows with the columns of :data:`SCORE_COLUMNS` for a factored stack (``precision`` of the scores'
-    products: :mod:`theory.scores`)."""
+    products: :mod:`theory.scores`). ``axes`` names the stack's leading axes, the layer last (``("seed", "layer")``
+    for ``[S, L, H]`` forms): each row carries its index on every one."""
     check_per(per)
+    if len(axes) != len(forms.leading_shape):
+        raise ValueError(f"name each leading axis of forms {tuple(forms.leading_shape)}; got axes {axes}")
     cols = {
         p: with_null(forms.scores(p, k, precision), forms.d_model, forms.rank(p), k, null_samples, null_seed)
         for p in ("head", "layer")
         if per in (p, "both")
     }
-    return _rows(cols.get("head"), cols.get("layer"), forms.n_layers)
+    return _rows(cols.get("head"), cols.get("layer"), tuple(forms.leading_shape), axes)
 
 
 def dense_score_rows(
@@ -111,7 +122,7 @@ def dense_score_rows(
         for p in ("head", "layer")
         if per in (p, "both")
     }
-    return _rows(cols.get("head"), cols.get("layer"), m.shape[0])
+    return _rows(cols.get("head"), cols.get("layer"), (m.shape[0],))
 
 
 def score_file(

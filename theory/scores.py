@@ -45,7 +45,7 @@ _ZERO_RTOL = 1e-14
 # Below this fraction the float32 products have cancelled too many digits: such forms are redone in float64.
 _FLOAT32_RTOL = 1e-6
 # The column copy of a dense panel is made in tiles of this many rows: a 512 x 128 tile's reads and writes stay in
-# cache, a whole 4096-row strip's do not (the tiles copy 1.4-1.7x faster, on one thread or two).
+# cache, a whole 4096-row strip's do not (docs/benchmarks.md, "scores and GEMM").
 _COPY_ROWS = 512
 # Forms of at least this many factor entries (d r) are scored one at a time (see _factored_parts).
 _ONE_AT_A_TIME = 1 << 16
@@ -278,8 +278,7 @@ def _factored_parts(a: torch.Tensor, b: torch.Tensor):
 def _quadratic_norms(gram: torch.Tensor, xt: torch.Tensor, block: int = 4096) -> torch.Tensor:
     """``sqrt(x_i^T G x_i)`` (float64) for the columns ``x_i`` of ``xt [..., r, d]``, ``block`` columns at a time,
     so that a very wide ``G X`` does not leave the cache before its dot with ``X``. Up to ``d = 4096`` it is one
-    product: on a Zen 5 EPYC one ``128 x 4096`` product and dot took 0.42-0.44 ms, two halves 0.54 ms (each
-    half's column slice must be copied for oneDNN)."""
+    product: splitting it costs a copy of each column slice for oneDNN (docs/benchmarks.md, "scores and GEMM")."""
     out = torch.empty(xt.shape[:-2] + xt.shape[-1:], dtype=torch.float64, device=xt.device)
     for start in range(0, xt.shape[-1], block):
         x = xt[..., start : start + block]

@@ -96,7 +96,7 @@ def random_shift(images: torch.Tensor, max_shift: int, gen: torch.Generator) -> 
 # ---- the feature net: train, save, load ------------------------------------------------------------------
 @dataclass(frozen=True)
 class FeatureNetRecipe:
-    """How a feature net is trained; saved in its JSON config (``lr_at`` of :mod:`vision.train` reads the schedule)."""
+    """How a feature net is trained; saved in its JSON config (:func:`vision.optimization.lr_at` reads the schedule)."""
 
     data: str = "mnist5k"
     widths: tuple[int, ...] = (32, 64)
@@ -137,7 +137,7 @@ def _evaluate_classifier(net: FeatureNet, images: torch.Tensor, labels: torch.Te
 def train_feature_net(recipe: FeatureNetRecipe, data=None, progress: bool = False) -> tuple[FeatureNet, dict]:
     """Train a feature net on the training split of ``recipe.data``; return it and its record (held-out accuracy)."""
     from vision.data import load_data
-    from vision.train import BatchOrder, lr_at
+    from vision.optimization import BatchOrder, lr_at, update
 
     data = data if data is not None else load_data(recipe.data, recipe.test_fraction, recipe.split_seed)
     config = FeatureNetConfig(data.image_size, data.channels, data.n_classes, recipe.widths, recipe.feature_dim)
@@ -150,14 +150,9 @@ def train_feature_net(recipe: FeatureNetRecipe, data=None, progress: bool = Fals
     net.train()
     with _maybe_progress(progress, recipe.steps, f"feature net on {data.name}") as advance:
         for step in range(recipe.steps):
-            for group in opt.param_groups:
-                group["lr"] = lr_at(step, recipe)
             idx = order(step)
             x = random_shift(data.train_images[idx], shift, augment)
-            loss = F.cross_entropy(net(x), data.train_labels[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+            update(opt, F.cross_entropy(net(x), data.train_labels[idx]), lr_at(step, recipe))
             advance()
     net.eval()
     held_out = _evaluate_classifier(net, data.test_images, data.test_labels)

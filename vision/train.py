@@ -8,8 +8,9 @@ A run is a directory (docs/architecture.md): ``config.json`` (every parameter, v
 artifacts (DiT sample grids). ``train`` resumes from the newest checkpoint and continues exactly:
 the data order is a pure function of ``(seed, step)`` and every random stream is checkpointed.
 
-Scale: bf16 autocast and optional ``torch.compile`` on CUDA; multi-process data parallelism through
-``torchrun`` (``DistributedDataParallel``; gloo on CPU, NCCL on GPUs); the global batch is split
+Scale: bf16 autocast on CUDA, optional ``torch.compile`` (on CPU too: inductor needs a C++ compiler);
+multi-process data parallelism through ``torchrun`` (``DistributedDataParallel``; gloo on CPU, NCCL on GPUs);
+the global batch is split
 across processes, so every step sees the same images whatever the number of processes, and a task's
 random draws (masks, noise, timesteps, label drops) are made for the global batch from one generator
 that every process holds, each process taking the rows of its images: a run is the same on any number
@@ -19,14 +20,12 @@ Run a saved config with ``python -m vision.train RUN/config.json`` (also under `
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
 import sys
-from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -35,6 +34,8 @@ from torch import nn
 from common.io import provenance, write_json
 from common.seeding import generator, stream_seed
 from vision.distributed import resolve_device, setup_distributed, shutdown_distributed
+from vision.ema import EMA
+from vision.optimization import BatchOrder, lr_at, parameter_groups, update
 from vision.record import MetricsLog, is_metric, run_columns, score_table
 from vision.run_checkpoint import (
     CHECKPOINT_FORMAT,
@@ -46,170 +47,48 @@ from vision.run_checkpoint import (
     unflatten_optimizer,
 )
 from vision.tasks import VisionTask, build_task, scored_forms
+from vision.train_config import (
+    ARTIFACTS_STREAM,
+    EVAL_STREAM,
+    FIDELITY_STREAM,
+    INIT_STREAM,
+    MODEL_STREAM,
+    TASK_STREAM,
+    TrainConfig,
+    check_same_config,
+)
 
-# independent random streams derived from the seed (_EVAL and _FIDELITY from the split seed: the same for every run)
-_MODEL, _INIT, _DATA, _TASK, _EVAL, _ARTIFACTS, _FIDELITY = range(7)
-
-
-@dataclass
-class TrainConfig:
-    """Everything a run depends on; saved as ``config.json`` and enough to repeat the run."""
-
-    model: str = "vit-tiny"
-    objective: str = "classify"
-    data: str = "digits"
-    init: str = "default"
-    seed: int = 0
-    steps: int = 400
-    batch_size: int = 64  # global: split across processes
-    optimizer: str = "adamw"  # adamw, or sgd (with momentum; the first-order theory of docs/theory.md is for SGD)
-    lr: float = 1e-3
-    momentum: float = 0.9  # sgd only
-    min_lr_ratio: float = 0.1  # cosine decay from lr to lr * min_lr_ratio
-    warmup: int = 20
-    weight_decay: float = 0.05  # on Linear weights only
-    betas: tuple[float, float] = (0.9, 0.999)
-    grad_clip: float = 1.0  # max global gradient norm; 0 = off
-    log_every: int = 25  # score the forms and evaluate every this many steps (and at 0 and the end)
-    eval_batch_size: int = 500
-    eval_limit: int = 0  # evaluate on at most this many test images (0 = all)
-    checkpoint_every: int = 0  # 0 = only at the end
-    keep_checkpoints: int = 2
-    artifacts_every: int = 0  # 0 = only at the end
-    fidelity_every: int = 0  # sample metrics (tasks with sample_metrics) every this many steps after 0; 0 = at the end
-    ema_decay: float = 0.999  # for tasks with uses_ema
-    null_samples: int = 256
-    device: str = "auto"  # auto = cuda:LOCAL_RANK if available, else cpu
-    amp: bool = True  # bf16 autocast (CUDA only)
-    compile: bool = False  # torch.compile the training forward
-    threads: int = 0  # CPU intra-op threads for this process (0 = torch's default); 1 on a shared machine
-    test_fraction: float = 0.2
-    split_seed: int = 0
-    task_options: dict = field(default_factory=dict)  # to the task builder: patch, dim, depth, heads, ...
-    objective_params: dict = field(default_factory=dict)  # e.g. {"mask_ratio": 0.75}
-    init_params: dict = field(default_factory=dict)  # e.g. {"n_directions": 4, "strength": 0.5}
-    out_dir: str = "runs/train/run"
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        self.betas = tuple(self.betas)
-        if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.eval_batch_size < 1:
-            raise ValueError(
-                f"steps, batch_size, log_every and eval_batch_size must be >= 1; got {self.steps}, "
-                f"{self.batch_size}, {self.log_every}, {self.eval_batch_size}"
-            )
-        if self.threads < 0 or self.warmup < 0 or self.eval_limit < 0 or self.checkpoint_every < 0:
-            raise ValueError(
-                f"threads, warmup, eval_limit and checkpoint_every must be >= 0; got "
-                f"{self.threads}, {self.warmup}, {self.eval_limit}, {self.checkpoint_every}"
-            )
-        if self.fidelity_every < 0 or self.fidelity_every % self.log_every:
-            raise ValueError(
-                f"fidelity_every must be 0 (at the end) or a positive multiple of log_every = {self.log_every} "
-                f"(sample metrics sit on logged rows); got {self.fidelity_every}"
-            )
-        if self.optimizer not in ("adamw", "sgd"):
-            raise ValueError(f"optimizer must be 'adamw' or 'sgd', got {self.optimizer!r}")
-        if not 0 <= self.ema_decay < 1:
-            raise ValueError(f"ema_decay must be in [0, 1), got {self.ema_decay}")
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, values: dict) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(values) - known
-        if unknown:
-            raise ValueError(f"unknown training options {sorted(unknown)}")
-        return cls(**values)
+# names other modules import from here (some defined in the modules this one was split into)
+__all__ = [
+    "EMA",
+    "BatchOrder",
+    "RunResult",
+    "TrainConfig",
+    "Trainer",
+    "lr_at",
+    "make_task",
+    "shutdown_distributed",
+    "train",
+]
 
 
-# ---- schedule and batch order ----------------------------------------------------------------------
-def lr_at(step: int, cfg: TrainConfig) -> float:
-    """Linear warmup to ``lr``, then cosine decay to ``lr * min_lr_ratio`` at ``steps``."""
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
-
-
-class BatchOrder:
-    """Indices of the global batch at each step: epoch ``e`` is a permutation seeded by ``(seed, e)``."""
-
-    def __init__(self, n: int, batch_size: int, seed: int) -> None:
-        if batch_size > n:
-            raise ValueError(f"batch size {batch_size} exceeds the {n} training images")
-        self.n, self.batch_size, self.seed = n, batch_size, seed
-        self.per_epoch = n // batch_size
-        self._cached: tuple[int, torch.Tensor] | None = None
-
-    def __call__(self, step: int) -> torch.Tensor:
-        epoch, j = divmod(step, self.per_epoch)
-        if self._cached is None or self._cached[0] != epoch:
-            self._cached = (epoch, torch.randperm(self.n, generator=generator(self.seed, _DATA, epoch)))
-        return self._cached[1][j * self.batch_size : (j + 1) * self.batch_size]
-
-
-# ---- EMA and model plumbing ------------------------------------------------------------------------
-class EMA:
-    """Exponential moving average of a model's floating-point state (float32 shadow copies).
-
-    The decay warms up as ``min(decay, (1 + n) / (10 + n))`` after ``n`` updates (TensorFlow's
-    ``num_updates`` rule), so a short CPU run is not evaluated on weights that are mostly its init.
-    """
-
-    def __init__(self, model: nn.Module, decay: float) -> None:
-        self.decay = decay
-        self.shadow = {k: v.detach().float().clone() for k, v in model.state_dict().items() if v.is_floating_point()}
-
-    def decay_at(self, n_updates: int) -> float:
-        return min(self.decay, (1 + n_updates) / (10 + n_updates))
-
-    @torch.no_grad()
-    def update(self, model: nn.Module, n_updates: int | None = None) -> None:
-        """Blend in the current weights; ``n_updates`` (updates before this one) enables the warmup."""
-        decay = self.decay if n_updates is None else self.decay_at(n_updates)
-        state = model.state_dict()
-        torch._foreach_lerp_(list(self.shadow.values()), [state[k].float() for k in self.shadow], 1 - decay)
-
-    @contextmanager
-    def swapped_in(self, model: nn.Module) -> Iterator[None]:
-        """Temporarily load the averaged weights into ``model``."""
-        backup = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        model.load_state_dict({**backup, **self.shadow})
-        try:
-            yield
-        finally:
-            model.load_state_dict(backup)
-
-
-def parameter_groups(model: nn.Module, weight_decay: float) -> list[dict]:
-    """Weight decay on ``nn.Linear`` weights only (not biases, norms, tokens or embeddings)."""
-    decay = {id(m.weight) for m in model.modules() if isinstance(m, nn.Linear)}
-    params = [p for p in model.parameters() if p.requires_grad]
-    return [
-        {"params": [p for p in params if id(p) in decay], "weight_decay": weight_decay},
-        {"params": [p for p in params if id(p) not in decay], "weight_decay": 0.0},
-    ]
-
-
+# ---- model and task ----------------------------------------------------------------------------------
 def make_task(cfg: TrainConfig, data) -> VisionTask:
     """Build the task with the seed's own init (deterministic even for modules that draw globally), then the scheme."""
     from vision.init import apply_init
 
     options = dict(cfg.task_options)
     with torch.random.fork_rng(devices=[]):  # the CPU RNG only: modules are built on the CPU
-        torch.random.default_generator.manual_seed(stream_seed(cfg.seed, _MODEL))  # restored on exit
+        torch.random.default_generator.manual_seed(stream_seed(cfg.seed, MODEL_STREAM))  # restored on exit
         task = build_task(
             cfg.model,
             cfg.objective,
             data,
-            generator=generator(cfg.seed, _MODEL),
+            generator=generator(cfg.seed, MODEL_STREAM),
             objective_params=dict(cfg.objective_params),
             **options,
         )
-    apply_init(task.model, cfg.init, generator(cfg.seed, _INIT), **cfg.init_params)
+    apply_init(task.model, cfg.init, generator(cfg.seed, INIT_STREAM), **cfg.init_params)
     return task
 
 
@@ -219,7 +98,7 @@ def evaluate(
 ) -> dict[str, float]:
     """Task metrics averaged over the test set with a fresh generator seeded by the data split, not the run:
     every evaluation of every seed and arm draws the same masks / noise / timesteps."""
-    gen = generator(cfg.split_seed, _EVAL)
+    gen = generator(cfg.split_seed, EVAL_STREAM)
     totals: dict[str, float] = {}
     was_training = task.model.training
     task.model.eval()
@@ -288,7 +167,7 @@ class Trainer:
         else:
             self.opt = torch.optim.AdamW(groups, lr=cfg.lr, betas=cfg.betas)
         # One stream for the global batch, the same in every process (sub-stream 0, as single-process runs had).
-        self.task_gen = generator(cfg.seed, _TASK, 0)
+        self.task_gen = generator(cfg.seed, TASK_STREAM, 0)
         self.order = BatchOrder(len(self.data.train_labels), cfg.batch_size, cfg.seed)
         self.train_x, self.train_y = self.data.train_images.to(self.device), self.data.train_labels.to(self.device)
         n_test = cfg.eval_limit or len(self.data.test_labels)
@@ -361,7 +240,7 @@ class Trainer:
         meta = json.loads(sidecar.read_text())
         if meta.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"{sidecar} is not a checkpoint of this trainer (format {meta.get('format')!r})")
-        _check_same_config(meta["config"], self.cfg, sidecar)
+        check_same_config(meta["config"], self.cfg, sidecar)
         if meta["world_size"] != self.dist.world:
             raise ValueError(
                 f"{sidecar} was written by {meta['world_size']} processes; "
@@ -415,14 +294,7 @@ class Trainer:
         self.loss_count = 0
         if not self.dist.main:
             return
-        with self.ema.swapped_in(self.model) if self.ema is not None else nullcontext():
-            self.metrics = evaluate(self.task, self.test_x, self.test_y, self.cfg, self.autocast)
-            if self._fidelity_due():
-                was_training = self.model.training
-                self.model.eval()
-                with torch.no_grad(), self.autocast():
-                    self.metrics.update(self.sample_metrics(generator(self.cfg.split_seed, _FIDELITY)))
-                self.model.train(was_training)
+        self.metrics = self.test_metrics(samples=self._fidelity_due())
         undeclared = sorted(set(self.metrics) - set(self.metrics_log.columns))
         if undeclared:
             raise ValueError(f"the task reported metrics {undeclared} it does not declare in metric_names")
@@ -439,6 +311,19 @@ class Trainer:
         )
         self.metrics_log.append(rows)
         self.rows += rows
+
+    def test_metrics(self, samples: bool = False) -> dict[str, float]:
+        """The task's test metrics now (with the EMA weights when it keeps them); ``samples``: and its sample
+        metrics, drawn from the split seed's stream (the same draws at every step, seed and arm)."""
+        with self.ema.swapped_in(self.model) if self.ema is not None else nullcontext():
+            metrics = evaluate(self.task, self.test_x, self.test_y, self.cfg, self.autocast)
+            if samples:
+                was_training = self.model.training
+                self.model.eval()
+                with torch.no_grad(), self.autocast():
+                    metrics.update(self.sample_metrics(generator(self.cfg.split_seed, FIDELITY_STREAM)))
+                self.model.train(was_training)
+        return metrics
 
     def _fidelity_due(self) -> bool:
         """Sample metrics at the positive multiples of ``fidelity_every`` and at the last step (an untrained DiT
@@ -464,26 +349,20 @@ class Trainer:
         self.model.eval()
         with torch.no_grad(), self.ema.swapped_in(self.model) if self.ema is not None else nullcontext():
             paths = self.task.write_artifacts(
-                self.run_dir / "artifacts", self.step, generator(self.cfg.seed, _ARTIFACTS)
+                self.run_dir / "artifacts", self.step, generator(self.cfg.seed, ARTIFACTS_STREAM)
             )
         self.model.train()
         return paths
 
     # -- training ---------------------------------------------------------------------------------
     def train_step(self) -> None:
-        for group in self.opt.param_groups:
-            group["lr"] = lr_at(self.step, self.cfg)
         mine = slice(self.dist.rank, None, self.dist.world)  # this process's examples of the global batch
         idx = self.order(self.step)[mine].to(self.device)
         images, labels = self.train_x[idx], self.train_y[idx]
         draws = {k: v[mine].to(self.device) for k, v in self.task.draw(self.cfg.batch_size, self.task_gen).items()}
         with self.autocast():
             loss = self.task.training_loss(self.forward_model, images, labels, draws)
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.cfg.grad_clip > 0:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
-        self.opt.step()
+        update(self.opt, loss, lr_at(self.step, self.cfg), self.cfg.grad_clip, self.model.parameters())
         if self.ema is not None:
             self.ema.update(self.model, self.step)
         self.loss_sum += loss.detach().double()
@@ -539,26 +418,6 @@ class Trainer:
         if self.dist.main and diff is not None:
             write_json(self.run_dir / "replicas.json", {"world_size": self.dist.world, "max_abs_diff": diff})
         return RunResult(self.run_dir, self.step, self.metrics, self.rows, diff)
-
-
-def _check_same_config(saved: dict, cfg: TrainConfig, sidecar: Path) -> None:
-    """Exact resume needs the same run: only presentation options may change."""
-    free = {
-        "progress",
-        "checkpoint_every",
-        "keep_checkpoints",
-        "device",
-        "artifacts_every",
-        "eval_batch_size",
-        "out_dir",
-        "threads",
-    }
-    now = cfg.to_dict()
-    same = lambda a, b: json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
-    diff = {k: (saved.get(k), now[k]) for k in now if k not in free and not same(saved.get(k), now[k])}
-    if diff:
-        changes = ", ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in sorted(diff.items()))
-        raise ValueError(f"cannot resume {sidecar}: the configuration changed ({changes}); use a new out_dir")
 
 
 @contextmanager

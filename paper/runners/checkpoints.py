@@ -23,12 +23,13 @@ def fingerprint(path: str | Path) -> dict:
 def checkpoints(config: dict, ctx: Context) -> Tables:
     """Score every checkpoint of ``config["checkpoints"]`` (fingerprints) per head and per layer, with nulls."""
     from checkpoints.analyze import analyze, null_shapes
+    from checkpoints.hub import open_source
     from paper.runners.nulls import null_rows
 
     rows, nulls = [], []
     for i, item in enumerate(config["checkpoints"]):
         ctx.note(f"{i + 1}/{len(config['checkpoints'])}: {item['path']}")
-        analysis = analyze(item["path"], per="both", null_samples=config.get("null_samples"))
+        analysis = analyze(open_source(item["path"]), per="both", null_samples=config.get("null_samples"))
         plan = analysis.plan
         rows += [{"path": item["path"], **{k: v for k, v in r.items() if not k.endswith("_p")}} for r in analysis.rows]
         for per, d, rank, samples in null_shapes(plan, "both", config.get("null_samples")):

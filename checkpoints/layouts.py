@@ -1,0 +1,550 @@
+"""Where published checkpoints keep each attention's ``W_q, W_k``: one :class:`Layout` per key pattern.
+
+A layout names the keys of one layer's weights, the :class:`~checkpoints.adapters.Reader` that turns them
+into forms, which attention of a model it reads (``stack``: ``self``, ``cross``, an MMDiT stream, ...) and
+whether its queries and keys act on the same space (``cross = False``). Cross-attention (``d_dec x d_enc``:
+queries from one stream, keys from another) has a form ``W_q W_k^T`` whose rows and columns index different
+spaces: its symmetry is not defined and is never reported; its directionality (row norms on the query side
+against column norms on the key side) and norms are. Which model types use a layout is said by their records
+(:mod:`checkpoints.model_types`), not here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from checkpoints.adapters import (
+    BIGCODE,
+    BLOCKED,
+    BLOCKED_GQA,
+    CONV1D,
+    FALCON,
+    GATED,
+    INTERLEAVED,
+    LATENT,
+    SEPARATE,
+    Reader,
+)
+from theory.factored import FactoredForms
+
+
+def _replace(key: str, rule: tuple[str, ...]) -> str:
+    suffix, replacement = rule[:2]
+    return key[: -len(suffix)] + replacement
+
+
+# ---- per-block labels: which kind of attention a block of a layout does ---------------------------------
+Label = tuple[str, bool]  # (stack label, cross: queries and keys on different spaces)
+
+
+def _sam_label(config: Mapping[str, Any], stage: int, block: int) -> Label:
+    """SAM's image encoder: windowed blocks, and global ones at ``global_attn_indexes``."""
+    glob = config.get("global_attn_indexes") or []
+    return ("global" if block in glob or not config.get("window_size") else "windowed"), False
+
+
+def _swin_label(config: Mapping[str, Any], stage: int, block: int) -> Label:
+    """Swin: windows, shifted windows on odd blocks, and a whole-stage window where the stage is no larger
+    than one window (``SwinLayer.set_shift_and_window_size``, at the config's ``image_size``)."""
+    size, patch, window = config.get("image_size"), config.get("patch_size"), config.get("window_size")
+    if isinstance(size, int | list) and isinstance(patch, int | list) and isinstance(window, int):
+        sizes = size if isinstance(size, list) else [size, size]
+        patches = patch if isinstance(patch, list) else [patch, patch]
+        if min(s // p // 2**stage for s, p in zip(sizes, patches, strict=False)) <= window:
+            return "global", False
+    return ("shifted-window" if block % 2 else "window"), False
+
+
+def _segformer_label(config: Mapping[str, Any], stage: int, block: int) -> Label:
+    """SegFormer: keys (and values) of stages with ``sr_ratio > 1`` come from ``LayerNorm(Conv_sr(x))``.
+
+    The strided convolution mixes channels, so the key side is not the query side's basis: such a form
+    pairs two spaces (like cross-attention) and its symmetry is not defined. Stages with ``sr_ratio = 1``
+    are plain self-attention.
+    """
+    ratios = config.get("sr_ratios") or []
+    reduced = stage < len(ratios) and ratios[stage] > 1
+    return ("reduced-keys", True) if reduced else ("self", False)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a family keeps layer ``i``'s ``W_q, W_k``, how they are shaped, and the adapter that reads them."""
+
+    name: str
+    pattern: str  # regex of the key of the first weight, after the prefix; group "layer" (and "stage")
+    partner: tuple[str, str] | None  # (suffix, replacement) giving the key weight's key; None when fused
+    reader: Reader  # the adapter of keys(first) and the check of their stored shapes
+    einops: str
+    rotary: bool = False  # rotary positions are the norm in this family
+    any_model: bool = False  # read for any model type (else only for the types whose records list it)
+    needs_config: bool = False  # read only where the config names one of its model types (its keys are another's)
+    stack: str = "self"  # which attention of the model it reads (the ``stack`` column)
+    cross: bool = False  # queries and keys act on different spaces: symmetry is not defined
+    companion: bool = False  # read with the model's other attentions (cross-attention, a second stream)
+    requires: tuple[str, str] | None = None  # (suffix, replacement): a key that must exist for a match
+    live_if: tuple[str, str, str] | None = None  # (suffix, replacement, why): blocks without that key are skipped
+    labeller: Callable[[Mapping[str, Any], int, int], Label] | None = None  # (config, stage, block) -> label
+    caveat: str | None = None  # what the scored W_q W_k^T leaves out, said in the plan's warnings
+    more: tuple[tuple[str, str], ...] = ()  # (suffix, replacement) of further keys the adapter reads, in order
+    supersedes: frozenset[str] = frozenset()  # layouts whose match at the same prefix is part of this one
+    # Norm gains, for folding (checkpoints.norms): key templates of the gain of the norm feeding this attention,
+    # tried in order ({prefix}, {layer}, {previous} = layer - 1, {root} = prefix without encoder./decoder.;
+    # None: not known for this layout), and (suffix, replacement) rules giving the q and k RMSNorm gains' keys.
+    pre_norm: tuple[str, ...] | None = None
+    qk_norm: tuple[tuple[str, str], tuple[str, str]] | None = None
+
+    @property
+    def adapter(self) -> Callable[..., FactoredForms]:
+        return self.reader.adapter
+
+    @property
+    def shapes(self) -> Callable[..., tuple[int, int, int]]:
+        return self.reader.shapes
+
+    @property
+    def layer_rank(self) -> Callable[..., int] | None:
+        return self.reader.layer_rank
+
+    def match(self, key: str) -> re.Match | None:
+        return re.fullmatch(r"(?P<prefix>(?:[^.]+\.)*?)" + self.pattern, key)
+
+    def keys(self, first: str) -> tuple[str, ...]:
+        """All keys an adapter call needs, from the key of the first weight."""
+        partner = () if self.partner is None else (_replace(first, self.partner),)
+        return (first, *partner, *(_replace(first, rule) for rule in self.more))
+
+    def qk_norm_keys(self, first: str) -> tuple[str, ...]:
+        """Keys of the q and k RMSNorm gains, where the layout names them."""
+        return tuple(_replace(first, rule) for rule in self.qk_norm or ())
+
+    def required_key(self, first: str) -> str | None:
+        return None if self.requires is None else _replace(first, self.requires)
+
+    def live_key(self, first: str) -> str | None:
+        return None if self.live_if is None else _replace(first, self.live_if)
+
+
+_LINEAR = "(h dh) d -> h d dh, (g dh) d -> g d dh; nn.Linear (out, in); key head of h = h // (H / H_kv)"
+_CROSS = (
+    "cross-attention ({}): queries from {}, keys from {}; W_q W_k^T maps one space to another, so its symmetry "
+    "is not defined (left empty); directionality compares query-side rows with key-side columns"
+)
+_DEBERTA = (
+    "DeBERTa's disentangled attention adds content-to-position and position-to-content terms to the logits "
+    "(queries and keys against relative position embeddings); the content-to-content form W_q W_k^T is scored"
+)
+_MLA_KEY = "kv_a_proj_with_mqa.weight"
+_MLA = (
+    "multi-head latent attention: queries and keys pass through low-rank latents with RMS norms, whose gains are "
+    "folded into W_q, W_k but whose 1/rms is not (a positive factor per token: the query's scales its whole row of "
+    "logits, the key's only the content part of its logit, not the rotary part); every head's rotary key part is "
+    "one k_rope shared by all heads; the per-layer form has rank kv_lora_rank + d_rope, and its null is drawn at "
+    "that rank. The nulls are those of i.i.d. Gaussian factors: factors composed through latents have more "
+    "dispersed row norms, so directionality z-scores (delta_PR's most) run wider than N(0, 1) even at "
+    "initialisation (symmetry's do not)"
+)
+_GATE = (
+    "gated attention: each head's output is multiplied by sigmoid(x W_gate^h), the second half of that head's rows "
+    "of the query projection, which is not part of W_q W_k^T and is not read"
+)
+LAYOUTS = (
+    Layout(
+        "hf-encoder",
+        r"layer\.(?P<layer>\d+)\.attention\.(?:self|attention)\.query\.weight",
+        (".query.weight", ".key.weight"),
+        SEPARATE,
+        f"query, key: {_LINEAR}",
+        any_model=True,
+        pre_norm=(
+            "{prefix}layer.{layer}.layernorm_before.weight",  # ViT and its kin: pre-norm
+            "{prefix}layer.{previous}.output.LayerNorm.weight",  # BERT and its kin: the last block's output norm
+            "{root}embeddings.LayerNorm.weight",  # ... or, before block 0, the embeddings'
+        ),
+    ),
+    Layout(
+        "gte",
+        r"layer\.(?P<layer>\d+)\.attention\.qkv_proj\.weight",
+        None,
+        BLOCKED,
+        "attention.qkv_proj: (three h dh) d -> three h d dh (blocked: q_proj, k_proj, v_proj stacked)",
+        rotary=True,
+    ),
+    Layout(
+        "nomic-bert",
+        r"layers\.(?P<layer>\d+)\.attn\.Wqkv\.weight",
+        None,
+        BLOCKED,
+        "attn.Wqkv: (three h dh) d -> three h d dh (blocked: q_proj, k_proj, v_proj stacked)",
+        rotary=True,
+    ),
+    Layout(
+        "jina-v3",
+        r"layers\.(?P<layer>\d+)\.mixer\.Wqkv\.weight",
+        None,
+        BLOCKED,
+        "mixer.Wqkv: (three h dh) d -> three h d dh (blocked: q_proj, k_proj, v_proj stacked)",
+        rotary=True,
+    ),
+    Layout(
+        "vit-q-proj",
+        r"layer\.(?P<layer>\d+)\.attention\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        SEPARATE,
+        f"layer.*.attention.q_proj, .k_proj (DINOv3, InternViT): {_LINEAR}",
+        rotary=True,  # DINOv3's; a config without rotary keys (InternViT's) gets no rotary warning
+    ),
+    Layout(
+        "vjepa2",
+        r"layer\.(?P<layer>\d+)\.attention\.query\.weight",
+        (".query.weight", ".key.weight"),
+        SEPARATE,
+        f"layer.*.attention.query, .key (encoder and predictor): {_LINEAR}",
+        rotary=True,
+    ),
+    Layout(
+        "distilbert",
+        r"layer\.(?P<layer>\d+)\.attention\.q_lin\.weight",
+        (".q_lin.weight", ".k_lin.weight"),
+        SEPARATE,
+        f"attention.q_lin, attention.k_lin: {_LINEAR}",
+        any_model=True,
+    ),
+    Layout(
+        "xlm",
+        r"attentions\.(?P<layer>\d+)\.q_lin\.weight",
+        (".q_lin.weight", ".k_lin.weight"),
+        SEPARATE,
+        f"attentions.*.q_lin, .k_lin: {_LINEAR}",
+    ),
+    Layout(
+        "deberta-v2",
+        r"layer\.(?P<layer>\d+)\.attention\.self\.query_proj\.weight",
+        (".query_proj.weight", ".key_proj.weight"),
+        SEPARATE,
+        f"attention.self.query_proj, .key_proj: {_LINEAR}",
+        caveat=_DEBERTA,
+    ),
+    Layout(
+        "deberta",
+        r"layer\.(?P<layer>\d+)\.attention\.self\.in_proj\.weight",
+        None,
+        INTERLEAVED,
+        "attention.self.in_proj: (h three dh) d -> three h d dh (interleaved per head, DisentangledSelfAttention)",
+        caveat=_DEBERTA,
+    ),
+    Layout(
+        "mpnet",
+        r"layer\.(?P<layer>\d+)\.attention\.attn\.q\.weight",
+        (".q.weight", ".k.weight"),
+        SEPARATE,
+        f"attention.attn.q, attention.attn.k: {_LINEAR}",
+        caveat="MPNet adds a learned relative position bias b_h(j - i) (bucketed, shared by all layers) to the "
+        "logits, an additive term that is not part of W_q W_k^T",
+    ),
+    Layout(
+        "albert",
+        r"albert_layer_groups\.(?P<stage>\d+)\.albert_layers\.(?P<layer>\d+)\.attention\.query\.weight",
+        (".query.weight", ".key.weight"),
+        SEPARATE,
+        f"attention.query, attention.key of each stored layer of each layer group: {_LINEAR}",
+        caveat="ALBERT shares weights across depth: its num_hidden_layers applied layers run the stored layer "
+        "groups in turn, so each stored form is scored once, however many layers apply it",
+    ),
+    Layout(
+        "llama-style",
+        r"layers\.(?P<layer>\d+)\.(?:self_attn|attention)\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        SEPARATE,
+        f"q_proj, k_proj: {_LINEAR}",
+        rotary=True,
+        any_model=True,
+        pre_norm=("{prefix}layers.{layer}.input_layernorm.weight", "{prefix}layers.{layer}.layer_norm1.weight"),
+        qk_norm=(("q_proj.weight", "q_norm.weight"), ("q_proj.weight", "k_norm.weight")),
+    ),
+    Layout(
+        "deepseek-mla",
+        r"layers\.(?P<layer>\d+)\.self_attn\.kv_a_proj_with_mqa\.weight",
+        None,
+        LATENT,
+        "kv_a_proj_with_mqa: (c dr) d -> latent c (kv_a_layernorm), rotary key dr shared by all heads; kv_b_proj: "
+        "(h (dn dv)) c -> each head's key dn (its value dv); q_b_proj diag(g) q_a_proj: (h (dn dr)) d -> h d (dn dr)",
+        rotary=True,
+        requires=(_MLA_KEY, "q_a_proj.weight"),
+        more=tuple(
+            (_MLA_KEY, f"{name}.weight")
+            for name in ("kv_a_layernorm", "kv_b_proj", "q_a_proj", "q_a_layernorm", "q_b_proj")
+        ),
+        caveat=_MLA,
+    ),
+    Layout(
+        "deepseek-mla-q",
+        r"layers\.(?P<layer>\d+)\.self_attn\.kv_a_proj_with_mqa\.weight",
+        None,
+        LATENT,
+        "kv_a_proj_with_mqa: (c dr) d -> latent c (kv_a_layernorm), rotary key dr shared by all heads; kv_b_proj: "
+        "(h (dn dv)) c -> each head's key dn (its value dv); q_proj: (h (dn dr)) d -> h d (dn dr) (no query latent)",
+        rotary=True,
+        requires=(_MLA_KEY, "q_proj.weight"),
+        more=tuple((_MLA_KEY, f"{name}.weight") for name in ("kv_a_layernorm", "kv_b_proj", "q_proj")),
+        supersedes=frozenset({"llama-style"}),  # its q_proj is llama-style's first key
+        caveat=_MLA,
+    ),
+    Layout(
+        "gated-query",
+        r"layers\.(?P<layer>\d+)\.self_attn\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        GATED,
+        f"q_proj: (h (two dh)) d -> each head's query (then its output gate, not read); k_proj: {_LINEAR}",
+        rotary=True,
+        needs_config=True,  # llama-style keys: only the config tells that half of q_proj is a gate
+        supersedes=frozenset({"llama-style"}),
+        caveat=_GATE,
+    ),
+    Layout(
+        "nemotron-h",
+        r"layers\.(?P<layer>\d+)\.mixer\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        SEPARATE,
+        f"mixer.q_proj, mixer.k_proj of the attention layers: {_LINEAR}",
+    ),
+    Layout(
+        "bart-cross",
+        r"layers\.(?P<layer>\d+)\.encoder_attn\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        SEPARATE,
+        f"encoder_attn.q_proj (decoder stream), encoder_attn.k_proj (encoder output): {_LINEAR}",
+        stack="cross",
+        cross=True,
+        companion=True,
+        caveat=_CROSS.format("encoder_attn", "the decoder stream", "the encoder's output"),
+        any_model=True,
+    ),
+    Layout(
+        "t5",
+        r"block\.(?P<layer>\d+)\.layer\.0\.SelfAttention\.q\.weight",
+        (".q.weight", ".k.weight"),
+        SEPARATE,
+        f"SelfAttention.q, .k: {_LINEAR}",
+        caveat="T5 has no 1/sqrt(d_h) in its logits (x_i^T M x_j unscaled: the scores are scale-free, so unchanged) "
+        "and adds a learned relative position bias b_h(j - i) to them (block 0's, shared by all layers), an additive "
+        "term that is not part of W_q W_k^T and is not scored",
+    ),
+    Layout(
+        "t5-cross",
+        r"block\.(?P<layer>\d+)\.layer\.1\.EncDecAttention\.q\.weight",
+        (".q.weight", ".k.weight"),
+        SEPARATE,
+        f"EncDecAttention.q (decoder stream), .k (encoder output): {_LINEAR}",
+        stack="cross",
+        cross=True,
+        companion=True,
+        caveat=_CROSS.format("EncDecAttention", "the decoder stream", "the encoder's output"),
+    ),
+    Layout(
+        "meta-llama",
+        r"layers\.(?P<layer>\d+)\.attention\.wq\.weight",
+        ("wq.weight", "wk.weight"),
+        SEPARATE,
+        f"wq, wk: {_LINEAR}",
+        rotary=True,
+        any_model=True,
+        pre_norm=("{prefix}layers.{layer}.attention_norm.weight",),
+    ),
+    Layout(
+        "gpt2",
+        r"h\.(?P<layer>\d+)\.attn\.c_attn\.weight",
+        None,
+        CONV1D,
+        "c_attn (Conv1D, stored (in, out)): d (three h dh) -> three h d dh",
+        pre_norm=("{prefix}h.{layer}.ln_1.weight",),
+    ),
+    Layout(
+        "gpt-j",
+        r"h\.(?P<layer>\d+)\.attn\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        SEPARATE,
+        f"attn.q_proj, attn.k_proj: {_LINEAR}",
+        rotary=True,
+    ),
+    Layout(
+        "gpt-neox",
+        r"layers\.(?P<layer>\d+)\.(?:attention|self_attn)\.query_key_value\.weight",
+        None,
+        INTERLEAVED,
+        "query_key_value: (h three dh) d -> three h d dh (interleaved per head; Persimmon's self_attn alike)",
+        rotary=True,
+    ),
+    Layout(
+        "gpt-bigcode",
+        r"h\.(?P<layer>\d+)\.attn\.c_attn\.weight",
+        None,
+        BIGCODE,
+        "c_attn (nn.Linear): multi-query (h dh | dh | dh) d blocked, multi-head (h three dh) d interleaved per head",
+        needs_config=True,  # GPT-2's keys: a bare file of them is GPT-2's Conv1D
+    ),
+    Layout(
+        "bloom",
+        r"h\.(?P<layer>\d+)\.self_attention\.query_key_value\.weight",
+        None,
+        INTERLEAVED,
+        "query_key_value: (h three dh) d -> three h d dh (interleaved per head, BloomAttention._reshape)",
+        caveat="ALiBi: Bloom adds -m_h (i - j) to the logits of head h, a fixed linear-in-distance bias that is "
+        "not part of W_q W_k^T",
+    ),
+    Layout(
+        "falcon",
+        r"h\.(?P<layer>\d+)\.self_attention\.query_key_value\.weight",
+        None,
+        FALCON,
+        "query_key_value: (g (r + 2) dh) d, r = H / H_kv query heads then one key and one value per key head "
+        "(multi-query: g = 1; classic multi-head: g = H, i.e. (h three dh))",
+        rotary=True,
+    ),
+    Layout(
+        "phi3",
+        r"layers\.(?P<layer>\d+)\.self_attn\.qkv_proj\.weight",
+        None,
+        BLOCKED_GQA,
+        "qkv_proj: (h dh | g dh | g dh) d -> q, k, v blocked (Phi3Attention slices q, then k, then v)",
+        rotary=True,
+    ),
+    Layout(
+        "timm-vit",
+        r"blocks\.(?P<layer>\d+)\.attn\.qkv\.weight",
+        None,
+        BLOCKED,
+        "qkv: (three h dh) d -> three h d dh (blocked)",
+        any_model=True,
+        pre_norm=("{prefix}blocks.{layer}.norm1.weight",),  # DiT's norm1 has no gain,
+    ),
+    Layout(
+        "blip-vision",
+        r"layers\.(?P<layer>\d+)\.self_attn\.qkv\.weight",
+        None,
+        BLOCKED,
+        "self_attn.qkv: (three h dh) d -> three h d dh (blocked, BlipAttention's reshape(B, N, 3, H, d_h))",
+    ),
+    Layout(
+        "sam-vit",
+        r"layers\.(?P<layer>\d+)\.attn\.qkv\.weight",
+        None,
+        BLOCKED,
+        "attn.qkv: (three h dh) d -> three h d dh (blocked, SamVisionAttention)",
+        labeller=_sam_label,
+        caveat="SAM adds a decomposed relative position term q_i^T (R_h(dh_ij) + R_w(dw_ij)) to the logits: it "
+        "depends on the query, but not on the key token, and is not part of W_q W_k^T",
+    ),
+    Layout(
+        "swin",
+        r"layers\.(?P<stage>\d+)\.blocks\.(?P<layer>\d+)\.attention\.self\.query\.weight",
+        (".query.weight", ".key.weight"),
+        SEPARATE,
+        f"query, key per stage (width and heads double each stage): {_LINEAR}",
+        labeller=_swin_label,
+        caveat="Swin attends within windows (every other block shifted) and adds a learned relative position bias "
+        "per head, an additive logit term that is not part of W_q W_k^T; stages differ in width d",
+    ),
+    Layout(
+        "segformer",
+        r"block\.(?P<stage>\d+)\.(?P<layer>\d+)\.attention\.self\.query\.weight",
+        (".query.weight", ".key.weight"),
+        SEPARATE,
+        f"query, key per stage (keys from the spatially reduced sequence where sr_ratio > 1): {_LINEAR}",
+        labeller=_segformer_label,
+        caveat="SegFormer's spatial-reduction attention: where sr_ratio > 1 the keys are computed from "
+        "LayerNorm(Conv_sr(x)), a strided convolution that mixes channels, so queries and keys act on different "
+        "spaces (stack 'reduced-keys', symmetry not defined); stages differ in width d",
+    ),
+    Layout(
+        "diffusers-dit",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn1\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        SEPARATE,
+        f"attn1.to_q, attn1.to_k: {_LINEAR}",
+        any_model=True,
+        pre_norm=("{prefix}transformer_blocks.{layer}.norm1.weight",),  # none in DiT,
+    ),
+    Layout(
+        "diffusers-cross",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn2\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        SEPARATE,
+        f"attn2.to_q (image tokens), attn2.to_k (caption tokens): {_LINEAR}",
+        stack="cross",
+        cross=True,
+        companion=True,
+        caveat=_CROSS.format("attn2", "the image tokens", "the projected caption tokens"),
+    ),
+    Layout(
+        "mmdit-image",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        SEPARATE,
+        f"attn.to_q, attn.to_k (image stream): {_LINEAR}",
+        stack="image",
+        requires=(".to_q.weight", ".add_k_proj.weight"),
+        caveat="MMDiT joint attention: image and text tokens, each stream with its own projections, attend over "
+        "the joined sequence; scored: the image stream's form ('image'), the text stream's ('text') and the "
+        "image-query/text-key block ('image-text', W_q^image W_k^text^T: two spaces, symmetry not defined)",
+    ),
+    Layout(
+        "mmdit-text",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn\.add_q_proj\.weight",
+        ("add_q_proj.weight", "add_k_proj.weight"),
+        SEPARATE,
+        f"attn.add_q_proj, attn.add_k_proj (text stream): {_LINEAR}",
+        stack="text",
+        companion=True,
+        live_if=(
+            ".add_q_proj.weight",
+            ".to_add_out.weight",
+            "text-stream queries of a context_pre_only block: their output is discarded (no to_add_out), so the "
+            "form acts on nothing (its text keys are scored in 'image-text')",
+        ),
+    ),
+    Layout(
+        "mmdit-image-text",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn\.to_q\.weight",
+        ("to_q.weight", "add_k_proj.weight"),
+        SEPARATE,
+        f"attn.to_q (image stream), attn.add_k_proj (text stream): {_LINEAR}",
+        stack="image-text",
+        cross=True,
+        companion=True,
+        requires=(".to_q.weight", ".add_k_proj.weight"),
+    ),
+    Layout(
+        "sd3-attn2",
+        r"transformer_blocks\.(?P<layer>\d+)\.attn2\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        SEPARATE,
+        f"attn2.to_q, attn2.to_k (SD3.5's second, image-only self-attention): {_LINEAR}",
+        stack="image-attn2",
+        companion=True,
+    ),
+    Layout(
+        "flux-single",
+        r"single_transformer_blocks\.(?P<layer>\d+)\.attn\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        SEPARATE,
+        f"single-stream blocks' attn.to_q, attn.to_k on the joined text + image sequence: {_LINEAR}",
+        stack="joint",
+        companion=True,
+    ),
+    Layout(
+        "gguf",
+        r"blk\.(?P<layer>\d+)\.attn_q\.weight",
+        ("attn_q.weight", "attn_k.weight"),
+        SEPARATE,
+        f"attn_q, attn_k (numpy order (out, in)): {_LINEAR}; llama.cpp permutes the rows "
+        "within each head, identically for Q and K, which leaves every M_h unchanged",
+        rotary=True,
+        any_model=True,
+        pre_norm=("{prefix}blk.{layer}.attn_norm.weight",),
+        qk_norm=(("attn_q.weight", "attn_q_norm.weight"), ("attn_q.weight", "attn_k_norm.weight")),
+    ),
+)

@@ -1,0 +1,307 @@
+"""Every model type ``analyze`` knows, one record each: its family, the layouts it stores attention in, and
+what the plan must say about it.
+
+A model type is what a checkpoint's config names: ``model_type`` (transformers), ``_class_name`` (diffusers)
+or ``general.architecture`` (GGUF). A layout that names no model type (``Layout.any_model``) reads whatever
+type has its keys; every other layout is read only for the types whose record lists it, so a new model type
+is one record here (plus its test), and a new layout is one ``Layout`` plus the records that use it.
+The ``analyze --help`` list and the model tables of the README and docs/architecture.md are generated
+from these records (:func:`model_table`, :func:`help_list`), and a test fails when they drift.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Families: models grouped by training objective (the ``family`` column).
+FAMILIES = (
+    "encoder",
+    "decoder",
+    "encoder-decoder",
+    "vision-supervised",
+    "vision-self-supervised",
+    "vision-language",
+    "segmentation",
+    "diffusion",
+    "unknown",
+)
+#: Module names of the two towers of a vision-language model (CLIP / SigLIP; LLaVA-style: a vision encoder
+#: feeding a language model) and the tower each names; its config is ``{tower}_config``. Named by module, not
+#: by model type: a tower is found wherever a checkpoint nests one.
+TOWER_MODULES = {
+    "vision_model": "vision",
+    "vision_tower": "vision",
+    "visual": "vision",
+    "text_model": "text",
+    "language_model": "text",
+}
+LATENT_LAYOUTS = ("deepseek-mla", "deepseek-mla-q")
+GATED_LAYOUT = "gated-query"
+
+
+@dataclass(frozen=True)
+class ModelType:
+    """What is known about one model type."""
+
+    name: str  # config model_type, diffusers _class_name, or GGUF general.architecture
+    family: str
+    layouts: tuple[str, ...] = ()  # the layouts its checkpoints store attention in; () = family known, not read
+    rotary: bool = False  # rotary positions usual: warned even where the config names no rotary key
+    pretraining_head: tuple[str, str] | None = None  # (model name, module of the head stored beside the encoder)
+    caveat: str | None = None  # how the family is read, said in the plan's notes
+    encoder_alone: bool = False  # an ``*EncoderModel`` architecture of this type is an encoder
+    gain_plus_one: bool = False  # its transformers RMSNorms scale by ``1 + weight`` (GGUF stores ``1 + weight``)
+
+    @property
+    def latent(self) -> bool:
+        """Multi-head latent attention (DeepSeek's)."""
+        return any(name in LATENT_LAYOUTS for name in self.layouts)
+
+    @property
+    def gated(self) -> bool:
+        """Each head's output gated by the second half of its ``q_proj`` rows."""
+        return GATED_LAYOUT in self.layouts
+
+
+_ENC, _DEC, _ED = "encoder", "decoder", "encoder-decoder"
+_SUP, _SSL, _VL, _SEG, _DIFF = (
+    "vision-supervised",
+    "vision-self-supervised",
+    "vision-language",
+    "segmentation",
+    "diffusion",
+)
+_LLAMA, _GGUF, _HF = ("llama-style",), ("llama-style", "gguf"), ("hf-encoder",)
+_SEQ2SEQ = ("llama-style", "bart-cross")
+_T5 = ("t5", "t5-cross")
+_MLA = LATENT_LAYOUTS
+_MMDIT = ("mmdit-image", "mmdit-text", "mmdit-image-text")
+_PIXART = ("diffusers-dit", "diffusers-cross")
+_LM_TOWER = (
+    "read as decoder: pretrained to predict the next token of interleaved text and images; its vision tower's rows "
+    "carry the same family (pass --family to group them otherwise)"
+)
+MODEL_TYPES: tuple[ModelType, ...] = (
+    # encoders
+    ModelType("bert", _ENC, _HF),
+    ModelType("roberta", _ENC, _HF),
+    ModelType("xlm-roberta", _ENC, _HF),
+    ModelType("camembert", _ENC, _HF),
+    ModelType("electra", _ENC, _HF),
+    ModelType("ernie", _ENC, _HF),
+    ModelType("distilbert", _ENC, ("distilbert",)),
+    ModelType("albert", _ENC, ("albert",)),
+    ModelType("deberta", _ENC, ("deberta",)),
+    ModelType("deberta-v2", _ENC, ("deberta-v2",)),
+    ModelType("mpnet", _ENC, ("mpnet",)),
+    ModelType("modernbert", _ENC, ("nomic-bert",), rotary=True),
+    ModelType("gte", _ENC, ("gte",)),
+    ModelType("nomic_bert", _ENC, ("nomic-bert",)),
+    ModelType("jina_embeddings_v3", _ENC, ("jina-v3",)),
+    ModelType("xlm", _ENC, ("xlm",)),
+    ModelType("flaubert", _ENC, ("xlm",)),
+    # decoders
+    ModelType("gpt2", _DEC, ("gpt2",)),
+    ModelType("openai-gpt", _DEC, ("gpt2",)),
+    ModelType("imagegpt", _DEC, ("gpt2",)),
+    ModelType("decision_transformer", _DEC, ("gpt2",)),
+    ModelType("gpt_bigcode", _DEC, ("gpt-bigcode",)),
+    ModelType("gpt_neox", _DEC, ("gpt-neox",), rotary=True),
+    ModelType("gpt_neox_japanese", _DEC, ("gpt-neox",), rotary=True),
+    ModelType("persimmon", _DEC, ("gpt-neox",), rotary=True),
+    ModelType("fuyu", _DEC, ("gpt-neox",), caveat=f"model type 'fuyu' is {_LM_TOWER}"),
+    ModelType("gptj", _DEC, ("gpt-j",), rotary=True),
+    ModelType("bloom", _DEC, ("bloom",)),
+    ModelType("falcon", _DEC, ("falcon",)),
+    ModelType("phi3", _DEC, ("phi3",), rotary=True),
+    ModelType("llama", _DEC, ("llama-style", "meta-llama", "gguf"), rotary=True),
+    ModelType("mistral", _DEC, _LLAMA, rotary=True),
+    ModelType("mixtral", _DEC, _LLAMA, rotary=True),
+    ModelType("qwen2", _DEC, _GGUF, rotary=True),
+    ModelType("qwen2_moe", _DEC, _LLAMA, rotary=True),
+    ModelType("qwen3", _DEC, _GGUF, rotary=True),
+    ModelType("qwen3_moe", _DEC, _LLAMA, rotary=True),
+    ModelType("gemma", _DEC, _GGUF, rotary=True, gain_plus_one=True),
+    ModelType("gemma2", _DEC, _GGUF, rotary=True, gain_plus_one=True),
+    ModelType("gemma3", _DEC, _GGUF, rotary=True, gain_plus_one=True, caveat=f"model type 'gemma3' is {_LM_TOWER}"),
+    ModelType("gemma3_text", _DEC, _LLAMA, gain_plus_one=True),
+    ModelType("phi", _DEC, _LLAMA, rotary=True),
+    ModelType("opt", _DEC, _LLAMA),
+    ModelType("olmo", _DEC, _GGUF, rotary=True),
+    ModelType("olmo2", _DEC, _GGUF, rotary=True),
+    ModelType("stablelm", _DEC, _GGUF, rotary=True),
+    ModelType("starcoder2", _DEC, _GGUF, rotary=True),
+    ModelType("cohere", _DEC, _LLAMA, rotary=True),
+    ModelType("granite", _DEC, _GGUF, rotary=True),
+    ModelType("internlm", _DEC, _LLAMA, rotary=True),
+    ModelType("baichuan", _DEC, rotary=True),
+    ModelType("xglm", _DEC, _LLAMA),
+    ModelType("jamba", _DEC, _LLAMA),
+    ModelType("nemotron_h", _DEC, ("nemotron-h",)),
+    ModelType("deepseek_v2", _DEC, _MLA, rotary=True),
+    ModelType("deepseek_v3", _DEC, _MLA, rotary=True),
+    ModelType("deepseek_v32", _DEC, _MLA),
+    ModelType("kimi_k2", _DEC, _MLA),
+    ModelType("minicpm3", _DEC, _MLA),
+    ModelType("glm4_moe_lite", _DEC, _MLA),
+    ModelType("glm_moe_dsa", _DEC, _MLA),
+    ModelType("mistral4", _DEC, _MLA),
+    ModelType("youtu", _DEC, _MLA),
+    ModelType("axk1", _DEC, _MLA),
+    ModelType("sarvam_mla", _DEC, _MLA),
+    ModelType("qwen3_next", _DEC, (GATED_LAYOUT,)),
+    ModelType("qwen3_5", _DEC, (GATED_LAYOUT,), caveat=f"model type 'qwen3_5' is {_LM_TOWER}"),
+    ModelType("qwen3_5_text", _DEC, (GATED_LAYOUT,)),
+    ModelType("qwen3_5_moe", _DEC, (GATED_LAYOUT,), caveat=f"model type 'qwen3_5_moe' is {_LM_TOWER}"),
+    ModelType("qwen3_5_moe_text", _DEC, (GATED_LAYOUT,)),
+    ModelType("minicpm5_moe", _DEC, (GATED_LAYOUT,)),
+    ModelType("internvl", _DEC, ("vit-q-proj", "llama-style"), caveat=f"model type 'internvl' is {_LM_TOWER}"),
+    # GGUF architectures (general.architecture) with llama.cpp's attn_q / attn_k
+    ModelType("qwen2moe", _DEC, ("gguf",), rotary=True),
+    ModelType("qwen3moe", _DEC, ("gguf",), rotary=True),
+    ModelType("command-r", _DEC, ("gguf",), rotary=True),
+    ModelType("internlm2", _DEC, ("gguf",), rotary=True),
+    # encoder-decoders
+    ModelType("t5", _ED, _T5, encoder_alone=True),
+    ModelType("mt5", _ED, _T5, encoder_alone=True),
+    ModelType("umt5", _ED, _T5, encoder_alone=True),
+    ModelType("bart", _ED, _SEQ2SEQ),
+    ModelType("mbart", _ED, _SEQ2SEQ),
+    ModelType("marian", _ED, _SEQ2SEQ),
+    ModelType("pegasus", _ED, _SEQ2SEQ),
+    ModelType("whisper", _ED, _SEQ2SEQ),
+    ModelType("m2m_100", _ED, _SEQ2SEQ),
+    ModelType("blenderbot", _ED, _SEQ2SEQ),
+    ModelType("led", _ED, _SEQ2SEQ),
+    # vision, supervised
+    ModelType(
+        "vit",
+        _SUP,
+        _HF,
+        caveat="model type 'vit' is read as vision-supervised; DINO (v1) checkpoints share it: pass "
+        "--family vision-self-supervised for those",
+    ),
+    ModelType("deit", _SUP, _HF),
+    ModelType("swin", _SUP, ("swin",)),
+    ModelType("donut-swin", _SUP, ("swin",)),
+    # vision, self-supervised
+    ModelType("dinov2", _SSL, _HF),
+    ModelType("dinov2_with_registers", _SSL, _HF),
+    ModelType("dinov3_vit", _SSL, ("vit-q-proj",)),
+    ModelType("vit_mae", _SSL, _HF, pretraining_head=("ViT-MAE", "decoder")),
+    ModelType(
+        "beit",
+        _SSL,
+        _HF,
+        caveat="model type 'beit' is read as vision-self-supervised (its masked-image pretraining); checkpoints "
+        "fine-tuned with labels share it",
+    ),
+    ModelType("data2vec-vision", _SSL, _HF),
+    ModelType("ijepa", _SSL, _HF),
+    ModelType("vit_msn", _SSL, _HF),
+    ModelType("vjepa2", _SSL, ("vjepa2",), pretraining_head=("V-JEPA 2", "predictor")),
+    # vision-language
+    ModelType("clip", _VL, _LLAMA),
+    ModelType("clip_vision_model", _VL, _LLAMA),
+    ModelType("clip_text_model", _VL, _LLAMA),
+    ModelType("siglip", _VL, _LLAMA),
+    ModelType("siglip_vision_model", _VL, _LLAMA),
+    ModelType("siglip_text_model", _VL, _LLAMA),
+    ModelType("siglip2", _VL, _LLAMA),
+    ModelType("siglip2_vision_model", _VL, _LLAMA),
+    ModelType("aimv2", _VL, _LLAMA),
+    ModelType("aimv2_vision_model", _VL, _LLAMA),
+    ModelType("internvl_vision", _VL, ("vit-q-proj",)),
+    ModelType("blip", _VL, ("blip-vision", "hf-encoder")),
+    ModelType("blip_vision_model", _VL, ("blip-vision",)),
+    ModelType("blip_text_model", _VL, _HF),
+    ModelType("blip-2", _VL, ("blip-vision",)),
+    ModelType("blip_2_vision_model", _VL, ("blip-vision",)),
+    ModelType("instructblip", _VL, ("blip-vision",)),
+    ModelType("instructblip_vision_model", _VL, ("blip-vision",)),
+    # segmentation
+    ModelType("sam", _SEG, ("sam-vit",)),
+    ModelType("sam_vision_model", _SEG, ("sam-vit",)),
+    ModelType("segformer", _SEG, ("segformer",)),
+    ModelType("maskformer-swin", _SEG, ("swin",)),
+    # diffusion
+    ModelType("dit", _DIFF, ("timm-vit",)),
+    ModelType("DiTTransformer2DModel", _DIFF, ("diffusers-dit",)),
+    ModelType("PixArtTransformer2DModel", _DIFF, _PIXART),
+    ModelType("Transformer2DModel", _DIFF, _PIXART),
+    ModelType("SD3Transformer2DModel", _DIFF, (*_MMDIT, "sd3-attn2")),
+    ModelType("FluxTransformer2DModel", _DIFF, (*_MMDIT, "flux-single")),
+)
+BY_NAME = {record.name: record for record in MODEL_TYPES}
+
+
+def model_type(name: str) -> ModelType | None:
+    """The record of a config's model type, or None where it is not known."""
+    return BY_NAME.get(name)
+
+
+def stores_in(name: str, layout: str) -> bool:
+    """Whether model type ``name`` is known to store its attention in ``layout``."""
+    record = BY_NAME.get(name)
+    return record is not None and layout in record.layouts
+
+
+def types_of(layout: str) -> tuple[str, ...]:
+    """The model types whose records list ``layout``."""
+    return tuple(r.name for r in MODEL_TYPES if layout in r.layouts)
+
+
+# ---- generated text: the help list and the docs' tables -------------------------------------------------
+def _traits(record: ModelType) -> str:
+    traits = [
+        ("rotary", record.rotary),
+        ("latent attention", record.latent),
+        ("gated queries", record.gated),
+        (
+            f"pretraining {record.pretraining_head[1]} listed" if record.pretraining_head else "",
+            record.pretraining_head,
+        ),
+        ("not read (family only)", not record.layouts),
+    ]
+    return ", ".join(text for text, on in traits if on)
+
+
+def model_table() -> str:
+    """The Markdown table of every model type: family, layouts, traits (the README's and the docs' copy)."""
+    lines = ["| family | model type | layouts | notes |", "|---|---|---|---|"]
+    for family in FAMILIES[:-1]:
+        for record in (r for r in MODEL_TYPES if r.family == family):
+            layouts = ", ".join(f"`{name}`" for name in record.layouts) or "-"
+            lines.append(f"| {family} | `{record.name}` | {layouts} | {_traits(record)} |")
+    return "\n".join(lines)
+
+
+def help_list() -> str:
+    """The model types ``analyze`` reads, grouped by family, for ``--help``."""
+    groups = []
+    for family in FAMILIES[:-1]:
+        names = [r.name for r in MODEL_TYPES if r.family == family and r.layouts]
+        groups.append(f"{family}: {', '.join(names)}")
+    return "; ".join(groups)
+
+
+TABLE_BEGIN = "<!-- model types: generated by `python -m checkpoints.model_types`; do not edit by hand -->"
+TABLE_END = "<!-- end of model types -->"
+
+
+def with_table(text: str) -> str:
+    """``text`` (a Markdown file) with its generated model table replaced by the registry's."""
+    head, sep, rest = text.partition(TABLE_BEGIN)
+    _, sep_end, tail = rest.partition(TABLE_END)
+    if not sep or not sep_end:
+        raise ValueError("no generated model table (its begin and end markers) in the text")
+    return f"{head}{TABLE_BEGIN}\n{model_table()}\n{TABLE_END}{tail}"
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    for path in sys.argv[1:] or ("README.md", "docs/architecture.md"):
+        file = Path(path)
+        file.write_text(with_table(file.read_text()))

@@ -1,0 +1,60 @@
+"""The model-type registry: every record complete and consistent with the layouts, the tables of the README
+and docs/architecture.md and the ``analyze --help`` list generated from it, and a family for every type."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from checkpoint_builders import D, H, L, write_gguf
+
+from checkpoints.analyze import describe
+from checkpoints.layouts import LAYOUTS
+from checkpoints.model_types import FAMILIES, MODEL_TYPES, help_list, model_table, types_of, with_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("record", MODEL_TYPES, ids=lambda r: r.name)
+def test_every_registered_model_type_has_a_known_family_and_known_layouts(record):
+    assert record.family in FAMILIES and record.family != "unknown"
+    assert set(record.layouts) <= {layout.name for layout in LAYOUTS}
+
+
+def test_model_types_are_registered_once_and_every_layout_is_reachable():
+    names = [r.name for r in MODEL_TYPES]
+    assert len(names) == len(set(names))
+    for layout in LAYOUTS:  # a layout closed to unlisted types must be listed by some type, or it reads nothing
+        assert layout.any_model or types_of(layout.name), layout.name
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/architecture.md"])
+def test_the_docs_model_tables_are_the_registrys(doc):
+    text = (ROOT / doc).read_text()
+    assert with_table(text) == text, (
+        f"{doc}'s model table differs from the registry: run python -m checkpoints.model_types"
+    )
+    assert model_table() in text
+
+
+def test_analyze_help_lists_every_model_type_read():
+    from cli import app
+    from wqk.cli.scoring import analyze
+
+    command = next(c for c in app.registered_commands if c.callback is analyze)
+    assert help_list() in command.help
+    listed = {name for group in help_list().split("; ") for name in group.split(": ")[1].split(", ")}
+    assert listed == {r.name for r in MODEL_TYPES if r.layouts}
+
+
+def test_gemma3_gguf_gets_the_decoder_family(tmp_path):
+    pytest.importorskip("gguf")
+    rng = np.random.default_rng(0)
+    tensors = {
+        f"blk.{i}.attn_{x}.weight": rng.standard_normal((D, D)).astype(np.float32) for i in range(L) for x in "qk"
+    }
+    path = tmp_path / "tiny-gemma3.gguf"
+    write_gguf(path, tensors, H, H, D, L, arch="gemma3")
+    plan = describe(path)[1]
+    assert (plan.layout.name, plan.model_type, plan.family) == ("gguf", "gemma3", "decoder")

@@ -1,0 +1,98 @@
+"""The functions behind ``import wqk``: each returns a ``pandas.DataFrame`` with the command line's columns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas
+    import torch
+
+NULL_COLUMNS = ["score", "mean", "std", "q025", "median", "q975"]
+
+
+def _frame(rows: list[dict], columns: list[str]) -> pandas.DataFrame:
+    try:
+        import pandas
+    except ImportError as err:
+        raise ImportError("wqk returns pandas DataFrames: pip install 'wqk-toolkit[api]'") from err
+    return pandas.DataFrame(rows, columns=columns)
+
+
+def analyze(
+    model: Any,
+    per: str = "both",
+    *,
+    heads: int | None = None,
+    kv_heads: int | None = None,
+    prefix: str | None = None,
+    k: float = 2.0,
+    null_samples: int | None = None,
+    family: str | None = None,
+    download: bool = False,
+    **keywords: Any,
+) -> pandas.DataFrame:
+    """Every attention layer and head of ``model`` scored with null z-scores: the rows of ``cli.py analyze --csv``.
+
+    ``model``: a live ``torch.nn.Module`` (its parameters are read in memory, its ``config`` gives the head counts),
+    a checkpoint path, or a hub id read from the local Hugging Face cache (fetched only with ``download``). Further
+    keywords go to :func:`checkpoints.analyze.analyze` unchanged.
+    """
+    from checkpoints.analyze import ANALYZE_COLUMNS
+    from checkpoints.analyze import analyze as run
+    from checkpoints.hub import open_source
+
+    if hasattr(model, "state_dict") and callable(model.state_dict):
+        source, heads = _live(model, heads)
+    else:
+        source = open_source(model if isinstance(model, Path) else str(model), download=download)
+    analysis = run(source, per, heads, kv_heads, prefix, k, null_samples, family=family, **keywords)  # type: ignore[arg-type]
+    return _frame(analysis.rows, ANALYZE_COLUMNS)
+
+
+def _live(module: torch.nn.Module, heads: int | None):
+    """A live module as a checkpoint read in memory: its state dict and config, and its head count where the
+    config does not state one (``num_heads`` of its first attention, e.g. a timm ViT)."""
+    from checkpoints.loading import Checkpoint
+
+    config = getattr(module, "config", None)
+    config = dict(config.to_dict() if hasattr(config, "to_dict") else config or {})
+    if heads is None and not config:
+        heads = next((m.num_heads for m in module.modules() if isinstance(getattr(m, "num_heads", None), int)), None)
+    name = config.get("_name_or_path") or type(module).__name__
+    return Checkpoint.from_state_dict(module.state_dict(), config, name=str(name)), heads
+
+
+def scores(
+    W_q: Any,
+    W_k: Any,
+    heads: int | None = None,
+    per: str = "both",
+    k: float = 2.0,
+    null_samples: int = 256,
+) -> pandas.DataFrame:
+    """Symmetry and directionality of ``M_h = W_q^h W_k^h^T`` (rows = query side) with nulls: ``cli.py scores``' rows.
+
+    Factors are ``[d, d_h]``, ``[H, d, d_h]`` or ``[L, H, d, d_h]``; or ``[d, H d_h]`` with ``heads = H`` (the
+    transpose of a ``q_proj.weight`` / ``k_proj.weight``, heads side by side in the columns).
+    """
+    import torch
+
+    from theory.factored import FactoredForms
+    from theory.report import SCORE_COLUMNS, score_rows
+
+    q, key = (torch.as_tensor(w) for w in (W_q, W_k))
+    if heads is not None:
+        if q.dim() != 2 or q.shape[1] % heads:
+            raise ValueError(f"heads={heads} splits factors [d, H d_h] by columns; got W_q of shape {tuple(q.shape)}")
+        q, key = (w.reshape(w.shape[0], heads, -1).transpose(0, 1) for w in (q, key))
+    return _frame(score_rows(FactoredForms(q, key), per, k, null_samples), SCORE_COLUMNS)  # type: ignore[arg-type]
+
+
+def null(d: int, rank: int, k: float = 2.0, samples: int = 256, seed: int = 0) -> pandas.DataFrame:
+    """Null distribution of each score for ``M = A B^T``, Gaussian ``A, B`` of shape ``[d, rank]``: ``cli.py null``."""
+    from theory.nulls import null_distribution
+
+    summary = null_distribution(d, rank, k, samples, seed).summary()
+    return _frame([{"score": name, **stats} for name, stats in summary.items()], NULL_COLUMNS)

@@ -1,0 +1,185 @@
+"""``paper``: run or reuse every experiment of the paper, then write its tables, figures and report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from wqk.cli.errors import fail
+from wqk.cli.options import OUTPUT_DIR, Format
+from wqk.cli.output import Output
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(paper)
+
+
+def paper(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="The committed CPU run (default): 17.5 minutes of 2 cores measured, cold.")
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="The same pipeline at GPU sizes (more seeds and steps, larger models).")
+    ] = False,
+    smoke: Annotated[
+        bool, typer.Option("--smoke", help="Tiny sizes that check the pipeline end to end (numbers meaningless).")
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            **OUTPUT_DIR,
+            help="Where results/, figures/ and report.md go (default paper/; runs/paper-smoke for --smoke).",
+        ),
+    ] = None,
+    checkpoints: Annotated[
+        list[str],
+        typer.Option(
+            metavar="PATH|cache",
+            help="A checkpoint to score and add to the report (repeat the option); any `analyze` layout, or 'cache': "
+            "every model of the local Hugging Face cache that `analyze` reads (see analyze --list-cache).",
+        ),
+    ] = [],
+    jobs: Annotated[int, typer.Option(min=1, help="Experiments run at once, one process and one thread each.")] = 2,
+    work: Annotated[
+        Path,
+        typer.Option(
+            **OUTPUT_DIR, help="Run directories (checkpoints, per-run metrics), reused across runs; not committed."
+        ),
+    ] = Path("runs/paper-work"),
+    only: Annotated[
+        list[str], typer.Option(metavar="NAME", help="Run only this experiment (repeat); the rest is read as it is.")
+    ] = [],
+    force: Annotated[
+        list[str], typer.Option(metavar="NAME", help="Rerun this experiment even when cached (repeat).")
+    ] = [],
+    list_: Annotated[
+        bool, typer.Option("--list", help="List the experiments, their cache state and the slots.")
+    ] = False,
+    device: Annotated[str, typer.Option(help="Device of the vision runs: auto (CUDA if present), cpu, cuda.")] = "auto",
+    fmt: Format = "table",
+) -> None:
+    """Run or reuse every experiment of the paper, then write results/, figures/*.png|pdf and report.md.
+
+    An experiment reruns only when its config, the code its runner can reach, or a library version changed
+    (results/<experiment>/manifest.json holds the key). Figures and the report are drawn from the result tables only.
+    """
+    import sys
+    import time
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
+
+    from paper.pipeline import plan, run_pipeline
+    from paper.registry import experiments, waiting_slots
+
+    show = Output(fmt)
+    chosen = [m for m, flag in (("quick", quick), ("full", full), ("smoke", smoke)) if flag]
+    if len(chosen) > 1:
+        fail(f"choose one of --quick, --full, --smoke; got {', '.join('--' + m for m in chosen)}")
+    mode = chosen[0] if chosen else "quick"
+    out = out or Path("runs/paper-smoke" if mode == "smoke" else "paper")
+    if device not in ("auto", "cpu") and not device.startswith("cuda"):
+        fail(f"--device must be auto, cpu, cuda or cuda:N; got {device!r}")
+    paths = checkpoint_paths(checkpoints)
+    if list_:
+        plans = plan(experiments(paths), mode, out / "results", work)
+        show.table(
+            [
+                {
+                    "experiment": p.task.name,
+                    "cached": "yes" if p.cached else "no",
+                    "cost s": p.experiment.cost,
+                    "what": p.experiment.title,
+                }
+                for p in plans
+            ],
+            ["experiment", "cached", "cost s", "what"],
+            title=f"{mode} mode: experiments under {out / 'results'} (cost: rough quick-mode seconds of one core)",
+        )
+        for name, why in waiting_slots().items():
+            show.note(f"slot {name}: {why}")
+        return
+    command = (
+        " ".join(["python cli.py", *sys.argv[1:]])
+        if Path(sys.argv[0]).name == "cli.py"
+        else f"python cli.py paper --{mode}"
+    )
+    start = time.perf_counter()
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=show.messages,
+        transient=True,
+    ) as progress:
+        overall = progress.add_task("experiments", total=None)
+        running: dict[str, int] = {}
+
+        def on_plan(plans) -> None:
+            todo = [p.task.name for p in plans if not p.cached or p.task.name in force]
+            cached = len(plans) - len(todo)
+            progress.update(overall, total=len(todo), description=f"experiments ({cached} cached)")
+
+        def on_event(name: str, kind: str, text: str) -> None:
+            if kind == "start":
+                running[name] = progress.add_task(f"  {name}", total=None)
+            elif kind == "note" and name in running:
+                progress.update(running[name], description=f"  {name}: {text}")
+            elif kind in ("done", "failed"):
+                if name in running:
+                    progress.remove_task(running.pop(name))
+                progress.advance(overall)
+                style = "green" if kind == "done" else "bold red"
+                progress.console.print(Text.assemble((f"{kind} ", style), f"{name} ({text})"))
+
+        try:
+            result = run_pipeline(
+                out,
+                mode,
+                paths,
+                jobs,
+                work,
+                only,
+                force,
+                device=device,
+                command=command,
+                on_event=on_event,
+                on_plan=on_plan,
+            )
+        except (ValueError, FileNotFoundError) as err:
+            fail(str(err))
+    for name, why in result.waiting.items():
+        show.note(f"slot {name} not run: {why}")
+    for name, why in result.figure_errors.items():
+        show.note(f"figure {name} skipped: {why}", style="yellow")
+    show.note(
+        f"{len(result.ran)} experiments ran, {len(result.cached)} cached; {len(result.figures)} figure files; "
+        f"wrote {result.report} ({time.perf_counter() - start:.0f} s)"
+    )
+    if result.failed:
+        for name, why in result.failed.items():
+            Console(stderr=True, soft_wrap=True).print(Text.assemble(("failed: ", "bold red"), f"{name}: {why}"))
+        raise typer.Exit(1)
+
+
+def checkpoint_paths(sources: list[str]) -> list[str]:
+    """``--checkpoints``' paths, with ``cache`` standing for every cached model that ``analyze`` reads."""
+    from checkpoints.hub import cache_dir, cached_models
+
+    paths: list[str] = []
+    for source in sources:
+        if source == "cache" and not Path(source).exists():
+            readable = [str(m.path) for m in cached_models() if m.readable]
+            if not readable:
+                fail(f"--checkpoints cache: no model in {cache_dir()} that analyze reads (see analyze --list-cache)")
+            paths += readable
+        elif not Path(source).exists():
+            fail(f"no such checkpoint: {source}")
+        else:
+            paths.append(source)
+    return list(dict.fromkeys(paths))

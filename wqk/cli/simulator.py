@@ -1,0 +1,391 @@
+"""The simulator's commands: ``simulate``, ``compare-theory``, ``first-update``, ``experiment``, ``grid``.
+
+``simulate``'s config options are generated from :data:`sim.config.OPTION_FIELDS`: each option's type is its
+config field's, its default (per objective) is read from :data:`sim.config.DEFAULTS`, and only its words and
+range are declared here.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sim.config import COMPARE_DEFAULTS, OPTION_FIELDS, DataConfig, ModelConfig, SimConfig, default_text
+from wqk.cli.errors import fail
+from wqk.cli.options import OUTPUT_DIR, SEED_THREADS, Format, Objective, in_open_unit_interval, key_values, positive
+from wqk.cli.output import Output
+
+#: ``simulate``'s config options in help order: (what it sets, click settings: a range, a check, flag names).
+SIM_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "d": ("Model dimension", {"min": 2}),
+    "n": ("Positions per sequence, BOS/CLS included", {"min": 2}),
+    "heads": ("Attention heads per layer", {"min": 1}),
+    "d_head": ("Head size; 0 = d / heads", {"min": 0}),
+    "layers": ("Attention layers", {"min": 1}),
+    "steps": ("Training steps", {"min": 1}),
+    "seeds": ("Seeds trained together in one batched model", {"min": 1}),
+    "first_seed": ("First seed value (seeds are first, first + 1, ...)", {"min": 0}),
+    "batch": ("Sequences per seed per step", {"min": 1}),
+    "lr": ("Learning rate", {"callback": positive}),
+    "optimizer": ("adam or sgd", {}),
+    "process": (
+        "Data: lag, markov, iid (tokens); var_reversible, var_irreversible, separable, field (continuous)",
+        {},
+    ),
+    "transition": (
+        "Chain transition: involution (reversible), cycle (irreversible drift), copy, random_reversible, uniform",
+        {},
+    ),
+    "strength": ("Probability of the chain's deterministic move", {"min": 0.0, "max": 1.0}),
+    "lag": ("Distance k of the dependence x_i <- x_{i-k}", {"min": 1}),
+    "vocab": ("Data tokens", {"min": 2}),
+    "channels": ("Channels of continuous tokens", {"min": 1}),
+    "bos": ("BOS token at position 0 (token objectives)", {"flags": ("--bos/--no-bos",)}),
+    "mask_scheme": ("Masked positions get: bert (80/10/10), mask ([MASK] only), random, keep", {}),
+    "mask_ratio": ("Fraction of positions masked", {"callback": in_open_unit_interval}),
+    "target": ("Denoising target: eps, x0 or v", {}),
+    "param": ("W_qk as factored W_q, W_k, direct M, or tied W_q = W_k", {}),
+    "attention": ("softmax or linear", {}),
+    "residual": ("Residual path around attention", {"flags": ("--residual/--no-residual",)}),
+    "mlp": ("MLP block after attention", {"flags": ("--mlp/--no-mlp",)}),
+    "init": ("gaussian, or symmetric (W_k = W_q at init, same scale)", {}),
+    "init_scale": ("Std of W_q, W_k entries times sqrt(d)", {"callback": positive}),
+    "embed": ("Token/channel embedding: onehot, orthogonal, gaussian", {}),
+    "positions": ("Position embedding: onehot, orthogonal, gaussian, none", {}),
+    "learn_embed": ("Train the embeddings", {"flags": ("--learn-embed/--fixed-embed",)}),
+    "record_every": ("Record scores every this many steps", {"min": 1}),
+}
+
+
+def _field_type(option: str) -> type:
+    """The Python type of the config field an option sets (a ``Literal`` of names is a ``str``)."""
+    part, _, name = OPTION_FIELDS[option].rpartition("__")
+    owner = {"": SimConfig, "model": ModelConfig, "data": DataConfig}[part]
+    hint = typing.get_type_hints(owner)[name]
+    return str if typing.get_origin(hint) is typing.Literal else hint
+
+
+def config_parameters() -> list[inspect.Parameter]:
+    """``simulate``'s config options as keyword parameters: type from the config, default None (the objective's)."""
+    params = []
+    for option, (text, settings) in SIM_OPTIONS.items():
+        settings = dict(settings)
+        flags = settings.pop("flags", ())
+        info = typer.Option(*flags, help=f"{text} ({default_text(option)}).", **settings)
+        annotation = Annotated[_field_type(option) | None, info]  # type: ignore[operator]
+        params.append(inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
+    return params
+
+
+def with_config_options(command):
+    """``command(**options)`` with :func:`config_parameters` added to its signature for typer to declare."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    command.__signature__ = signature.replace(parameters=own + config_parameters())
+    return command
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(with_config_options(simulate))
+    app.command("compare-theory")(compare_theory)
+    app.command("first-update")(first_update)
+    app.command()(experiment)
+    app.command()(grid)
+
+
+def simulate(
+    *,
+    objective: Objective = "denoising",
+    out: Annotated[
+        Path,
+        typer.Option(
+            **OUTPUT_DIR, help="Run directory (with 'all': one subdirectory per objective, shared table and figure)."
+        ),
+    ] = Path("runs/simulate"),
+    resume: Annotated[bool, typer.Option(help="Continue from the run directory's checkpoint (exactly).")] = False,
+    threads: Annotated[int, SEED_THREADS] = 1,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
+    fmt: Format = "table",
+    **options,
+) -> None:
+    """Train minimal attention models (all seeds batched) under an objective and score W_qk as it learns.
+
+    Prints final symmetry s and directionality delta of the per-layer form: mean +- 95% CI over seeds and
+    the seeds' null z-scores combined (Stouffer, sum / sqrt(n)), for the learned W_qk, its update M_t - M_0,
+    and the self-pair / cross-pair parts of the accumulated gradient. Writes metrics.csv, summary.csv and
+    scores.png under --out. Why the defaults are what they are: sim/config.py. Siblings: `experiment` (named
+    multi-arm experiments), `compare-theory` (first steps vs the theory's expected update).
+    """
+    from sim.config import configs_from_options
+    from sim.simulate import simulate as run_simulation
+
+    show = Output(fmt)
+    try:
+        configs = configs_from_options(objective, options)
+        result = run_simulation(configs, out, resume=resume, progress=progress, threads=threads)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    if fmt != "table":  # a pipe gets every summary row (layers, forms, blocks) with its full values
+        show.table(result.summary, list(dict.fromkeys(k for row in result.summary for k in row)))
+    else:
+        _print_summary(show, result.summary)
+    for path in (*[p / "metrics.csv" for p in result.run_dirs.values()], result.summary_csv, result.figure):
+        show.note(f"wrote {path}")
+
+
+def _print_summary(show: Output, summary: list[dict]) -> None:
+    """The final per-layer scores and layer 0's blocks, formatted for reading."""
+    from sim.report import BLOCK_DISPLAY_COLUMNS, DISPLAY_COLUMNS, format_blocks, format_summary
+
+    shown = format_summary(summary)
+    show.table(
+        shown,
+        [c for c in DISPLAY_COLUMNS if any(row[c] for row in shown)],
+        title=f"step {summary[0]['step']}, {summary[0]['seeds']} seeds: per-layer scores, mean ± 95% CI "
+        "(z = the seeds' null z combined, sum / sqrt(n)); W_qk learned, update = M_t - M_0, "
+        "grad_* = self/cross pairs of sum dL/dM",
+    )
+    show.table(
+        format_blocks(summary),
+        BLOCK_DISPLAY_COLUMNS,
+        title="layer 0 in its input coordinates: blocks (share of ||M||^2; cross pairs: pair symmetry), entries the "
+        "loss can evaluate, and the log-slopes along the sequence of the positions' key / query norms",
+    )
+
+
+#: Config overrides of the simulator's theory comparisons.
+SimOverrides = Annotated[
+    list[str],
+    typer.Option(
+        "--set",
+        help="Config field key=value, repeatable, as `simulate` names them (d, n, heads, process, optimizer, lr, "
+        "...) or SimConfig fields with model__X / data__X.",
+    ),
+]
+
+
+def compare_theory(
+    objective: Objective = "all",
+    set_: SimOverrides = [],
+    steps: Annotated[
+        int, typer.Option(min=1, help="First steps measured (the gradients are taken within a step or two of init).")
+    ] = COMPARE_DEFAULTS["steps"],
+    batch: Annotated[
+        int, typer.Option(min=1, help="Sequences per seed per step (large, so sampling noise is below the signal).")
+    ] = COMPARE_DEFAULTS["batch"],
+    seeds: Annotated[int, typer.Option(min=1, help="Seeds.")] = COMPARE_DEFAULTS["seeds"],
+    mc_sequences: Annotated[
+        int, typer.Option(min=1, help="Monte Carlo sequences per seed for the theory's expectation.")
+    ] = COMPARE_DEFAULTS["mc_sequences"],
+    out: Annotated[Path, typer.Option(**OUTPUT_DIR, help="Directory of compare_theory.csv.")] = Path(
+        "runs/compare_theory"
+    ),
+    threads: Annotated[int, typer.Option(min=1, help="torch threads.")] = 1,
+    progress: Annotated[bool, typer.Option(help="Say which objective runs.")] = True,
+    fmt: Format = "table",
+) -> None:
+    """The first steps' dL/dM of the simulator vs the theory's expected update at init, per objective and part.
+
+    Relative error of the measured update against E[dL/dM] (Monte Carlo, and exact Gaussian where it applies),
+    next to the relative error sampling alone produces: near it, the first updates are what the theory predicts.
+    One softmax layer without residual or MLP (the theory's head).
+    """
+    from sim.compare import compare_theory as compare
+    from sim.config import configs_from_options
+
+    show = Output(fmt)
+    try:
+        configs = configs_from_options(
+            objective, {**key_values(set_, "--set"), "steps": steps, "batch": batch, "seeds": seeds}
+        )
+        rows = compare(configs, out, mc_sequences=mc_sequences, progress=progress, threads=threads)
+    except (ValueError, TypeError, NotImplementedError) as err:
+        fail(str(err))
+    show.table(
+        rows,
+        list(rows[0]),
+        title="layer-0 dL/dM over the first steps vs the theory's E[dL/dM] at M = 0: "
+        "mean ± 95% CI over seeds; rel_noise = relative error from sampling alone",
+    )
+    show.note(f"wrote {out / 'compare_theory.csv'}")
+
+
+def first_update(
+    objective: Objective = "autoregressive",
+    set_: SimOverrides = [],
+    steps: Annotated[str, typer.Option(help="Training steps after which the update is measured, comma-separated.")] = (
+        "1,3,10"
+    ),
+    batch: Annotated[
+        int, typer.Option(min=1, help="Sequences per seed per step (larger: less noise in the measured step).")
+    ] = 256,
+    seeds: Annotated[int, typer.Option(min=1, help="Seeds.")] = 8,
+    mc_sequences: Annotated[
+        int, typer.Option(min=2, help="Monte Carlo sequences per seed for each expectation.")
+    ] = 2048,
+    out: Annotated[
+        Path, typer.Option(**OUTPUT_DIR, help="Directory of first_update.csv and first_update_summary.csv.")
+    ] = Path("runs/first_update"),
+    threads: Annotated[int, typer.Option(min=1, help="torch threads.")] = 1,
+    fmt: Format = "table",
+) -> None:
+    """The first update of layer 0 predicted three ways vs the simulator's first steps.
+
+    averaged = -E[dL/dM] at M = 0 with the readout init averaged out (theory predict); gradient = -E[dL/dM] at the
+    model's own init and drawn readout (keeps the target terms); update = that gradient through the
+    parameterisation and optimiser trained (-lr (G W_k W_k^T + W_q W_q^T G) for separate factors, sign-like for
+    Adam). Prints s and delta_PR predicted / measured, their cosine, and the cosine the batch noise allows.
+    """
+    from sim.config import configs_from_options
+    from sim.first_update import compare_first_update
+
+    parts = [x.strip() for x in steps.split(",") if x.strip()]
+    if not parts or not all(x.isdigit() and int(x) >= 1 for x in parts):
+        fail(f"--steps takes positive step numbers separated by commas, got {steps!r}")
+    chosen = tuple(int(x) for x in parts)
+    show = Output(fmt)
+    try:
+        options = {**key_values(set_, "--set"), "steps": max(chosen), "batch": batch, "seeds": seeds}
+        configs = configs_from_options(objective, options)
+        rows = compare_first_update(configs, out, chosen, mc_sequences, threads)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    if fmt != "table":
+        show.table(rows, list(rows[0]), title="layer-0 first update: theory vs simulator (mean over seeds)")
+    else:
+        shown = [
+            {
+                "name": r["name"],
+                "prediction": r["prediction"],
+                "step": r["step"],
+                "s pred / meas": f"{r['s_pred']:+.3f} / {r['s_meas']:+.3f}",
+                "δ_PR pred / meas": f"{r['delta_pr_pred']:+.3f} / {r['delta_pr_meas']:+.3f}",
+                "cosine": f"{r['cosine']:.3f} ± {r['cosine_ci']:.3f}",
+                "ceiling": f"{r['ceiling']:.3f}",
+            }
+            for r in rows
+        ]
+        show.table(shown, list(shown[0]), title="layer-0 first update: theory vs simulator (mean over seeds)")
+    show.note(f"wrote {out / 'first_update.csv'} and {out / 'first_update_summary.csv'}")
+
+
+def experiment(
+    names: Annotated[list[str] | None, typer.Argument(help="Experiment names (see --list), or 'all'.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the experiments and what each tests.")] = False,
+    out: Annotated[
+        Path, typer.Option(**OUTPUT_DIR, help="Root of the experiments' run directories and tables.")
+    ] = Path("runs/experiments"),
+    seeds: Annotated[int | None, typer.Option(min=1, help="Seeds per arm (default: the arm's own, 8).")] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="Training steps per arm (default: the arm's own, 300).")
+    ] = None,
+    threads: Annotated[int, SEED_THREADS] = 1,
+    progress: Annotated[bool, typer.Option(help="Show a progress bar per arm.")] = True,
+    fmt: Format = "table",
+) -> None:
+    """Run named simulator experiments (several arms of 8 seeds each) and print their per-layer scores.
+
+    Writes OUT/NAME/summary.csv (long: one row per arm x step x layer x form x block x quantity, seed mean, 95% CI,
+    combined null z), experiment.json and scores.png. Arms with the same configuration share one run, so
+    experiments that reuse an arm do not train it twice, and an interrupted experiment resumes.
+    """
+    from sim.experiments import EXPERIMENTS, format_experiment, run_experiment
+
+    show = Output(fmt)
+    if list_ or not names:
+        show.table([{"experiment": k, "what": v.doc} for k, v in EXPERIMENTS.items()], ["experiment", "what"])
+        return
+    chosen = (
+        list(EXPERIMENTS) if names == ["all"] else [n.strip() for name in names for n in name.split(",") if n.strip()]
+    )
+    unknown = [n for n in chosen if n not in EXPERIMENTS]
+    if unknown:
+        fail(f"unknown experiment {', '.join(map(repr, unknown))}; choose from {sorted(EXPERIMENTS)} or all")
+    for name in chosen:
+        try:
+            rows = run_experiment(name, out, seeds=seeds, steps=steps, progress=progress, threads=threads)
+        except (ValueError, TypeError) as err:
+            fail(str(err))
+        shown = format_experiment(rows)
+        show.table(
+            shown,
+            list(dict.fromkeys(k for row in shown for k in row)),
+            title=f"experiment {name}: {EXPERIMENTS[name].doc} (layer 0, mean ± 95% CI over seeds; z combined)",
+        )
+        show.note(f"wrote {out / name}")
+
+
+def grid(
+    objective: Annotated[str | None, typer.Option(help="Objectives, comma-separated (default: all five).")] = None,
+    data: Annotated[
+        str | None, typer.Option(help="exchangeable, reversible, irreversible, comma-separated (default: all).")
+    ] = None,
+    param: Annotated[str | None, typer.Option(help="direct, factored, tied, comma-separated (default: all).")] = None,
+    optimizer: Annotated[str | None, typer.Option(help="sgd, adam, comma-separated (default: both).")] = None,
+    positions: Annotated[str | None, typer.Option(help="onehot, none, comma-separated (default: both).")] = None,
+    seeds: Annotated[int, typer.Option(min=2, help="Seeds per cell.")] = 8,
+    steps: Annotated[int, typer.Option(min=4, help="Training steps per cell (the first 3 are all recorded).")] = 200,
+    mc_sequences: Annotated[
+        int, typer.Option(min=2, help="Monte Carlo sequences per seed for the prediction.")
+    ] = 1024,  # sim.grid.DEFAULT_MC_SEQUENCES (not imported here: sim.grid imports torch)
+    out: Annotated[
+        Path, typer.Option(**OUTPUT_DIR, help="Directory of the grid's tables, figure and cell runs.")
+    ] = Path("runs/grid"),
+    threads: Annotated[int, SEED_THREADS] = 1,
+    progress: Annotated[bool, typer.Option(help="Say which cell runs.")] = True,
+    fmt: Format = "table",
+) -> None:
+    """Theory vs simulation cell by cell: objective x data x parameterisation x optimiser x positions (156 cells).
+
+    Per cell: s and delta_PR of the theory's first update (at each seed's init and drawn readout, through the
+    parameterisation and optimiser) vs the simulator's update after the first step (early) and the last (final);
+    agreement = same sign and outside the null band (|combined z| > 2), or both inside. The full grid takes
+    about 8 minutes on two cores at the defaults; pick a subset with the axis options. Writes grid.csv,
+    agreement.csv, rates.csv, grid.json and grid.png under --out (cells already run are reused).
+    """
+    from sim.grid import run_grid, select_cells
+    from wqk.cli.options import split
+
+    show = Output(fmt)
+    try:
+        cells = select_cells(
+            objective=split(objective),
+            data=split(data),
+            param=split(param),
+            optimizer=split(optimizer),
+            positions=split(positions),
+        )
+        if not cells:
+            raise ValueError("no grid cell matches these options (classification has exchangeable data only)")
+        result = run_grid(out, seeds=seeds, steps=steps, cells=cells, mc_sequences=mc_sequences, progress=progress)
+    except (ValueError, TypeError) as err:
+        fail(str(err))
+    show.table(
+        [r for r in result["rates"] if r["score"] == "both"],
+        ["rule", "theory", "simulated", "comparisons", "agree", "rate", "undefined"],
+        title=f"grid: {len(cells)} cells, {seeds} seeds, {steps} steps; agreement (s and delta_PR) of the theory's "
+        "first update (predicted: expected; predicted_batch: from one training batch; averaged: readout-averaged "
+        "gradient at M = 0) with the simulated update; rule z: |combined z| > 2 is outside the null band, rule "
+        "seeds: and the seeds' 95% interval excludes the null mean; per score in rates.csv",
+    )
+    bad = [r for r in result["agreement"] if r["theory"] == "predicted" and r["agree"] == 0.0]
+    if bad:
+        show.table(
+            [
+                {
+                    "cell": r["cell"],
+                    "score": r["score"],
+                    "vs": r["simulated"],
+                    "predicted (z)": f"{r['theory_mean']:+.3f} ({r['theory_z']:.1f})",
+                    "simulated (z)": f"{r['simulated_mean']:+.3f} ({r['simulated_z']:.1f})",
+                }
+                for r in bad
+            ],
+            ["cell", "score", "vs", "predicted (z)", "simulated (z)"],
+            title="cells where the predicted first update disagrees",
+        )
+    show.note(f"wrote {out / 'grid.csv'}, agreement.csv, rates.csv, grid.png")
