@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -31,11 +31,16 @@ from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
 from theory.scores import DEFAULT_K, SCORE_NAMES, Precision
+from theory.spectrum_null import factored_spectrum_null
 
 ANALYZE_COLUMNS = ["model", "family", "stack", *SCORE_COLUMNS]
 #: Columns that are not defined when queries and keys act on different spaces (cross-attention).
 CROSS_UNDEFINED = ("symmetry", "symmetry_z", "symmetry_p")
 MIN_NULL_SAMPLES = 32
+#: The nulls z and p are taken against: ``iid`` (Gaussian factors of the form's ``d`` and rank, one per shape) or
+#: ``spectrum`` (each form's own singular values with Haar-random bases, :mod:`theory.spectrum_null`).
+NULL_CHOICES = ("iid", "spectrum")
+NullChoice = Literal["iid", "spectrum"]
 # A null draw costs about d * r * min(d, r) multiply-adds; keep one (d, r) near 2^39 of them.
 _NULL_BUDGET = 2**39
 
@@ -135,8 +140,10 @@ def iter_rows(
     precision: Precision = "float32",
     fold_ln: bool = False,
     fold_qk_norm: bool = False,
+    null: NullChoice = "iid",
 ) -> Iterator[list[dict]]:
-    """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``).
+    """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``); z and p against the
+    ``null`` of :data:`NULL_CHOICES`.
 
     A background thread reads layer ``l + 1`` while layer ``l`` is scored (at most two layers' weights are in
     memory at once): it brings the tensors' pages into memory, the disk reads, and nothing more. The cast to
@@ -157,8 +164,32 @@ def iter_rows(
             del stored
             samples = {p: n for p, _, _, n in _unit_nulls(plan.units[layer], per, null_samples)}
             rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed, precision)]  # type: ignore[arg-type]
+            if null == "spectrum":
+                rows = with_spectrum_null(forms, rows, k, samples, null_seed)
             del forms  # the next result() may hold the following layer: this one must be gone by then
             yield label_rows(plan, layer, rows)
+
+
+def check_null(null: str) -> None:
+    if null not in NULL_CHOICES:
+        raise ValueError(f"null must be one of {', '.join(NULL_CHOICES)}; got {null!r}")
+
+
+def with_spectrum_null(
+    forms: FactoredForms, rows: list[dict], k: float, samples: dict[str, int], seed: int
+) -> list[dict]:
+    """``rows`` of one layer (``forms`` ``[1, H, d, d_h]``) with z and p against each form's spectrum-matched null
+    (:mod:`theory.spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``."""
+    factors = {p: forms.factors(p) for p in ("head", "layer") if p in samples}
+    out = []
+    for row in rows:
+        per = "layer" if row["head"] == "all" else "head"
+        index = (row["layer"],) if per == "layer" else (row["layer"], row["head"])
+        a, b = (x[index] for x in factors[per])
+        spectrum = factored_spectrum_null(a, b, k, samples[per], seed)
+        out.append({**row, **{f"{n}_z": float(spectrum.z(n, row[n])) for n in SCORE_NAMES}})
+        out[-1].update({f"{n}_p": float(spectrum.p_value(n, row[n])) for n in SCORE_NAMES})
+    return out
 
 
 #: Bytes between the reads of :func:`_page_in` (one read per page brings the page in), and reads per call.
@@ -259,8 +290,9 @@ def score(
     precision: Precision = "float32",
     fold_ln: bool = False,
     fold_qk_norm: bool = False,
+    null: NullChoice = "iid",
 ) -> list[dict]:
-    """All rows of a planned checkpoint.
+    """All rows of a planned checkpoint (z and p against ``null``: :data:`NULL_CHOICES`).
 
     Progress hooks: ``on_null(d, rank, n_samples)`` before each null is fetched (drawn the first time,
     then read from the disk cache; one null serves every layer of its shape), ``on_layer(done, total)``
@@ -268,12 +300,13 @@ def score(
     reference). ``fold_ln`` / ``fold_qk_norm``: score the forms with the norm gains folded in
     (:mod:`checkpoints.norms`).
     """
+    check_null(null)
     for d, rank, n in dict.fromkeys(shape[1:] for shape in null_shapes(plan, per, null_samples)):
         if on_null is not None:
             on_null(d, rank, n)
         null_distribution(d, rank, k, n, null_seed)
     rows: list[dict] = []
-    layers = iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision, fold_ln, fold_qk_norm)
+    layers = iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision, fold_ln, fold_qk_norm, null)
     for done, layer_rows in enumerate(layers, 1):
         rows += layer_rows
         if on_layer is not None:  # units scored so far (a row's layer is its number in its stack, not a count)
@@ -295,14 +328,27 @@ def analyze(
     fold_qk_norm: bool = False,
     on_null: Callable[[int, int, int], None] | None = None,
     on_layer: Callable[[int, int], None] | None = None,
+    null: NullChoice = "iid",
 ) -> Analysis:
     """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``; hooks: :func:`score`).
 
     ``fold_ln``: score ``diag(gamma) W_q W_k^T diag(gamma)`` with the pre-attention norm's gain; ``fold_qk_norm``:
     ``W_q^h diag(g_q g_k) W_k^h^T`` with the q/k RMSNorm gains (:mod:`checkpoints.norms` says what each leaves out).
+    ``null="spectrum"``: each form's z and p against its spectrum-matched null instead of the i.i.d. one.
     """
+    check_null(null)
     ckpt, plan = describe(path, heads, kv_heads, prefix, family)
     rows = score(
-        ckpt, plan, per, k, null_samples, null_seed, on_null, on_layer, fold_ln=fold_ln, fold_qk_norm=fold_qk_norm
+        ckpt,
+        plan,
+        per,
+        k,
+        null_samples,
+        null_seed,
+        on_null,
+        on_layer,
+        fold_ln=fold_ln,
+        fold_qk_norm=fold_qk_norm,
+        null=null,
     )
     return Analysis(plan, rows)

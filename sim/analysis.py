@@ -40,16 +40,23 @@ def attention_to(sim, position: int, n_batches: int = 4) -> list[float]:
     return (total / count.clamp_min(1)).tolist()
 
 
+def dominance_inputs(sim) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``(x_BOS [S, d], data inputs [S, V (N - 1), d])``: every data token at every position > 0 (None without BOS)."""
+    vecs = sim.specials()
+    if "bos" not in vecs:
+        return None
+    vocab = sim.task.vocab
+    table, pos = sim.model.table[:, :vocab].double(), sim.model.pos[:, 1 : sim.cfg.n].double()
+    return vecs["bos"].double(), (table[:, :, None] + pos[:, None]).flatten(1, 2)
+
+
 def bos_dominance(sim) -> list[float]:
     """Per seed, at the end of training: ``||M x_BOS||`` over the mean ``||M x||`` of data inputs (every data token
     at every position > 0), for the per-layer form of layer 0. Above 1: the BOS input is a dominant key direction."""
-    vecs = sim.specials()
-    if "bos" not in vecs:
+    inputs = dominance_inputs(sim)
+    if inputs is None:
         return [math.nan] * sim.cfg.seeds
     layer0 = sim.model.forms()[:, 0]  # [S, H, d, r]: the seeds' layer 0, the seed axis leading
-    vocab = sim.task.vocab
-    table, pos = sim.model.table[:, :vocab].double(), sim.model.pos[:, 1 : sim.cfg.n].double()
-    data = (table[:, :, None] + pos[:, None]).flatten(1, 2)  # (S, V (N-1), d)
-    typical = layer0.token_norms(data)["key_layer"]  # mean ||M x|| over the data inputs
-    bos = layer0.token_norms(vecs["bos"].double()[:, None])["key_layer"]
+    typical = layer0.token_norms(inputs[1])["key_layer"]  # mean ||M x|| over the data inputs
+    bos = layer0.token_norms(inputs[0][:, None])["key_layer"]
     return (bos / typical).tolist()

@@ -88,6 +88,7 @@ def sim_arms(config: dict, ctx: Context) -> Tables:
         ranks = {"W_qk": sim.model.forms().rank("layer")}
         for form in dict.fromkeys(r["form"] for r in sim.rows):
             tables["nulls"] += null_rows({"arm": arm, "form": form}, d, ranks.get(form, d), cfg.null_samples)
+        tables["nulls"] += final_spectrum_rows(arm, sim, dominance)
         tables["arms"][arm] = {"run": directory.name, "config": cfg.to_dict()}
         if config.get("matrices"):
             m = sim.model.matrices()[0, -1].sum(0).numpy()  # first seed, last layer, summed over heads
@@ -96,6 +97,57 @@ def sim_arms(config: dict, ctx: Context) -> Tables:
             ]
             tables["coords"] += [{"arm": arm, **c} for c in coordinate_blocks(sim)]
     return tables
+
+
+def final_spectrum_rows(arm: str, sim, dominance: list[float]) -> list[dict]:
+    """Spectrum-matched nulls (:mod:`theory.spectrum_null`) of the final learned ``W_qk`` of every seed: each layer's
+    per-layer form (``block = all``), layer 0's diagonal coordinate blocks (each with its own spectrum), and the BOS
+    norm ratios (``bos_key_query`` per layer, ``bos_key_typical`` at layer 0) against random forms of that spectrum.
+    """
+    import torch
+
+    from paper.runners.nulls import ratio_row, spectrum_rows
+    from sim.analysis import dominance_inputs
+    from sim.coordinates import input_coordinates
+    from theory.blocks import blocks_of
+    from theory.scores import SCORE_NAMES
+    from theory.spectrum_null import form_spectrum
+
+    cfg, step = sim.cfg, sim.cfg.steps
+    final = {
+        (r["seed"], r["layer"], r["block"]): r
+        for r in sim.rows
+        if r["step"] == step and r["form"] == "W_qk" and r["head"] == "all"
+    }
+    layers, d = cfg.model.layers, cfg.model.d
+    sigma = form_spectrum(*sim.model.forms().factors("layer")).reshape(cfg.seeds, layers, -1)
+    coords = input_coordinates(sim)
+    diagonal = [b for b in blocks_of(coords.labels) if b.rows == b.cols and len(b.rows) > 1]
+    blocks = coords.of(sim.model.matrices()[:, 0].sum(1))  # (S, D, D): layer 0 in its input coordinates
+    inputs = dominance_inputs(sim)
+    rows = []
+    for i, seed in enumerate(cfg.seed_list):
+        for layer in range(layers):
+            ids = {"arm": arm, "form": "W_qk", "seed": seed, "layer": layer, "step": step, "block": "all"}
+            row = final[(seed, layer, "all")]
+            rows += spectrum_rows(ids, sigma[i, layer], d, {n: row[n] for n in SCORE_NAMES}, cfg.null_samples)
+            if inputs is not None:
+                x = inputs[0][i]
+                value = row["bos_key_norm"] / row["bos_query_norm"] if row["bos_query_norm"] else math.nan
+                rows.append(ratio_row(ids, "bos_key_query", sigma[i, layer], d, ("key", x), ("query", x), value))
+                if layer == 0:
+                    top, bottom = ("key", x), ("key", inputs[1][i])
+                    rows.append(ratio_row(ids, "bos_key_typical", sigma[i, 0], d, top, bottom, dominance[i]))
+        for block in diagonal:
+            row = final.get((seed, 0, block.name))
+            if row is None:
+                continue
+            index = torch.tensor(block.rows)
+            spectrum = torch.linalg.svdvals(blocks[i][index][:, index]).numpy()
+            ids = {"arm": arm, "form": "W_qk", "seed": seed, "layer": 0, "step": step, "block": block.name}
+            values = {n: row[n] for n in SCORE_NAMES}
+            rows += spectrum_rows(ids, spectrum, len(block.rows), values, cfg.null_samples)
+    return rows
 
 
 def _split_plus_minus(text) -> tuple[float, float]:

@@ -26,6 +26,7 @@ def vision_task(config: dict, ctx: Context) -> Tables:
     from paper.codeversion import modules_version
     from paper.experiment import config_hash
     from paper.runners.nulls import null_rows
+    from vision.data import load_data
     from vision.runs import null_shape, read_metrics, train_grid
     from vision.train import TrainConfig
 
@@ -34,16 +35,59 @@ def vision_task(config: dict, ctx: Context) -> Tables:
     root = ctx.scratch("vision", f"{modules_version(['vision.runs'])}-{config_hash(config['train'])}")
     init = config.get("init", "default")
     ctx.note(f"{base.model} {base.objective}: {config['seeds']} seeds x {base.steps} steps")
-    results = train_grid(base, [init], list(range(config["seeds"])), root)
-    scores, nulls = [], []
+    data = load_data(base.data, base.test_fraction, base.split_seed)
+    results = train_grid(base, [init], list(range(config["seeds"])), root, data)
+    scores, nulls, spectra = [], [], []
     for result in results.values():
-        scores += _per_layer(read_metrics(Path(result.run_dir) / "metrics.csv"), {"task": config["task"]})
+        rows = _per_layer(read_metrics(Path(result.run_dir) / "metrics.csv"), {"task": config["task"]})
+        scores += rows
+        spectra += final_spectrum_rows(config["task"], Path(result.run_dir), data, rows)
     first = Path(next(iter(results.values())).run_dir)
     for form in dict.fromkeys(r["form"] for r in scores):
         shape = null_shape(first, form)
         if shape is not None:
             nulls += null_rows({"task": config["task"], "form": form}, *shape, base.null_samples)
+    nulls += spectra
     return {"scores": scores, "nulls": nulls, "config": {"train": base.to_dict(), "seeds": config["seeds"]}}
+
+
+def final_spectrum_rows(task: str, run: Path, data, rows: list[dict]) -> list[dict]:
+    """Spectrum-matched nulls (:mod:`theory.spectrum_null`) of a run's final scored forms, per layer (the per-layer
+    form), read from its last checkpoint, with the key/query ratio band of each special token (``cls_key_query``);
+    ``rows`` are the run's per-layer metrics rows (the trained forms' scores)."""
+    import json
+    import math
+
+    import torch
+
+    from paper.runners.nulls import ratio_row, spectrum_rows
+    from theory.scores import SCORE_NAMES
+    from theory.spectrum_null import form_spectrum
+    from vision.run_checkpoint import latest_checkpoint, load_weights
+    from vision.tasks import scored_forms
+    from vision.train import TrainConfig, make_task
+
+    sidecar = latest_checkpoint(run / "ckpt")
+    cfg = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["config"])
+    built = make_task(cfg, data)
+    step = load_weights(sidecar, built.model)["step"]
+    final = {(r["form"], r["layer"]): r for r in rows if r["step"] == step}
+    out = []
+    for form, forms in scored_forms(built).items():
+        sigma = form_spectrum(*forms.factors("layer"))
+        for layer in range(forms.n_layers):
+            row = final.get((form, layer))
+            if row is None:
+                continue
+            ids = {"task": task, "form": form, "seed": cfg.seed, "layer": layer, "step": step}
+            out += spectrum_rows(ids, sigma[layer], forms.d_model, {n: row[n] for n in SCORE_NAMES}, cfg.null_samples)
+            x = torch.eye(forms.d_model, dtype=torch.float64)[0]  # one input direction: the law is the same for any
+            for token in getattr(built, "special_tokens", {}):
+                key, query = row.get(f"{token}_key_norm"), row.get(f"{token}_query_norm")
+                value = key / query if isinstance(key, float) and isinstance(query, float) and query else math.nan
+                sides = ("key", x), ("query", x)
+                out.append(ratio_row(ids, f"{token}_key_query", sigma[layer], forms.d_model, *sides, value))
+    return out
 
 
 def study_task(name: str, steps: int | None = None, task_options: dict | None = None):

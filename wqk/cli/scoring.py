@@ -157,8 +157,9 @@ def analyze(
         typer.Option(
             metavar="iid|spectrum",
             callback=choice(("iid", "spectrum"), "{option} must be iid or spectrum; got {value!r}"),
-            help="Null of the z-scores: iid (Gaussian factors) or spectrum (random forms with the layer's singular "
-            "values).",
+            help="Null of the z-scores: iid (Gaussian factors of the form's d and rank) or spectrum (random forms "
+            "with each head's or layer's own singular values: only the alignment the scores measure is random; one "
+            "null per form, slower, cached on disk).",
         ),
     ] = "iid",
     fold_ln: Annotated[
