@@ -16,6 +16,8 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from paper.results import MissingResult, Results, select
 from paper.summary import paired_difference, with_key_query_ratios
 from paper.verdict import (
@@ -352,15 +354,20 @@ def _contrast_rows(prediction: Prediction, results: Results) -> list[dict]:
 
 # ---- the region of no effect --------------------------------------------------------------------------------
 def _null_match(nulls: list[dict], row: dict, quantity: str, kind: str) -> dict | None:
-    """The null row of ``kind`` (``iid`` or ``spectrum``) for this form: every identifying key the null row
-    has must equal the form's (a whole form's block is ``all``)."""
+    """The null band of ``kind`` (``iid`` or ``spectrum``) for this form: every identifying key a null row has must
+    equal the form's (a whole form's block is ``all``). Spectrum rows are per seed (each seed's form has its own
+    spectrum): the band is their mean edges, that of one random form with the seeds' typical spectrum."""
     ids = {**row, "block": row.get("block") or WHOLE}
-    for null in nulls:
-        if null.get("score") != quantity or (null.get("null") or "iid") != kind:
-            continue
-        if all(null.get(k) in (None, "") or null.get(k) == ids.get(k) for k in NULL_KEYS):
-            return null
-    return None
+    match = [
+        null
+        for null in nulls
+        if null.get("score") == quantity
+        and (null.get("null") or "iid") == kind
+        and all(null.get(k) in (None, "") or null.get(k) == ids.get(k) for k in NULL_KEYS)
+    ]
+    if not match:
+        return None
+    return {edge: float(np.mean([m[edge] for m in match])) for edge in ("q025", "q975")}
 
 
 def _band(results: Results, experiment: str, row: dict, prediction: Prediction) -> tuple[float | None, ...]:

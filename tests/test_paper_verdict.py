@@ -329,3 +329,14 @@ def test_the_ratio_margin_is_the_band_of_one_random_form():
     ratio = np.linalg.norm(m[:, :, 0], axis=1) / np.linalg.norm(m[:, 0, :], axis=1)  # x = e_0
     covered = np.mean((RATIO.lo <= ratio) & (ratio <= RATIO.hi))
     assert abs(covered - 0.95) < 3.3 * np.sqrt(0.95 * 0.05 / draws)
+
+
+def test_per_seed_spectrum_rows_give_their_mean_band(tmp_path):
+    """Each seed's trained form has its own spectrum-matched null: the band is the mean of their edges, not the
+    first seed's."""
+    base = {"null": "spectrum", "arm": "a", "form": "W_qk", "score": "symmetry", "layer": 0, "step": 300}
+    seeds = [{**base, "seed": 0, "q025": 0.1, "q975": 0.5}, {**base, "seed": 1, "q025": 0.3, "q975": 0.9}]
+    results = _results(tmp_path, [_row(300, 0.9, 0.01)], seeds)
+    (row,) = evaluate(S_ABOVE, results, "claimX")
+    assert (row["band_lo"], row["band_hi"], row["null"]) == (pytest.approx(0.2), pytest.approx(0.7), "spectrum")
+    assert row["verdict"] == "supported"  # 0.89-0.91 lies beyond the mean band's upper edge 0.7
