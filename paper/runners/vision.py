@@ -47,22 +47,13 @@ def vision_task(config: dict, ctx: Context) -> Tables:
 
 
 def study_task(name: str, steps: int | None = None, task_options: dict | None = None):
-    """The study's task ``name`` at ``steps`` (vision.study's own rescaling where it has one: it keeps the logging
-    and sample-metric cadence as fractions of the budget), its ``task_options`` updated by ``task_options``."""
+    """The study's task ``name`` at ``steps`` (:func:`vision.study.study_tasks` keeps the logging and sample-metric
+    cadence as fractions of the budget), its ``task_options`` updated by ``task_options``."""
     from dataclasses import replace
 
-    from vision import study
+    from vision.study import study_tasks
 
-    known = getattr(study, "STUDY_TASKS", None) or {t.name: t for t in study.DEFAULT_TASKS}
-    if name not in known:
-        raise ValueError(f"unknown study task {name!r}; vision.study has {sorted(known)}")
-    task = known[name]
-    if steps is not None:
-        task = (
-            study.study_tasks([name], steps={name: steps})[0]
-            if hasattr(study, "study_tasks")
-            else replace(task, steps=steps)
-        )
+    (task,) = study_tasks([name], steps={name: steps} if steps is not None else None)
     return replace(task, task_options={**task.task_options, **task_options}) if task_options else task
 
 
