@@ -208,9 +208,11 @@ def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], 
     start, cpu = time.perf_counter(), time.process_time()
     ctx = Context(Path(task.work), task.threads, task.device, note)
     tables = experiment.runner(task.config, ctx)
+    raw = table_digest(tables) if task.mode == experiment.fingerprint and task.unit == "all" else None
+    if task.unit == "all" and experiment.merge is not None:  # an unsplit run of a splittable experiment
+        tables = experiment.merge(task.config, {"all": tables})
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     config = task.config
-    is_fingerprint_run = task.mode == experiment.fingerprint and task.unit == "all"
     manifest = {
         "experiment": task.name,
         "unit": task.unit,
@@ -221,7 +223,7 @@ def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], 
         "steps": config_size(config, "steps"),
         "cache_key": task.key,
         "code_version": task.code,
-        "fingerprint": table_digest(tables) if is_fingerprint_run else fingerprint(experiment, task.code),
+        "fingerprint": raw or fingerprint(experiment, task.code),  # the run itself, when it is the fingerprint run
         "modules": list(task.modules),
         "libraries": library_versions(),
         "provenance": provenance(OUTPUTS),
