@@ -3,7 +3,8 @@
 A result whose code's source changed stays valid when this fingerprint is unchanged (:mod:`paper.pipeline`): a
 refactor that computes the same numbers keeps hours of training, a change of any number on the tiny config
 invalidates them. The tiny config is the experiment's ``smoke`` config (:attr:`paper.experiment.Experiment.
-fingerprint`), run on one CPU thread so that its floating-point sums are reproducible. A change that alters
+fingerprint`), always run on one CPU thread (whatever device the results came from) so that its sums are
+reproducible on any machine. A change that alters
 the numbers of a large config only (a branch the tiny config never takes) is not seen: such a change must
 also change the source of the code the fingerprint does run, or the config.
 """

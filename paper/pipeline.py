@@ -208,7 +208,9 @@ def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], 
     start, cpu = time.perf_counter(), time.process_time()
     ctx = Context(Path(task.work), task.threads, task.device, note)
     tables = experiment.runner(task.config, ctx)
-    raw = table_digest(tables) if task.mode == experiment.fingerprint and task.unit == "all" else None
+    # the fingerprint run itself (its config, on one CPU thread) needs no second run
+    own = (task.mode, task.unit, task.device, task.threads) == (experiment.fingerprint, "all", "cpu", 1)
+    raw = table_digest(tables) if own else None
     if task.unit == "all" and experiment.merge is not None:  # an unsplit run of a splittable experiment
         tables = experiment.merge(task.config, {"all": tables})
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -258,7 +260,7 @@ def merge_units(plan: Plan) -> bool:
     tables = {**plan.experiment.combine(config, units), "units": rows}
     first = manifests[tasks[0].unit]
     manifest = {
-        **{k: first[k] for k in ("title", "mode", "libraries", "command")},
+        **{k: first[k] for k in ("title", "mode", "libraries", "provenance", "command")},
         "experiment": plan.experiment.name,
         "config": config,
         "seeds": config_size(config, "seeds"),

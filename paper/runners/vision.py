@@ -80,7 +80,7 @@ def _study(config: dict, out: Path | None = None, threads: int = 1):
     task = study_task(config["task"], config.get("steps"), config.get("task_options"))
     study = StudyConfig(
         tasks=(task,),
-        schemes=tuple(config["schemes"]),
+        schemes=tuple(dict.fromkeys([StudyConfig.baseline, *config["schemes"]])),  # a unit's arm may not be it
         seeds=config["seeds"],
         data=config["data"],
         log_every=config["log_every"],
@@ -116,7 +116,7 @@ def study_runs(config: dict, ctx: Context) -> Tables:
     base = task_config(task, study)
     data = load_data(base.data, base.test_fraction, base.split_seed)
     ctx.note(f"{task.model} {task.objective}: {len(study.schemes)} schemes x seeds {seeds} x {task.steps} steps")
-    results = train_grid(base, list(study.schemes), seeds, out / task.name, data)
+    results = train_grid(base, list(config["schemes"]), seeds, out / task.name, data)
     curves, gates = [], []
     for (scheme, seed), result in results.items():
         ids = {"task": task.name, "scheme": scheme, "seed": seed}
@@ -127,8 +127,7 @@ def study_runs(config: dict, ctx: Context) -> Tables:
             for r in rows
             if GATE_COLUMN in r and r["form"] == "W_qk" and r["head"] == "all"
         ]
-    schemes = list(dict.fromkeys([study.baseline, *study.schemes]))
-    ratios = init_scale_ratios(replace(base, init=study.baseline), schemes, data)
+    ratios = init_scale_ratios(replace(base, init=study.baseline), study.schemes, data)
     first = next(iter(results.values())).run_dir
     meta = {"fidelity": json.loads((Path(first) / "config.json").read_text()).get("fidelity", {})}
     tables = {"curves": curves, "scales": [{"scheme": s, **r} for s, r in ratios.items()], "meta": meta}
