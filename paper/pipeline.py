@@ -149,10 +149,10 @@ def plan(
     command: str = "",
     checkpoint_paths: tuple[str, ...] = (),
 ) -> list[Plan]:
-    """Each experiment's units and which of them still run (longest expected experiment first). An entry without
-    a config for ``mode`` (or its :data:`~paper.experiment.FALLBACK`) is not part of it; valid results of a mode
-    that :data:`~paper.experiment.STANDS_IN` for ``mode`` are reused in its place (``--quick`` reads committed
-    ``--standard`` results)."""
+    """Each experiment's units and which of them still run (longest expected experiment first). Valid results of a
+    mode that :data:`~paper.experiment.STANDS_IN` for ``mode`` are reused in its place (``--quick`` reads committed
+    ``--standard`` results, even of an entry without a quick config); otherwise an entry without a config for
+    ``mode`` (or its :data:`~paper.experiment.FALLBACK`) is not part of it."""
     common = {
         "results": str(results),
         "work": str(work),
@@ -164,8 +164,6 @@ def plan(
     out = []
     for experiment in registry.values():
         own = experiment.run_mode(mode)
-        if own is None:
-            continue
         chosen = None
         for other in STANDS_IN.get(mode, ()):
             if other in experiment.configs:
@@ -173,6 +171,8 @@ def plan(
                 if _merged_valid(experiment, tasks) and all(is_valid(t, experiment) for t in tasks):
                     chosen = Plan(experiment, other, tasks, [])
                     break
+        if chosen is None and own is None:
+            continue
         if chosen is None:
             tasks = _tasks(experiment, own, common)
             todo = [t for t in tasks if not is_valid(t, experiment)]  # merge_units merges complete ones

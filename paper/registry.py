@@ -41,6 +41,7 @@ from paper.derive import (
 )
 from paper.experiment import Experiment, modes
 from paper.runners.checkpoints import checkpoints, fingerprint
+from paper.runners.language import language_analysis, language_runs
 from paper.runners.sim import compare_theory, sim_arms, sim_grid
 from paper.runners.theory import nulls_vs_d, predictions, theory_check
 from paper.runners.vision import study_analysis, study_runs, vision_task
@@ -199,6 +200,62 @@ GRID_SIZES = {
 }
 
 
+def language_units(config: dict) -> dict[str, dict]:
+    """One unit per objective, arm and group of ``config["units"]`` seeds (``mlm-symmetric-seed0``)."""
+    return {
+        f"{objective}-{arm}-{name}": {**unit, "objectives": [objective], "arms": [arm]}
+        for objective in config["objectives"]
+        for arm in config["arms"]
+        for name, unit in seed_units(config).items()
+    }
+
+
+#: The positive control: docstring prose of the standard library, numpy and scipy (about 2.2 million words),
+#: an 8k-word vocabulary, encoder and decoder of 4 layers of width 128 over 64 tokens.
+LANGUAGE = {
+    "sources": ["stdlib", "numpy", "scipy"],
+    "vocab_size": 8000,
+    "test_fraction": 0.1,
+    "objectives": ["mlm", "causal"],
+    "arms": ["default", "paper-symmetric", "symmetric"],
+}
+LANGUAGE_TRAIN = {"dim": 128, "depth": 4, "heads": 4, "length": 64, "batch_size": 64, "lr": 1e-3}
+LANGUAGE_CONFIGS = {
+    # smoke: one small stdlib package, a tiny model, seconds
+    "smoke": {
+        **LANGUAGE,
+        "sources": ["email"],
+        "test_fraction": 0.25,
+        "vocab_size": 300,
+        "seeds": 2,
+        "train": {
+            "steps": 4,
+            "log_every": 2,
+            "warmup": 2,
+            "dim": 32,
+            "depth": 2,
+            "heads": 2,
+            "length": 16,
+            "batch_size": 8,
+            "eval_windows": 16,
+            "null_samples": 32,
+        },
+    },
+    # standard: 4000 steps (about 16 million tokens seen), held-out loss every 5% of the budget
+    "standard": {
+        **LANGUAGE,
+        "seeds": STANDARD_SEEDS,
+        "units": 1,
+        "train": {**LANGUAGE_TRAIN, "steps": 4000, "log_every": 200, "warmup": 200},
+    },
+    "full": {
+        **LANGUAGE,
+        "seeds": 8,
+        "train": {**LANGUAGE_TRAIN, "dim": 256, "steps": 20000, "log_every": 1000, "warmup": 1000},
+    },
+}
+
+
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
     for e in (
@@ -326,6 +383,15 @@ EXPERIMENTS: dict[str, Experiment] = {
             task_options={"fidelity_samples": 100, "sampler": {"method": "ddim", "steps": 10, "guidance": 2.0}},
             # standard: the dit-mnist recipe itself, all six arms and two with the attention gates open at init
             standard={"task": "dit-mnist-recipe", "steps": None, "task_options": None, "schemes": DIT_STANDARD_SCHEMES},
+        ),
+        Experiment(
+            "language_control",
+            "the paper's positive control: BERT-style and GPT-style models on English prose, symmetric W_qk inits",
+            language_runs,
+            LANGUAGE_CONFIGS,  # no quick config: --quick shows committed --standard results
+            cost=3000,
+            units=language_units,
+            merge=language_analysis,
         ),
         _mnist_study(
             "vit-mnist",
