@@ -40,7 +40,7 @@ from paper.derive import (
     vision_summary,
 )
 from paper.experiment import Experiment, modes
-from paper.runners.checkpoints import checkpoints, fingerprint
+from paper.runners.checkpoints import checkpoints, fingerprint, packaged_models
 from paper.runners.language import language_analysis, language_runs
 from paper.runners.sim import compare_theory, sim_arms, sim_grid
 from paper.runners.theory import nulls_vs_d, predictions, theory_check
@@ -241,12 +241,12 @@ LANGUAGE_CONFIGS = {
             "null_samples": 32,
         },
     },
-    # standard: 4000 steps (about 16 million tokens seen), held-out loss every 5% of the budget
+    # standard: 2000 steps (about 8 million tokens seen, 5 epochs), held-out loss every 5% of the budget
     "standard": {
         **LANGUAGE,
         "seeds": STANDARD_SEEDS,
         "units": 1,
-        "train": {**LANGUAGE_TRAIN, "steps": 4000, "log_every": 200, "warmup": 200},
+        "train": {**LANGUAGE_TRAIN, "steps": 2000, "log_every": 100, "warmup": 100},
     },
     "full": {
         **LANGUAGE,
@@ -414,14 +414,17 @@ def checkpoint_experiment(paths: list[str], null_samples: int | None = None) -> 
         derive=checkpoint_summary,
         cost=60,
         optional=True,
+        fingerprint=None,  # keyed by the files themselves
     )
 
 
 def experiments(checkpoint_paths: list[str] | None = None) -> dict[str, Experiment]:
-    """The registry to run: every entry, and the checkpoint entry when paths are given."""
+    """The registry to run: every entry, and the checkpoint entry over the paths given and the pretrained models
+    that installed packages ship (:data:`paper.runners.checkpoints.PACKAGED`, the ``weights`` extra)."""
     out = dict(EXPERIMENTS)
-    if checkpoint_paths:
-        out["checkpoints"] = checkpoint_experiment(checkpoint_paths)
+    paths = [*(checkpoint_paths or []), *packaged_models()]
+    if paths:
+        out["checkpoints"] = checkpoint_experiment(paths)
     return out
 
 
