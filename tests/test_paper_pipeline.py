@@ -71,11 +71,12 @@ def test_a_second_render_reuses_the_figures(rendered):
     assert all(p.stat().st_mtime_ns == mtimes[p] for p in written)
 
 
-def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_digits_studies():
+def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_digits_studies_and_the_control():
     for name, experiment in EXPERIMENTS.items():
         for mode in ("smoke", "full"):
             assert isinstance(experiment.config(mode), dict), name
-    assert sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs) == ["init_dit", "init_vit"]
+    left_out = sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs)
+    assert left_out == ["init_dit", "init_vit", "language_control"]  # the control: --quick reads --standard's
 
 
 @pytest.mark.parametrize("mode", ["full", "standard"])
