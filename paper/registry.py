@@ -174,8 +174,9 @@ def _mnist_study(
     standard: dict | None = None,
     **quick_options,
 ) -> Experiment:
-    """A fidelity-branch study task: quick 3 seeds x 4 schemes at 240 steps (``quick_options`` replace these);
-    full 10 seeds x all six at the task's own 480; smoke two schemes, with ``smoke_options`` for the task."""
+    """An MNIST study task: quick 3 seeds x 4 schemes at 240 steps (``quick_options`` replace these);
+    full 10 seeds x all six at the task's own 480; smoke two schemes, with ``smoke_options`` for the task;
+    ``standard`` (a working-scale study task, its schemes) split into arm x seed units."""
     name = f"init_{task.replace('-', '_')}"
     quick = {"steps": 240, "seeds": 3, "data": None, "log_every": 20, "schemes": list(FIDELITY_SCHEMES)}
     smoke = {"schemes": ["default", "symmetric"], **({"task_options": smoke_options} if smoke_options else {})}
@@ -349,7 +350,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             {"steps": 2000},
             in_quick=False,
         ),
-        # science (issue 10) item 3: experiments (a)-(d), each with its bidirectional / denoising controls (e)
+        # the simulator's experiments (a)-(d), each with its bidirectional / denoising controls (e)
         _sim(
             "sim_optimizer_basis",
             "optimizer_basis",
