@@ -1,5 +1,4 @@
-"""Slots: registry entries that wait for another part of the project, named with what they wait for, and that join
-the registry by themselves once the interface exists."""
+"""The grid entry runs over ``sim.grid``'s interface (a stand-in module here), and no entry waits for an interface."""
 
 import importlib.machinery
 import sys
@@ -7,14 +6,12 @@ import types
 
 from paper.derive import grid_summary
 from paper.experiment import Context
-from paper.registry import SLOTS, experiments, waiting_slots
+from paper.registry import experiments, waiting_slots
 from paper.runners.sim import sim_grid
 
 
-def test_a_waiting_slot_says_what_it_waits_for():
-    for name, why in waiting_slots().items():
-        assert name in SLOTS and why.startswith("waiting for"), (name, why)
-        assert name not in experiments()
+def test_no_entry_waits_for_an_interface():
+    assert waiting_slots() == {}
 
 
 def _fake_grid(agreement: list[dict]) -> types.ModuleType:
@@ -42,7 +39,7 @@ def _fake_grid(agreement: list[dict]) -> types.ModuleType:
     return module
 
 
-def test_the_grid_slot_runs_once_sim_grid_exists(monkeypatch, tmp_path):
+def test_the_grid_entry_runs_over_sim_grid(monkeypatch, tmp_path):
     agreement = [
         {"cell": f"c{i}", "score": "s", "theory": "predicted", "simulated": phase, "agree": float(i < 2)}
         for phase in ("early", "final")
