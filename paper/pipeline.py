@@ -390,7 +390,7 @@ def run_pipeline(
 
     ``registry`` replaces :func:`paper.registry.experiments` (tests; worker processes rebuild the real one, so a
     replaced registry runs with ``jobs = 1``)."""
-    from paper.registry import derivations, experiments, waiting_slots
+    from paper.registry import derivations, experiments
 
     out = Path(out)
     if registry is not None and jobs > 1:
@@ -404,7 +404,6 @@ def run_pipeline(
     on_plan(plans)
     todo = [t for p in plans for t in (p.tasks if p.task.name in (force or []) else p.todo)]
     result = PipelineResult(cached=[p.task.name for p in plans if p.cached and p.task.name not in (force or [])])
-    result.waiting = waiting_slots()
     result.wall, result.failed = execute(todo, registry, jobs, on_event)
     result.ran = list(result.wall)
     for p in plans:

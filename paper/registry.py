@@ -432,9 +432,3 @@ def experiments(checkpoint_paths: list[str] | None = None) -> dict[str, Experime
 def derivations() -> dict[str, Callable]:
     """Each experiment's ``derive`` by name, checkpoints included (results may exist for any of them)."""
     return {"checkpoints": checkpoint_summary, **{e.name: e.derive for e in EXPERIMENTS.values() if e.derive}}
-
-
-def waiting_slots() -> dict[str, str]:
-    """Entries waiting for an interface another part of the project has not exposed yet, with what each waits for
-    (none now; ``cli.py paper`` lists them)."""
-    return {}

@@ -1,4 +1,4 @@
-"""The grid entry runs over ``sim.grid``'s interface (a stand-in module here), and no entry waits for an interface."""
+"""The grid entry runs over ``sim.grid``'s interface (a stand-in module here)."""
 
 import importlib.machinery
 import sys
@@ -6,12 +6,8 @@ import types
 
 from paper.derive import grid_summary
 from paper.experiment import Context
-from paper.registry import experiments, waiting_slots
+from paper.registry import experiments
 from paper.runners.sim import sim_grid
-
-
-def test_no_entry_waits_for_an_interface():
-    assert waiting_slots() == {}
 
 
 def _fake_grid(agreement: list[dict]) -> types.ModuleType:
@@ -46,7 +42,7 @@ def test_the_grid_entry_runs_over_sim_grid(monkeypatch, tmp_path):
         for i in range(3)
     ]
     monkeypatch.setitem(sys.modules, "sim.grid", _fake_grid(agreement))
-    assert "sim_grid" in experiments() and "sim_grid" not in waiting_slots()
+    assert "sim_grid" in experiments()
     config = experiments()["sim_grid"].config("smoke")
     tables = sim_grid(config, Context(tmp_path))
     assert [r["cell"] for r in tables["values"]] == ["c0", "c1", "c2"]  # smoke: the first max_cells cells
