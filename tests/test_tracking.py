@@ -129,12 +129,31 @@ def test_a_csv_with_other_columns_is_not_appended_to(tmp_path):
     assert path.read_text() == "a,b\n1,2\n"
 
 
-def test_wrapped_and_compiled_modules_are_unwrapped():
+def test_wrapped_and_compiled_modules_are_unwrapped(tmp_path):
+    """torch.compile's OptimizedModule, DataParallel and DistributedDataParallel, alone and nested, unwrap to the model
+    (the eager backend wraps as inductor does, without compiling)."""
+    import torch.distributed as dist
+
     from tracking.tracker import unwrap
 
     model = TimmStack()
-    assert unwrap(torch.nn.DataParallel(model)) is model
-    assert Tracker(null_samples=NULL_SAMPLES).plan(torch.nn.DataParallel(model)).layout.name == "timm-vit"
+    compiled = torch.compile(model, backend="eager")
+    assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule) and compiled is not model
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        distributed = torch.nn.parallel.DistributedDataParallel(model)
+        wrapped = {
+            "compiled": compiled,
+            "data parallel": torch.nn.DataParallel(model),
+            "distributed": distributed,
+            "data parallel of compiled": torch.nn.DataParallel(compiled),
+            "compiled distributed": torch.compile(distributed, backend="eager"),
+        }
+        for how, module in wrapped.items():
+            assert unwrap(module) is model, how
+        assert Tracker(null_samples=NULL_SAMPLES).plan(wrapped["compiled distributed"]).layout.name == "timm-vit"
+    finally:
+        dist.destroy_process_group()
 
 
 def test_tensorboard_scalars_per_layer(tmp_path):
