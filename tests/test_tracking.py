@@ -23,7 +23,7 @@ def _read(path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def _same_rows(tracked: list[dict], analysed: list[dict]) -> None:
+def _same_rows(tracked: list[dict], analyzed: list[dict]) -> None:
     """Rows of the tracker (strings from the CSV, or dicts) equal the analysis rows, column by column.
 
     Both score in float32 (theory.scores): a live parameter and the same tensor read back from disk may sit in
@@ -31,8 +31,8 @@ def _same_rows(tracked: list[dict], analysed: list[dict]) -> None:
     null's sd, which at these small shapes turns 1e-7 into up to ~2e-6 (measured: 1.6e-6 on a delta_PR z near
     0, in about 1 run in 8 of the Trainer test), so z columns get 1e-4; a wrong reading moves the scores by
     orders of magnitude more (z by units)."""
-    assert len(tracked) == len(analysed) > 0
-    for got, want in zip(tracked, analysed, strict=True):
+    assert len(tracked) == len(analyzed) > 0
+    for got, want in zip(tracked, analyzed, strict=True):
         assert (str(got["stack"]), str(got["layer"]), str(got["head"])) == (
             want["stack"],
             str(want["layer"]),
@@ -83,11 +83,11 @@ def test_trainer_callback_rows_equal_analyze_of_the_saved_checkpoint(tmp_path, m
     rows = _read(tmp_path / "out" / "wqk_scores.csv")
     assert list(rows[0]) == TRACK_COLUMNS
     assert sorted({int(r["step"]) for r in rows}) == [0, 2, 4]
-    analysed = analyze(tmp_path / "final", null_samples=NULL_SAMPLES)
-    assert analysed.plan.family == "encoder"
+    analyzed = analyze(tmp_path / "final", null_samples=NULL_SAMPLES)
+    assert analyzed.plan.family == "encoder"
     final = [r for r in rows if r["step"] == "4"]
-    assert {r["model"] for r in final} == {analysed.plan.model}
-    _same_rows(final, analysed.rows)
+    assert {r["model"] for r in final} == {analyzed.plan.model}
+    _same_rows(final, analyzed.rows)
     start = [r for r in rows if r["step"] == "0"]  # training moved the forms: the comparison can fail
     assert any(abs(float(a["symmetry"]) - float(b["symmetry"])) > 1e-4 for a, b in zip(start, final, strict=True))
     if tensorboard:

@@ -284,7 +284,7 @@ def _budget_key(fraction: float) -> str:
 
 
 # ---- analysis of one task -------------------------------------------------------------------------
-def analyse_task(
+def analyze_task(
     task: StudyTask,
     curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]],
     cfg: StudyConfig,
@@ -405,7 +405,7 @@ def run_study(cfg: StudyConfig) -> dict:
         runs = {key: read_metrics(res.run_dir / "metrics.csv") for key, res in results.items()}
         curves = {k: _curves(rows, task.metric, logged_rows(task.metric)) for k, rows in runs.items()}
         scales = init_scale_ratios(replace(base, init=cfg.baseline), cfg.schemes, data)
-        analysis = analyse_task(task, curves, cfg, scales)
+        analysis = analyze_task(task, curves, cfg, scales)
         analysis["config"] = base.to_dict()
         if results:
             import json
