@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: The packages whose source is part of a code version (the project's own; libraries are versioned apart).
-PROJECT_PACKAGES = ("common", "theory", "sim", "vision", "checkpoints", "paper")
+PROJECT_PACKAGES = ("common", "theory", "sim", "vision", "checkpoints", "language", "paper")
 ROOT = Path(__file__).resolve().parent.parent
 
 

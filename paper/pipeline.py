@@ -2,9 +2,9 @@
 
 Stages, each reading only what the previous one wrote:
 
-1. **run**: every registry entry whose cache key (config + code version + library versions) differs from the
-   one in its ``results/<name>/manifest.json`` runs (longest first, in ``jobs`` worker processes); the others are
-   reused as they are;
+1. **run**: every unit whose cached result is not valid (:func:`is_valid`: config and library versions, and the
+   same source or the same fingerprint) runs (longest first, in ``jobs`` worker processes); a split
+   experiment's units are merged into its tables once all are present (:func:`merge_units`);
 2. **derive**: each experiment's summaries from its tables, then ``results/verdicts.csv`` (:mod:`paper.claims`);
 3. **figures**: ``figures/NAME.png`` and ``.pdf`` from the result tables (:mod:`paper.figures`);
 4. **report**: ``report.md`` from the template and the result tables (:mod:`paper.report`).
@@ -18,8 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from paper.codeversion import code_version
-from paper.experiment import Context, Experiment, cache_key
-from paper.results import Results, is_cached, read_manifest, write_experiment, write_tables
+from paper.experiment import STANDS_IN, Context, Experiment, cache_key, config_hash
+from paper.fingerprint import fingerprint, table_digest
+from paper.results import MANIFEST, Results, is_cached, read_manifest, table_name, write_experiment, write_tables
+
+#: The folder of a split experiment's units inside its results directory.
+UNITS = "units"
 
 #: What the pipeline writes into the repository: not a change to the code a result's provenance names.
 OUTPUTS = ("paper/results", "paper/figures", "paper/report.md")
@@ -41,7 +45,7 @@ def library_versions() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Task:
-    """One experiment to run, as a worker process receives it (plain data: picklable)."""
+    """One unit of an experiment to run, as a worker process receives it (plain data: picklable)."""
 
     name: str
     mode: str
@@ -55,13 +59,35 @@ class Task:
     device: str
     command: str
     checkpoint_paths: tuple[str, ...] = ()
+    unit: str = "all"  # "all": the experiment is one unit, its results are the experiment's
+
+    @property
+    def label(self) -> str:
+        return self.name if self.unit == "all" else f"{self.name}:{self.unit}"
+
+    @property
+    def directory(self) -> Path:
+        """Where this unit's results are: the experiment's directory, or ``<experiment>/units/<unit>/``."""
+        base = Path(self.results) / self.name
+        return base if self.unit == "all" else base / UNITS / self.unit
 
 
 @dataclass
 class Plan:
+    """One experiment: the mode whose config it runs, every unit's task, the units still to run."""
+
     experiment: Experiment
-    task: Task
-    cached: bool
+    mode: str
+    tasks: list[Task]
+    todo: list[Task]
+
+    @property
+    def task(self) -> Task:
+        return self.tasks[0]
+
+    @property
+    def cached(self) -> bool:
+        return not self.todo
 
 
 @dataclass
@@ -76,6 +102,43 @@ class PipelineResult:
     wall: dict[str, float] = field(default_factory=dict)
 
 
+def is_valid(task: Task, experiment: Experiment) -> bool:
+    """Whether ``task``'s results are cached and still valid: same cache key and tables present, and the same
+    source (code version) or, the source having changed, the same fingerprint as the one stored. A result kept by
+    its fingerprint has its manifest's code version brought up to date (the next check is free)."""
+    from common.io import write_json
+
+    manifest = read_manifest(task.directory)
+    if manifest is None or not is_cached(task.directory, task.key):
+        return False
+    if manifest.get("code_version") == task.code:
+        return True
+    stored = manifest.get("fingerprint")
+    if stored is None or fingerprint(experiment, task.code) != stored:
+        return False
+    write_json(task.directory / MANIFEST, {**manifest, "code_version": task.code, "modules": list(task.modules)})
+    return True
+
+
+def _tasks(experiment: Experiment, mode: str, common: dict) -> list[Task]:
+    config = experiment.config(mode)
+    code = code_version(experiment.runner)
+    libraries = library_versions()
+    return [
+        Task(
+            experiment.name,
+            mode,
+            unit_config,
+            cache_key(experiment, mode, unit_config, libraries),
+            code.digest,
+            code.modules,
+            unit=unit,
+            **common,
+        )
+        for unit, unit_config in experiment.split(config).items()
+    ]
+
+
 def plan(
     registry: dict[str, Experiment],
     mode: str,
@@ -86,32 +149,47 @@ def plan(
     command: str = "",
     checkpoint_paths: tuple[str, ...] = (),
 ) -> list[Plan]:
-    """Each experiment's task and whether its results are cached (longest expected run first); an entry without a
-    config for ``mode`` is not part of it (e.g. an experiment too costly for ``--quick``)."""
-    libraries = library_versions()
+    """Each experiment's units and which of them still run (longest expected experiment first). Valid results of a
+    mode that :data:`~paper.experiment.STANDS_IN` for ``mode`` are reused in its place (``--quick`` reads committed
+    ``--standard`` results, even of an entry without a quick config); otherwise an entry without a config for
+    ``mode`` (or its :data:`~paper.experiment.FALLBACK`) is not part of it."""
+    common = {
+        "results": str(results),
+        "work": str(work),
+        "threads": threads,
+        "device": device,
+        "command": command,
+        "checkpoint_paths": checkpoint_paths,
+    }
     out = []
     for experiment in registry.values():
-        if mode not in experiment.configs:
+        own = experiment.run_mode(mode)
+        chosen = None
+        for other in STANDS_IN.get(mode, ()):
+            if other in experiment.configs:
+                tasks = _tasks(experiment, other, common)
+                if _merged_valid(experiment, tasks) and all(is_valid(t, experiment) for t in tasks):
+                    chosen = Plan(experiment, other, tasks, [])
+                    break
+        if chosen is None and own is None:
             continue
-        config = experiment.config(mode)
-        code = code_version(experiment.runner)
-        key = cache_key(experiment, mode, config, code.digest, libraries)
-        task = Task(
-            experiment.name,
-            mode,
-            config,
-            key,
-            code.digest,
-            code.modules,
-            str(results),
-            str(work),
-            threads,
-            device,
-            command,
-            checkpoint_paths,
-        )
-        out.append(Plan(experiment, task, is_cached(results / experiment.name, key)))
+        if chosen is None:
+            tasks = _tasks(experiment, own, common)
+            todo = [t for t in tasks if not is_valid(t, experiment)]  # merge_units merges complete ones
+            chosen = Plan(experiment, own, tasks, todo)
+        out.append(chosen)
     return sorted(out, key=lambda p: -p.experiment.cost)
+
+
+def _merged_key(tasks: list[Task]) -> str:
+    return config_hash(sorted(t.key for t in tasks))
+
+
+def _merged_valid(experiment: Experiment, tasks: list[Task]) -> bool:
+    """A split experiment's merged tables are those of its units' current keys (an unsplit one is its unit)."""
+    if tasks[0].unit == "all":
+        return True
+    return is_cached(Path(tasks[0].results) / experiment.name, _merged_key(tasks))
 
 
 def config_size(config: dict, key: str):
@@ -123,17 +201,23 @@ def config_size(config: dict, key: str):
 
 
 def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], None] = lambda s: None) -> float:
-    """Run one experiment and write its results directory; returns the wall time in seconds."""
+    """Run one unit and write its results directory (manifest last); returns the wall time in seconds."""
     from common.io import provenance
 
     experiment = registry[task.name]
     start, cpu = time.perf_counter(), time.process_time()
     ctx = Context(Path(task.work), task.threads, task.device, note)
     tables = experiment.runner(task.config, ctx)
+    # the fingerprint run itself (its config, on one CPU thread) needs no second run
+    own = (task.mode, task.unit, task.device, task.threads) == (experiment.fingerprint, "all", "cpu", 1)
+    raw = table_digest(tables) if own else None
+    if task.unit == "all" and experiment.merge is not None:  # an unsplit run of a splittable experiment
+        tables = experiment.merge(task.config, {"all": tables})
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     config = task.config
     manifest = {
         "experiment": task.name,
+        "unit": task.unit,
         "title": experiment.title,
         "mode": task.mode,
         "config": config,
@@ -141,6 +225,7 @@ def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], 
         "steps": config_size(config, "steps"),
         "cache_key": task.key,
         "code_version": task.code,
+        "fingerprint": raw or fingerprint(experiment, task.code),  # the run itself, when it is the fingerprint run
         "modules": list(task.modules),
         "libraries": library_versions(),
         "provenance": provenance(OUTPUTS),
@@ -148,8 +233,46 @@ def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], 
         "wall_seconds": round(wall, 1),
         "cpu_seconds": round(cpu, 1),  # this process's CPU time: the cost on a shared machine
     }
-    write_experiment(Path(task.results) / task.name, tables, manifest)
+    write_experiment(task.directory, tables, manifest)
     return wall
+
+
+def merge_units(plan: Plan) -> bool:
+    """Merge a split experiment's units into its own tables once every unit is cached (with a ``units`` table:
+    each unit's wall and CPU time); returns whether the experiment's results are complete."""
+    tasks = plan.tasks
+    if tasks[0].unit == "all":
+        return True
+    if not all(is_cached(t.directory, t.key) for t in tasks):
+        return False
+    directory = Path(tasks[0].results) / plan.experiment.name
+    key = _merged_key(tasks)
+    if is_cached(directory, key):
+        return True
+    units, rows, manifests = {}, [], {}
+    for t in tasks:
+        manifest = read_manifest(t.directory)
+        manifests[t.unit] = manifest
+        stored = Results(t.directory.parent)
+        units[t.unit] = {table_name(f): stored.table(t.unit, table_name(f)) for f in manifest["tables"]}
+        rows.append({"unit": t.unit, "wall_seconds": manifest["wall_seconds"], "cpu_seconds": manifest["cpu_seconds"]})
+    config = plan.experiment.config(plan.mode)
+    tables = {**plan.experiment.combine(config, units), "units": rows}
+    first = manifests[tasks[0].unit]
+    manifest = {
+        **{k: first[k] for k in ("title", "mode", "libraries", "provenance", "command")},
+        "experiment": plan.experiment.name,
+        "config": config,
+        "seeds": config_size(config, "seeds"),
+        "steps": config_size(config, "steps"),
+        "cache_key": key,
+        "code_version": first["code_version"],
+        "units": {u: {"cache_key": m["cache_key"], "provenance": m["provenance"]} for u, m in manifests.items()},
+        "wall_seconds": round(sum(r["wall_seconds"] for r in rows), 1),
+        "cpu_seconds": round(sum(r["cpu_seconds"] for r in rows), 1),
+    }
+    write_experiment(directory, tables, manifest)
+    return True
 
 
 def _worker(task: Task, queue) -> float:
@@ -159,9 +282,9 @@ def _worker(task: Task, queue) -> float:
     from paper.registry import experiments
 
     torch.set_num_threads(max(1, task.threads))
-    queue.put((task.name, "start", ""))
+    queue.put((task.label, "start", ""))
     registry = experiments(list(task.checkpoint_paths))
-    return run_task(task, registry, note=lambda text: queue.put((task.name, "note", text)))
+    return run_task(task, registry, note=lambda text: queue.put((task.label, "note", text)))
 
 
 def execute(
@@ -176,13 +299,14 @@ def execute(
     failed: dict[str, str] = {}
     if jobs <= 1 or len(tasks) <= 1:
         for task in tasks:
-            on_event(task.name, "start", "")
+            name = task.label
+            on_event(name, "start", "")
             try:
-                walls[task.name] = run_task(task, registry, note=lambda text, n=task.name: on_event(n, "note", text))
-                on_event(task.name, "done", f"{walls[task.name]:.0f} s")
+                walls[name] = run_task(task, registry, note=lambda text, n=name: on_event(n, "note", text))
+                on_event(name, "done", f"{walls[name]:.0f} s")
             except Exception as err:  # one experiment's failure must not stop the others
-                failed[task.name] = f"{type(err).__name__}: {err}"
-                on_event(task.name, "failed", failed[task.name])
+                failed[name] = f"{type(err).__name__}: {err}"
+                on_event(name, "failed", failed[name])
         return walls, failed
     import multiprocessing
     import queue as queue_module
@@ -202,7 +326,7 @@ def execute(
                     except queue_module.Empty:
                         break
                 for future in done:
-                    name = futures[future].name
+                    name = futures[future].label
                     try:
                         walls[name] = future.result()
                         on_event(name, "done", f"{walls[name]:.0f} s")
@@ -227,7 +351,7 @@ def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) ->
         manifest = read_manifest(results_dir / name)
         if name not in functions or manifest is None:
             continue
-        tables = {Path(t).stem: results.table(name, Path(t).stem) for t in manifest["tables"]}
+        tables = {table_name(t): results.table(name, table_name(t)) for t in manifest["tables"]}
         write_tables(results_dir / name, functions[name](tables))
     verdicts = verdict_rows(Results(results_dir))
     write_csv(results_dir / "verdicts.csv", verdicts, VERDICT_COLUMNS)
@@ -266,7 +390,7 @@ def run_pipeline(
 
     ``registry`` replaces :func:`paper.registry.experiments` (tests; worker processes rebuild the real one, so a
     replaced registry runs with ``jobs = 1``)."""
-    from paper.registry import derivations, experiments, waiting_slots
+    from paper.registry import derivations, experiments
 
     out = Path(out)
     if registry is not None and jobs > 1:
@@ -278,10 +402,15 @@ def run_pipeline(
     selected = {k: v for k, v in registry.items() if not only or k in only}
     plans = plan(selected, mode, out / "results", Path(work), threads, device, command, tuple(checkpoint_paths or ()))
     on_plan(plans)
-    todo = [p.task for p in plans if not p.cached or p.task.name in (force or [])]
-    result = PipelineResult(cached=[p.task.name for p in plans if p.task not in todo], waiting=waiting_slots())
+    todo = [t for p in plans for t in (p.tasks if p.task.name in (force or []) else p.todo)]
+    result = PipelineResult(cached=[p.task.name for p in plans if p.cached and p.task.name not in (force or [])])
     result.wall, result.failed = execute(todo, registry, jobs, on_event)
     result.ran = list(result.wall)
+    for p in plans:
+        if not merge_units(p):
+            result.waiting[p.task.name] = "units still to run: " + ", ".join(
+                t.unit for t in p.tasks if not is_cached(t.directory, t.key)
+            )
     derive(out / "results", {**derivations(), **{n: e.derive for n, e in registry.items() if e.derive}})
     result.figures, result.figure_errors, result.report = render(out)
     return result

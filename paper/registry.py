@@ -1,10 +1,8 @@
-"""The registry: every experiment the paper runs, with its config per mode (smoke / quick / full).
+"""The registry: every experiment the paper runs, with its config per mode (smoke / quick / standard / full).
 
 Adding an experiment is one entry here (name, runner, configs, derive), one figure function in
 :mod:`paper.figures` (:data:`paper.figures.FIGURES`) and one section in the report template (with its
-predictions in :mod:`paper.claims`). A *slot* is an entry whose runner waits for an interface another part
-of the project has not exposed yet: it is listed, skipped with its reason, and runs by itself once the
-interface exists.
+predictions in :mod:`paper.claims`).
 
 Sizes (the ``quick`` mode is the committed CPU run, 17.5 minutes of two cores measured from an empty cache; ``full``
 is the same pipeline at GPU sizes: vision runs use CUDA when present, the simulator runs on the CPU):
@@ -18,6 +16,14 @@ is the same pipeline at GPU sizes: vision runs use CUDA when present, the simula
   DiT 3 seeds x default / symmetric / mimetic x 240 steps (sample FID of 100 samples, 10 DDIM steps, every 30);
   full 10 seeds x all six schemes x 480 steps;
 - theory check: quick seeds 0-2, full 0-7; nulls vs d: quick d = 16 ... 512 (256 draws), full up to 2048 (1024).
+
+``standard`` (the working scale on these CPUs; hours, in units of one seed that each finish well under an hour,
+committed as they land; an entry without a standard config runs its quick one, and ``--quick`` reuses committed
+standard results): the vision objectives on MNIST 5k at 28 x 28 (``vit-tiny``, batch 128, lr 2e-3, 3000 steps:
+classification reaches 0.97; MAE and causal on the same backbone and budget), the DiT on the ``dit-mnist`` recipe,
+the init studies on ``vit-mnist-long`` and ``dit-mnist-recipe`` (:data:`vision.study.STANDARD_TASKS`; DiT arms
+with their attention gates open at init too), 5 seeds each, scores and sample metrics every 5% of the budget.
+docs/benchmarks.md has each unit's measured wall time.
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ from paper.derive import (
     vision_summary,
 )
 from paper.experiment import Experiment, modes
-from paper.runners.checkpoints import checkpoints, fingerprint
+from paper.runners.checkpoints import checkpoints, fingerprint, packaged_models
+from paper.runners.language import language_analysis, language_runs
 from paper.runners.sim import compare_theory, sim_arms, sim_grid
 from paper.runners.theory import nulls_vs_d, predictions, theory_check
-from paper.runners.vision import init_study, vision_task
+from paper.runners.vision import study_analysis, study_runs, vision_task
 
 SIM_SIZES = {
     "smoke": {"seeds": 2, "steps": 4, "record_every": 2, "null_samples": 32},
@@ -55,18 +62,55 @@ def _sim(name: str, arms: str, title: str, cost: float, matrices: bool = False, 
 
 VISION_SMOKE = {"steps": 4, "log_every": 2, "null_samples": 32, "eval_limit": 64, "batch_size": 16}
 VISION_FULL = {"model": "vit-s", "data": "mnist5k", "batch_size": 128, "steps": 5000, "log_every": 250}
+#: The standard ViT: 28 x 28 MNIST 5k, scored every 5% of the budget (classification reaches 0.97 test accuracy).
+VISION_STANDARD = {"model": "vit-tiny", "data": "mnist5k", "batch_size": 128, "lr": 2e-3, "steps": 3000}
+STANDARD_SEEDS = 5
+
+
+def seed_units(config: dict) -> dict[str, dict]:
+    """One unit per group of ``config["units"]`` seeds (``seed0``, ``seeds0-1``), each the config with its
+    ``seed_list``."""
+    seeds, per = list(range(config["seeds"])), config["units"]
+    groups = [seeds[i : i + per] for i in range(0, len(seeds), per)]
+    return {(f"seed{g[0]}" if len(g) == 1 else f"seeds{g[0]}-{g[-1]}"): {**config, "seed_list": g} for g in groups}
+
+
+def arm_seed_units(config: dict) -> dict[str, dict]:
+    """One unit per scheme and group of ``config["units"]`` seeds (``symmetric-seed0``)."""
+    return {
+        f"{scheme}-{name}": {**unit, "schemes": [scheme]}
+        for scheme in config["schemes"]
+        for name, unit in seed_units(config).items()
+    }
+
+
+def _recipe_train(name: str, **overrides) -> dict:
+    """A :mod:`vision.recipes` recipe as a vision runner's ``train`` config (run-specific fields left out)."""
+    from vision.recipes import RECIPES
+
+    run = ("init", "seed", "threads", "progress", "out_dir", "device")
+    return {**{k: v for k, v in RECIPES[name].to_dict().items() if k not in run}, **overrides}
 
 
 def _vision(
-    task: str, model: str, objective: str, title: str, cost: float, quick_steps: int = 400, full: dict | None = None
+    task: str,
+    model: str,
+    objective: str,
+    title: str,
+    cost: float,
+    quick_steps: int = 400,
+    full: dict | None = None,
+    standard: dict | None = None,
 ) -> Experiment:
     base = {"model": model, "objective": objective, "data": "digits", "steps": quick_steps, "log_every": 25}
+    standard_train = standard or {**base, **VISION_STANDARD, "log_every": VISION_STANDARD["steps"] // 20}
     configs = modes(
         {"task": task, "seeds": 5, "train": base},
         smoke={"seeds": 2, "train": {**base, **VISION_SMOKE}},
+        standard={"seeds": STANDARD_SEEDS, "units": 1, "train": standard_train},
         full={"seeds": 8, "train": {**base, **VISION_FULL, **(full or {})}},
     )
-    return Experiment(f"vision_{task}", title, vision_task, configs, derive=vision_summary, cost=cost)
+    return Experiment(f"vision_{task}", title, vision_task, configs, derive=vision_summary, cost=cost, units=seed_units)
 
 
 STUDY_SCHEMES = ("default", "symmetric", "symmetric-indefinite", "directional")
@@ -80,9 +124,11 @@ def _study(
     name: str | None = None,
     smoke: dict | None = None,
     in_quick: bool = True,
+    standard: dict | None = None,
     **quick,
 ) -> Experiment:
-    """An init-study entry; ``in_quick=False`` leaves it out of ``--quick`` (its smoke and full configs remain)."""
+    """An init-study entry; ``in_quick=False`` leaves it out of ``--quick`` (its smoke and full configs remain),
+    ``standard`` (the quick config updated) gives it a standard config, split into arm x seed units."""
     base = {
         "task": task,
         "steps": 300,
@@ -98,10 +144,117 @@ def _study(
         base,
         smoke={"steps": 6, "seeds": 2, "log_every": 2, "null_samples": 32, **(smoke or {})},
         full={"seeds": 10, "log_every": 50, **full},
+        **({"standard": {"seeds": STANDARD_SEEDS, "units": 1, **standard}} if standard else {}),
     )
     if not in_quick:
         del configs["quick"]
-    return Experiment(name or f"init_{task}", title, init_study, configs, derive=study_summary, cost=cost)
+    return Experiment(
+        name or f"init_{task}",
+        title,
+        study_runs,
+        configs,
+        derive=study_summary,
+        cost=cost,
+        units=arm_seed_units,
+        merge=study_analysis,
+    )
+
+
+FIDELITY_SCHEMES = ("default", "symmetric", "mimetic", "conditioned")
+ALL_SCHEMES = ["default", "symmetric", "symmetric-indefinite", "directional", "mimetic", "conditioned"]
+#: The standard DiT arms: all six, and the baseline and ours with the adaLN-Zero attention gates open at init.
+DIT_STANDARD_SCHEMES = [*ALL_SCHEMES, "default+gates-open", "symmetric+gates-open"]
+
+
+def _mnist_study(
+    task: str,
+    title: str,
+    cost: float,
+    smoke_options: dict | None = None,
+    standard: dict | None = None,
+    **quick_options,
+) -> Experiment:
+    """An MNIST study task: quick 3 seeds x 4 schemes at 240 steps (``quick_options`` replace these);
+    full 10 seeds x all six at the task's own 480; smoke two schemes, with ``smoke_options`` for the task;
+    ``standard`` (a working-scale study task, its schemes) split into arm x seed units."""
+    name = f"init_{task.replace('-', '_')}"
+    quick = {"steps": 240, "seeds": 3, "data": None, "log_every": 20, "schemes": list(FIDELITY_SCHEMES)}
+    smoke = {"schemes": ["default", "symmetric"], **({"task_options": smoke_options} if smoke_options else {})}
+    entry = _study(
+        task,
+        f"init study: {title}",
+        cost,
+        {"steps": 480, "seeds": 10, "schemes": ALL_SCHEMES},
+        name=name,
+        smoke=smoke,
+        standard=standard,
+        **{**quick, **quick_options},
+    )
+    return entry
+
+
+#: ``sim.grid`` at 8 seeds x 200 steps takes about 8 minutes of two cores (its docstring): quick is a quarter of it.
+GRID_SIZES = {
+    "smoke": {"seeds": 2, "steps": 4, "mc_sequences": 32, "max_cells": 3},
+    "quick": {"seeds": 4, "steps": 100, "mc_sequences": 256, "max_cells": None},
+    "full": {"seeds": 16, "steps": 400, "mc_sequences": 1024, "max_cells": None},
+}
+
+
+def language_units(config: dict) -> dict[str, dict]:
+    """One unit per objective, arm and group of ``config["units"]`` seeds (``mlm-symmetric-seed0``)."""
+    return {
+        f"{objective}-{arm}-{name}": {**unit, "objectives": [objective], "arms": [arm]}
+        for objective in config["objectives"]
+        for arm in config["arms"]
+        for name, unit in seed_units(config).items()
+    }
+
+
+#: The positive control: docstring prose of the standard library, numpy and scipy (about 2.2 million words),
+#: an 8k-word vocabulary, encoder and decoder of 4 layers of width 128 over 64 tokens.
+LANGUAGE = {
+    "sources": ["stdlib", "numpy", "scipy"],
+    "vocab_size": 8000,
+    "test_fraction": 0.1,
+    "objectives": ["mlm", "causal"],
+    "arms": ["default", "paper-symmetric", "symmetric"],
+}
+LANGUAGE_TRAIN = {"dim": 128, "depth": 4, "heads": 4, "length": 64, "batch_size": 64, "lr": 1e-3}
+LANGUAGE_CONFIGS = {
+    # smoke: one small stdlib package, a tiny model, seconds
+    "smoke": {
+        **LANGUAGE,
+        "sources": ["email"],
+        "test_fraction": 0.25,
+        "vocab_size": 300,
+        "seeds": 2,
+        "train": {
+            "steps": 4,
+            "log_every": 2,
+            "warmup": 2,
+            "dim": 32,
+            "depth": 2,
+            "heads": 2,
+            "length": 16,
+            "batch_size": 8,
+            "eval_windows": 16,
+            "null_samples": 32,
+        },
+    },
+    # standard: 2000 steps (about 8 million tokens seen, 5 epochs), held-out loss every 5% of the budget
+    "standard": {
+        **LANGUAGE,
+        "seeds": STANDARD_SEEDS,
+        "units": 1,
+        "train": {**LANGUAGE_TRAIN, "steps": 2000, "log_every": 100, "warmup": 100},
+    },
+    "full": {
+        **LANGUAGE,
+        "seeds": 8,
+        "train": {**LANGUAGE_TRAIN, "dim": 256, "steps": 20000, "log_every": 1000, "warmup": 1000},
+    },
+}
 
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -180,6 +333,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             255,
             quick_steps=1000,
             full={"model": "dit-s-2", "steps": 10000},
+            standard=_recipe_train("dit-mnist", log_every=100, fidelity_every=100, checkpoint_every=500),
         ),
         # the 8x8 digits studies: --full and --smoke only (--quick runs the MNIST studies below in their place)
         _study(
@@ -196,6 +350,56 @@ EXPERIMENTS: dict[str, Experiment] = {
             {"steps": 2000},
             in_quick=False,
         ),
+        # the simulator's experiments (a)-(d), each with its bidirectional / denoising controls (e)
+        _sim(
+            "sim_optimizer_basis",
+            "optimizer_basis",
+            "(a) SGD vs Adam, one-hot vs random orthonormal basis",
+            120,
+            quick_seeds=4,
+        ),
+        _sim(
+            "sim_positions", "positions", "(b) positions kept out of W_qk (none; targets by content)", 90, quick_seeds=4
+        ),
+        _sim("sim_shared_key", "shared_key", "(c) a key many queries use: topic, Zipf, packed BOS", 120, quick_seeds=4),
+        _sim("sim_length", "length", "(d) sequence length swept (N = 16, 64, 96 at d = 128)", 240, quick_seeds=4),
+        Experiment(
+            "sim_grid",
+            "theory vs simulation, cell by cell (objective x data x parameterisation x optimiser x positions)",
+            sim_grid,
+            GRID_SIZES,
+            derive=grid_summary,
+            cost=240,
+        ),
+        # the init study on MNIST 5k, sample FID for DiT, with the published inits
+        # smoke: few, coarse samples (the sample FID of 200 DDIM samples at every evaluation dominates its cost)
+        _mnist_study(
+            "dit-mnist",
+            "DiT on MNIST 5k, steps to a sample-FID target",
+            800,
+            {"fidelity_samples": 64, "sampler": {"method": "ddim", "steps": 4, "guidance": 2.0}},
+            # quick: the baseline, ours and the published anchor; 100 samples of 10 DDIM steps per evaluation (the
+            # committed 5-seed, six-arm study at 480 steps is docs/fidelity.md's; --full runs it at 10 seeds)
+            schemes=["default", "symmetric", "mimetic"],
+            task_options={"fidelity_samples": 100, "sampler": {"method": "ddim", "steps": 10, "guidance": 2.0}},
+            # standard: the dit-mnist recipe itself, all six arms and two with the attention gates open at init
+            standard={"task": "dit-mnist-recipe", "steps": None, "task_options": None, "schemes": DIT_STANDARD_SCHEMES},
+        ),
+        Experiment(
+            "language_control",
+            "the paper's positive control: BERT-style and GPT-style models on English prose, symmetric W_qk inits",
+            language_runs,
+            LANGUAGE_CONFIGS,  # no quick config: --quick shows committed --standard results
+            cost=3000,
+            units=language_units,
+            merge=language_analysis,
+        ),
+        _mnist_study(
+            "vit-mnist",
+            "ViT classification on MNIST 5k, steps to a test-accuracy target",
+            480,
+            standard={"task": "vit-mnist-long", "steps": None, "schemes": ALL_SCHEMES},
+        ),
     )
 }
 
@@ -211,146 +415,20 @@ def checkpoint_experiment(paths: list[str], null_samples: int | None = None) -> 
         derive=checkpoint_summary,
         cost=60,
         optional=True,
+        fingerprint=None,  # keyed by the files themselves
     )
-
-
-# ---- slots: entries waiting for other branches ---------------------------------------------------------------
-# Each slot is a complete entry written against the interface its branch is to expose; it joins the registry by
-# itself as soon as that interface exists (and its report section and figure with it).
-def _sim_experiment_exists(name: str) -> Callable[[], str | None]:
-    def check() -> str | None:
-        from sim.experiments import EXPERIMENTS as SIM
-
-        return None if name in SIM else f"waiting for sim.experiments.EXPERIMENTS[{name!r}] (science, issue 10)"
-
-    return check
-
-
-def _grid_exists() -> str | None:
-    import importlib.util
-
-    if importlib.util.find_spec("sim.grid") is None:
-        return "waiting for sim.grid.run_grid (science, issue 10)"
-    return None
-
-
-def _study_task_exists(task: str, schemes: tuple[str, ...]) -> Callable[[], str | None]:
-    def check() -> str | None:
-        from vision import study
-        from vision.init import SCHEMES
-
-        tasks = getattr(study, "STUDY_TASKS", {})
-        missing = [s for s in schemes if s not in SCHEMES]
-        if task not in tasks or missing:
-            return f"waiting for vision.study.STUDY_TASKS[{task!r}] and schemes {missing or list(schemes)} (fidelity)"
-        return None
-
-    return check
-
-
-FIDELITY_SCHEMES = ("default", "symmetric", "mimetic", "conditioned")
-ALL_SCHEMES = ["default", "symmetric", "symmetric-indefinite", "directional", "mimetic", "conditioned"]
-
-
-def _mnist_study(
-    task: str, title: str, cost: float, smoke_options: dict | None = None, **quick_options
-) -> tuple[Experiment, Callable[[], str | None]]:
-    """A fidelity-branch study task: quick 3 seeds x 4 schemes at 240 steps (``quick_options`` replace these);
-    full 10 seeds x all six at the task's own 480; smoke two schemes, with ``smoke_options`` for the task."""
-    name = f"init_{task.replace('-', '_')}"
-    quick = {"steps": 240, "seeds": 3, "data": None, "log_every": 20, "schemes": list(FIDELITY_SCHEMES)}
-    smoke = {"schemes": ["default", "symmetric"], **({"task_options": smoke_options} if smoke_options else {})}
-    entry = _study(
-        task,
-        f"init study: {title}",
-        cost,
-        {"steps": 480, "seeds": 10, "schemes": ALL_SCHEMES},
-        name=name,
-        smoke=smoke,
-        **{**quick, **quick_options},
-    )
-    return entry, _study_task_exists(task, FIDELITY_SCHEMES)
-
-
-#: ``sim.grid`` at 8 seeds x 200 steps takes about 8 minutes of two cores (its docstring): quick is a quarter of it.
-GRID_SIZES = {
-    "smoke": {"seeds": 2, "steps": 4, "mc_sequences": 32, "max_cells": 3},
-    "quick": {"seeds": 4, "steps": 100, "mc_sequences": 256, "max_cells": None},
-    "full": {"seeds": 16, "steps": 400, "mc_sequences": 1024, "max_cells": None},
-}
-
-#: name -> (the experiment once available, what it waits for).
-SLOTS: dict[str, tuple[Experiment, Callable[[], str | None]]] = {
-    # science (issue 10) item 3: experiments (a)-(d), each with its bidirectional / denoising controls (e)
-    "sim_optimizer_basis": (
-        _sim(
-            "sim_optimizer_basis",
-            "optimizer_basis",
-            "(a) SGD vs Adam, one-hot vs random orthonormal basis",
-            120,
-            quick_seeds=4,
-        ),
-        _sim_experiment_exists("optimizer_basis"),
-    ),
-    "sim_positions": (
-        _sim(
-            "sim_positions", "positions", "(b) positions kept out of W_qk (none; targets by content)", 90, quick_seeds=4
-        ),
-        _sim_experiment_exists("positions"),
-    ),
-    "sim_shared_key": (
-        _sim("sim_shared_key", "shared_key", "(c) a key many queries use: topic, Zipf, packed BOS", 120, quick_seeds=4),
-        _sim_experiment_exists("shared_key"),
-    ),
-    "sim_length": (
-        _sim("sim_length", "length", "(d) sequence length swept (N = 16, 64, 96 at d = 128)", 240, quick_seeds=4),
-        _sim_experiment_exists("length"),
-    ),
-    # science (issue 10) item 5: theory vs simulation, cell by cell
-    "sim_grid": (
-        Experiment(
-            "sim_grid",
-            "theory vs simulation, cell by cell (objective x data x parameterisation x optimiser x positions)",
-            sim_grid,
-            GRID_SIZES,
-            derive=grid_summary,
-            cost=240,
-        ),
-        _grid_exists,
-    ),
-    # fidelity (issue 14): the init study on MNIST 5k, sample FID for DiT, with the published inits
-    # smoke: few, coarse samples (the sample FID of 200 DDIM samples at every evaluation dominates its cost)
-    "init_dit_mnist": _mnist_study(
-        "dit-mnist",
-        "DiT on MNIST 5k, steps to a sample-FID target",
-        800,
-        {"fidelity_samples": 64, "sampler": {"method": "ddim", "steps": 4, "guidance": 2.0}},
-        # quick: the baseline, ours and the published anchor; 100 samples of 10 DDIM steps per evaluation (the
-        # committed 5-seed, six-arm study at 480 steps is docs/fidelity.md's; --full runs it at 10 seeds)
-        schemes=["default", "symmetric", "mimetic"],
-        task_options={"fidelity_samples": 100, "sampler": {"method": "ddim", "steps": 10, "guidance": 2.0}},
-    ),
-    "init_vit_mnist": _mnist_study("vit-mnist", "ViT classification on MNIST 5k, steps to a test-accuracy target", 480),
-}
 
 
 def experiments(checkpoint_paths: list[str] | None = None) -> dict[str, Experiment]:
-    """The registry to run: every entry, the available slots, and the checkpoint entry when paths are given."""
+    """The registry to run: every entry, and the checkpoint entry over the paths given and the pretrained models
+    that installed packages ship (:data:`paper.runners.checkpoints.PACKAGED`, the ``weights`` extra)."""
     out = dict(EXPERIMENTS)
-    for name, (experiment, waiting) in SLOTS.items():
-        if waiting() is None:
-            out[name] = experiment
-    if checkpoint_paths:
-        out["checkpoints"] = checkpoint_experiment(checkpoint_paths)
+    paths = [*(checkpoint_paths or []), *packaged_models()]
+    if paths:
+        out["checkpoints"] = checkpoint_experiment(paths)
     return out
 
 
 def derivations() -> dict[str, Callable]:
-    """Each experiment's ``derive`` by name, slots and checkpoints included (results may exist for any of them)."""
-    entries = [*EXPERIMENTS.values(), *(e for e, _ in SLOTS.values())]
-    return {"checkpoints": checkpoint_summary, **{e.name: e.derive for e in entries if e.derive is not None}}
-
-
-def waiting_slots() -> dict[str, str]:
-    """Slots not yet available, with what each waits for."""
-    return {name: why for name, (_, waiting) in SLOTS.items() if (why := waiting()) is not None}
+    """Each experiment's ``derive`` by name, checkpoints included (results may exist for any of them)."""
+    return {"checkpoints": checkpoint_summary, **{e.name: e.derive for e in EXPERIMENTS.values() if e.derive}}

@@ -1,6 +1,7 @@
 """The result files of the paper: one directory per experiment under ``results/``, tidy tables and a manifest.
 
-``results/<experiment>/`` holds the runner's tables (``name.csv``: one flat row per line; ``name.json``), the
+``results/<experiment>/`` holds the runner's tables (``name.csv``: one flat row per line, gzip-compressed as
+``name.csv.gz`` when it is large (:data:`GZIP_ABOVE`); ``name.json``), the
 derived summaries (``summary.csv`` and the like, recomputed from the tables on every run) and ``manifest.json``:
 the config, the cache key, the code version and the modules it covers, provenance (git commit, library
 versions), the seeds, the command and the wall time. The manifest is written last, so a directory without one
@@ -11,6 +12,8 @@ verdict. Everything the figures and the report show is read back from here throu
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -18,9 +21,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from common.io import write_csv, write_json
+from common.io import write_json
 
 MANIFEST = "manifest.json"
+#: A CSV table of more bytes than this is written gzip-compressed (``name.csv.gz``; small tables stay plain text,
+#: readable in a diff). Readers go through :func:`read_csv`, which reads both.
+GZIP_ABOVE = 256 * 1024
+#: The suffixes of result files, most specific first: :func:`table_name` strips them.
+TABLE_SUFFIXES = (".csv.gz", ".csv", ".json")
 
 
 def parse_cell(text: str) -> Any:
@@ -36,8 +44,35 @@ def parse_cell(text: str) -> Any:
 
 
 def read_csv(path: Path) -> list[dict]:
-    with path.open(newline="") as f:
-        return [{k: parse_cell(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    """A CSV table's rows, cells parsed; ``*.csv.gz`` is decompressed."""
+    path = Path(path)
+    text = gzip.decompress(path.read_bytes()).decode() if path.name.endswith(".gz") else path.read_text()
+    return [{k: parse_cell(v) for k, v in row.items()} for row in csv.DictReader(io.StringIO(text, newline=""))]
+
+
+def table_name(filename: str) -> str:
+    """The table a result file holds: ``scores.csv.gz`` -> ``scores``."""
+    for suffix in TABLE_SUFFIXES:
+        if filename.endswith(suffix):
+            return filename[: -len(suffix)]
+    raise ValueError(f"{filename!r} is not a result table (expected one of {TABLE_SUFFIXES})")
+
+
+def _write_rows(directory: Path, name: str, rows: list[dict]) -> str:
+    """Write one CSV table, compressed when large (a fixed gzip header: the same rows give the same bytes)."""
+    from common.io import atomic_write_bytes
+
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    data = buf.getvalue().encode()
+    if len(data) <= GZIP_ABOVE:
+        atomic_write_bytes(directory / f"{name}.csv", data)
+        return f"{name}.csv"
+    atomic_write_bytes(directory / f"{name}.csv.gz", gzip.compress(data, compresslevel=9, mtime=0))
+    return f"{name}.csv.gz"
 
 
 def _cell(value: Any) -> Any:
@@ -59,10 +94,7 @@ def write_tables(directory: Path, tables: Mapping[str, Any]) -> list[str]:
             write_json(directory / f"{name}.json", table)
             names.append(f"{name}.json")
         else:
-            rows = [{k: _cell(v) for k, v in row.items()} for row in table]
-            columns = list(dict.fromkeys(k for row in rows for k in row))
-            write_csv(directory / f"{name}.csv", rows, columns)
-            names.append(f"{name}.csv")
+            names.append(_write_rows(directory, name, [{k: _cell(v) for k, v in row.items()} for row in table]))
     return names
 
 
@@ -72,7 +104,7 @@ def write_experiment(directory: Path, tables: Mapping[str, Any], manifest: dict)
     (directory / MANIFEST).unlink(missing_ok=True)
     written = write_tables(directory, tables)
     for stale in directory.iterdir():
-        if stale.is_file() and stale.name not in written and stale.suffix in (".csv", ".json"):
+        if stale.is_file() and stale.name not in written and stale.name.endswith(TABLE_SUFFIXES):
             stale.unlink()
     write_json(directory / MANIFEST, {**manifest, "tables": sorted(written)})
 
@@ -117,7 +149,14 @@ class Results:
     def has(self, experiment: str, table: str | None = None) -> bool:
         if experiment not in self.experiments:
             return False
-        return table is None or any((self.root / experiment / f"{table}{s}").is_file() for s in (".csv", ".json"))
+        return table is None or self._file(experiment, table) is not None
+
+    def _file(self, experiment: str, table: str) -> Path | None:
+        """The file holding ``table`` of ``experiment`` (plain or compressed CSV, or JSON), None if there is none."""
+        for suffix in TABLE_SUFFIXES:
+            if (path := self.root / experiment / f"{table}{suffix}").is_file():
+                return path
+        return None
 
     def manifest(self, experiment: str) -> dict:
         manifest = read_manifest(self.root / experiment)
@@ -129,11 +168,11 @@ class Results:
         """Rows of ``<experiment>/<name>.csv``, or the object of ``<name>.json``."""
         key = (experiment, name)
         if key not in self._cache:
-            base = self.root / experiment / name
-            if base.with_suffix(".csv").is_file():
-                self._cache[key] = read_csv(base.with_suffix(".csv"))
-            elif base.with_suffix(".json").is_file():
-                self._cache[key] = json.loads(base.with_suffix(".json").read_text())
+            path = self._file(experiment, name)
+            if path is not None and path.suffix == ".json":
+                self._cache[key] = json.loads(path.read_text())
+            elif path is not None:
+                self._cache[key] = read_csv(path)
             else:
                 raise MissingResult(
                     f"no table {name!r} for experiment {experiment!r} under {self.root} "

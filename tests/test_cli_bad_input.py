@@ -99,7 +99,7 @@ CASES = [
     case("study-out-is-a-file", "study --out {a_file}", "--out", "is a file"),
     case("paper-out-is-a-file", "paper --out {a_file}", "--out", "is a file"),
     case("paper-work-is-a-file", "paper --work {a_file} --list", "--work", "is a file"),
-    case("paper-two-modes", "paper --quick --full", "choose one of --quick, --full, --smoke"),
+    case("paper-two-modes", "paper --quick --standard", "choose one of --quick, --standard, --full, --smoke"),
     case("paper-checkpoint-missing", "paper --checkpoints {missing}/model.safetensors", "no such checkpoint"),
     case("paper-unknown-experiment", "paper --only nope --out {empty_dir}/paper", "unknown experiment", "nope"),
     case("paper-unknown-device", "paper --device tpu", "--device must be auto, cpu, cuda"),

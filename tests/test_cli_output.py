@@ -126,3 +126,18 @@ def test_csv_and_json_formats_print_the_rows_only(bert_dir, tmp_path, monkeypatc
 def test_a_bad_format_is_one_line():
     result = CliRunner().invoke(app, ["null", "--format", "xml"])
     assert result.exit_code == 2 and "--format must be table, csv or json" in result.stderr
+
+
+@pytest.mark.parametrize("no_color", [False, True], ids=["colour", "NO_COLOR"])
+def test_notes_are_coloured_on_a_terminal_unless_no_color(monkeypatch, capsys, no_color):
+    """On a (forced) terminal a warning note carries its colour; with ``NO_COLOR`` set it carries none."""
+    from wqk.cli.output import Output
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    Output("table").note("careful", style="yellow")
+    printed = capsys.readouterr().out
+    assert "careful" in printed
+    assert ("\x1b[33m" in printed) is not no_color

@@ -59,8 +59,8 @@ def _versions(tree: SourceTree) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("module", "expected"),
     [
-        ("sim.compare", {"compare_theory"}),
-        ("vision.study", {"init_vit", "init_dit"}),
+        ("sim.compare", {"compare_theory", "sim_grid"}),  # sim.grid compares cell by cell
+        ("vision.study", {"init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist"}),
         ("sim.experiments", {n for n in EXPERIMENTS if n.startswith("sim_")}),
         ("theory.attribution", {"predictions", "theory_check"}),  # sim.compare does not import it
         # imported only by name, through vision.tasks.BUILDERS
@@ -91,7 +91,9 @@ def _fake_registry(calls: list[str], x: dict[str, int], fail: str = "") -> dict[
             raise RuntimeError("boom")
         return {"table": [{"seed": 0, "value": config["x"]}]}
 
-    return {n: Experiment(n, n, runner, modes({"name": n, "x": v})) for n, v in x.items()}
+    # fingerprint=None: these tests count the runner's calls for the config rule alone (tests/test_paper_units.py
+    # covers fingerprints)
+    return {n: Experiment(n, n, runner, modes({"name": n, "x": v}), fingerprint=None) for n, v in x.items()}
 
 
 def test_pipeline_reruns_only_what_changed(tmp_path):
@@ -112,7 +114,9 @@ def test_pipeline_reruns_only_what_changed(tmp_path):
 def test_an_entry_without_the_mode_is_not_run_in_it(tmp_path):
     calls: list[str] = []
     registry = _fake_registry(calls, {"one": 1, "two": 2})
-    registry["two"] = Experiment("two", "two", registry["two"].runner, {"full": {"name": "two", "x": 2}})
+    registry["two"] = Experiment(
+        "two", "two", registry["two"].runner, {"full": {"name": "two", "x": 2}}, fingerprint=None
+    )
     result = run_pipeline(tmp_path / "out", work=tmp_path / "work", registry=registry)
     assert result.ran == ["one"] and calls == ["one"]
 

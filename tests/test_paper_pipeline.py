@@ -70,29 +70,42 @@ def test_a_second_render_reuses_the_figures(rendered):
     assert all(p.stat().st_mtime_ns == mtimes[p] for p in written)
 
 
-def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_digits_studies():
+def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_digits_studies_and_the_control():
     for name, experiment in EXPERIMENTS.items():
         for mode in ("smoke", "full"):
             assert isinstance(experiment.config(mode), dict), name
-    assert sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs) == ["init_dit", "init_vit"]
+    left_out = sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs)
+    assert left_out == ["init_dit", "init_vit", "language_control"]  # the control: --quick reads --standard's
 
 
-def test_full_configs_are_valid():
-    """The GPU-sized configs build (without running): a typo in a field would otherwise surface hours in."""
+@pytest.mark.parametrize("mode", ["full", "standard"])
+def test_long_configs_are_valid(mode):
+    """The GPU-sized and working-scale configs build (without running), every unit of them: a typo in a field would
+    otherwise surface hours in."""
     from paper.runners.sim import arm_configs
+    from paper.runners.vision import study_task
+    from vision.init import is_scheme
     from vision.train import TrainConfig
 
     for name, experiment in EXPERIMENTS.items():
-        config = experiment.config("full")
+        if experiment.run_mode(mode) is None:
+            continue  # the digits studies are not part of --standard
+        config = experiment.config(experiment.run_mode(mode))
+        units = experiment.split(config)
         if experiment.runner.__name__ == "sim_arms":
             for cfg in arm_configs(config).values():
                 cfg.validate()
         elif experiment.runner.__name__ == "vision_task":
             TrainConfig(**config["train"])
-        elif experiment.runner.__name__ == "init_study":
-            from paper.runners.vision import study_task
-
-            assert study_task(config["task"], config["steps"]).steps == config["steps"]
+            if mode == "standard":  # one unit per seed, every seed once
+                assert sorted(s for u in units.values() for s in u["seed_list"]) == list(range(config["seeds"]))
+        elif experiment.runner.__name__ == "study_runs":
+            task = study_task(config["task"], config["steps"])
+            assert config["steps"] is None or task.steps == config["steps"]
+            assert all(is_scheme(s) for s in config["schemes"]), name
+            if mode == "standard":  # one unit per arm and seed, every run once
+                runs = sorted((s, seed) for u in units.values() for s in u["schemes"] for seed in u["seed_list"])
+                assert len(runs) == len(config["schemes"]) * config["seeds"] == len(set(runs)), name
         assert name
 
 

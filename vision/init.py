@@ -36,6 +36,11 @@ per-parameter scale (:data:`OWN_SCALE`; :func:`init_scales` measures the ratios,
   semi-orthogonal ``W_q`` and ``W_k`` (``d x H d_h`` with orthonormal columns, Haar-distributed, drawn
   independently; every head's block then has orthonormal columns too) and the rectangular identity
   ``W_v = [I; 0]``, all of condition number 1. The output projection and the biases are untouched.
+
+A scheme name may end in ``+gates-open`` (:data:`GATES_OPEN`), for adaLN-Zero DiTs: the scheme, then every
+block's attention gate opened (:func:`open_attention_gates`). adaLN-Zero starts each gate at zero, so at init no
+attention output reaches the residual stream and ``W_qk`` receives no gradient until the gates grow: an init of
+``W_qk`` can only act from step 0 with the gates open.
 """
 
 from __future__ import annotations
@@ -184,6 +189,30 @@ def default(attn: Attention, generator: torch.Generator) -> None:
     """The model's own init."""
 
 
+#: The suffix of a scheme whose adaLN-Zero attention gates start open (``symmetric+gates-open``).
+GATES_OPEN = "+gates-open"
+
+
+def open_attention_gates(model: nn.Module, value: float = 1.0) -> int:
+    """Start every adaLN-Zero block's attention gate at ``value`` for every conditioning (the ``gate_msa`` third of
+    its modulation: weight rows zero, bias ``value``); returns the number of blocks. A model without adaLN-Zero
+    blocks is an error (nothing to open)."""
+    blocks = [m for m in model.modules() if hasattr(m, "adaLN_modulation") and hasattr(m, "attn")]
+    if not blocks:
+        raise ValueError(f"{type(model).__name__} has no adaLN-Zero attention gates to open (a DiT has)")
+    for block in blocks:
+        last = block.adaLN_modulation[-1]
+        d = last.out_features // 6  # (shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp)
+        last.weight.data[2 * d : 3 * d].zero_()
+        last.bias.data[2 * d : 3 * d].fill_(value)
+    return len(blocks)
+
+
+def is_scheme(name: str) -> bool:
+    """A known scheme, with or without :data:`GATES_OPEN`."""
+    return name.removesuffix(GATES_OPEN) in SCHEMES
+
+
 #: The schemes, in the order they are listed and studied.
 SCHEMES: dict[str, Callable[..., None]] = {
     "default": default,
@@ -221,8 +250,12 @@ def apply_init(model: nn.Module, scheme: str, generator: torch.Generator, **para
     ``params`` go to the scheme (``n_directions``, ``strength`` for ``directional``). Call it after
     the model's own init and before wrapping the model (DDP, compile) or building an optimizer.
     """
-    if scheme not in SCHEMES:
-        raise ValueError(f"unknown init scheme {scheme!r}; choose from {list(SCHEMES)}")
+    if not is_scheme(scheme):
+        raise ValueError(f"unknown init scheme {scheme!r}; choose from {list(SCHEMES)} (each may end in {GATES_OPEN})")
+    if scheme.endswith(GATES_OPEN):
+        names = apply_init(model, scheme.removesuffix(GATES_OPEN), generator, **params)
+        open_attention_gates(model)
+        return names
     accepted = list(inspect.signature(SCHEMES[scheme]).parameters)[2:]
     unknown = set(params) - set(accepted)
     if unknown:

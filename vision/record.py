@@ -3,7 +3,8 @@
 Forms (column ``form``): ``W_qk`` (the network's attention), ``update`` (``M_t - M_0``, what training added,
 from step 1 on) and the task's own (MAE's ``decoder``, DiT's ``adaln_t<t>``). Score columns come from
 :func:`theory.report.score_rows`; special-token norms from :mod:`vision.tokens`; then the training loss and
-the task's test metrics.
+the task's test metrics. A DiT's rows also carry ``attn_gate_rms``: the size of its layer's adaLN-Zero attention
+gate (zero at init: no attention output, and no gradient into ``W_qk``, until it grows).
 """
 
 from __future__ import annotations
@@ -21,11 +22,36 @@ from vision.tasks import VisionTask, scored_forms
 
 #: Columns of ``metrics.csv`` before the special-token norms and the task's own metrics.
 RUN_COLUMNS = ["step", "seed", "init", "form", *SCORE_COLUMNS, "loss"]
+#: The per-layer attention gate column of adaLN-Zero models (:func:`attention_gate_rms`).
+GATE_COLUMN = "attn_gate_rms"
+
+
+def has_attention_gates(task: VisionTask) -> bool:
+    """Whether the task's model is an adaLN-Zero DiT whose gates :func:`attention_gate_rms` measures."""
+    model = task.model
+    return hasattr(model, "condition") and hasattr(task, "form_timesteps") and hasattr(model, "blocks")
+
+
+@torch.no_grad()
+def attention_gate_rms(task: VisionTask) -> dict[int, float]:
+    """Per block: the root mean square of its attention gate ``gate_msa`` (what multiplies the attention output
+    before the residual sum) over the task's form timesteps and its first classes (those of the adaLN forms)."""
+    model = task.model
+    device = next(model.parameters()).device
+    n_classes = model.config.n_classes
+    labels = torch.arange(min(n_classes, task.FORM_CLASSES), device=device) if n_classes else None
+    squares = torch.zeros(len(model.blocks), dtype=torch.float64)
+    for t in task.form_timesteps:
+        n = 1 if labels is None else len(labels)
+        c = model.condition(torch.full((n,), t, device=device), labels)
+        for i, block in enumerate(model.blocks):
+            squares[i] += block.modulation(c)[2].double().pow(2).mean().cpu()
+    return {i: float((v / len(task.form_timesteps)).sqrt()) for i, v in enumerate(squares)}
 
 
 def is_metric(column: str) -> bool:
     """A task metric column of ``metrics.csv`` (not a score, an identifier or a special-token norm)."""
-    return column not in RUN_COLUMNS and not column.endswith(("_key_norm", "_query_norm"))
+    return column not in (*RUN_COLUMNS, GATE_COLUMN) and not column.endswith(("_key_norm", "_query_norm"))
 
 
 def score_table(
@@ -51,6 +77,7 @@ def score_table(
     if initial is not None and step > 0:
         forms_now["update"] = forms_now["W_qk"] - initial  # M_t - M_0, factored with rank 2 d_h per head
     tokens = getattr(task, "special_tokens", {})
+    gates = attention_gate_rms(task) if has_attention_gates(task) else {}
     rows = []
     for label, forms in forms_now.items():
         norms = (
@@ -68,6 +95,7 @@ def score_table(
                     **row,
                     "loss": loss,
                     **norms.get((row["layer"], row["head"]), {}),
+                    **({GATE_COLUMN: gates[row["layer"]]} if gates else {}),
                     **metrics,
                 }
             )
@@ -87,10 +115,12 @@ def logged_rows(metric: str):
 
 def run_columns(task: VisionTask) -> list[str]:
     """The header of a run's ``metrics.csv``, fixed at the start from what the task declares: :data:`RUN_COLUMNS`,
-    the key/query norms of its special tokens, then its ``metric_names`` (sorted)."""
+    the key/query norms of its special tokens, the attention gate of an adaLN-Zero model, then its
+    ``metric_names`` (sorted)."""
     tokens = getattr(task, "special_tokens", None) or {}
     norms = sorted(f"{name}_{side}_norm" for name in tokens for side in ("key", "query"))
-    return [*RUN_COLUMNS, *norms, *sorted(task.metric_names)]
+    gates = [GATE_COLUMN] if has_attention_gates(task) else []
+    return [*RUN_COLUMNS, *norms, *gates, *sorted(task.metric_names)]
 
 
 class MetricsLog:

@@ -25,19 +25,16 @@ def arm_configs(config: dict) -> dict:
     if name == OBJECTIVES_ARMS:
         arms = {objective: default_config(objective) for objective in SIM_OBJECTIVES}
     elif name in EXPERIMENTS:
-        spec = EXPERIMENTS[name]  # an arms function, or (science's branch) an Experiment with .arms()
-        arms = spec.arms() if hasattr(spec, "arms") else spec()
+        arms = EXPERIMENTS[name].arms()
     else:
         raise ValueError(f"unknown simulator experiment {name!r}; choose from {[OBJECTIVES_ARMS, *EXPERIMENTS]}")
     return {arm: _resized(cfg, config.get("overrides", {})) for arm, cfg in arms.items()}
 
 
 def _resized(cfg, overrides: dict):
-    """``cfg`` with the mode's overrides; an early dense recording (``record_dense``, where the simulator has one)
-    never runs past the last step."""
-    extra = {}
-    if "steps" in overrides and hasattr(cfg, "record_dense"):
-        extra["record_dense"] = min(cfg.record_dense, overrides["steps"])
+    """``cfg`` with the mode's overrides; the early dense recording (``record_dense``) never runs past the last
+    step."""
+    extra = {"record_dense": min(cfg.record_dense, overrides["steps"])} if "steps" in overrides else {}
     return cfg.with_overrides(**overrides, **extra)
 
 

@@ -21,7 +21,8 @@ def _per_layer(rows: list[dict], ids: dict) -> list[dict]:
 
 
 def vision_task(config: dict, ctx: Context) -> Tables:
-    """Train ``config["train"]`` (a :class:`vision.train.TrainConfig`'s fields) for ``config["seeds"]`` seeds;
+    """Train ``config["train"]`` (a :class:`vision.train.TrainConfig`'s fields) for ``config["seeds"]`` seeds (or
+    the unit's ``seed_list``);
     per-seed per-layer scores of every form over training with the task's test metrics, and their nulls."""
     from paper.codeversion import modules_version
     from paper.experiment import config_hash
@@ -36,7 +37,7 @@ def vision_task(config: dict, ctx: Context) -> Tables:
     init = config.get("init", "default")
     ctx.note(f"{base.model} {base.objective}: {config['seeds']} seeds x {base.steps} steps")
     data = load_data(base.data, base.test_fraction, base.split_seed)
-    results = train_grid(base, [init], list(range(config["seeds"])), root, data)
+    results = train_grid(base, [init], list(config.get("seed_list", range(config["seeds"]))), root, data)
     scores, nulls, spectra = [], [], []
     for result in results.values():
         rows = _per_layer(read_metrics(Path(result.run_dir) / "metrics.csv"), {"task": config["task"]})
@@ -91,22 +92,13 @@ def final_spectrum_rows(task: str, run: Path, data, rows: list[dict]) -> list[di
 
 
 def study_task(name: str, steps: int | None = None, task_options: dict | None = None):
-    """The study's task ``name`` at ``steps`` (vision.study's own rescaling where it has one: it keeps the logging
-    and sample-metric cadence as fractions of the budget), its ``task_options`` updated by ``task_options``."""
+    """The study's task ``name`` at ``steps`` (:func:`vision.study.study_tasks` keeps the logging and sample-metric
+    cadence as fractions of the budget), its ``task_options`` updated by ``task_options``."""
     from dataclasses import replace
 
-    from vision import study
+    from vision.study import study_tasks
 
-    known = getattr(study, "STUDY_TASKS", None) or {t.name: t for t in study.DEFAULT_TASKS}
-    if name not in known:
-        raise ValueError(f"unknown study task {name!r}; vision.study has {sorted(known)}")
-    task = known[name]
-    if steps is not None:
-        task = (
-            study.study_tasks([name], steps={name: steps})[0]
-            if hasattr(study, "study_tasks")
-            else replace(task, steps=steps)
-        )
+    (task,) = study_tasks([name], steps={name: steps} if steps is not None else None)
     return replace(task, task_options={**task.task_options, **task_options}) if task_options else task
 
 
@@ -125,45 +117,97 @@ def _curves(out: Path, scheme: str, seed: int) -> list[dict]:
     ]
 
 
-def init_study(config: dict, ctx: Context) -> Tables:
-    """:func:`vision.study.run_study` for the study task named ``config["task"]`` at ``config["steps"]``: per-arm
-    steps to target, ratios to the baseline and metric differences (paired by seed, bootstrap CIs), final metrics,
-    and every run's learning curve."""
-    from paper.codeversion import modules_version
-    from paper.experiment import config_hash
-    from vision.study import StudyConfig, run_study
+def _study(config: dict, out: Path | None = None, threads: int = 1):
+    """The study task of ``config`` and its :class:`vision.study.StudyConfig` (runs under ``out``)."""
+    from vision.study import StudyConfig
 
     task = study_task(config["task"], config.get("steps"), config.get("task_options"))
-    sizes = {k: v for k, v in config.items() if k not in ("seeds", "schemes")}  # more seeds or schemes add runs
-    out = ctx.scratch("study", f"{modules_version(['vision.study'])}-{config_hash(sizes)}", task.name)
     study = StudyConfig(
         tasks=(task,),
-        schemes=tuple(config["schemes"]),
+        schemes=tuple(dict.fromkeys([StudyConfig.baseline, *config["schemes"]])),  # a unit's arm may not be it
         seeds=config["seeds"],
         data=config["data"],
         log_every=config["log_every"],
         target_at=config["target_at"],
         null_samples=config["null_samples"],
-        out=str(out),
-        threads=ctx.threads,
+        out=str(out or "."),
+        threads=threads,
         progress=False,
     )
-    ctx.note(f"{task.model} {task.objective}: {len(study.schemes)} schemes x {study.seeds} seeds x {task.steps} steps")
-    analysis = run_study(study)["tasks"][0]
-    arms, steps, curves = [], [], []
-    for arm in analysis["arms"]:
-        arms.append({"task": task.name, **{k: v for k, v in arm.items() if k not in ("task", "steps")}})
-        steps += [
-            {"task": task.name, "scheme": arm["scheme"], "seed": seed, "steps_to_target": s}
-            for seed, s in enumerate(arm["steps"])
+    return task, study
+
+
+def study_runs(config: dict, ctx: Context) -> Tables:
+    """Train the study's runs of ``config`` (its ``schemes`` x ``seed_list``, default every seed): each run's
+    learning curve (``curves``), its adaLN-Zero attention gates per layer (``gates``, DiTs), the init scale
+    ratios of its schemes (``scales``) and what the sample metrics compare with (``meta``). One unit of
+    :data:`init_study`'s work; :func:`study_analysis` merges units."""
+    import json
+    from dataclasses import replace
+
+    from paper.codeversion import modules_version
+    from paper.experiment import config_hash
+    from vision.data import load_data
+    from vision.record import GATE_COLUMN
+    from vision.runs import read_metrics, train_grid
+    from vision.study import init_scale_ratios, task_config
+
+    task, _ = _study(config)
+    sizes = {k: v for k, v in config.items() if k not in ("seeds", "schemes", "seed_list", "units")}  # more add runs
+    out = ctx.scratch("study", f"{modules_version(['vision.study'])}-{config_hash(sizes)}", task.name)
+    task, study = _study(config, out, ctx.threads)
+    seeds = list(config.get("seed_list", range(study.seeds)))
+    base = task_config(task, study)
+    data = load_data(base.data, base.test_fraction, base.split_seed)
+    ctx.note(f"{task.model} {task.objective}: {len(study.schemes)} schemes x seeds {seeds} x {task.steps} steps")
+    results = train_grid(base, list(config["schemes"]), seeds, out / task.name, data)
+    curves, gates = [], []
+    for (scheme, seed), result in results.items():
+        ids = {"task": task.name, "scheme": scheme, "seed": seed}
+        curves += [{**ids, **r} for r in _curves(out, scheme, seed)]
+        rows = read_metrics(Path(result.run_dir) / "metrics.csv")
+        gates += [
+            {**ids, "step": r["step"], "layer": r["layer"], GATE_COLUMN: r[GATE_COLUMN]}
+            for r in rows
+            if GATE_COLUMN in r and r["form"] == "W_qk" and r["head"] == "all"
         ]
+    ratios = init_scale_ratios(replace(base, init=study.baseline), study.schemes, data)
+    first = next(iter(results.values())).run_dir
+    meta = {"fidelity": json.loads((Path(first) / "config.json").read_text()).get("fidelity", {})}
+    tables = {"curves": curves, "scales": [{"scheme": s, **r} for s, r in ratios.items()], "meta": meta}
+    return {**tables, "gates": gates} if gates else tables
+
+
+def study_analysis(config: dict, units: dict[str, Tables]) -> Tables:
+    """The study's analysis from its runs' curves (every unit's): per-arm steps to target, ratios to the baseline
+    and metric differences (paired by seed, bootstrap CIs), final metrics, and every run's learning curve."""
+    import numpy as np
+
+    from paper.experiment import concat_units
+    from vision.record import is_number
+    from vision.study import analyse_task
+
+    runs = concat_units(config, units)
+    task, study = _study(config)
+    curves = {}
     for scheme in study.schemes:
         for seed in range(study.seeds):
-            curves += [{"task": task.name, "scheme": scheme, "seed": seed, **r} for r in _curves(out, scheme, seed)]
+            picked = sorted(
+                (r["step"], r[task.metric])
+                for r in runs["curves"]
+                if r["scheme"] == scheme and r["seed"] == seed and is_number(r.get(task.metric))
+            )
+            steps, values = zip(*picked, strict=True) if picked else ((), ())
+            curves[(scheme, seed)] = (np.asarray(steps), np.asarray(values, dtype=np.float64))
+    scales = {r["scheme"]: {k: v for k, v in r.items() if k != "scheme"} for r in runs["scales"]}
+    analysis = analyse_task(task, curves, study, scales)
+    arms = [{"task": task.name, **{k: v for k, v in a.items() if k not in ("task", "steps")}} for a in analysis["arms"]]
+    steps = [
+        {"task": task.name, "scheme": a["scheme"], "seed": seed, "steps_to_target": s}
+        for a in analysis["arms"]
+        for seed, s in enumerate(a["steps"])
+    ]
     meta = {k: v for k, v in analysis.items() if k not in ("arms", "runs", "config")}
-    return {
-        "arms": arms,
-        "steps": steps,
-        "curves": curves,
-        "study": {**meta, "seeds": study.seeds, "steps": task.steps},
-    }
+    study_table = {**meta, **runs["meta"], "seeds": study.seeds, "steps": task.steps}
+    tables = {"arms": arms, "steps": steps, "curves": runs["curves"], "study": study_table}
+    return {**tables, "gates": runs["gates"]} if "gates" in runs else tables

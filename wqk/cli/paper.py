@@ -20,6 +20,14 @@ def paper(
     quick: Annotated[
         bool, typer.Option("--quick", help="The committed CPU run (default): 17.5 minutes of 2 cores measured, cold.")
     ] = False,
+    standard: Annotated[
+        bool,
+        typer.Option(
+            "--standard",
+            help="The working scale for these CPUs (models that learn their task; hours, in units of one seed, each "
+            "cached as it lands); --quick reuses its results.",
+        ),
+    ] = False,
     full: Annotated[
         bool, typer.Option("--full", help="The same pipeline at GPU sizes (more seeds and steps, larger models).")
     ] = False,
@@ -54,9 +62,7 @@ def paper(
     force: Annotated[
         list[str], typer.Option(metavar="NAME", help="Rerun this experiment even when cached (repeat).")
     ] = [],
-    list_: Annotated[
-        bool, typer.Option("--list", help="List the experiments, their cache state and the slots.")
-    ] = False,
+    list_: Annotated[bool, typer.Option("--list", help="List the experiments and their cache state.")] = False,
     device: Annotated[str, typer.Option(help="Device of the vision runs: auto (CUDA if present), cpu, cuda.")] = "auto",
     fmt: Format = "table",
 ) -> None:
@@ -73,12 +79,12 @@ def paper(
     from rich.text import Text
 
     from paper.pipeline import plan, run_pipeline
-    from paper.registry import experiments, waiting_slots
+    from paper.registry import experiments
 
     show = Output(fmt)
-    chosen = [m for m, flag in (("quick", quick), ("full", full), ("smoke", smoke)) if flag]
+    chosen = [m for m, flag in (("quick", quick), ("standard", standard), ("full", full), ("smoke", smoke)) if flag]
     if len(chosen) > 1:
-        fail(f"choose one of --quick, --full, --smoke; got {', '.join('--' + m for m in chosen)}")
+        fail(f"choose one of --quick, --standard, --full, --smoke; got {', '.join('--' + m for m in chosen)}")
     mode = chosen[0] if chosen else "quick"
     out = out or Path("runs/paper-smoke" if mode == "smoke" else "paper")
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
@@ -99,8 +105,6 @@ def paper(
             ["experiment", "cached", "cost s", "what"],
             title=f"{mode} mode: experiments under {out / 'results'} (cost: rough quick-mode seconds of one core)",
         )
-        for name, why in waiting_slots().items():
-            show.note(f"slot {name}: {why}")
         return
     command = (
         " ".join(["python cli.py", *sys.argv[1:]])
@@ -154,7 +158,7 @@ def paper(
         except (ValueError, FileNotFoundError) as err:
             fail(str(err))
     for name, why in result.waiting.items():
-        show.note(f"slot {name} not run: {why}")
+        show.note(f"{name} not complete: {why}")
     for name, why in result.figure_errors.items():
         show.note(f"figure {name} skipped: {why}", style="yellow")
     show.note(

@@ -1,5 +1,4 @@
-"""Slots: registry entries that wait for another part of the project, named with what they wait for, and that join
-the registry by themselves once the interface exists."""
+"""The grid entry runs over ``sim.grid``'s interface (a stand-in module here)."""
 
 import importlib.machinery
 import sys
@@ -7,14 +6,8 @@ import types
 
 from paper.derive import grid_summary
 from paper.experiment import Context
-from paper.registry import SLOTS, experiments, waiting_slots
+from paper.registry import experiments
 from paper.runners.sim import sim_grid
-
-
-def test_a_waiting_slot_says_what_it_waits_for():
-    for name, why in waiting_slots().items():
-        assert name in SLOTS and why.startswith("waiting for"), (name, why)
-        assert name not in experiments()
 
 
 def _fake_grid(agreement: list[dict]) -> types.ModuleType:
@@ -42,14 +35,14 @@ def _fake_grid(agreement: list[dict]) -> types.ModuleType:
     return module
 
 
-def test_the_grid_slot_runs_once_sim_grid_exists(monkeypatch, tmp_path):
+def test_the_grid_entry_runs_over_sim_grid(monkeypatch, tmp_path):
     agreement = [
         {"cell": f"c{i}", "score": "s", "theory": "predicted", "simulated": phase, "agree": float(i < 2)}
         for phase in ("early", "final")
         for i in range(3)
     ]
     monkeypatch.setitem(sys.modules, "sim.grid", _fake_grid(agreement))
-    assert "sim_grid" in experiments() and "sim_grid" not in waiting_slots()
+    assert "sim_grid" in experiments()
     config = experiments()["sim_grid"].config("smoke")
     tables = sim_grid(config, Context(tmp_path))
     assert [r["cell"] for r in tables["values"]] == ["c0", "c1", "c2"]  # smoke: the first max_cells cells

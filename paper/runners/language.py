@@ -1,0 +1,80 @@
+"""Runner over :mod:`language`: the paper's positive control, encoder (MLM) and decoder (next token) of the same
+size on English docstring prose, arms default / paper-symmetric / symmetric, several seeds.
+
+The tokenised corpus is kept under ``WORK/language/<sources, vocabulary, split>/`` (reading the docstrings of a
+large package takes tens of seconds) and read back as numpy arrays.
+"""
+
+from __future__ import annotations
+
+from paper.experiment import Context, Tables
+
+
+def corpus(config: dict, ctx: Context):
+    """``(train ids, test ids, vocabulary size)`` of ``config``'s corpus, tokenised once per work directory."""
+    import json
+
+    import numpy as np
+
+    from paper.experiment import config_hash
+
+    spec = {k: config[k] for k in ("sources", "vocab_size", "test_fraction")}
+    directory = ctx.scratch("language", config_hash(spec))
+    paths = {name: directory / f"{name}.npy" for name in ("train", "test")}
+    if not all(p.is_file() for p in paths.values()):
+        from common.io import write_json
+        from language.corpus import load_corpus
+        from language.tokens import Tokenizer
+
+        ctx.note(f"reading docstrings of {', '.join(config['sources'])}")
+        train, test = load_corpus(config["sources"], config["test_fraction"])
+        tokenizer = Tokenizer.fit(train, config["vocab_size"])
+        for name, texts in (("train", train), ("test", test)):
+            np.save(directory / f".{name}.npy", tokenizer.encode(texts), allow_pickle=False)
+        write_json(directory / "vocab.json", list(tokenizer.vocab))
+        for name in paths:  # the arrays appear together or not at all
+            (directory / f".{name}.npy").replace(paths[name])
+    vocab = len(json.loads((directory / "vocab.json").read_text()))
+    return (*(np.load(paths[n], allow_pickle=False) for n in ("train", "test")), vocab)
+
+
+def language_runs(config: dict, ctx: Context) -> Tables:
+    """Train every objective x arm x seed of ``config`` (a unit's ``seed_list``, default every seed): held-out
+    loss curves, per-layer ``W_qk`` scores at the end, and the corpus with its no-context (unigram) loss."""
+    import torch
+
+    from language.tokens import unigram_loss
+    from language.train import LMConfig, train_lm
+
+    if ctx.threads > 0:
+        torch.set_num_threads(ctx.threads)
+    train, test, vocab = corpus(config, ctx)
+    curves, scores = [], []
+    for objective in config["objectives"]:
+        for arm in config["arms"]:
+            for seed in config.get("seed_list", range(config["seeds"])):
+                ctx.note(f"{objective} {arm} seed {seed}")
+                cfg = LMConfig(objective=objective, init=arm, seed=seed, **config["train"])
+                run = train_lm(cfg, train, test, vocab)
+                ids = {"objective": objective, "arm": arm, "seed": seed}
+                curves += [{**ids, **r} for r in run["curve"]]
+                scores += [{**ids, **{k: v for k, v in r.items() if not k.endswith("_p")}} for r in run["scores"]]
+    info = {
+        "sources": config["sources"],
+        "train_tokens": len(train),
+        "test_tokens": len(test),
+        "vocab": vocab,
+        "unigram_loss": unigram_loss(train, test, vocab),  # the loss of a model that sees no context
+    }
+    return {"curves": curves, "scores": scores, "corpus": info}
+
+
+def language_analysis(config: dict, units: dict[str, Tables]) -> Tables:
+    """Every unit's runs together, with the steps to each target rule and their summary
+    (:mod:`language.control`)."""
+    from language.control import step_rows, summary_rows
+    from paper.experiment import concat_units
+
+    tables = concat_units(config, units)
+    steps = step_rows(tables["curves"])
+    return {**tables, "steps": steps, "summary": summary_rows(steps, tables["curves"])}

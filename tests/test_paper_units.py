@@ -1,0 +1,173 @@
+"""Work that lands in parts: results kept by what the code does (fingerprints), units cached one by one and merged,
+a killed unit rerun without a partial result, compact tables, and --quick reading committed --standard results."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+import paper.results
+from paper.experiment import Experiment
+from paper.pipeline import run_pipeline
+from paper.registry import arm_seed_units, seed_units
+from paper.results import GZIP_ABOVE, Results, is_cached, read_csv, write_experiment
+
+
+def runner_v1(config: dict, ctx) -> dict:
+    """Each seed's value: x times (seed + 1), summed in a loop."""
+    rows = []
+    for seed in config.get("seed_list", range(config["seeds"])):
+        total = 0.0
+        for _ in range(seed + 1):
+            total += config["x"]
+        rows.append({"seed": seed, "value": total})
+    return {"table": rows}
+
+
+def runner_v2(config: dict, ctx) -> dict:
+    """runner_v1 refactored: the same numbers by a product."""
+    seeds = config.get("seed_list", range(config["seeds"]))
+    return {"table": [{"seed": seed, "value": float(config["x"] * (seed + 1))} for seed in seeds]}
+
+
+def runner_v3(config: dict, ctx) -> dict:
+    """A change of one number: the last seed's value is off by one."""
+    tables = runner_v2(config, ctx)
+    tables["table"][-1]["value"] += 1.0
+    return tables
+
+
+def _entry(
+    runner, units: bool = False, fail_seed: int | None = None, calls: list | None = None, **configs
+) -> dict[str, Experiment]:
+    """Experiment ``e`` over ``runner``; ``calls`` collects the mode of every call (fingerprint runs included)."""
+
+    def wrapped(config, ctx):
+        (calls if calls is not None else []).append(config["mode"])
+        if config.get("seed_list") == [fail_seed]:
+            raise RuntimeError("killed")
+        return runner(config, ctx)
+
+    wrapped.__wrapped__ = runner  # the code version is the runner's own source (inspect.unwrap)
+    per_mode = {m: {"mode": m, "x": 2.0, "seeds": 3, **configs.get(m, {})} for m in ("smoke", "quick", "full")}
+    if "standard" in configs:
+        per_mode["standard"] = {"mode": "standard", "x": 2.0, "seeds": 3, **configs["standard"]}
+    experiment = Experiment("e", "e", wrapped, per_mode, units=seed_units if units else None)
+    return {"e": experiment}
+
+
+def _run(tmp_path, registry, mode="quick"):
+    return run_pipeline(tmp_path / "out", mode, work=tmp_path / "work", registry=registry)
+
+
+def _manifest(tmp_path, *parts: str) -> dict:
+    return json.loads(tmp_path.joinpath("out", "results", "e", *parts, "manifest.json").read_text())
+
+
+def test_a_refactor_that_keeps_the_fingerprint_keeps_the_results(tmp_path):
+    calls: list[str] = []
+    first = _run(tmp_path, _entry(runner_v1, calls=calls))
+    assert first.ran == ["e"] and calls == ["quick", "smoke"]  # the run, then its fingerprint on the smoke config
+    stored = _manifest(tmp_path)
+    calls.clear()
+    refactored = _run(tmp_path, _entry(runner_v2, calls=calls))
+    assert refactored.ran == [] and calls == ["smoke"]  # only the fingerprint ran: the hours are kept
+    kept = _manifest(tmp_path)
+    assert kept["fingerprint"] == stored["fingerprint"] and kept["code_version"] != stored["code_version"]
+    calls.clear()
+    again = _run(tmp_path, _entry(runner_v2, calls=calls))
+    assert again.ran == [] and calls == []  # the manifest took the new code version: no second fingerprint run
+
+
+def test_a_change_of_a_number_invalidates_the_results(tmp_path):
+    _run(tmp_path, _entry(runner_v1))
+    calls: list[str] = []
+    changed = _run(tmp_path, _entry(runner_v3, calls=calls))
+    assert changed.ran == ["e"] and "quick" in calls
+    rows = Results(tmp_path / "out" / "results").table("e", "table")
+    assert rows[-1]["value"] == 2.0 * 3 + 1.0
+
+
+def test_units_are_cached_one_by_one_and_merged_when_all_are_present(tmp_path):
+    registry = _entry(runner_v2, units=True, quick={"units": 1})
+    first = _run(tmp_path, _entry(runner_v2, units=True, fail_seed=1, quick={"units": 1}))
+    assert sorted(first.ran) == ["e:seed0", "e:seed2"] and "killed" in first.failed["e:seed1"]
+    assert not (tmp_path / "out/results/e/manifest.json").exists()  # no merged result while a unit is missing
+    assert "seed1" in first.waiting["e"]
+    second = _run(tmp_path, registry)
+    assert second.ran == ["e:seed1"]  # the units that landed are kept
+    merged = Results(tmp_path / "out" / "results")
+    assert [r["seed"] for r in merged.table("e", "table")] == [0, 1, 2]
+    assert [r["unit"] for r in merged.table("e", "units")] == ["seed0", "seed1", "seed2"]  # each unit's wall time
+    assert set(_manifest(tmp_path)["units"]) == {"seed0", "seed1", "seed2"}
+    third = _run(tmp_path, registry)
+    assert third.ran == [] and third.cached == ["e"]
+
+
+def test_a_unit_killed_while_writing_leaves_no_result_and_reruns(tmp_path, monkeypatch):
+    real = paper.results.write_json
+
+    def dies_on_the_manifest(path, obj):
+        if path.name == "manifest.json":
+            raise RuntimeError("killed while writing")
+        real(path, obj)
+
+    monkeypatch.setattr(paper.results, "write_json", dies_on_the_manifest)
+    first = _run(tmp_path, _entry(runner_v2))
+    assert "killed" in first.failed["e"]
+    directory = tmp_path / "out/results/e"
+    assert (directory / "table.csv").is_file() and not (directory / "manifest.json").exists()
+    assert "e" not in Results(tmp_path / "out/results").experiments  # the tables alone are no result
+    monkeypatch.undo()
+    second = _run(tmp_path, _entry(runner_v2))
+    assert second.ran == ["e"] and is_cached(directory, _manifest(tmp_path)["cache_key"])
+
+
+def test_quick_reuses_standard_results_and_standard_falls_back_to_quick(tmp_path):
+    registry = _entry(runner_v2, units=True, standard={"seeds": 4, "units": 2})
+    standard = _run(tmp_path, registry, mode="standard")
+    assert sorted(standard.ran) == ["e:seeds0-1", "e:seeds2-3"]
+    quick = _run(tmp_path, registry)
+    assert quick.ran == [] and quick.cached == ["e"] and _manifest(tmp_path)["mode"] == "standard"
+    quick_only = _entry(runner_v2)  # no standard config: --standard runs the quick one
+    assert _run(tmp_path / "other", quick_only, mode="standard").ran == ["e"]
+    assert json.loads((tmp_path / "other/out/results/e/manifest.json").read_text())["mode"] == "quick"
+
+
+def test_study_units_cover_every_arm_and_seed_once():
+    units = arm_seed_units({"schemes": ["default", "symmetric"], "seeds": 3, "units": 2})
+    assert sorted(units) == ["default-seed2", "default-seeds0-1", "symmetric-seed2", "symmetric-seeds0-1"]
+    runs = sorted((s, seed) for u in units.values() for s in u["schemes"] for seed in u["seed_list"])
+    assert runs == sorted((s, seed) for s in ("default", "symmetric") for seed in range(3))
+
+
+def test_large_tables_are_gzip_and_read_back_the_same(tmp_path):
+    big = [{"step": i, "value": i / 7, "label": "x" * 40} for i in range(GZIP_ABOVE // 40)]
+    small = [{"step": 0, "value": 0.5}]
+    write_experiment(tmp_path / "e", {"big": big, "small": small}, {"cache_key": "k"})
+    assert (tmp_path / "e/big.csv.gz").is_file() and (tmp_path / "e/small.csv").is_file()
+    results = Results(tmp_path)
+    assert results.table("e", "big") == read_csv(tmp_path / "e/big.csv.gz") and len(results.table("e", "big")) == len(
+        big
+    )
+    assert results.table("e", "big")[5]["value"] == 5 / 7 and results.has("e", "big")
+    first = (tmp_path / "e/big.csv.gz").read_bytes()
+    write_experiment(tmp_path / "e", {"big": big[:1], "small": small}, {"cache_key": "k"})  # now small: plain CSV
+    assert (tmp_path / "e/big.csv").is_file() and not (tmp_path / "e/big.csv.gz").exists()
+    write_experiment(tmp_path / "e", {"big": big, "small": small}, {"cache_key": "k"})
+    assert (tmp_path / "e/big.csv.gz").read_bytes() == first  # the same rows give the same bytes
+
+
+@pytest.mark.slow
+def test_a_split_study_gives_the_tables_of_the_unsplit_one(tmp_path):
+    """The init study run as arm x seed units and merged equals the same study run at once (about a minute)."""
+    from paper.registry import EXPERIMENTS
+
+    study = EXPERIMENTS["init_vit"]
+    config = {**study.config("smoke"), "units": 1}
+    whole = _run(tmp_path / "whole", {"e": replace(study, name="e")}, mode="smoke")
+    split = _run(tmp_path / "split", {"e": replace(study, name="e", configs={"smoke": config})}, mode="smoke")
+    assert not whole.failed and not split.failed and len(split.ran) == len(config["schemes"]) * config["seeds"]
+    for table in ("arms.csv", "steps.csv", "curves.csv", "study.json"):
+        whole_bytes = (tmp_path / "whole/out/results/e" / table).read_bytes()
+        assert whole_bytes == (tmp_path / "split/out/results/e" / table).read_bytes(), table
