@@ -121,7 +121,7 @@ def child(checkpoint: str, mode: str, out: str) -> None:
     from common.hugepages import enable_huge_pages
 
     enable_huge_pages()  # as cli.py does, before torch is imported
-    from checkpoints.analyze import describe, null_shapes, score, summarise
+    from checkpoints.analyze import describe, null_shapes, score, summarize
     from theory.nulls import null_distribution
 
     load = [os.getloadavg()[0]]
@@ -137,7 +137,7 @@ def child(checkpoint: str, mode: str, out: str) -> None:
     t3 = time.perf_counter()
     rates.append(gemm_rates(plan.d_model))
     load.append(os.getloadavg()[0])
-    summary = {s["score"]: round(s["median"], 4) for s in summarise(rows)}
+    summary = {s["score"]: round(s["median"], 4) for s in summarize(rows)}
     usage = resource.getrusage(resource.RUSAGE_SELF)
     Path(out).write_text(json.dumps(rows))
     flops = scoring_flops(plan)

@@ -233,7 +233,7 @@ def label_rows(plan: Plan, layer: int, rows: list[dict]) -> list[dict]:
     ]
 
 
-def summarise(rows: list[dict]) -> list[dict]:
+def summarize(rows: list[dict]) -> list[dict]:
     """Median and interquartile range over layers of the per-layer scores, with the median null z, per stack.
 
     Falls back to all heads when only per-head rows were computed (``over`` says which). A score not
@@ -275,7 +275,7 @@ class Analysis:
 
     @property
     def summary(self) -> list[dict]:
-        return summarise(self.rows)
+        return summarize(self.rows)
 
 
 def score(

@@ -170,7 +170,7 @@ def arms_table(results: Results, experiment: str, quantities: list[tuple[str, st
     return md_table(["arm", "form", *(label for _, label in quantities), "n", "step"], body)
 
 
-SCORE_COLUMNS = [("symmetry", "s"), ("directionality", "δ"), ("directionality_pr", "δ_PR")]
+SCORE_HEADERS = [("symmetry", "s"), ("directionality", "δ"), ("directionality_pr", "δ_PR")]
 
 
 def layer_table(results: Results, experiment: str, forms: list[str] | None = None) -> str:
@@ -231,35 +231,35 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
     ctx["grid.evidence"] = _safe(lambda: grid_piece(results))
     ctx["claim8.blocks"] = _safe(lambda: blocks_table(results, "sim_objectives"))
     ctx["claim6.evidence"] = _safe(
-        lambda: arms_table(results, "sim_parameterisation", SCORE_COLUMNS, forms=("W_qk", "grad_cross"))
+        lambda: arms_table(results, "sim_parameterisation", SCORE_HEADERS, forms=("W_qk", "grad_cross"))
     )
     ctx["claim7.evidence"] = _safe(
         lambda: arms_table(
             results,
             "sim_claim7",
-            [*SCORE_COLUMNS, ("bos_key_query", "BOS key/query"), ("bos_key_typical", "BOS key/typical")],
+            [*SCORE_HEADERS, ("bos_key_query", "BOS key/query"), ("bos_key_typical", "BOS key/typical")],
         )
     )
     ctx["claim8.evidence"] = _safe(
         lambda: arms_table(
-            results, "sim_objectives", SCORE_COLUMNS, forms=("W_qk", "update", "grad_self", "grad_cross")
+            results, "sim_objectives", SCORE_HEADERS, forms=("W_qk", "update", "grad_self", "grad_cross")
         )
     )
     ctx["claim8.explanations"] = _safe(
         lambda: (
-            arms_table(results, "sim_parameterisation", SCORE_COLUMNS)
+            arms_table(results, "sim_parameterisation", SCORE_HEADERS)
             + "\n\n"
-            + arms_table(results, "sim_attribution", SCORE_COLUMNS, forms=("W_qk", "grad_cross"))
+            + arms_table(results, "sim_attribution", SCORE_HEADERS, forms=("W_qk", "grad_cross"))
         )
     )
     ctx["claim8.masking"] = _safe(
-        lambda: arms_table(results, "sim_masking", SCORE_COLUMNS, forms=("W_qk", "grad_cross"))
+        lambda: arms_table(results, "sim_masking", SCORE_HEADERS, forms=("W_qk", "grad_cross"))
     )
     ctx["qa.evidence"] = _safe(
         lambda: (
             layer_table(results, "vision_dit")
             + "\n\n"
-            + arms_table(results, "sim_denoising", SCORE_COLUMNS, forms=("W_qk", "grad_cross"))
+            + arms_table(results, "sim_denoising", SCORE_HEADERS, forms=("W_qk", "grad_cross"))
         )
     )
     ctx["qb.evidence"] = _safe(lambda: vision_tables(results))

@@ -31,7 +31,7 @@ NUMERIC = (
     "key_norm",
     "query_norm",
 )
-SUMMARY_COLUMNS = [
+SIM_SUMMARY_COLUMNS = [
     "objective",
     "layer",
     "form",

@@ -45,7 +45,7 @@ def simulate(
     configs: dict[str, SimConfig], out: Path | str, resume: bool = False, progress: bool = True, threads: int | None = 1
 ) -> SimulateResult:
     """Run each named config (one run directory each when several), then write ``summary.csv`` and ``scores.png``."""
-    from sim.report import SUMMARY_COLUMNS, plot_runs, summarize
+    from sim.report import SIM_SUMMARY_COLUMNS, plot_runs, summarize
 
     out = Path(out)
     dirs = {name: out if len(configs) == 1 else out / name for name in configs}
@@ -56,5 +56,5 @@ def simulate(
         panels[name] = figure_panel(sim)
     figure, table = out / "scores.png", out / "summary.csv"
     plot_runs(panels, figure)
-    write_csv(table, summary, ["step", *SUMMARY_COLUMNS])
+    write_csv(table, summary, ["step", *SIM_SUMMARY_COLUMNS])
     return SimulateResult(summary, dirs, figure, table)

@@ -17,7 +17,7 @@ from checkpoints.analyze import (
     default_null_samples,
     describe,
     null_shapes,
-    summarise,
+    summarize,
 )
 from cli import app
 
@@ -88,11 +88,11 @@ def test_summary_is_median_and_iqr_over_layer_rows_only():
     heads = [
         {"layer": 0, "head": 0, "symmetry": 0.9, "directionality": 0.9, "symmetry_z": 9.0, "directionality_z": 9.0}
     ]
-    sym, dirn = summarise(heads + layer)
+    sym, dirn = summarize(heads + layer)
     assert (sym["median"], sym["q25"], sym["q75"], sym["median_z"]) == pytest.approx((0.3, 0.2, 0.4, 2.0))
     assert (dirn["median"], dirn["q25"], dirn["q75"]) == pytest.approx((-0.3, -0.4, -0.2))
     assert sym["over"].startswith("3 layers")
-    assert summarise(heads)[0]["over"].startswith("1 heads")
+    assert summarize(heads)[0]["over"].startswith("1 heads")
 
 
 def test_analysis_rows_carry_model_and_family(bert_dir):

@@ -95,3 +95,13 @@ def test_one_seed_draws_its_data_in_every_panel_without_bands(one_seed, other_se
     finally:
         for fig in figures:
             pyplot().close(fig)
+
+
+def test_figures_label_every_metric_an_init_study_writes():
+    """The figures' metric labels (in paper/, so that figures read no vision module) match the study's own."""
+    from paper.plots.panels import METRIC_LABELS
+    from vision.study import METRIC_LABELS as STUDY_LABELS
+    from vision.study import STUDY_TASKS
+
+    assert {task.metric for task in STUDY_TASKS.values()} <= set(METRIC_LABELS)
+    assert METRIC_LABELS == STUDY_LABELS

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from vision.study import (
     StudyConfig,
     StudyTask,
-    analyse_task,
+    analyze_task,
     baseline_target,
     bootstrap_ci,
     censored_median,
@@ -82,7 +82,7 @@ def test_analysis_pairs_seeds_and_uses_the_baseline_target():
         ("symmetric", 1): (steps, np.array([0.1, 0.2, 0.3, 0.4])),
     }
     cfg = StudyConfig(schemes=("default", "symmetric"), seeds=2, n_boot=100)
-    out = analyse_task(task, curves, cfg)
+    out = analyze_task(task, curves, cfg)
     assert out["target"] == pytest.approx(0.75)  # median of the baseline at step 0.5 x 30 -> logged step 20
     base, sym = out["arms"]
     assert base["steps"] == [30, 20] and sym["steps"] == [10, None]

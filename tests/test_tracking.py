@@ -23,7 +23,7 @@ def _read(path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def _same_rows(tracked: list[dict], analysed: list[dict]) -> None:
+def _same_rows(tracked: list[dict], analyzed: list[dict]) -> None:
     """Rows of the tracker (strings from the CSV, or dicts) equal the analysis rows, column by column.
 
     Both score in float32 (theory.scores): a live parameter and the same tensor read back from disk may sit in
@@ -31,8 +31,8 @@ def _same_rows(tracked: list[dict], analysed: list[dict]) -> None:
     null's sd, which at these small shapes turns 1e-7 into up to ~2e-6 (measured: 1.6e-6 on a delta_PR z near
     0, in about 1 run in 8 of the Trainer test), so z columns get 1e-4; a wrong reading moves the scores by
     orders of magnitude more (z by units)."""
-    assert len(tracked) == len(analysed) > 0
-    for got, want in zip(tracked, analysed, strict=True):
+    assert len(tracked) == len(analyzed) > 0
+    for got, want in zip(tracked, analyzed, strict=True):
         assert (str(got["stack"]), str(got["layer"]), str(got["head"])) == (
             want["stack"],
             str(want["layer"]),
@@ -83,11 +83,11 @@ def test_trainer_callback_rows_equal_analyze_of_the_saved_checkpoint(tmp_path, m
     rows = _read(tmp_path / "out" / "wqk_scores.csv")
     assert list(rows[0]) == TRACK_COLUMNS
     assert sorted({int(r["step"]) for r in rows}) == [0, 2, 4]
-    analysed = analyze(tmp_path / "final", null_samples=NULL_SAMPLES)
-    assert analysed.plan.family == "encoder"
+    analyzed = analyze(tmp_path / "final", null_samples=NULL_SAMPLES)
+    assert analyzed.plan.family == "encoder"
     final = [r for r in rows if r["step"] == "4"]
-    assert {r["model"] for r in final} == {analysed.plan.model}
-    _same_rows(final, analysed.rows)
+    assert {r["model"] for r in final} == {analyzed.plan.model}
+    _same_rows(final, analyzed.rows)
     start = [r for r in rows if r["step"] == "0"]  # training moved the forms: the comparison can fail
     assert any(abs(float(a["symmetry"]) - float(b["symmetry"])) > 1e-4 for a, b in zip(start, final, strict=True))
     if tensorboard:
@@ -129,12 +129,31 @@ def test_a_csv_with_other_columns_is_not_appended_to(tmp_path):
     assert path.read_text() == "a,b\n1,2\n"
 
 
-def test_wrapped_and_compiled_modules_are_unwrapped():
+def test_wrapped_and_compiled_modules_are_unwrapped(tmp_path):
+    """torch.compile's OptimizedModule, DataParallel and DistributedDataParallel, alone and nested, unwrap to the model
+    (the eager backend wraps as inductor does, without compiling)."""
+    import torch.distributed as dist
+
     from tracking.tracker import unwrap
 
     model = TimmStack()
-    assert unwrap(torch.nn.DataParallel(model)) is model
-    assert Tracker(null_samples=NULL_SAMPLES).plan(torch.nn.DataParallel(model)).layout.name == "timm-vit"
+    compiled = torch.compile(model, backend="eager")
+    assert isinstance(compiled, torch._dynamo.eval_frame.OptimizedModule) and compiled is not model
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        distributed = torch.nn.parallel.DistributedDataParallel(model)
+        wrapped = {
+            "compiled": compiled,
+            "data parallel": torch.nn.DataParallel(model),
+            "distributed": distributed,
+            "data parallel of compiled": torch.nn.DataParallel(compiled),
+            "compiled distributed": torch.compile(distributed, backend="eager"),
+        }
+        for how, module in wrapped.items():
+            assert unwrap(module) is model, how
+        assert Tracker(null_samples=NULL_SAMPLES).plan(wrapped["compiled distributed"]).layout.name == "timm-vit"
+    finally:
+        dist.destroy_process_group()
 
 
 def test_tensorboard_scalars_per_layer(tmp_path):

@@ -43,16 +43,19 @@ import numpy as np
 
 from vision.record import is_number, logged_rows
 from vision.runs import read_metrics, train_grid
+from vision.study_plots import METRIC_LABELS as METRIC_LABELS  # the study's public names stay importable here
+from vision.study_statistics import (
+    BUDGETS,
+    baseline_target,
+    bootstrap_ci,
+    budget_key,
+    censored_median,
+    compare_arm,
+    paired_difference,
+    steps_to_target,
+    value_at,
+)
 from vision.train import TrainConfig
-
-#: Fractions of the budget at which the metric is compared.
-BUDGETS = (0.25, 0.5, 1.0)
-#: Axis labels of the study's metrics (with their units).
-METRIC_LABELS = {
-    "sample_fid": "sample FID (feature-net units)",
-    "test_accuracy": "test accuracy (fraction)",
-    "test_loss": "test loss (MSE or cross-entropy)",
-}
 
 
 @dataclass(frozen=True)
@@ -242,94 +245,8 @@ class StudyConfig:
             raise ValueError("a study needs at least one task")
 
 
-# ---- the statistics, on plain arrays ------------------------------------------------------------
-def steps_to_target(steps: np.ndarray, values: np.ndarray, target: float, higher_is_better: bool) -> int | None:
-    """The first step whose value reaches ``target``; ``None`` if no logged step does."""
-    reached = values >= target if higher_is_better else values <= target
-    hits = np.flatnonzero(reached)
-    return int(steps[hits[0]]) if len(hits) else None
-
-
-def value_at(steps: np.ndarray, values: np.ndarray, at_step: float) -> float:
-    """The value at the first logged step ``>= at_step``."""
-    hits = np.flatnonzero(steps >= at_step)
-    if not len(hits):
-        raise ValueError(f"no logged step at or after {at_step} (last: {steps[-1] if len(steps) else 'none'})")
-    return float(values[hits[0]])
-
-
-def baseline_target(curves: list[tuple[np.ndarray, np.ndarray]], at_step: float) -> float:
-    """The median over baseline runs of the metric at the first logged step ``>= at_step``."""
-    return float(np.median([value_at(steps, vals, at_step) for steps, vals in curves]))
-
-
-def bootstrap_ci(samples: np.ndarray, stat, n_boot: int, confidence: float, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``stat`` over rows of ``samples`` (resampled with replacement)."""
-    samples = np.asarray(samples, dtype=np.float64)
-    if len(samples) < 2:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(samples), size=(n_boot, len(samples)))
-    stats = np.array([stat(samples[i]) for i in idx])
-    stats = stats[np.isfinite(stats)]
-    if not len(stats):
-        return math.nan, math.nan
-    alpha = (1 - confidence) / 2
-    return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
-
-
-def ratio_of_means(pairs: np.ndarray) -> float:
-    """``mean(arm steps) / mean(baseline steps)`` over paired rows ``[arm, baseline]`` (NaN if the baseline needs 0)."""
-    base = pairs[:, 1].mean()
-    return float(pairs[:, 0].mean() / base) if base > 0 else math.nan
-
-
-def censored_median(steps: list[int | None]) -> float:
-    """Median steps to target with "not reached" counted as never (``inf``): ``inf`` when half or more never did."""
-    return float(np.median([math.inf if s is None else s for s in steps]))
-
-
-def compare_arm(
-    arm_steps: list[int | None],
-    base_steps: list[int | None],
-    arm_final: list[float],
-    base_final: list[float],
-    n_boot: int,
-    confidence: float,
-) -> dict:
-    """Step ratio over seeds where both arms reached the target, and the paired final-metric difference."""
-    pairs = np.array(
-        [(a, b) for a, b in zip(arm_steps, base_steps, strict=True) if a is not None and b is not None],
-        dtype=np.float64,
-    )
-    out = {
-        "pairs_reached": len(pairs),
-        "arm_reached": sum(s is not None for s in arm_steps),
-        "baseline_reached": sum(s is not None for s in base_steps),
-        "seeds": len(arm_steps),
-    }
-    if len(pairs):
-        out["step_ratio"] = ratio_of_means(pairs)
-        out["step_ratio_lo"], out["step_ratio_hi"] = bootstrap_ci(pairs, ratio_of_means, n_boot, confidence)
-    else:
-        out["step_ratio"] = out["step_ratio_lo"] = out["step_ratio_hi"] = math.nan
-    out.update(paired_difference(arm_final, base_final, n_boot, confidence, "final_diff"))
-    return out
-
-
-def paired_difference(arm: list[float], base: list[float], n_boot: int, confidence: float, name: str) -> dict:
-    """``{name: mean(arm - base), name_lo, name_hi}`` with a bootstrap interval over the paired seeds."""
-    diff = np.asarray(arm, dtype=np.float64) - np.asarray(base, dtype=np.float64)
-    lo, hi = bootstrap_ci(diff, np.mean, n_boot, confidence)
-    return {name: float(diff.mean()), f"{name}_lo": lo, f"{name}_hi": hi}
-
-
-def _budget_key(fraction: float) -> str:
-    return f"at{round(100 * fraction)}"
-
-
 # ---- analysis of one task -------------------------------------------------------------------------
-def analyse_task(
+def analyze_task(
     task: StudyTask,
     curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]],
     cfg: StudyConfig,
@@ -355,7 +272,7 @@ def analyse_task(
                     "metric": task.metric,
                     "target": target,
                     "steps_to_target": steps[(scheme, seed)],
-                    **{_budget_key(b): budget[(scheme, seed)][b] for b in BUDGETS},
+                    **{budget_key(b): budget[(scheme, seed)][b] for b in BUDGETS},
                     **(scales or {}).get(scheme, {}),
                 }
             )
@@ -376,7 +293,7 @@ def analyse_task(
         }
         for b in BUDGETS:
             values = [budget[(scheme, s)][b] for s in seeds]
-            key = _budget_key(b)
+            key = budget_key(b)
             row[f"{key}_mean"] = float(np.mean(values))
             row[f"{key}_lo"], row[f"{key}_hi"] = bootstrap_ci(np.array(values), np.mean, cfg.n_boot, cfg.confidence)
         row["final_mean"], row["final_lo"], row["final_hi"] = row["at100_mean"], row["at100_lo"], row["at100_hi"]
@@ -386,7 +303,7 @@ def analyse_task(
             row.update(compare_arm(own_steps, base_steps, own_final, base_final, cfg.n_boot, cfg.confidence))
             for b in BUDGETS:
                 mine, theirs = ([budget[(arm, s)][b] for s in seeds] for arm in (scheme, cfg.baseline))
-                row.update(paired_difference(mine, theirs, cfg.n_boot, cfg.confidence, f"{_budget_key(b)}_diff"))
+                row.update(paired_difference(mine, theirs, cfg.n_boot, cfg.confidence, f"{budget_key(b)}_diff"))
         arms.append(row)
     return {
         "task": task.name,
@@ -439,6 +356,7 @@ def run_study(cfg: StudyConfig) -> dict:
     from common.io import provenance, write_csv, write_json
     from vision.data import load_data
     from vision.figures import _curves
+    from vision.study_plots import plot_study_task
 
     out = Path(cfg.out)
     report = {"config": asdict(cfg), **provenance(), "tasks": [], "files": []}
@@ -450,7 +368,7 @@ def run_study(cfg: StudyConfig) -> dict:
         runs = {key: read_metrics(res.run_dir / "metrics.csv") for key, res in results.items()}
         curves = {k: _curves(rows, task.metric, logged_rows(task.metric)) for k, rows in runs.items()}
         scales = init_scale_ratios(replace(base, init=cfg.baseline), cfg.schemes, data)
-        analysis = analyse_task(task, curves, cfg, scales)
+        analysis = analyze_task(task, curves, cfg, scales)
         analysis["config"] = base.to_dict()
         if results:
             import json
@@ -461,7 +379,7 @@ def run_study(cfg: StudyConfig) -> dict:
         run_rows += analysis["runs"]
         arm_rows += [{k: v for k, v in a.items() if k != "steps"} for a in analysis["arms"]]
         curve_rows += _curve_rows(task, runs)
-        report["files"].append(str(_plot_task(task, runs, analysis, out / f"{task.name}_study.png")))
+        report["files"].append(str(plot_study_task(task, runs, analysis, out / f"{task.name}_study.png")))
     for name, rows in (("study_runs", run_rows), ("study_arms", arm_rows), ("study_curves", curve_rows)):
         write_csv(out / f"{name}.csv", rows)
         report["files"].append(str(out / f"{name}.csv"))
@@ -484,47 +402,6 @@ def _curve_rows(task: StudyTask, runs: dict[tuple[str, int], list[dict]]) -> lis
                     {"task": task.name, "scheme": scheme, "seed": seed, "step": r["step"], "loss": r["loss"]} | values
                 )
     return rows
-
-
-def _plot_task(task: StudyTask, runs, analysis: dict, path: Path) -> Path:
-    """Learning curves per arm (seed mean, min-max band, the target dashed) and the paired budget differences."""
-    from common.figures import PALETTE, pyplot, save_figure
-    from vision.figures import _band
-
-    plt = pyplot()
-    schemes = [a["scheme"] for a in analysis["arms"]]
-    # the baseline in black, each arm in an Okabe-Ito colour (the same in both panels; not the pale yellow)
-    arm_colors = [c for c in PALETTE[1:] if c != "#F0E442"]
-    colors = {s: PALETTE[0] if i == 0 else arm_colors[(i - 1) % len(arm_colors)] for i, s in enumerate(schemes)}
-    label = METRIC_LABELS.get(task.metric, task.metric.replace("_", " "))
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [1.3, 1]})
-    for scheme in schemes:
-        seeds = [rows for (s, _), rows in runs.items() if s == scheme]
-        _band(left, seeds, task.metric, logged_rows(task.metric), colors[scheme], scheme)
-    left.axhline(analysis["target"], color="0.2", ls="--", lw=1, label="target")
-    if task.metric == "sample_fid":
-        left.set_yscale("log")  # it falls by an order of magnitude in the first steps
-    left.set_xlabel("training step")
-    left.set_ylabel(label)
-    left.set_title(f"{task.name}: seed mean, min-max band ({analysis['arms'][0]['seeds']} seeds)", fontsize=9)
-    left.legend(fontsize=7)
-    width = 0.8 / max(1, len(schemes) - 1)
-    for i, arm in enumerate(a for a in analysis["arms"] if "final_diff" in a):
-        xs = np.arange(len(BUDGETS)) + (i - (len(schemes) - 2) / 2) * width
-        mean = [arm[f"{_budget_key(b)}_diff"] for b in BUDGETS]
-        lo = [arm[f"{_budget_key(b)}_diff_lo"] for b in BUDGETS]
-        hi = [arm[f"{_budget_key(b)}_diff_hi"] for b in BUDGETS]
-        err = np.array([np.subtract(mean, lo), np.subtract(hi, mean)])
-        color = colors[arm["scheme"]]
-        right.errorbar(xs, mean, yerr=err, fmt="o", color=color, label=arm["scheme"], capsize=3, ms=4)
-    right.axhline(0, color="0.3", lw=0.8)
-    right.set_xticks(range(len(BUDGETS)), [f"{round(100 * b)}% of steps" for b in BUDGETS])
-    better = "higher" if task.higher_is_better else "lower"
-    right.set_ylabel(f"{label}: arm - {schemes[0]}")
-    right.set_title(f"paired difference, 95% bootstrap CI ({better} is better)", fontsize=9)
-    right.legend(fontsize=7)
-    fig.tight_layout()
-    return save_figure(fig, path)
 
 
 def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
@@ -552,7 +429,7 @@ def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
                 "step ratio [95% CI]": ratio,
             }
             for b in BUDGETS:
-                key = _budget_key(b)
+                key = budget_key(b)
                 value = f"{arm[f'{key}_mean']:.4g} [{arm[f'{key}_lo']:.4g}, {arm[f'{key}_hi']:.4g}]"
                 if f"{key}_diff" in arm:
                     value += (

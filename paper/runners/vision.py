@@ -185,7 +185,7 @@ def study_analysis(config: dict, units: dict[str, Tables]) -> Tables:
 
     from paper.experiment import concat_units
     from vision.record import is_number
-    from vision.study import analyse_task
+    from vision.study import analyze_task
 
     runs = concat_units(config, units)
     task, study = _study(config)
@@ -200,7 +200,7 @@ def study_analysis(config: dict, units: dict[str, Tables]) -> Tables:
             steps, values = zip(*picked, strict=True) if picked else ((), ())
             curves[(scheme, seed)] = (np.asarray(steps), np.asarray(values, dtype=np.float64))
     scales = {r["scheme"]: {k: v for k, v in r.items() if k != "scheme"} for r in runs["scales"]}
-    analysis = analyse_task(task, curves, study, scales)
+    analysis = analyze_task(task, curves, study, scales)
     arms = [{"task": task.name, **{k: v for k, v in a.items() if k not in ("task", "steps")}} for a in analysis["arms"]]
     steps = [
         {"task": task.name, "scheme": a["scheme"], "seed": seed, "steps_to_target": s}

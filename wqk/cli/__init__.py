@@ -17,7 +17,7 @@ __all__ = ["SYMBOLIC_MAX_SIZE", "app"]
 
 app = typer.Typer(
     cls=OneLineErrors,
-    help="How does the training objective shape W_qk = W_q W_k^T? Score forms, draw nulls, simulate, train, analyse.",
+    help="How does the training objective shape W_qk = W_q W_k^T? Score forms, draw nulls, simulate, train, analyze.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,

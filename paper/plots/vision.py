@@ -1,0 +1,169 @@
+"""Figures of the vision runs: per-layer scores of each vision objective, and the init study's learning curves and
+steps to target."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from common.figures import PALETTE, pyplot
+from paper.plots.panels import (
+    FORM_STYLE,
+    METRIC_LABELS,
+    SCHEME_COLORS,
+    SCORES,
+    TASK_LABEL,
+    TASK_OBJECTIVE,
+    FigureDataError,
+    band,
+    errorbars,
+    need,
+    null_band,
+    plain_log,
+    unit_range,
+)
+from paper.results import Results, select
+from theory.objectives import color_of
+
+
+def _form_look(form: str, objective: str) -> tuple[str, str]:
+    """Colour and marker of a scored form: W_qk in its objective's colour, the update near-black, the rest gray."""
+    if form == "W_qk":
+        return color_of(objective), "o"
+    return ("0.15", "s") if form == "update" else ("0.55", "^")
+
+
+def vision_layers(results: Results):
+    """Per-layer scores at the end of training for each vision objective and form (raw W_qk, update, MAE decoder,
+    DiT's adaLN-modulated forms), mean and 95% CI over seeds, with each form's null band."""
+    from matplotlib.ticker import MaxNLocator
+
+    plt = pyplot()
+    tasks = [
+        t for t in TASK_OBJECTIVE if results.has(f"vision_{t}", "summary") and results.rows(f"vision_{t}", "summary")
+    ]
+    if not tasks:
+        raise FigureDataError("no rows of vision_*/summary.csv")
+    fig, axes = plt.subplots(2, len(tasks), figsize=(3.6 * len(tasks), 6.2), squeeze=False)
+    for col, task in enumerate(tasks):
+        experiment = f"vision_{task}"
+        rows = results.rows(experiment, "summary")
+        last = max(r["step"] for r in rows)
+        rows = [r for r in rows if r["step"] == last]
+        forms = [
+            f
+            for f in dict.fromkeys(r["form"] for r in rows)
+            if f in ("W_qk", "update") or f.startswith(("adaln_t5", "decoder"))
+        ]
+        for row, (score, label) in enumerate((SCORES[0], SCORES[2])):
+            ax = axes[row, col]
+            null_band(ax, results, experiment, score, label=False, task=task, form="W_qk")
+            for j, form in enumerate(forms):
+                color, marker = _form_look(form, TASK_OBJECTIVE[task])
+                series = sorted(select(rows, form=form, quantity=score), key=lambda r: r["layer"])
+                if series:
+                    x = [r["layer"] + 0.1 * j for r in series]
+                    errorbars(ax, x, series, color, label=form, marker=marker)
+                    ax.plot(x, [r["mean"] for r in series], color=color, lw=0.8, ls=FORM_STYLE.get(form, "-."))
+            ax.axhline(0, color="0.3", lw=0.5)
+            unit_range(ax, score)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_xlabel("layer")
+            if col == 0:
+                ax.set_ylabel(label)
+            if row == 0:
+                n = rows[0]["n"] if rows else 0
+                ax.set_title(
+                    f"{TASK_LABEL[task]} (step {last}, {n} seeds)", fontsize=9, color=color_of(TASK_OBJECTIVE[task])
+                )
+                ax.legend(fontsize=6, loc="best")
+    fig.suptitle("vision: per-layer scores (mean, 95% CI); gray: null 95% of W_qk", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _study_tasks(results: Results) -> list[str]:
+    tasks = [e for e in results.experiments if e.startswith("init_")]
+    if not tasks:
+        raise FigureDataError("no init_* results")
+    return tasks
+
+
+def init_curves(results: Results):
+    """Learning curves of the init study per scheme: the test metric over steps, seed mean and 95% band, target."""
+    from common.summary import mean_ci
+
+    plt = pyplot()
+    experiments = _study_tasks(results)
+    fig, axes = plt.subplots(1, len(experiments), figsize=(5 * len(experiments), 3.6), squeeze=False)
+    for ax, experiment in zip(axes[0], experiments, strict=True):
+        study = results.table(experiment, "study")
+        curves = need(results.table(experiment, "curves"), f"{experiment}/curves.csv")
+        metric = study["metric"]
+        for scheme in dict.fromkeys(r["scheme"] for r in curves):
+            by_step: dict[int, list[float]] = {}
+            for r in select(curves, scheme=scheme):
+                if r.get(metric) is not None:  # a sample metric is empty on the steps where no samples were scored
+                    by_step.setdefault(r["step"], []).append(r[metric])
+            steps = sorted(by_step)
+            stats = np.array([mean_ci(by_step[s]) for s in steps])
+            band(ax, steps, stats[:, 0], stats[:, 1], SCHEME_COLORS.get(scheme, PALETTE[1]), label=scheme, lw=1.4)
+        ax.axhline(study["target"], color="0.2", ls="--", lw=0.9, label="target")
+        values = [r[metric] for r in curves if r.get(metric) is not None]
+        if not study.get("higher_is_better", True) and min(values) > 0 and max(values) / min(values) > 10:
+            ax.set_yscale("log")
+            plain_log(ax)
+        ax.set_xlabel("training step")
+        ax.set_ylabel(_metric_label(study))
+        ax.set_title(
+            f"{study['model']} {study['objective']} on {study.get('data', '?')} ({study['seeds']} seeds, 95% band)",
+            fontsize=9,
+        )
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def _metric_label(study: dict) -> str:
+    """The study metric with its unit and which way is better."""
+    metric = study["metric"]
+    better = "higher" if study.get("higher_is_better", True) else "lower"
+    return f"{METRIC_LABELS.get(metric, metric.replace('_', ' '))}, {better} is better"
+
+
+def init_steps(results: Results):
+    """Steps to the target relative to the default init (all studies: a ratio has no unit) and, one panel per
+    study in its metric's unit, the final metric's difference to the default (paired by seed, bootstrap 95% CI);
+    1 (0) = no difference."""
+    plt = pyplot()
+    experiments = _study_tasks(results)
+    tables = {e: results.rows(e, "summary") for e in experiments}
+    need([r for rows in tables.values() for r in select(rows, quantity="step_ratio")], "step ratios of init_*")
+    schemes = list(dict.fromkeys(r["scheme"] for rows in tables.values() for r in select(rows, quantity="step_ratio")))
+    fig, axes = plt.subplots(1, 1 + len(experiments), figsize=(4.5 + 3.4 * len(experiments), 3.6), squeeze=False)
+    ratio_ax, diff_axes = axes[0][0], axes[0][1:]
+    for k, experiment in enumerate(experiments):
+        marker = "osD^"[k % 4]
+        for i, scheme in enumerate(schemes):
+            color = SCHEME_COLORS.get(scheme, PALETTE[1])
+            sel = select(tables[experiment], scheme=scheme, quantity="step_ratio")
+            if sel:
+                errorbars(ratio_ax, [i], sel, color, marker=marker, offset=0.12 * (k - (len(experiments) - 1) / 2))
+            sel = select(tables[experiment], scheme=scheme, quantity="final_diff")
+            if sel:
+                errorbars(diff_axes[k], [i], sel, color, marker=marker)
+        study = results.table(experiment, "study")
+        diff_axes[k].set_ylabel(f"final metric - default's\n({_metric_label(study)})", fontsize=8)
+        diff_axes[k].set_title(experiment.removeprefix("init_"), fontsize=9)
+    for ax, reference in ((ratio_ax, 1.0), *((ax, 0.0) for ax in diff_axes)):
+        ax.axhline(reference, color="0.3", ls="--", lw=0.8)
+        ax.set_xticks(range(len(schemes)), schemes, fontsize=8, rotation=20)
+    ratio_ax.set_ylabel("steps to target / default's")
+    ratio_ax.set_title("steps to target, all studies", fontsize=9)
+    handles = [
+        plt.Line2D([], [], color="0.3", marker="osD^"[k % 4], ls="", label=e.removeprefix("init_"))
+        for k, e in enumerate(experiments)
+    ]
+    ratio_ax.legend(handles=handles, fontsize=7, title="study", title_fontsize=7)
+    fig.suptitle("init study vs the default init (bootstrap 95% CI over seeds)", fontsize=10)
+    fig.tight_layout()
+    return fig
