@@ -171,3 +171,16 @@ def test_a_split_study_gives_the_tables_of_the_unsplit_one(tmp_path):
     for table in ("arms.csv", "steps.csv", "curves.csv", "study.json"):
         whole_bytes = (tmp_path / "whole/out/results/e" / table).read_bytes()
         assert whole_bytes == (tmp_path / "split/out/results/e" / table).read_bytes(), table
+
+
+def test_a_simulator_experiment_fingerprint_ignores_the_source_version(monkeypatch):
+    """The simulator's runs live in directories named by the code version, but its tables must not carry that name:
+    a source change that computes the same numbers keeps the fingerprint."""
+    import paper.codeversion
+    from paper.fingerprint import fingerprint
+    from paper.registry import experiments
+
+    experiment = experiments()["sim_objectives"]
+    before = fingerprint(experiment, "code-a")
+    monkeypatch.setattr(paper.codeversion, "modules_version", lambda modules: "another-source-version")
+    assert fingerprint(experiment, "code-b") == before

@@ -86,7 +86,8 @@ def sim_arms(config: dict, ctx: Context) -> Tables:
         for form in dict.fromkeys(r["form"] for r in sim.rows):
             tables["nulls"] += null_rows({"arm": arm, "form": form}, d, ranks.get(form, d), cfg.null_samples)
         tables["nulls"] += final_spectrum_rows(arm, sim, dominance)
-        tables["arms"][arm] = {"run": directory.name, "config": cfg.to_dict()}
+        # the run is named by its config key: the code version in its directory name is provenance (the manifest)
+        tables["arms"][arm] = {"run": config_key(cfg), "config": cfg.to_dict()}
         if config.get("matrices"):
             m = sim.model.matrices()[0, -1].sum(0).numpy()  # first seed, last layer, summed over heads
             tables["matrix"] += [
