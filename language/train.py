@@ -21,7 +21,8 @@ from language.model import TextConfig, TextTransformer
 from language.tokens import MASK, SPECIALS
 from vision.init import apply_init, attention_modules, thirds
 
-OBJECTIVES = ("mlm", "causal")
+#: The control's two objectives and the registered objective each one is (:mod:`theory.objectives`).
+OBJECTIVES = {"mlm": "bidirectional", "causal": "autoregressive"}
 _MODEL, _INIT, _DATA, _EVAL = range(4)
 
 
@@ -63,7 +64,7 @@ class LMConfig:
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+            raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {self.objective!r}")
         if self.init not in INITS:
             raise ValueError(f"init must be one of {list(INITS)}, got {self.init!r}")
         if self.steps < 1 or self.log_every < 1 or not 0 < self.mask_rate < 1:
@@ -95,9 +96,16 @@ def mask_tokens(ids: torch.Tensor, rate: float, vocab: int, generator: torch.Gen
     return inputs, chosen
 
 
+def is_causal(cfg: LMConfig) -> bool:
+    """Whether the objective attends causally: its registered objective's own mask is not swap-symmetric."""
+    from theory.objectives import objective_class
+
+    return objective_class(OBJECTIVES[cfg.objective]).own_mask != "symmetric"
+
+
 def loss_of(model: TextTransformer, ids: torch.Tensor, cfg: LMConfig, generator: torch.Generator) -> torch.Tensor:
     """Mean cross-entropy of the masked tokens (``mlm``) or of every next token (``causal``)."""
-    if cfg.objective == "causal":
+    if is_causal(cfg):
         logits = model(ids[:, :-1])
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
     inputs, chosen = mask_tokens(ids, cfg.mask_rate, model.config.vocab, generator)
@@ -106,7 +114,7 @@ def loss_of(model: TextTransformer, ids: torch.Tensor, cfg: LMConfig, generator:
 
 def build(cfg: LMConfig, vocab: int) -> TextTransformer:
     """The model of ``cfg`` with its seed's weights and its arm's init."""
-    text = TextConfig(vocab, cfg.dim, cfg.depth, cfg.heads, cfg.length, causal=cfg.objective == "causal")
+    text = TextConfig(vocab, cfg.dim, cfg.depth, cfg.heads, cfg.length, causal=is_causal(cfg))
     model = TextTransformer(text, _generator(cfg.seed, _MODEL))
     INITS[cfg.init](model, _generator(cfg.seed, _INIT))
     return model
