@@ -62,6 +62,18 @@ FID_DIFF = Margin.around(0.0, 0.0, "none: the paper reports no fidelity effect t
 GRID_AIM = Margin(0.9, 0.9, "the project's aim for the grid, set on a run of 8 seeds per cell")
 
 
+#: The paper's released tables (docs/theory.md section 5): per family, the median over models of the per-layer
+#: medians of s and δ; language encoders and decoders over every row of the released tables, vision encoders over
+#: its released vision results.
+PAPER_MEDIANS = {
+    "encoder": {"symmetry": 0.51, "directionality": -0.13},
+    "decoder": {"symmetry": 0.07, "directionality": -0.37},
+    # the paper's vision rows (ViT, DeiT, DINO, BEiT, MAE) pooled: supervised and self-supervised alike
+    "vision-supervised": {"symmetry": 0.34, "directionality": -0.08},
+    "vision-self-supervised": {"symmetry": 0.34, "directionality": -0.08},
+}
+
+
 @dataclass(frozen=True)
 class Prediction:
     label: str  # what is predicted, in words

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from paper.claims import SECTIONS, row_name
+from paper.claims import PAPER_MEDIANS, SECTIONS, row_name
 from paper.results import MissingResult, Results, select
 from paper.summary import at_last_step
 from paper.verdict import VERDICTS, z_text
@@ -423,18 +423,6 @@ def blocks_table(results: Results, experiment: str) -> str:
             )
         body.append([arm, *cells, fmt(mine[0]["n"]), fmt(mine[0]["step"])])
     return md_table(["arm", "s whole", *(f"s {b}" for b in blocks), "n", "step"], body)
-
-
-#: The paper's released tables (docs/theory.md section 5): per family, the median over models of the per-layer
-#: medians of s and δ; language encoders and decoders over every row of the released tables, vision encoders over
-#: its released vision results.
-PAPER_MEDIANS = {
-    "encoder": {"symmetry": 0.51, "directionality": -0.13},
-    "decoder": {"symmetry": 0.07, "directionality": -0.37},
-    # the paper's vision rows (ViT, DeiT, DINO, BEiT, MAE) pooled: supervised and self-supervised alike
-    "vision-supervised": {"symmetry": 0.34, "directionality": -0.08},
-    "vision-self-supervised": {"symmetry": 0.34, "directionality": -0.08},
-}
 
 
 def checkpoints_piece(results: Results) -> str:
