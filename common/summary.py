@@ -48,6 +48,19 @@ def combined_z(zs: Iterable[float]) -> float:
     return float(z.sum() / math.sqrt(len(z))) if len(z) else math.nan
 
 
+#: A combined z past this is printed as "> 8": the nulls were validated to a few sd, not to their far tails.
+Z_VALIDATED = 8.0
+
+
+def z_text(z: float | None) -> str:
+    """A combined z as a description: one decimal, ``> 8`` / ``< -8`` past the range the nulls were validated to."""
+    if z is None or not math.isfinite(z):
+        return "n/a"
+    if abs(z) > Z_VALIDATED:
+        return f"> {Z_VALIDATED:g}" if z > 0 else f"< -{Z_VALIDATED:g}"
+    return f"{z:.1f}"
+
+
 def plus_minus(mean: float, half: float, digits: int = 3, sep: str = " ± ") -> str:
     """``+0.123 ± 0.045`` (empty for a missing mean, no ``±`` part for a missing half-width)."""
     if not math.isfinite(mean):

@@ -12,10 +12,11 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from common.summary import z_text
 from paper.claims import PAPER_MEDIANS, SECTIONS, row_name
 from paper.results import MissingResult, Results, select
 from paper.summary import at_last_step
-from paper.verdict import VERDICTS, z_text
+from paper.verdict import VERDICTS
 
 TEMPLATE = Path(__file__).with_name("template.md")
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")

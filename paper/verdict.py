@@ -16,8 +16,6 @@ VERDICTS = ("supported", "contradicted", "not detected", "inconclusive")
 DIRECTIONS = ("above", "below", "inside")
 #: One-sided level of each decision: a 95% two-sided interval decides exactly at one-sided p < 0.025.
 ALPHA = 0.025
-#: A combined z past this is printed as "> 8": the nulls were validated to a few sd, not to their far tails.
-Z_VALIDATED = 8.0
 
 #: The rule in words, for the report's method section (kept beside the code that applies it).
 RULE = (
@@ -158,12 +156,3 @@ def count_words(verdicts: list[str]) -> dict[str, int]:
     if any(v not in VERDICTS for v in verdicts):
         raise ValueError(f"unknown verdicts {sorted(set(verdicts) - set(VERDICTS))}")
     return {word: sum(v == word for v in verdicts) for word in VERDICTS}
-
-
-def z_text(z: float | None) -> str:
-    """A combined z as a description: one decimal, ``> 8`` / ``< -8`` past the range the nulls were validated to."""
-    if z is None or not math.isfinite(z):
-        return "n/a"
-    if abs(z) > Z_VALIDATED:
-        return f"> {Z_VALIDATED:g}" if z > 0 else f"< -{Z_VALIDATED:g}"
-    return f"{z:.1f}"

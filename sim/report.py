@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.summary import combined_z, mean_ci, plus_minus
+from common.summary import combined_z, mean_ci, plus_minus, z_text
 from theory.scores import SCORE_NAMES
 
 NUMERIC = (
@@ -145,9 +145,9 @@ def format_summary(rows: list[dict]) -> list[dict]:
         {
             "objective": r["objective"],
             "form": f"{r['form']} L{r['layer']}" if multi else r["form"],
-            "s (z)": f"{plus_minus(r['s'], r['s_ci'], 2, '±')} ({r['s_z']:.1f})",
-            "δ (z)": f"{plus_minus(r['delta'], r['delta_ci'], 2, '±')} ({r['delta_z']:.1f})",
-            "δ_PR (z)": f"{plus_minus(r['delta_pr'], r['delta_pr_ci'], 2, '±')} ({r['delta_pr_z']:.1f})",
+            "s (z)": f"{plus_minus(r['s'], r['s_ci'], 2, '±')} ({z_text(r['s_z'])})",
+            "δ (z)": f"{plus_minus(r['delta'], r['delta_ci'], 2, '±')} ({z_text(r['delta_z'])})",
+            "δ_PR (z)": f"{plus_minus(r['delta_pr'], r['delta_pr_ci'], 2, '±')} ({z_text(r['delta_pr_z'])})",
             "loss": f"{r['loss']:.3g}",
             "BOS k/q": "" if not math.isfinite(r["bos_key/query"]) else f"{r['bos_key/query']:.1f}",
         }
@@ -174,8 +174,8 @@ def format_blocks(rows: list[dict], forms: tuple[str, ...] = ("W_qk", "update"))
                 "form": r["form"],
                 "block": r["block"],
                 "share": f"{r['norm_share']:.2f}",
-                "s (z)": f"{plus_minus(r['s'], r['s_ci'], 2, '±')} ({r['s_z']:.1f})",
-                "δ_PR (z)": f"{pr} ({r['delta_pr_z']:.1f})" if pr else "",
+                "s (z)": f"{plus_minus(r['s'], r['s_ci'], 2, '±')} ({z_text(r['s_z'])})",
+                "δ_PR (z)": f"{pr} ({z_text(r['delta_pr_z'])})" if pr else "",
                 "key/query slope": slope,
             }
         )

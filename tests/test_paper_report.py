@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 from paper_fixture import write_fixture
 
+from common.summary import z_text
 from paper.figures import FIGURES
 from paper.pipeline import derive
 from paper.report import PLACEHOLDER, TEMPLATE, fill, render_report, report_context
 from paper.results import Results, read_csv
-from paper.verdict import RULE, z_text
+from paper.verdict import RULE
 
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.(\d+))?(?:e[-+]?\d+)?")
 ROOT = Path(__file__).resolve().parent.parent
