@@ -48,7 +48,14 @@ def fingerprint(experiment: Experiment, code: str) -> str | None:
         return None
     key = (experiment.name, code)
     if key not in _MEMO:
-        with tempfile.TemporaryDirectory(prefix="paper-fingerprint-") as work:
-            tables = experiment.runner(experiment.config(mode), Context(Path(work), threads=1, device="cpu"))
+        import torch
+
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # as the pipeline's workers run: a float sum's order depends on the threads
+        try:
+            with tempfile.TemporaryDirectory(prefix="paper-fingerprint-") as work:
+                tables = experiment.runner(experiment.config(mode), Context(Path(work), threads=1, device="cpu"))
+        finally:
+            torch.set_num_threads(threads)
         _MEMO[key] = table_digest(tables)
     return _MEMO[key]

@@ -184,3 +184,21 @@ def test_a_simulator_experiment_fingerprint_ignores_the_source_version(monkeypat
     before = fingerprint(experiment, "code-a")
     monkeypatch.setattr(paper.codeversion, "modules_version", lambda modules: "another-source-version")
     assert fingerprint(experiment, "code-b") == before
+
+
+def test_a_fingerprint_does_not_depend_on_the_callers_threads():
+    """The pipeline's workers run one torch thread; the process that checks a cache may run several: the fingerprint
+    runs on one thread either way (float sums change order with the thread count)."""
+    import torch
+
+    from paper.fingerprint import fingerprint
+    from paper.registry import experiments
+
+    experiment, threads = experiments()["sim_objectives"], torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        two = fingerprint(experiment, "called-on-two-threads")
+        torch.set_num_threads(1)
+        assert fingerprint(experiment, "called-on-one-thread") == two
+    finally:
+        torch.set_num_threads(threads)
