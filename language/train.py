@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from language.model import TextConfig, TextTransformer
 from language.tokens import MASK, SPECIALS
 from vision.init import apply_init, attention_modules, thirds
+from vision.optimization import update
 
 #: The control's two objectives and the registered objective each one is (:mod:`theory.objectives`).
 OBJECTIVES = {"mlm": "bidirectional", "causal": "autoregressive"}
@@ -148,17 +149,12 @@ def train_lm(cfg: LMConfig, train: np.ndarray, test: np.ndarray, vocab: int) -> 
     groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0.0}]
     optimizer = torch.optim.AdamW(groups, lr=cfg.lr)
     schedule = lambda step: min(1.0, (step + 1) / cfg.warmup) * 0.5 * (1 + math.cos(math.pi * step / cfg.steps))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     data, draws = _generator(cfg.seed, _DATA), _generator(cfg.seed, _DATA + 100)
     curve, running = [{"step": 0, "train_loss": math.nan, "test_loss": evaluate(model, test, cfg)}], []
     for step in range(1, cfg.steps + 1):
         starts = torch.randint(0, len(train) - cfg.length - 1, (cfg.batch_size,), generator=data)
         loss = loss_of(model, windows(train, starts, cfg.length), cfg, draws)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
+        update(optimizer, loss, cfg.lr * schedule(step - 1), grad_clip=1.0, params=list(model.parameters()))
         running.append(loss.item())
         if step % cfg.log_every == 0 or step == cfg.steps:
             curve.append({"step": step, "train_loss": float(np.mean(running)), "test_loss": evaluate(model, test, cfg)})
