@@ -19,7 +19,7 @@ from pathlib import Path
 
 from paper.codeversion import code_version
 from paper.experiment import STANDS_IN, Context, Experiment, cache_key, config_hash
-from paper.fingerprint import fingerprint, table_digest
+from paper.fingerprint import fingerprint, same_computation, signature
 from paper.results import MANIFEST, Results, is_cached, read_manifest, table_name, write_experiment, write_tables
 
 #: The folder of a split experiment's units inside its results directory.
@@ -104,8 +104,9 @@ class PipelineResult:
 
 def is_valid(task: Task, experiment: Experiment) -> bool:
     """Whether ``task``'s results are cached and still valid: same cache key and tables present, and the same
-    source (code version) or, the source having changed, the same fingerprint as the one stored. A result kept by
-    its fingerprint has its manifest's code version brought up to date (the next check is free)."""
+    source (code version) or, the source having changed, the same fingerprint as the one stored
+    (:func:`paper.fingerprint.same_computation`). A result kept by its fingerprint has its manifest's code version
+    brought up to date (the next check is free)."""
     from common.io import write_json
 
     manifest = read_manifest(task.directory)
@@ -114,9 +115,15 @@ def is_valid(task: Task, experiment: Experiment) -> bool:
     if manifest.get("code_version") == task.code:
         return True
     stored = manifest.get("fingerprint")
-    if stored is None or fingerprint(experiment, task.code) != stored:
+    new = fingerprint(experiment, task.code) if stored is not None else None
+    if new is None or not same_computation(new, stored):
         return False
-    write_json(task.directory / MANIFEST, {**manifest, "code_version": task.code, "modules": list(task.modules)})
+    # a kept result stays anchored to the signature of the run that made it (an exact digest becomes a signature)
+    kept = new if isinstance(stored, str) else stored
+    write_json(
+        task.directory / MANIFEST,
+        {**manifest, "code_version": task.code, "modules": list(task.modules), "fingerprint": kept},
+    )
     return True
 
 
@@ -210,7 +217,7 @@ def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], 
     tables = experiment.runner(task.config, ctx)
     # the fingerprint run itself (its config, on one CPU thread) needs no second run
     own = (task.mode, task.unit, task.device, task.threads) == (experiment.fingerprint, "all", "cpu", 1)
-    raw = table_digest(tables) if own else None
+    raw = signature(tables) if own else None
     if task.unit == "all" and experiment.merge is not None:  # an unsplit run of a splittable experiment
         tables = experiment.merge(task.config, {"all": tables})
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu

@@ -88,6 +88,70 @@ def test_a_change_of_a_number_invalidates_the_results(tmp_path):
     assert rows[-1]["value"] == 2.0 * 3 + 1.0
 
 
+def runner_rounded(config: dict, ctx) -> dict:
+    """runner_v2 as another CPU's float32 kernels compute it: every value off by a few units in the last place."""
+    tables = runner_v2(config, ctx)
+    for row in tables["table"]:
+        row["value"] *= 1 + 3e-9
+    return tables
+
+
+def test_rounding_of_another_machine_keeps_the_results(tmp_path):
+    _run(tmp_path, _entry(runner_v1))
+    stored = _manifest(tmp_path)
+    calls: list[str] = []
+    kept = _run(tmp_path, _entry(runner_rounded, calls=calls))
+    assert kept.ran == [] and calls == ["smoke"]
+    assert _manifest(tmp_path)["fingerprint"] == stored["fingerprint"]  # anchored to the run that made the results
+
+
+def test_a_stored_exact_digest_compares_exactly_and_becomes_a_signature(tmp_path):
+    """Results fingerprinted before signatures existed hold the exact digest: kept only by the same bytes."""
+    from paper.fingerprint import table_digest
+
+    _run(tmp_path, _entry(runner_v1))
+    path = tmp_path / "out/results/e/manifest.json"
+    manifest = json.loads(path.read_text())
+    digest = table_digest(runner_v1(manifest["config"] | {"mode": "smoke"}, None))
+    path.write_text(json.dumps({**manifest, "fingerprint": digest}))
+    assert _run(tmp_path, _entry(runner_v2)).ran == []  # the same bytes
+    assert _manifest(tmp_path)["fingerprint"]["digest"] == digest
+    path.write_text(json.dumps({**_manifest(tmp_path), "fingerprint": digest, "code_version": "old"}))
+    assert _run(tmp_path, _entry(runner_rounded)).ran == ["e"]  # an exact digest sees rounding
+
+
+def _tables() -> dict:
+    rows = [{"seed": s, "loss": 1.0 / (s + 1), "score": 0.1 * s - 0.15, "name": f"arm{s % 2}"} for s in range(6)]
+    return {"metrics": rows, "config": {"lr": 1e-3, "steps": 4, "nan": float("nan")}}
+
+
+def _changed(tables: dict, change) -> dict:
+    copy = json.loads(json.dumps(tables))  # NaN round-trips through json
+    change(copy)
+    return copy
+
+
+@pytest.mark.parametrize(
+    "change, same",
+    [
+        (lambda t: None, True),
+        (lambda t: [r.update(loss=r["loss"] * (1 + 1e-7)) for r in t["metrics"]], True),  # float32 rounding
+        (lambda t: t["metrics"][2].update(score=t["metrics"][2]["score"] + 1e-3), False),  # one number changed
+        (lambda t: [r.update(loss=r["loss"] * 1.001) for r in t["metrics"]], False),
+        (lambda t: t["metrics"][1].update(loss=t["metrics"][4]["loss"]) or t["metrics"][4].update(loss=0.5), False),
+        (lambda t: t["metrics"][0].update(name="arm9"), False),  # structure: strings, integers, keys
+        (lambda t: t["metrics"][0].update(seed=7), False),
+        (lambda t: t["metrics"].pop(), False),
+        (lambda t: t["config"].update(nan=1.0), False),
+    ],
+)
+def test_a_signature_sees_changed_numbers_and_forgives_rounding(change, same):
+    from paper.fingerprint import same_computation, signature
+
+    tables = _tables()
+    assert same_computation(signature(_changed(tables, change)), signature(tables)) is same
+
+
 def test_units_are_cached_one_by_one_and_merged_when_all_are_present(tmp_path):
     registry = _entry(runner_v2, units=True, quick={"units": 1})
     first = _run(tmp_path, _entry(runner_v2, units=True, fail_seed=1, quick={"units": 1}))
