@@ -1,13 +1,13 @@
 """The report's sections and what each predicts: every verdict of the report is computed here, by one rule.
 
 A section is a claim of docs/theory.md section 4 (``claim1`` ... ``claim9``), the theory-vs-simulation grid
-(``grid``) or a question of the project (``qa``: DiT symmetry under denoising, ``qb``: vision objectives per
-layer, ``qc``: init speed-up). Its predictions state the claims as the paper does: comparisons between
-objectives on the same data and backbone as per-seed paired differences (``minus``), scores of the blocks that
-carry meaning beside the whole form, the direction of an update at the step the claim names. Each has its region
-of no effect fixed here, with why (:class:`paper.verdict.Margin`), and gets its word by
-:func:`paper.verdict.verdict`, Holm-adjusted within its section. Claims 1-6 are the deterministic checks of
-``theory check``: their rows are the predictions.
+(``grid``), a question of the project (``qa``: DiT symmetry under denoising, ``qb``: vision objectives per
+layer, ``qc``: init speed-up) or the paper's positive control on language (``control``). Its predictions state
+the claims as the paper does: comparisons between objectives on the same data and backbone as per-seed paired
+differences (``minus``), scores of the blocks that carry meaning beside the whole form, the direction of an
+update at the step the claim names. Each has its region of no effect fixed before the data, with why
+(:mod:`paper.margins`), and gets its word by :func:`paper.verdict.verdict`, Holm-adjusted within its section.
+Claims 1-6 are the deterministic checks of ``theory check``: their rows are the predictions.
 """
 
 from __future__ import annotations
@@ -18,6 +18,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from paper.margins import (
+    CONTEXT,
+    DELTA_GAP,
+    DELTA_PR_GAP,
+    FID_DIFF,
+    GRID_AIM,
+    RATIO,
+    RATIO_GAP,
+    S_GAP,
+    S_GAP_VISION,
+    SAVING_GAP,
+    STEP_RATIO,
+)
 from paper.results import MissingResult, Results, select
 from paper.summary import paired_difference, with_key_query_ratios
 from paper.verdict import (
@@ -38,40 +51,9 @@ from paper.verdict import (
 STEP_CHOICES = ("last", "early")
 #: Keys that identify a form's row in a nulls table (those a null row has must match).
 NULL_KEYS = ("arm", "task", "form", "layer", "step", "block")
+#: Experiments whose predictions are made per layer (their verdict rows are named with the layer).
+PER_LAYER = ("vision_", "language_")
 WHOLE = "all"  # the block label of the whole form in the simulator's tables
-
-# ---- regions of no effect, fixed before the data (docs/theory.md section 5 for the paper's values) -----------
-S_GAP = Margin.around(
-    0.0,
-    0.04,
-    "10% of the paper's encoder-decoder gap in s (BERT-base trained as an encoder 0.32, as a decoder -0.05)",
-)
-S_GAP_VISION = Margin.around(
-    0.0, 0.02, "10% of the paper's vision gap in s (ViT family about 0.34, the causal iGPT 0.11-0.18)"
-)
-DELTA_GAP = Margin.around(0.0, 0.05, "10% of the paper's encoder-decoder gap in δ (gpt2 -0.58, bert-base -0.08)")
-DELTA_PR_GAP = Margin.around(
-    0.0, 0.03, "the 95% band of one random form's δ_PR at d = 64 (2 null sd of 0.016, docs/theory.md section 2)"
-)
-RATIO = Margin(0.71, 1.41, "the 95% band of ‖M x‖ / ‖xᵀ M‖ for one random 64 x 64 Gaussian-product form")
-RATIO_GAP = Margin.around(
-    0.0, 0.1, "a tenth of the no-preference ratio 1 (the paper gives no size for ‖M x_BOS‖ >> ‖x_BOSᵀ M‖)"
-)
-STEP_RATIO = Margin.around(1.0, 0.07, "10% of the paper's effect (up to about 70% fewer steps: a ratio of 0.3)")
-FID_DIFF = Margin.around(0.0, 0.0, "none: the paper reports no fidelity effect to take a fraction of")
-GRID_AIM = Margin(0.9, 0.9, "the project's aim for the grid, set on a run of 8 seeds per cell")
-
-
-#: The paper's released tables (docs/theory.md section 5): per family, the median over models of the per-layer
-#: medians of s and δ; language encoders and decoders over every row of the released tables, vision encoders over
-#: its released vision results.
-PAPER_MEDIANS = {
-    "encoder": {"symmetry": 0.51, "directionality": -0.13},
-    "decoder": {"symmetry": 0.07, "directionality": -0.37},
-    # the paper's vision rows (ViT, DeiT, DINO, BEiT, MAE) pooled: supervised and self-supervised alike
-    "vision-supervised": {"symmetry": 0.34, "directionality": -0.08},
-    "vision-self-supervised": {"symmetry": 0.34, "directionality": -0.08},
-}
 
 
 @dataclass(frozen=True)
@@ -215,6 +197,32 @@ def _qb() -> tuple[Prediction, ...]:
     return tuple(rows)
 
 
+def _control() -> tuple[Prediction, ...]:
+    """The paper's positive control (``language_control``): the paper's speed-up of a BERT-style encoder by its
+    rule beside the rule's null and by the project's rule, the encoder-decoder gap in s per layer, and the check
+    that the encoder uses context at all."""
+    e, mlm = "language_control", {"objective": "mlm"}
+    rows = [
+        Prediction("BERT-style MLM uses context: final held-out loss minus the no-context (unigram) loss < 0", e,
+                   "loss_minus_unigram", "below", {**mlm, "arm": "default"}, margin=CONTEXT),
+        Prediction("W_qk s per layer: BERT-style MLM - GPT-style causal > 0 (default init)", e, "symmetry", "above",
+                   {**mlm, "arm": "default", "layer": "each"}, minus=(e, {"objective": "causal"}), margin=S_GAP),
+    ]  # fmt: skip
+    for arm, name in (
+        ("paper-symmetric", "the paper's symmetric init"),
+        ("symmetric", "symmetric init at the default's scale"),
+    ):
+        rows.append(
+            Prediction(f"BERT-style MLM, {name}: the paper's rule's saving minus its null > 0", e,
+                       "saving_vs_null", "above", {**mlm, "arm": arm}, margin=SAVING_GAP)
+        )  # fmt: skip
+        rows.append(
+            Prediction(f"BERT-style MLM, {name}: steps to the project's target, step ratio < 1", e, "step_ratio",
+                       "below", {**mlm, "arm": arm}, margin=STEP_RATIO)
+        )  # fmt: skip
+    return tuple(rows)
+
+
 SECTIONS: tuple[Section, ...] = (
     Section("claim1", "Claim 1: identities, ranges and invariances of s and δ", checks=(1,)),
     Section("claim2", "Claim 2: null spreads as a function of d, d_h and k", checks=(2,)),
@@ -263,6 +271,11 @@ SECTIONS: tuple[Section, ...] = (
         ),
     ),
     Section("qb", "Question (b): how do vision objectives shape W_qk, per layer?", predictions=_qb()),
+    Section(
+        "control",
+        "The paper's positive control: does a symmetric init speed up a BERT-style encoder here?",
+        predictions=_control(),
+    ),
     Section(
         "qc",
         "Question (c): does a symmetric or directional init speed up ViT / DiT training?",
@@ -356,7 +369,7 @@ def _contrast_rows(prediction: Prediction, results: Results) -> list[dict]:
     for layer in sorted({r.get("layer") for r in a}, key=lambda v: v or 0):
         va = _seed_values([r for r in a if r.get("layer") == layer], prediction.quantity)
         vb = _seed_values([r for r in b if r.get("layer") == layer], prediction.quantity)
-        step = a[0]["step"]
+        step = a[0].get("step")
         name = f"{next(iter(prediction.where.values()))} - {next(iter(overrides.values()))}"
         row = paired_difference({"contrast": name, "layer": layer, "step": step}, prediction.quantity, va, vb)
         if row["n"]:
@@ -562,7 +575,7 @@ def deciding_rows(rows: list[dict]) -> list[dict]:
 
 def row_name(row: dict) -> str:
     """A verdict row's label with its layer where a prediction has one per layer (the vision models')."""
-    per_layer = str(row.get("experiment") or "").startswith("vision_") and row.get("layer") not in (None, "")
+    per_layer = str(row.get("experiment") or "").startswith(PER_LAYER) and row.get("layer") not in (None, "")
     return row["label"] + (f" (layer {row['layer']})" if per_layer else "")
 
 

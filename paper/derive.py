@@ -11,7 +11,16 @@ import math
 import numpy as np
 
 from paper.experiment import Tables
-from paper.summary import interval_row, proportion_row, seed_summary, steps_of, with_key_query_ratios
+from paper.results import select
+from paper.summary import (
+    interval_row,
+    paired_difference,
+    proportion_row,
+    seed_summary,
+    steps_of,
+    summary_row,
+    with_key_query_ratios,
+)
 
 
 def check_summary(tables: Tables) -> Tables:
@@ -78,6 +87,65 @@ def study_summary(tables: Tables) -> Tables:
             name = "final_metric" if base == "final" else base
             out.append(interval_row(ids, name, mean, arm[key], arm[f"{base}_hi"], n))
     return {"summary": out}
+
+
+def _missing(value) -> bool:
+    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+
+
+#: Resamples of the positive control's bootstrap of the step ratio (as the init studies').
+CONTROL_BOOTSTRAP = 4000
+
+
+def control_summary(tables: Tables, baseline: str = "default") -> Tables:
+    """The positive control's estimates in the long format, per objective and init arm, paired by seed with the
+    default arm: ``saving_vs_null`` (the paper's rule's saving minus the same rule's saving of the default run
+    against its own final loss; an arm that never reaches the default's final loss saves nothing),
+    ``reverse_vs_null`` (the default run reaching the arm's final loss, minus the null), ``step_ratio`` (steps to the
+    project's target over the default's, bootstrap CI over the seeds where both reached it, as in the init studies)
+    and ``final_diff`` (final held-out loss); per objective and arm, ``test_loss`` at the end and
+    ``loss_minus_unigram`` (the final held-out loss minus that of a model that sees no context)."""
+    from vision.study_statistics import compare_arm
+
+    def per_seed(objective, arm, rule, column="saving"):
+        """seed -> the rule's value (None: the target was never reached)."""
+        rows = select(tables["steps"], objective=objective, arm=arm, rule=rule)
+        return {r["seed"]: None if _missing(r[column]) else r[column] for r in rows}
+
+    final: dict[tuple, tuple[int, float]] = {}
+    for r in tables["curves"]:
+        key = (r["objective"], r["arm"], r["seed"])
+        if key not in final or r["step"] > final[key][0]:
+            final[key] = (r["step"], r["test_loss"])
+    unigram = tables["corpus"]["unigram_loss"]
+    out = []
+    for objective, arm in dict.fromkeys((o, a) for o, a, _ in final):
+        seeds = sorted(s for o, a, s in final if (o, a) == (objective, arm))
+        ids = {"objective": objective, "arm": arm, "step": max(final[(objective, arm, s)][0] for s in seeds)}
+        losses = [final[(objective, arm, s)][1] for s in seeds]
+        out.append(summary_row(ids, "test_loss", losses))
+        out.append(summary_row(ids, "loss_minus_unigram", [v - unigram for v in losses]))
+        if arm == baseline:
+            continue
+        null = per_seed(objective, baseline, "null")
+        for quantity, rule in (("saving_vs_null", "paper"), ("reverse_vs_null", "reverse")):
+            mine = {s: 0.0 if v is None else v for s, v in per_seed(objective, arm, rule).items()}
+            out.append(paired_difference(ids, quantity, mine, null))
+        mine = {s: final[(objective, arm, s)][1] for s in seeds}
+        base = {s: v for (o, a, s), (_, v) in final.items() if (o, a) == (objective, baseline)}
+        out.append(paired_difference(ids, "final_diff", mine, base))
+        ours, base_ours = per_seed(objective, arm, "ours", "steps"), per_seed(objective, baseline, "ours", "steps")
+        paired = [s for s in seeds if s in base_ours]
+        if paired:
+            zeros = [0.0] * len(paired)  # compare_arm's final-metric difference is final_diff's, above
+            ratio = compare_arm([ours[s] for s in paired], [base_ours[s] for s in paired], zeros, zeros,
+                                CONTROL_BOOTSTRAP, 0.95)  # fmt: skip
+            out.append(interval_row(ids, "step_ratio", ratio["step_ratio"], ratio["step_ratio_lo"],
+                                    ratio["step_ratio_hi"], ratio["pairs_reached"]))  # fmt: skip
+    # per layer at the end: the trained forms' scores over seeds (the encoder-decoder contrast reads them per seed)
+    last = {(r["objective"], r["arm"]): r["step"] for r in out}
+    scores = seed_summary(tables["scores"], ("objective", "arm", "layer"))
+    return {"summary": out + [{**r, "step": last[(r["objective"], r["arm"])]} for r in scores]}
 
 
 def compare_summary(tables: Tables) -> Tables:

@@ -34,6 +34,7 @@ from paper.derive import (
     check_summary,
     checkpoint_summary,
     compare_summary,
+    control_summary,
     grid_summary,
     sim_summary,
     study_summary,
@@ -393,6 +394,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             cost=3000,
             units=language_units,
             merge=language_analysis,
+            derive=control_summary,
         ),
         _mnist_study(
             "vit-mnist",

@@ -13,7 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common.summary import z_text
-from paper.claims import PAPER_MEDIANS, SECTIONS, row_name
+from paper.claims import SECTIONS, row_name
+from paper.control_report import control_piece
+from paper.margins import PAPER_MEDIANS
+from paper.markdown import fmt, md_table, value_text
 from paper.results import MissingResult, Results, select
 from paper.summary import at_last_step
 from paper.verdict import VERDICTS
@@ -29,38 +32,6 @@ VERDICT_MARK = {
 
 
 # ---- formatting --------------------------------------------------------------------------------------------
-def fmt(x, digits: int = 3) -> str:
-    """A number as the report prints it (fixed decimals; integers as they are; empty when missing)."""
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "n/a"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, int):
-        return str(x)
-    if isinstance(x, float) and x.is_integer() and digits == 0:
-        return str(int(x))
-    return f"{x:.{digits}f}"
-
-
-def value_text(row: dict, digits: int = 3) -> str:
-    """``mean ± half-width`` (t-interval), ``mean [lo, hi]`` (bootstrap interval) or the mean alone."""
-    mean, ci, lo, hi = row.get("mean"), row.get("ci"), row.get("lo"), row.get("hi")
-    if ci is not None and isinstance(ci, float) and math.isfinite(ci):
-        return f"{fmt(mean, digits)} ± {fmt(ci, digits)}"
-    if all(isinstance(v, float) and math.isfinite(v) for v in (lo, hi)):
-        return f"{fmt(mean, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
-    return fmt(mean, digits)
-
-
-def md_table(columns: list[str], rows: list[list[str]]) -> str:
-    if not rows:
-        return "*(no rows)*"
-    esc = lambda c: str(c).replace("|", "\\|")
-    lines = ["| " + " | ".join(map(esc, columns)) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(map(esc, row)) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def fill(template: str, context: dict[str, str]) -> str:
     """Replace every ``{{ key }}``; a key the context lacks is an error naming it."""
 
@@ -265,6 +236,7 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
     )
     ctx["qb.evidence"] = _safe(lambda: vision_tables(results))
     ctx["qc.evidence"] = _safe(lambda: study_table(results))
+    ctx["control.evidence"] = _safe(lambda: control_piece(results))
     return ctx
 
 

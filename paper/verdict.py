@@ -22,7 +22,7 @@ RULE = (
     "Each prediction fixes, before the data, a region of **no effect**: the central 95% of the quantity's null "
     "(the values one random form of the same shape takes), or a reference value with an equivalence margin "
     "around it (a paired difference between objectives against 0, a norm or step ratio against 1), each margin "
-    "with its justification in the registry (`paper/claims.py`). The measurement is the 95% interval of the mean "
+    "with its justification in the registry (`paper/margins.py`). The measurement is the 95% interval of the mean "
     "over seeds (Student t; a percentile bootstrap for step ratios, paired by seed). **Supported**: the whole "
     "interval lies beyond the region on the predicted side (for *inside*: within it). **Contradicted**: the whole "
     "interval lies beyond the region on the *other* side (for *inside*: wholly outside it). **Not detected**: "

@@ -321,7 +321,7 @@ def test_the_ratio_margin_is_the_band_of_one_random_form():
     (a binomial 99.9% band around 0.95 for the draws made)."""
     import numpy as np
 
-    from paper.claims import RATIO
+    from paper.margins import RATIO
 
     rng = np.random.default_rng(0)
     draws = 1500

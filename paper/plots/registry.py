@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common.figures import save_figure
+from paper.plots.language import language_control
 from paper.plots.nulls import checkpoints, nulls_vs_d
 from paper.plots.panels import FigureDataError
 from paper.plots.theory import attribution, grid_cells, self_cross, theory_vs_sim
@@ -20,8 +21,9 @@ from paper.results import MissingResult, Results
 
 #: The init studies (the digits ones, and the MNIST ones of the fidelity slots).
 STUDIES = ("init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist")
-#: Figures of optional experiments (given checkpoints, or slots): the report links them only when drawn.
-OPTIONAL_FIGURES = ("checkpoints", "grid")
+#: Figures of optional experiments (given checkpoints, slots, or --standard only): the report links them only
+#: when drawn.
+OPTIONAL_FIGURES = ("checkpoints", "grid", "language_control")
 #: name -> (figure function, the experiments it reads). The report template embeds each by name.
 FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "toy_wqk": (toy_wqk, ("sim_objectives",)),
@@ -39,6 +41,7 @@ FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "grid": (grid_cells, ("sim_grid",)),
     "nulls_vs_d": (nulls_vs_d, ("nulls",)),
     "checkpoints": (checkpoints, ("checkpoints",)),
+    "language_control": (language_control, ("language_control",)),
 }
 #: Which figures were drawn from which results: ``{name: key}``, kept beside the result tables.
 INDEX = "figures.json"

@@ -70,11 +70,11 @@ def language_runs(config: dict, ctx: Context) -> Tables:
 
 
 def language_analysis(config: dict, units: dict[str, Tables]) -> Tables:
-    """Every unit's runs together, with the steps to each target rule and their summary
-    (:mod:`language.control`)."""
+    """Every unit's runs together, with the steps to each target rule and the savings per rule
+    (:mod:`language.control`; the verdicts' long-format summary is :func:`paper.derive.control_summary`)."""
     from language.control import step_rows, summary_rows
     from paper.experiment import concat_units
 
     tables = concat_units(config, units)
     steps = step_rows(tables["curves"])
-    return {**tables, "steps": steps, "summary": summary_rows(steps, tables["curves"])}
+    return {**tables, "steps": steps, "savings": summary_rows(steps, tables["curves"])}

@@ -1,0 +1,118 @@
+"""The report's piece for the paper's positive control (``language_control``): the corpus and the models, the
+held-out loss against a model that sees no context, each init arm by the paper's rule beside its null and its
+reverse and by the project's rule, and the trained forms' ``s`` per layer beside the paper's family medians."""
+
+from __future__ import annotations
+
+from paper.margins import PAPER_MEDIANS
+from paper.markdown import fmt, md_table, value_text
+from paper.results import Results, select
+
+EXPERIMENT = "language_control"
+OBJECTIVE_NAMES = {"mlm": "BERT-style (MLM)", "causal": "GPT-style (causal)"}
+FAMILY = {"mlm": "encoder", "causal": "decoder"}
+
+
+def setting_line(results: Results) -> str:
+    """The corpus and the models, in words, from the tables and the manifest."""
+    corpus = results.table(EXPERIMENT, "corpus")
+    config = results.manifest(EXPERIMENT)["config"]
+    t = config["train"]
+    return (
+        f"**Corpus**: docstrings of {', '.join(corpus['sources'])}, {fmt(corpus['train_tokens'])} training and "
+        f"{fmt(corpus['test_tokens'])} held-out tokens over a {fmt(corpus['vocab'])}-word vocabulary; a model "
+        f"that sees no context (the training unigram frequencies) scores {fmt(corpus['unigram_loss'])} nats on "
+        f"the held-out tokens. **Models**: {fmt(t['depth'])} layers of width {fmt(t['dim'])}, {fmt(t['heads'])} "
+        f"heads, {fmt(t['length'])} tokens, {fmt(config['seeds'])} seeds x {fmt(t['steps'])} steps of batch "
+        f"{fmt(t['batch_size'])}."
+    )
+
+
+def _cell(quantities: dict, name: str, digits: int = 3) -> str:
+    """A paired estimate, or ``baseline`` for the arm the others are paired with."""
+    return value_text(quantities[name], digits) if name in quantities else "baseline"
+
+
+def arms_table(results: Results) -> str:
+    """Per objective and arm: the final held-out loss, its gap to no context and to the default, the paper's rule's
+    saving and its reverse beside the rule's null, and the project's step ratio."""
+    summary = results.table(EXPERIMENT, "summary")
+    body = []
+    for objective, arm in dict.fromkeys((r["objective"], r["arm"]) for r in select(summary, quantity="test_loss")):
+        q = {r["quantity"]: r for r in select(summary, objective=objective, arm=arm, layer=None)}
+        body.append(
+            [
+                OBJECTIVE_NAMES.get(objective, objective),
+                arm,
+                value_text(q["test_loss"]),
+                value_text(q["loss_minus_unigram"]),
+                _cell(q, "final_diff"),
+                _cell(q, "saving_vs_null"),
+                _cell(q, "reverse_vs_null"),
+                _cell(q, "step_ratio", 2),
+            ]
+        )
+    return md_table(
+        [
+            "model",
+            "init",
+            "final held-out loss",
+            "minus no context",
+            "minus default",
+            "paper's saving minus null",
+            "reverse minus null",
+            "step ratio, ours [95% CI]",
+        ],
+        body,
+    )
+
+
+def savings_table(results: Results) -> str:
+    """Per objective, arm and rule: how many seeds reached the rule's target and their mean saving (1 - steps /
+    budget) with its standard deviation."""
+    body = [
+        [
+            OBJECTIVE_NAMES.get(r["objective"], r["objective"]),
+            r["arm"],
+            r["rule"],
+            f"{fmt(r['reached'])}/{fmt(r['seeds'])}",
+            f"{fmt(r['saving_mean'])} (sd {fmt(r['saving_sd'])})",
+        ]
+        for r in results.table(EXPERIMENT, "savings")
+    ]
+    return md_table(["model", "init", "rule", "reached", "saving"], body)
+
+
+def layers_table(results: Results) -> str:
+    """Per objective, the default arm's s and δ_PR of W_qk per layer at the end, and the paper's family median."""
+    summary = select(results.table(EXPERIMENT, "summary"), arm="default")
+    body = []
+    for objective in OBJECTIVE_NAMES:
+        for layer in sorted({r["layer"] for r in select(summary, objective=objective) if r.get("layer") is not None}):
+            q = {r["quantity"]: r for r in select(summary, objective=objective, layer=layer)}
+            body.append(
+                [
+                    OBJECTIVE_NAMES[objective],
+                    fmt(layer),
+                    value_text(q["symmetry"]),
+                    value_text(q["directionality_pr"]),
+                    fmt(PAPER_MEDIANS[FAMILY[objective]]["symmetry"], 2),
+                ]
+            )
+    return md_table(["model", "layer", "s", "δ_PR", "paper's median s (family)"], body)
+
+
+def control_piece(results: Results) -> str:
+    """The section's evidence: the setting, the arms, the savings by rule, the per-layer scores."""
+    return "\n\n".join(
+        (
+            "![positive control](figures/language_control.png)",
+            setting_line(results),
+            arms_table(results),
+            "The paper's rule and its controls, per seed (`savings`): *paper* = the arm reaching the default's "
+            "final loss, *null* = the default reaching its own final loss, *reverse* = the default reaching the "
+            "arm's final loss, *ours* = reaching the default's median loss at half the budget.",
+            savings_table(results),
+            layers_table(results),
+        )
+    )

@@ -1,0 +1,42 @@
+"""The regions of no effect of the report's predictions and the paper's reference values, fixed before the data
+(docs/theory.md section 5 for the paper's values): each margin says why it is that wide."""
+
+from __future__ import annotations
+
+from paper.verdict import Margin
+
+S_GAP = Margin.around(
+    0.0,
+    0.04,
+    "10% of the paper's encoder-decoder gap in s (BERT-base trained as an encoder 0.32, as a decoder -0.05)",
+)
+S_GAP_VISION = Margin.around(
+    0.0, 0.02, "10% of the paper's vision gap in s (ViT family about 0.34, the causal iGPT 0.11-0.18)"
+)
+DELTA_GAP = Margin.around(0.0, 0.05, "10% of the paper's encoder-decoder gap in δ (gpt2 -0.58, bert-base -0.08)")
+DELTA_PR_GAP = Margin.around(
+    0.0, 0.03, "the 95% band of one random form's δ_PR at d = 64 (2 null sd of 0.016, docs/theory.md section 2)"
+)
+RATIO = Margin(0.71, 1.41, "the 95% band of ‖M x‖ / ‖xᵀ M‖ for one random 64 x 64 Gaussian-product form")
+RATIO_GAP = Margin.around(
+    0.0, 0.1, "a tenth of the no-preference ratio 1 (the paper gives no size for ‖M x_BOS‖ >> ‖x_BOSᵀ M‖)"
+)
+STEP_RATIO = Margin.around(1.0, 0.07, "10% of the paper's effect (up to about 70% fewer steps: a ratio of 0.3)")
+SAVING_GAP = Margin.around(
+    0.0, 0.07, "10% of the paper's saving by its rule (72.9% / 68.9% fewer steps for BERT-small, 20-35% for BERT-base)"
+)
+CONTEXT = Margin.around(0.0, 0.1, "a tenth of a nat: a perplexity 10% below that of a model that sees no context")
+FID_DIFF = Margin.around(0.0, 0.0, "none: the paper reports no fidelity effect to take a fraction of")
+GRID_AIM = Margin(0.9, 0.9, "the project's aim for the grid, set on a run of 8 seeds per cell")
+
+
+#: The paper's released tables (docs/theory.md section 5): per family, the median over models of the per-layer
+#: medians of s and δ; language encoders and decoders over every row of the released tables, vision encoders over
+#: its released vision results.
+PAPER_MEDIANS = {
+    "encoder": {"symmetry": 0.51, "directionality": -0.13},
+    "decoder": {"symmetry": 0.07, "directionality": -0.37},
+    # the paper's vision rows (ViT, DeiT, DINO, BEiT, MAE) pooled: supervised and self-supervised alike
+    "vision-supervised": {"symmetry": 0.34, "directionality": -0.08},
+    "vision-self-supervised": {"symmetry": 0.34, "directionality": -0.08},
+}
