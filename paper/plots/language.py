@@ -54,6 +54,7 @@ def language_control(results: Results):
             label=OBJECTIVES[objective],
         )
     ax.axhline(0, color="0.6", lw=0.8)
+    ax.set_xticks(sorted({r["layer"] for r in summary if r.get("layer") is not None}))
     ax.set_xlabel("layer")
     ax.set_ylabel("s of W_qk (default init)")
     ax.set_title("symmetry per layer at the end", fontsize=9)
