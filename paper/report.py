@@ -504,9 +504,17 @@ def limitations(results: Results) -> str:
                 data = config.get("data") or study.get("data")
                 steps = fmt(study.get("steps"))
                 sizes.append(f"{e}: {fmt(config['seeds'])} seeds per scheme x {steps} steps on {data}")
+        standard = all(results.manifest(e)["mode"] == "standard" for e in vision)
+        scale = "at the working scale of these CPUs" if standard else "at toy scale"
         lines.append(
-            "- **Vision at toy scale.** " + "; ".join(sizes) + ". Tiny models on tiny data, on CPUs; "
+            f"- **Vision {scale}.** " + "; ".join(sizes) + ". Small models on small data, on CPUs; "
             "nothing here is evidence about models at the paper's scale."
+        )
+        lines.append(
+            "- **At GPU scale** (`python cli.py paper --full`): the same pipeline and predictions with the ViT-S and "
+            "DiT-S/2 models, more seeds and longer training (the sizes are in `paper/registry.py`); the language "
+            "control with a wider model and ten times the steps. What it would change: the nulls narrow as d grows "
+            "(see the nulls against d), so per-layer contrasts that are inconclusive here can be decided."
         )
     lines.append(
         "- **Nulls.** Where no spectrum-matched null was computed for a form, its band is that of i.i.d. Gaussian "
