@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import typing
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,6 +18,9 @@ from sim.config import COMPARE_DEFAULTS, OPTION_FIELDS, DataConfig, ModelConfig,
 from wqk.cli.errors import fail
 from wqk.cli.options import OUTPUT_DIR, SEED_THREADS, Format, Objective, in_open_unit_interval, key_values, positive
 from wqk.cli.output import Output
+
+if TYPE_CHECKING:
+    from sim.report import SimSummaryRow
 
 #: ``simulate``'s config options in help order: (what it sets, click settings: a range, a check, flag names).
 SIM_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -130,14 +133,16 @@ def simulate(
     except (ValueError, TypeError) as err:
         fail(str(err))
     if fmt != "table":  # a pipe gets every summary row (layers, forms, blocks) with its full values
-        show.table(result.summary, list(dict.fromkeys(k for row in result.summary for k in row)))
+        from sim.report import SimSummaryRow
+
+        show.table(result.summary, SimSummaryRow.columns())
     else:
         _print_summary(show, result.summary)
     for path in (*[p / "metrics.csv" for p in result.run_dirs.values()], result.summary_csv, result.figure):
         show.note(f"wrote {path}")
 
 
-def _print_summary(show: Output, summary: list[dict]) -> None:
+def _print_summary(show: Output, summary: list[SimSummaryRow]) -> None:
     """The final per-layer scores and layer 0's blocks, formatted for reading."""
     from sim.report import BLOCK_DISPLAY_COLUMNS, DISPLAY_COLUMNS, format_blocks, format_summary
 
