@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
@@ -112,8 +113,9 @@ def _type_name(kind: Any) -> str:
 
 
 def table(cls: type[R]) -> type[R]:
-    """Declare a row type in class syntax: its annotated fields, in order, are the columns."""
-    return dataclasses.dataclass(frozen=True, slots=True, eq=False, repr=False)(cls)
+    """Declare a row type in class syntax: its annotated fields, in order, are the columns (keyword-only, so that
+    an optional column may come before a required one)."""
+    return dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)(cls)
 
 
 def row_type(name: str, *groups: Iterable[Column], doc: str = "") -> type[Row]:
@@ -130,8 +132,17 @@ def row_type(name: str, *groups: Iterable[Column], doc: str = "") -> type[Row]:
         spec = dataclasses.field(default=default, metadata={"column": column} if not column.isidentifier() else {})
         fields.append((re.sub(r"\W", "_", column), kind, spec))
     cls = dataclasses.make_dataclass(
-        name, fields, bases=(Row,), frozen=True, slots=True, eq=False, repr=False, namespace={"__doc__": doc}
+        name,
+        fields,
+        bases=(Row,),
+        frozen=True,
+        slots=True,
+        kw_only=True,
+        eq=False,
+        repr=False,
+        namespace={"__doc__": doc},
     )
+    cls.__module__ = sys._getframe(1).f_globals.get("__name__", cls.__module__)  # the declaring module's type
     return cls
 
 

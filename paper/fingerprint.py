@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ def _canonical(value: Any) -> Any:
     """Tables as JSON-able values with every float in full precision (``repr``) and NaN spelled out."""
     if isinstance(value, float):
         return "nan" if math.isnan(value) else repr(value)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a dict or a table row
         return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]

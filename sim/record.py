@@ -157,8 +157,10 @@ def layer0_rows(
         if head == "all":
             for s in range(len(seeds)):
                 positions += [
-                    PositionRow(step, seeds[s], 0, "all", form, i, float(key[s, j]), float(query[s, j]))
-                    for j, i in enumerate(coords.sequence.tolist())
+                    PositionRow(
+                        step=step, seed=seeds[s], layer=0, head="all", form=form, position=i, key_norm=k, query_norm=q
+                    )
+                    for i, k, q in zip(coords.sequence.tolist(), key[s].tolist(), query[s].tolist(), strict=True)
                 ]
     return rows, slopes, positions
 
