@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import keyword
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -120,8 +121,8 @@ def table(cls: type[R]) -> type[R]:
 
 def row_type(name: str, *groups: Iterable[Column], doc: str = "") -> type[Row]:
     """A row type whose columns are ``groups`` one after another (each ``(name, type[, default])``); a column
-    with the default :data:`ABSENT` is optional. A column whose name is no identifier (``bos_key/query``) is held
-    in a field with ``_`` for the other characters."""
+    with the default :data:`ABSENT` is optional. A column whose name is no identifier (``bos_key/query``), a
+    keyword or a method's name (``keys``) is held in a field named ``_`` + the name, other characters ``_``."""
     columns = [column for group in groups for column in group]
     names = [column[0] for column in columns]
     if len(set(names)) != len(names):
@@ -129,8 +130,9 @@ def row_type(name: str, *groups: Iterable[Column], doc: str = "") -> type[Row]:
     fields = []
     for column, kind, *default in columns:
         default = default[0] if default else _NO_DEFAULT
-        spec = dataclasses.field(default=default, metadata={"column": column} if not column.isidentifier() else {})
-        fields.append((re.sub(r"\W", "_", column), kind, spec))
+        plain = column.isidentifier() and not keyword.iskeyword(column) and not hasattr(Row, column)
+        spec = dataclasses.field(default=default, metadata={} if plain else {"column": column})
+        fields.append((column if plain else "_" + re.sub(r"\W", "_", column), kind, spec))
     cls = dataclasses.make_dataclass(
         name,
         fields,
@@ -144,6 +146,13 @@ def row_type(name: str, *groups: Iterable[Column], doc: str = "") -> type[Row]:
     )
     cls.__module__ = sys._getframe(1).f_globals.get("__name__", cls.__module__)  # the declaring module's type
     return cls
+
+
+@functools.cache
+def extended(row: type[Row], before: tuple[str, ...] = (), after: tuple[str, ...] = ()) -> type[Row]:
+    """``row``'s columns behind the required columns ``before`` (a group's identifiers) and ahead of the optional
+    columns ``after`` (a task's own metrics): for tables whose leading or trailing columns depend on the data."""
+    return row_type(row.__name__, [(c, Any) for c in before], row.group(), [(c, Any, ABSENT) for c in after])
 
 
 def as_dicts(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -10,14 +10,13 @@ gate (zero at init: no attention output, and no gradient into ``W_qk``, until it
 from __future__ import annotations
 
 import csv
-import functools
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import torch
 
-from common.rows import ABSENT, Row, row_type
+from common.rows import Row, extended, row_type
 from theory.factored import FactoredForms
 from theory.report import ScoreRow, score_rows
 from vision.tasks import VisionTask, scored_forms
@@ -63,12 +62,10 @@ def is_metric(column: str) -> bool:
     return column not in (*RUN_COLUMNS, GATE_COLUMN) and not column.endswith(("_key_norm", "_query_norm"))
 
 
-@functools.cache
-def task_row(columns: tuple[str, ...]) -> type[Row]:
-    """The row type of a run whose ``metrics.csv`` has ``columns`` (:func:`run_columns`): those of
-    :class:`RunRow`, then the task's own, each optional (a token's norms only for some forms, sample metrics only
-    at some steps)."""
-    return row_type("TaskRunRow", RunRow.group(), [(c, float, ABSENT) for c in columns[len(RUN_COLUMNS) :]])
+def task_row(task: VisionTask) -> type[Row]:
+    """The row type of the task's ``metrics.csv`` (:func:`run_columns`): :class:`RunRow`, then the task's own
+    columns, each optional (a token's norms only for some forms, sample metrics only at some steps)."""
+    return extended(RunRow, after=tuple(run_columns(task)[len(RUN_COLUMNS) :]))
 
 
 def score_table(
@@ -95,7 +92,7 @@ def score_table(
         forms_now["update"] = forms_now["W_qk"] - initial  # M_t - M_0, factored with rank 2 d_h per head
     tokens = getattr(task, "special_tokens", {})
     gates = attention_gate_rms(task) if has_attention_gates(task) else {}
-    row_of = task_row(tuple(run_columns(task))).of
+    row_of = task_row(task).of
     rows = []
     for label, forms in forms_now.items():
         norms = (
