@@ -199,6 +199,7 @@ def compare_theory(
     next to the relative error sampling alone produces: near it, the first updates are what the theory predicts.
     One softmax layer without residual or MLP (the theory's head).
     """
+    from sim.compare import CompareRow
     from sim.compare import compare_theory as compare
     from sim.config import configs_from_options
 
@@ -212,7 +213,7 @@ def compare_theory(
         fail(str(err))
     show.table(
         rows,
-        list(rows[0]),
+        [c for c in CompareRow.columns() if c != "seeds"],
         title="layer-0 dL/dM over the first steps vs the theory's E[dL/dM] at M = 0: "
         "mean ± 95% CI over seeds; rel_noise = relative error from sampling alone",
     )
