@@ -25,7 +25,7 @@ import hashlib
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from common.io import provenance, write_csv, write_json
 from common.summary import combined_z, mean_ci
 from sim.analysis import attention_to, bos_dominance
 from sim.config import DEFAULTS, SimConfig, default_config
+from sim.record import MetricRow
 from sim.train import Simulation, intra_op_threads, run
 from theory.scores import SCORE_NAMES
 
@@ -223,7 +224,7 @@ def sized(cfg: SimConfig, seeds: int | None, steps: int | None) -> SimConfig:
     return cfg.with_overrides(**kw) if kw else cfg
 
 
-def _summary_rows(experiment: str, arm: str, rows: list[dict], steps: list[int]) -> list[dict]:
+def _summary_rows(experiment: str, arm: str, rows: Sequence[MetricRow], steps: list[int]) -> list[dict]:
     """Long rows of the per-layer forms at ``steps`` (every quantity of :data:`QUANTITIES` with a value)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     wanted = set(steps)
@@ -389,7 +390,7 @@ PANELS = (
 )
 
 
-def plot_experiment(curves: dict[str, list[dict]], path: Path, title: str) -> None:
+def plot_experiment(curves: dict[str, Sequence[MetricRow]], path: Path, title: str) -> None:
     """Four panels against the training step (log scale), one line per arm with its 95% band over seeds."""
     import numpy as np
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +60,7 @@ def parse_row(row: dict) -> dict:
     return out
 
 
-def summarize(rows: list[MetricRow], objective: str, step: int | None = None) -> list[SimSummaryRow]:
+def summarize(rows: Sequence[MetricRow], objective: str, step: int | None = None) -> list[SimSummaryRow]:
     """One summary row per ``(layer, form, block)`` of the per-layer forms at ``step`` (default: the last step).
 
     ``rows``: parsed metrics rows (as :func:`load_metrics` returns them); ``block`` is ``all`` for the whole form.
@@ -118,7 +119,7 @@ def _form_order(form: str) -> int:
 DISPLAY_COLUMNS = ["objective", "form", "s (z)", "δ (z)", "δ_PR (z)", "loss", "BOS k/q"]
 
 
-def format_summary(rows: list[dict]) -> list[dict]:
+def format_summary(rows: Sequence[SimSummaryRow]) -> list[dict]:
     """Whole-form summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`): ``mean±ci`` strings, layer in
     the form."""
     rows = [r for r in rows if r.get("block", "all") == "all"]
@@ -140,7 +141,7 @@ def format_summary(rows: list[dict]) -> list[dict]:
 BLOCK_DISPLAY_COLUMNS = ["objective", "form", "block", "share", "s (z)", "δ_PR (z)", "key/query slope"]
 
 
-def format_blocks(rows: list[dict], forms: tuple[str, ...] = ("W_qk", "update")) -> list[dict]:
+def format_blocks(rows: Sequence[SimSummaryRow], forms: tuple[str, ...] = ("W_qk", "update")) -> list[dict]:
     """Layer-0 block rows of ``forms`` (and the whole form's position slopes) for a printed table."""
     out = []
     for r in rows:
@@ -167,7 +168,9 @@ def format_blocks(rows: list[dict], forms: tuple[str, ...] = ("W_qk", "update"))
 # ---- figures -----------------------------------------------------------------------------------
 
 
-def _curves(rows: list[dict], score: str, layer: int, form: str = "W_qk") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _curves(
+    rows: Sequence[MetricRow], score: str, layer: int, form: str = "W_qk"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Steps, seed mean and 95% half-width of one score of the per-layer form."""
     by_step: dict[int, list[float]] = defaultdict(list)
     for r in rows:
