@@ -24,8 +24,9 @@ from sim.record import MetricRow, PositionRow
 NUMERIC = frozenset(MetricRow.columns(float) + PositionRow.columns(float))
 #: A score's mean over seeds, its 95% half-width, and its seeds' null z combined.
 _SCORE_SUMMARY = tuple((f"{name}{stat}", float) for name in ("s", "delta", "delta_pr") for stat in ("", "_ci", "_z"))
+#: Layer 0's position slopes: both means, then both 95% half-widths.
 _SLOPE_SUMMARY = tuple(
-    (f"{name}{stat}", float) for name in ("pos_key_slope", "pos_query_slope") for stat in ("", "_ci")
+    (f"{name}{stat}", float) for stat in ("", "_ci") for name in ("pos_key_slope", "pos_query_slope")
 )
 SimSummaryRow = row_type(
     "SimSummaryRow",
@@ -35,6 +36,14 @@ SimSummaryRow = row_type(
     _SLOPE_SUMMARY,
     doc="One (objective, layer, form, block) of a simulation at a step, summarised over its seeds.",
 )
+
+
+def file_columns() -> list[str]:
+    """The columns of ``summary.csv``: the step first, then those of :class:`SimSummaryRow` with each ``_ci``
+    beside its quantity."""
+    columns = SimSummaryRow.columns()
+    place = lambda c: (c != "step", columns.index(c.removesuffix("_ci")), c.endswith("_ci"))
+    return sorted(columns, key=place)
 
 
 def load_metrics(path: str | Path) -> list[dict]:

@@ -49,7 +49,7 @@ def simulate(
     configs: dict[str, SimConfig], out: Path | str, resume: bool = False, progress: bool = True, threads: int | None = 1
 ) -> SimulateResult:
     """Run each named config (one run directory each when several), then write ``summary.csv`` and ``scores.png``."""
-    from sim.report import SimSummaryRow, plot_runs, summarize
+    from sim.report import file_columns, plot_runs, summarize
 
     out = Path(out)
     dirs = {name: out if len(configs) == 1 else out / name for name in configs}
@@ -60,6 +60,5 @@ def simulate(
         panels[name] = figure_panel(sim)
     figure, table = out / "scores.png", out / "summary.csv"
     plot_runs(panels, figure)
-    columns = SimSummaryRow.columns()
-    write_csv(table, summary, ["step", *(c for c in columns if c != "step")])  # the file leads with the step
+    write_csv(table, summary, file_columns())
     return SimulateResult(summary, dirs, figure, table)
