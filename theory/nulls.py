@@ -31,25 +31,12 @@ import torch
 
 from common.gemm import matmul_nt
 from common.io import write_json
-from common.rows import Row, table
 from common.seeding import gaussian
 from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
 
 DEFAULT_SAMPLES = 256
 _CHUNK_BYTES = 1 << 27  # float32 memory of the random matrices per sampling chunk
 _Z_975 = 1.959963984540054  # the normal's 97.5% quantile
-
-
-@table
-class NullRow(Row):
-    """One score's null: mean, sd, and its 2.5%, 50% and 97.5% quantiles (``cli.py null``, ``wqk.null``)."""
-
-    score: str
-    mean: float
-    std: float
-    q025: float
-    median: float
-    q975: float
 
 
 @dataclass(frozen=True)
@@ -108,10 +95,6 @@ class NullDistribution:
                 q = tuple(np.quantile(self.samples(name), [0.025, 0.5, 0.975]))
             out[name] = {"mean": mean, "std": std, "q025": q[0], "median": q[1], "q975": q[2]}
         return {name: {key: float(v) for key, v in stats.items()} for name, stats in out.items()}
-
-    def rows(self) -> list[NullRow]:
-        """:meth:`summary` as one row per score."""
-        return [NullRow(score=name, **stats) for name, stats in self.summary().items()]
 
 
 def closed_forms(d: int, rank: int) -> dict[str, tuple[float, float]]:

@@ -12,9 +12,9 @@ import numpy as np
 import torch
 
 from common.io import load_arrays
-from common.rows import Row, row_type
+from common.rows import Row, row_type, table
 from theory.factored import FactoredForms
-from theory.nulls import DEFAULT_SAMPLES, null_distribution
+from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.scores import DEFAULT_K, SCORE_NAMES, Precision, Scores, dense_scores
 
 PerChoice = Literal["head", "layer", "both"]
@@ -25,6 +25,23 @@ ScoreRow = row_type("ScoreRow", [("layer", int), ("head", int | str)], SCORE_VAL
 SCORE_COLUMNS = ScoreRow.columns()
 #: What a terminal table shows: identifiers, scores and z-scores.
 SHOWN_COLUMNS = SCORE_COLUMNS[: 2 + 2 * len(SCORE_NAMES)]
+
+
+@table
+class NullRow(Row):
+    """One score's null: mean, sd, and its 2.5%, 50% and 97.5% quantiles (``cli.py null``, ``wqk.null``)."""
+
+    score: str
+    mean: float
+    std: float
+    q025: float
+    median: float
+    q975: float
+
+
+def null_table(null: NullDistribution) -> list[NullRow]:
+    """:meth:`theory.nulls.NullDistribution.summary` as one row per score."""
+    return [NullRow(score=name, **stats) for name, stats in null.summary().items()]
 
 
 def check_per(per: str) -> None:

@@ -92,6 +92,7 @@ def scores(
 
 def null(d: int, rank: int, k: float = 2.0, samples: int = 256, seed: int = 0) -> pandas.DataFrame:
     """Null distribution of each score for ``M = A B^T``, Gaussian ``A, B`` of shape ``[d, rank]``: ``cli.py null``."""
-    from theory.nulls import NullRow, null_distribution
+    from theory.nulls import null_distribution
+    from theory.report import NullRow, null_table
 
-    return _frame(null_distribution(d, rank, k, samples, seed).rows(), NullRow.columns())
+    return _frame(null_table(null_distribution(d, rank, k, samples, seed)), NullRow.columns())

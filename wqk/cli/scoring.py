@@ -78,10 +78,11 @@ def null(
     fmt: Format = "table",
 ) -> None:
     """Null distributions of both scores for M = A B^T with Gaussian A, B of shape [d, rank]."""
-    from theory.nulls import NullRow, null_distribution
+    from theory.nulls import null_distribution
+    from theory.report import NullRow, null_table
 
     try:
-        rows = null_distribution(d, rank, k, samples, seed).rows()
+        rows = null_table(null_distribution(d, rank, k, samples, seed))
     except ValueError as err:
         fail(str(err))
     Output(fmt).table(
