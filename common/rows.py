@@ -14,7 +14,7 @@ import functools
 import keyword
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Self, TypeVar
 
 #: One column of a group: ``(name, type)`` or ``(name, type, default)``.
@@ -153,13 +153,3 @@ def extended(row: type[Row], before: tuple[str, ...] = (), after: tuple[str, ...
     """``row``'s columns behind the required columns ``before`` (a group's identifiers) and ahead of the optional
     columns ``after`` (a task's own metrics): for tables whose leading or trailing columns depend on the data."""
     return row_type(row.__name__, [(c, Any) for c in before], row.group(), [(c, Any, ABSENT) for c in after])
-
-
-def as_dicts(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Plain dicts of rows (for JSON and pandas, which take dicts, not mappings)."""
-    return [dict(row) for row in rows]
-
-
-def present(rows: Sequence[Row], row: type[Row]) -> list[str]:
-    """The columns of ``row`` that some of ``rows`` set (optional columns that none sets are left out)."""
-    return [c for c in row.columns() if any(c in r for r in rows)]

@@ -31,7 +31,6 @@ class Estimate(Row):
     z: float
 
 
-SUMMARY_COLUMNS = Estimate.columns()
 #: Columns that identify a row or a run, never summarised as a quantity.
 ID_COLUMNS = frozenset({"seed", "step", "layer", "head", "epoch"})
 

@@ -72,9 +72,6 @@ class PositionRow(Row):
     query_norm: float
 
 
-POSITION_COLUMNS = PositionRow.columns()
-
-
 def form_rows(
     forms: FactoredForms,
     form: str,
