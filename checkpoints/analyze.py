@@ -15,7 +15,7 @@ Cross-attention (and SegFormer's reduced keys) pairs two spaces: its symmetry co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +27,25 @@ import torch
 from checkpoints.detect import Plan, Unit, plan_checkpoint
 from checkpoints.loading import Checkpoint, open_checkpoint
 from checkpoints.norms import folded
+from common.rows import ABSENT, row_type
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
-from theory.report import SCORE_COLUMNS, PerChoice, check_per, score_rows
+from theory.report import PerChoice, ScoreRow, check_per, score_rows
 from theory.scores import DEFAULT_K, SCORE_NAMES, Precision
 from theory.spectrum_null import factored_spectrum_null
 
-ANALYZE_COLUMNS = ["model", "family", "stack", *SCORE_COLUMNS]
+#: A score row of a checkpoint: which model, its objective family, and which attention stack of it.
+AnalyzeRow = row_type(
+    "AnalyzeRow", [("model", str), ("family", str), ("stack", str)], ScoreRow.group(), doc="One scored form of a model."
+)
+ANALYZE_COLUMNS = AnalyzeRow.columns()
+#: The paper's summary of a stack's score: median, interquartile range and median null z over its layers (or heads).
+SummaryRow = row_type(
+    "SummaryRow",
+    [("stack", str, ABSENT), ("score", str), ("over", str)],
+    [(name, float) for name in ("median", "q25", "q75", "median_z")],
+    doc="One score of one stack of a model, summarised over its layers (``stack`` only where the model has several).",
+)
 #: Columns that are not defined when queries and keys act on different spaces (cross-attention).
 CROSS_UNDEFINED = ("symmetry", "symmetry_z", "symmetry_p")
 MIN_NULL_SAMPLES = 32
@@ -141,7 +153,7 @@ def iter_rows(
     fold_ln: bool = False,
     fold_qk_norm: bool = False,
     null: NullChoice = "iid",
-) -> Iterator[list[dict]]:
+) -> Iterator[list[AnalyzeRow]]:
     """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``); z and p against the
     ``null`` of :data:`NULL_CHOICES`.
 
@@ -176,8 +188,8 @@ def check_null(null: str) -> None:
 
 
 def with_spectrum_null(
-    forms: FactoredForms, rows: list[dict], k: float, samples: dict[str, int], seed: int
-) -> list[dict]:
+    forms: FactoredForms, rows: list[ScoreRow], k: float, samples: dict[str, int], seed: int
+) -> list[ScoreRow]:
     """``rows`` of one layer (``forms`` ``[1, H, d, d_h]``) with z and p against each form's spectrum-matched null
     (:mod:`theory.spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``."""
     factors = {p: forms.factors(p) for p in ("head", "layer") if p in samples}
@@ -187,8 +199,8 @@ def with_spectrum_null(
         index = (row["layer"],) if per == "layer" else (row["layer"], row["head"])
         a, b = (x[index] for x in factors[per])
         spectrum = factored_spectrum_null(a, b, k, samples[per], seed)
-        out.append({**row, **{f"{n}_z": float(spectrum.z(n, row[n])) for n in SCORE_NAMES}})
-        out[-1].update({f"{n}_p": float(spectrum.p_value(n, row[n])) for n in SCORE_NAMES})
+        z = {f"{n}_z": float(spectrum.z(n, row[n])) for n in SCORE_NAMES}
+        out.append(row.replace(**z, **{f"{n}_p": float(spectrum.p_value(n, row[n])) for n in SCORE_NAMES}))
     return out
 
 
@@ -222,22 +234,23 @@ def _converted(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.empty(source.shape, dtype=dtype).copy_(source).permute(sorted(range(x.ndim), key=order.__getitem__))
 
 
-def label_rows(plan: Plan, layer: int, rows: list[dict]) -> list[dict]:
+def label_rows(plan: Plan, layer: int, rows: list[ScoreRow]) -> list[AnalyzeRow]:
     """Rows of unit ``layer`` with ``model``, ``family``, ``stack``, the layer within its stack, and NaN for
     what is not defined (symmetry of a cross-attention form: two spaces, see :data:`CROSS_UNDEFINED`)."""
     unit = plan.units[layer]
     blank = dict.fromkeys(CROSS_UNDEFINED, float("nan")) if unit.cross else {}
     return [
-        {"model": plan.model, "family": plan.family, "stack": unit.stack, **row, **blank, "layer": unit.layer}
+        AnalyzeRow(model=plan.model, family=plan.family, stack=unit.stack, **{**row, **blank, "layer": unit.layer})
         for row in rows
     ]
 
 
-def summarize(rows: list[dict]) -> list[dict]:
+def summarize(rows: Sequence[Mapping[str, Any]]) -> list[SummaryRow]:
     """Median and interquartile range over layers of the per-layer scores, with the median null z, per stack.
 
     Falls back to all heads when only per-head rows were computed (``over`` says which). A score not
-    defined for a stack (symmetry of cross-attention, NaN) is left out of its summary.
+    defined for a stack (symmetry of cross-attention, NaN) is left out of its summary. ``rows``: analyze rows,
+    or any table with their score columns (a tracker's, rows read back from a CSV).
     """
     stacks = list(dict.fromkeys(r.get("stack", "") for r in rows))
     out = []
@@ -255,15 +268,15 @@ def summarize(rows: list[dict]) -> list[dict]:
             z = np.array([r[f"{name}_z"] for r in items], dtype=float)
             q25, median, q75 = np.quantile(x, [0.25, 0.5, 0.75])
             out.append(
-                {
-                    **({"stack": stack} if len(stacks) > 1 or stack else {}),
-                    "score": name,
-                    "over": over,
-                    "median": float(median),
-                    "q25": float(q25),
-                    "q75": float(q75),
-                    "median_z": float(np.median(z)),
-                }
+                SummaryRow(
+                    stack=stack if len(stacks) > 1 or stack else ABSENT,
+                    score=name,
+                    over=over,
+                    median=float(median),
+                    q25=float(q25),
+                    q75=float(q75),
+                    median_z=float(np.median(z)),
+                )
             )
     return out
 
@@ -271,10 +284,10 @@ def summarize(rows: list[dict]) -> list[dict]:
 @dataclass(frozen=True)
 class Analysis:
     plan: Plan
-    rows: list[dict]
+    rows: list[AnalyzeRow]
 
     @property
-    def summary(self) -> list[dict]:
+    def summary(self) -> list[SummaryRow]:
         return summarize(self.rows)
 
 
@@ -291,7 +304,7 @@ def score(
     fold_ln: bool = False,
     fold_qk_norm: bool = False,
     null: NullChoice = "iid",
-) -> list[dict]:
+) -> list[AnalyzeRow]:
     """All rows of a planned checkpoint (z and p against ``null``: :data:`NULL_CHOICES`).
 
     Progress hooks: ``on_null(d, rank, n_samples)`` before each null is fetched (drawn the first time,
@@ -305,7 +318,7 @@ def score(
         if on_null is not None:
             on_null(d, rank, n)
         null_distribution(d, rank, k, n, null_seed)
-    rows: list[dict] = []
+    rows: list[AnalyzeRow] = []
     layers = iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision, fold_ln, fold_qk_norm, null)
     for done, layer_rows in enumerate(layers, 1):
         rows += layer_rows

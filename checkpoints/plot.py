@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
 from theory.nulls import NullDistribution
 from theory.objectives import color_of
 from theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
 
+if TYPE_CHECKING:
+    from checkpoints.analyze import AnalyzeRow
+
 _LABEL = {"head": "per head M_h", "layer": "per layer M"}
 
 
 def plot_scores(
-    rows: list[dict], nulls: dict[tuple[str, str], NullDistribution | None], out: str | Path, title: str
+    rows: Sequence[AnalyzeRow], nulls: dict[tuple[str, str], NullDistribution | None], out: str | Path, title: str
 ) -> None:
     """Every score against layer, one row of panels per stack (``encoder``, ``cross``, ...).
 

@@ -35,7 +35,15 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    """``obj`` as indented JSON with sorted keys; a mapping that is no dict (a table row) as its dict, others as
+    ``str``."""
+    text = json.dumps(obj, indent=2, sort_keys=True, default=jsonable)
+    atomic_write_text(path, text + "\n")
+
+
+def jsonable(obj: Any) -> Any:
+    """``json.dumps``' ``default`` for results: a mapping that is no dict (a table row) as its dict, else ``str``."""
+    return dict(obj) if isinstance(obj, Mapping) else str(obj)
 
 
 def write_csv(path: str | Path, rows: Iterable[Mapping[str, Any]], columns: list[str] | None = None) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from common.rows import Row, table
 from paper.margins import (
     CONTEXT,
     DELTA_GAP,
@@ -39,7 +40,6 @@ from paper.verdict import (
     NULL_BAND,
     Margin,
     check_verdict,
-    count_words,
     decision_p,
     holm,
     untestable,
@@ -296,35 +296,43 @@ SECTIONS: tuple[Section, ...] = (
 )  # fmt: skip
 SECTION_KEYS = tuple(s.key for s in SECTIONS)
 
-VERDICT_COLUMNS = [
-    "section",
-    "label",
-    "experiment",
-    "arm",
-    "task",
-    "scheme",
-    "form",
-    "block",
-    "contrast",
-    "layer",
-    "step",
-    "quantity",
-    "n",
-    "mean",
-    "ci",
-    "lo",
-    "hi",
-    "z",
-    "band_lo",
-    "band_hi",
-    "null",
-    "margin",
-    "direction",
-    "p",
-    "p_holm",
-    "verdict",
-    "note",
-]
+
+@table
+class VerdictRow(Row):
+    """One prediction (or check) of a section, measured and decided (``results/verdicts.csv``): which rows it reads,
+    the estimate, the band or null it is compared with, the Holm-adjusted p and the verdict. ``None`` where a
+    prediction has no such thing (a check has no band)."""
+
+    section: str
+    label: str
+    experiment: str | None
+    arm: str | None
+    task: str | None
+    scheme: str | None
+    form: str | None
+    block: str | None
+    contrast: str | None
+    layer: int | str | None
+    step: int | str | None
+    quantity: str | None
+    n: int | None
+    mean: float | None
+    ci: float | None
+    lo: float | None
+    hi: float | None
+    z: float | None
+    band_lo: float | None
+    band_hi: float | None
+    null: str | None
+    margin: float | None
+    direction: str | None
+    p: float | None
+    p_holm: float | None
+    verdict: str
+    note: str | None
+
+
+VERDICT_COLUMNS = VerdictRow.columns()
 
 
 # ---- selecting the measured rows -----------------------------------------------------------------------------
@@ -541,7 +549,7 @@ def check_rows(results: Results, claim: int, section: str) -> list[dict]:
     ]
 
 
-def verdict_rows(results: Results) -> list[dict]:
+def verdict_rows(results: Results) -> list[VerdictRow]:
     """Every prediction's verdict rows, section by section, Holm-adjusted within each (``results/verdicts.csv``)."""
     rows = []
     for section in SECTIONS:
@@ -551,46 +559,4 @@ def verdict_rows(results: Results) -> list[dict]:
         for prediction in section.predictions:
             mine += evaluate(prediction, results, section.key)
         rows += adjust_section(mine)
-    return [{c: r.get(c) for c in VERDICT_COLUMNS} for r in rows]
-
-
-SECTION_COLUMNS = [
-    "section",
-    "title",
-    "predictions",
-    "supported",
-    "contradicted",
-    "not detected",
-    "inconclusive",
-    "deciding",
-]
-
-
-def deciding_rows(rows: list[dict]) -> list[dict]:
-    """The rows that decided a section: its contradicted rows first, then its supported predictions (a passing
-    check decides nothing beyond its own row)."""
-    failed = [r for r in rows if r["verdict"] == "contradicted"]
-    return failed + [r for r in rows if r["verdict"] == "supported" and r.get("quantity") != "check"]
-
-
-def row_name(row: dict) -> str:
-    """A verdict row's label with its layer where a prediction has one per layer (the vision models')."""
-    per_layer = str(row.get("experiment") or "").startswith(PER_LAYER) and row.get("layer") not in (None, "")
-    return row["label"] + (f" (layer {row['layer']})" if per_layer else "")
-
-
-def section_rows(rows: list[dict]) -> list[dict]:
-    """Per section: how many of its predictions got each word, and the rows that decided it (``sections.csv``)."""
-    out = []
-    for section in SECTIONS:
-        mine = [r for r in rows if r["section"] == section.key]
-        out.append(
-            {
-                "section": section.key,
-                "title": section.title,
-                "predictions": len(mine),
-                **count_words([r["verdict"] for r in mine]),
-                "deciding": "; ".join(row_name(r) for r in deciding_rows(mine)[:3]),
-            }
-        )
-    return out
+    return [VerdictRow.of({c: r.get(c) for c in VERDICT_COLUMNS}) for r in rows]

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from common.io import jsonable
+
 #: Sizes: ``smoke`` checks that the pipeline runs (seconds per experiment; numbers meaningless),
 #: ``quick`` is the committed CPU run (<= 20 minutes on 2 cores), ``standard`` the working scale on these CPUs
 #: (hours, in units committed as they land), ``full`` the GPU-sized one.
@@ -111,8 +113,8 @@ def concat_units(config: dict, units: dict[str, Tables]) -> Tables:
                 out.setdefault(name, table)
                 continue
             rows = out.setdefault(name, [])
-            seen = {json.dumps(r, sort_keys=True, default=str) for r in rows}
-            rows += [r for r in table if json.dumps(r, sort_keys=True, default=str) not in seen]
+            seen = {json.dumps(r, sort_keys=True, default=jsonable) for r in rows}
+            rows += [r for r in table if json.dumps(r, sort_keys=True, default=jsonable) not in seen]
     return out
 
 

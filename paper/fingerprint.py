@@ -19,6 +19,7 @@ import hashlib
 import json
 import math
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ def _canonical(value: Any) -> Any:
     """Tables as JSON-able values with every float in full precision (``repr``) and NaN spelled out."""
     if isinstance(value, float):
         return "nan" if math.isnan(value) else repr(value)
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a dict or a table row
         return {str(k): _canonical(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_canonical(v) for v in value]
@@ -70,7 +71,7 @@ def _structure_and_moments(value: Any) -> tuple[Any, dict[str, list[float]]]:
             return "f"
         if isinstance(v, float):
             return repr(v)  # nan, inf: structure
-        if isinstance(v, dict):
+        if isinstance(v, Mapping):  # a dict or a table row
             return {str(k): walk(x, f"{path}/{k}") for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
         if isinstance(v, (list, tuple)):
             return [walk(x, path) for x in v]

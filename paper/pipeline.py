@@ -349,8 +349,9 @@ def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) ->
 
     ``derivations``: name -> derive function (default :func:`paper.registry.derivations`)."""
     from common.io import write_csv
-    from paper.claims import SECTION_COLUMNS, VERDICT_COLUMNS, section_rows, verdict_rows
+    from paper.claims import VERDICT_COLUMNS, verdict_rows
     from paper.registry import derivations as known
+    from paper.sections import SECTION_COLUMNS, section_rows
 
     functions = known() if derivations is None else derivations
     results = Results(results_dir)

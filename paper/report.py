@@ -13,11 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common.summary import z_text
-from paper.claims import SECTIONS, row_name
+from paper.claims import SECTIONS
 from paper.control_report import control_piece
 from paper.margins import PAPER_MEDIANS
 from paper.markdown import fmt, md_table, value_text
 from paper.results import MissingResult, Results, select
+from paper.sections import row_name
 from paper.summary import at_last_step
 from paper.verdict import VERDICTS
 

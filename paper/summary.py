@@ -12,11 +12,25 @@ forms, a description, not the verdict's evidence). One seed gives a mean without
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from common.rows import Row, extended, table
 from common.summary import combined_z, mean_ci
 
-SUMMARY_COLUMNS = ["quantity", "n", "mean", "ci", "lo", "hi", "z"]
+
+@table
+class Estimate(Row):
+    """A quantity's estimate over seeds: the columns of every summary row after its group's identifiers."""
+
+    quantity: str
+    n: int
+    mean: float
+    ci: float
+    lo: float
+    hi: float
+    z: float
+
+
 #: Columns that identify a row or a run, never summarised as a quantity.
 ID_COLUMNS = frozenset({"seed", "step", "layer", "head", "epoch"})
 
@@ -41,23 +55,21 @@ def with_key_query_ratios(rows: Iterable[dict]) -> list[dict]:
     return out
 
 
-def summary_row(ids: dict, quantity: str, values: Sequence[float], zs: Sequence[float] | None = None) -> dict:
-    """One summary row: mean and 95% t-interval of ``values`` over seeds, and the combined null z of ``zs``."""
+def summary_row(ids: dict, quantity: str, values: Sequence[float], zs: Sequence[float] | None = None) -> Row:
+    """One summary row (:func:`keyed`): mean and 95% t-interval of ``values`` over seeds, and the combined null z
+    of ``zs``."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
     mean, ci = mean_ci(finite)
-    return {
-        **ids,
-        "quantity": quantity,
-        "n": len(finite),
-        "mean": mean,
-        "ci": ci,
-        "lo": mean - ci,
-        "hi": mean + ci,
-        "z": combined_z(z for z in (zs or []) if z is not None) if zs else math.nan,
-    }
+    z = combined_z(z for z in (zs or []) if z is not None) if zs else math.nan
+    return keyed(ids, quantity=quantity, n=len(finite), mean=mean, ci=ci, lo=mean - ci, hi=mean + ci, z=z)
 
 
-def paired_difference(ids: dict, quantity: str, this: dict, that: dict) -> dict:
+def keyed(ids: dict, **estimate) -> Row:
+    """A summary row: the group's identifiers ``ids`` (``arm``, ``step``, ...), then the :class:`Estimate`."""
+    return extended(Estimate, before=tuple(ids)).of({**ids, **estimate})
+
+
+def paired_difference(ids: dict, quantity: str, this: dict, that: dict) -> Row:
     """One summary row of ``this - that`` over the keys (seeds) both measured: a paired difference, where the
     seeds of the two arms share data and initialisation, with its 95% t-interval."""
     finite = lambda v: v is not None and isinstance(v, (int, float)) and math.isfinite(v)
@@ -66,8 +78,8 @@ def paired_difference(ids: dict, quantity: str, this: dict, that: dict) -> dict:
 
 
 def seed_summary(
-    rows: Iterable[dict], by: Sequence[str], keep: Callable[[dict], bool] | None = None, drop: Sequence[str] = ()
-) -> list[dict]:
+    rows: Iterable[Mapping], by: Sequence[str], keep: Callable[[Mapping], bool] | None = None, drop: Sequence[str] = ()
+) -> list[Row]:
     """Summary rows per group of ``by`` (first-seen order) for every numeric column that is not an identifier, a
     ``_z``/``_p`` companion or in ``drop``; ``keep`` selects rows first. A column with a ``<name>_z`` companion gets
     its z."""
@@ -104,12 +116,12 @@ def at_last_step(rows: Iterable[dict], group: str = "arm") -> list[dict]:
     return [r for r in rows if r["step"] == steps[r[group]]["last"]]
 
 
-def interval_row(ids: dict, quantity: str, mean: float, lo: float, hi: float, n: int) -> dict:
+def interval_row(ids: dict, quantity: str, mean: float, lo: float, hi: float, n: int) -> Row:
     """A summary row for an estimate with its own interval (a bootstrap CI): no t half-width, no null z."""
-    return {**ids, "quantity": quantity, "n": n, "mean": mean, "ci": math.nan, "lo": lo, "hi": hi, "z": math.nan}
+    return keyed(ids, quantity=quantity, n=n, mean=mean, ci=math.nan, lo=lo, hi=hi, z=math.nan)
 
 
-def proportion_row(ids: dict, quantity: str, successes: int, n: int, z: float = 1.959963984540054) -> dict:
+def proportion_row(ids: dict, quantity: str, successes: int, n: int, z: float = 1.959963984540054) -> Row:
     """A rate ``successes / n`` with its 95% Wilson score interval (sound near 0 and 1, unlike the normal one)."""
     if n == 0:
         return interval_row(ids, quantity, math.nan, math.nan, math.nan, 0)

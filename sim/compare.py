@@ -28,6 +28,7 @@ from pathlib import Path
 import torch
 
 from common.io import write_csv
+from common.rows import Row, table
 from common.seeding import generator
 from common.summary import mean_ci, plus_minus
 from sim.config import COMPARE_DEFAULTS, SimConfig
@@ -42,18 +43,27 @@ from theory.objectives import RolePattern
 from theory.scores import dense_scores
 
 PARTS = ("whole", "self", "cross")
-COMPARE_COLUMNS = [
-    "objective",
-    "part",
-    "theory",
-    "seeds",
-    "s_measured",
-    "s_theory",
-    "delta_measured",
-    "delta_theory",
-    "rel_error",
-    "rel_noise",
-]
+#: What each seed measures, in the order of :func:`compare_one`'s per-seed tuple.
+_MEASURES = ("s_measured", "delta_measured", "s_theory", "delta_theory", "rel_error", "rel_noise")
+
+
+@table
+class CompareRow(Row):
+    """One part of one objective's first-steps ``dL/dM`` against one theory: ``mean ± 95% CI`` over seeds."""
+
+    objective: str
+    part: str
+    theory: str
+    seeds: int
+    s_measured: str
+    s_theory: str
+    delta_measured: str
+    delta_theory: str
+    rel_error: str
+    rel_noise: str
+
+
+COMPARE_COLUMNS = CompareRow.columns()
 
 
 def stacked_head(model, seed: int, dtype: torch.dtype = torch.float64) -> tuple[torch.Tensor, torch.Tensor]:
@@ -156,7 +166,7 @@ def exact_applicable(cfg: SimConfig) -> str | None:
     return None
 
 
-def compare_one(name: str, cfg: SimConfig, mc_sequences: int, exact: bool) -> list[dict]:
+def compare_one(name: str, cfg: SimConfig, mc_sequences: int, exact: bool) -> list[CompareRow]:
     """Rows (one per part and theory kind) for one config, aggregated over its seeds; measures its first ``steps``."""
     sim = Simulation(cfg)
     heads = [make_head(sim, s) for s in range(cfg.seeds)]  # the value/readout maps at initialisation
@@ -196,20 +206,8 @@ def compare_one(name: str, cfg: SimConfig, mc_sequences: int, exact: bool) -> li
                 )
             cols = list(zip(*per_seed, strict=False))
             agg = [mean_ci(c) for c in cols]
-            rows.append(
-                {
-                    "objective": name,
-                    "part": part,
-                    "theory": kind,
-                    "seeds": cfg.seeds,
-                    **{
-                        key: plus_minus(*agg[i])
-                        for i, key in enumerate(
-                            ("s_measured", "delta_measured", "s_theory", "delta_theory", "rel_error", "rel_noise")
-                        )
-                    },
-                }
-            )
+            measures = {key: plus_minus(*agg[i]) for i, key in enumerate(_MEASURES)}
+            rows.append(CompareRow(objective=name, part=part, theory=kind, seeds=cfg.seeds, **measures))
     return rows
 
 
@@ -239,8 +237,8 @@ def compare_theory(
     mc_sequences: int = COMPARE_DEFAULTS["mc_sequences"],
     progress: bool = True,
     threads: int | None = 1,
-) -> list[dict]:
-    """Rows of :data:`COMPARE_COLUMNS` per config (and the exact small denoising case); writes ``compare_theory.csv``.
+) -> list[CompareRow]:
+    """Rows per config (and the exact small denoising case); writes them to ``compare_theory.csv``.
 
     Each config's ``steps`` is the number of first steps measured.
     """
@@ -260,4 +258,4 @@ def compare_theory(
                 Console(stderr=True).print(f"compare-theory: {name}", highlight=False)
             rows += compare_one(name, cfg, mc_sequences, exact)
     write_csv(Path(out) / "compare_theory.csv", rows, COMPARE_COLUMNS)
-    return [{c: r[c] for c in COMPARE_COLUMNS if c != "seeds"} for r in rows]
+    return rows

@@ -25,21 +25,44 @@ import hashlib
 import json
 import math
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from common.io import provenance, write_csv, write_json
+from common.rows import Row, table
 from common.summary import combined_z, mean_ci
 from sim.analysis import attention_to, bos_dominance
 from sim.config import DEFAULTS, SimConfig, default_config
+from sim.record import MetricRow
 from sim.train import Simulation, intra_op_threads, run
 from theory.scores import SCORE_NAMES
 
 SHORT = {"symmetry": "s", "directionality": "delta", "directionality_pr": "delta_pr"}
 #: Per-seed quantities of the metrics rows summarised (scores carry their null z).
 QUANTITIES = (*SCORE_NAMES, "norm_share", "loss", "pos_key_slope", "pos_query_slope", "bos_key/query")
-COLUMNS = ["experiment", "arm", "step", "layer", "form", "block", "quantity", "mean", "ci", "z", "seeds", "positive"]
+
+
+@table
+class ExperimentRow(Row):
+    """One quantity of one arm's per-layer form (or block) at a reported step: the mean and 95% half-width over
+    seeds, the seeds' null z combined (scores only), how many seeds measured it and how many were positive."""
+
+    experiment: str
+    arm: str
+    step: int
+    layer: int
+    form: str
+    block: str
+    quantity: str
+    mean: float
+    ci: float
+    z: float
+    seeds: int
+    positive: int
+
+
+COLUMNS = ExperimentRow.columns()
 
 
 @dataclass(frozen=True)
@@ -223,7 +246,7 @@ def sized(cfg: SimConfig, seeds: int | None, steps: int | None) -> SimConfig:
     return cfg.with_overrides(**kw) if kw else cfg
 
 
-def _summary_rows(experiment: str, arm: str, rows: list[dict], steps: list[int]) -> list[dict]:
+def _summary_rows(experiment: str, arm: str, rows: Sequence[MetricRow], steps: list[int]) -> list[ExperimentRow]:
     """Long rows of the per-layer forms at ``steps`` (every quantity of :data:`QUANTITIES` with a value)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     wanted = set(steps)
@@ -245,25 +268,25 @@ def _summary_rows(experiment: str, arm: str, rows: list[dict], steps: list[int])
                 continue
             z = combined_z(r.get(f"{q}_z", math.nan) for r in group) if q in SCORE_NAMES else math.nan
             out.append(
-                {
-                    "experiment": experiment,
-                    "arm": arm,
-                    "step": step,
-                    "layer": layer,
-                    "form": form,
-                    "block": block,
-                    "quantity": SHORT.get(q, q),
-                    "mean": mean,
-                    "ci": ci,
-                    "z": z,
-                    "seeds": sum(math.isfinite(v) for v in values),
-                    "positive": sum(v > 0 for v in values if math.isfinite(v)),
-                }
+                ExperimentRow(
+                    experiment=experiment,
+                    arm=arm,
+                    step=step,
+                    layer=layer,
+                    form=form,
+                    block=block,
+                    quantity=SHORT.get(q, q),
+                    mean=mean,
+                    ci=ci,
+                    z=z,
+                    seeds=sum(math.isfinite(v) for v in values),
+                    positive=sum(v > 0 for v in values if math.isfinite(v)),
+                )
             )
     return out
 
 
-def _analysis_rows(experiment: str, arm: str, sim: Simulation) -> list[dict]:
+def _analysis_rows(experiment: str, arm: str, sim: Simulation) -> list[ExperimentRow]:
     """End-of-run quantities that need the model: attention on position 0 (BOS, CLS, or the latent of the latent
     process) and on the topic token (position 1 of one-document topic data), BOS's key norm over typical."""
     out = []
@@ -275,9 +298,16 @@ def _analysis_rows(experiment: str, arm: str, sim: Simulation) -> list[dict]:
         if math.isfinite(mean):
             base = {"experiment": experiment, "arm": arm, "step": sim.step, "layer": 0, "form": "model"}
             out.append(
-                base
-                | {"block": "all", "quantity": q, "mean": mean, "ci": ci, "z": math.nan}
-                | {"seeds": len(values), "positive": sum(v > 0 for v in values)}
+                ExperimentRow(
+                    **base,
+                    block="all",
+                    quantity=q,
+                    mean=mean,
+                    ci=ci,
+                    z=math.nan,
+                    seeds=len(values),
+                    positive=sum(v > 0 for v in values),
+                )
             )
     return out
 
@@ -290,8 +320,8 @@ def run_experiment(
     steps: int | None = None,
     progress: bool = True,
     threads: int | None = 1,
-) -> list[dict]:
-    """Train (or reuse) every arm of experiment ``name`` under ``out``; the long summary rows (:data:`COLUMNS`).
+) -> list[ExperimentRow]:
+    """Train (or reuse) every arm of experiment ``name`` under ``out``; the long summary rows.
 
     ``seeds`` / ``steps`` resize every arm (default: the arm's own, 8 seeds); runs already in ``out/runs`` with the
     same configuration are reused or resumed.
@@ -334,7 +364,7 @@ SHOWN = (
 )
 
 
-def format_experiment(rows: list[dict]) -> list[dict]:
+def format_experiment(rows: Sequence[ExperimentRow]) -> list[dict]:
     """A printed digest of the long rows: per arm and reported step, ``s``, ``delta``, ``delta_PR`` (z) of the whole
     learned form, its main blocks and the update, with the position slopes and the end-of-run measurements."""
     from common.summary import plus_minus
@@ -389,7 +419,7 @@ PANELS = (
 )
 
 
-def plot_experiment(curves: dict[str, list[dict]], path: Path, title: str) -> None:
+def plot_experiment(curves: dict[str, Sequence[MetricRow]], path: Path, title: str) -> None:
     """Four panels against the training step (log scale), one line per arm with its 95% band over seeds."""
     import numpy as np
 

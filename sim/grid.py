@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +45,7 @@ from common.summary import combined_z, mean_ci
 from sim.config import DEFAULTS, SIM_OBJECTIVES, SimConfig, default_config
 from sim.experiments import config_key
 from sim.first_update import batch_updates, predictions
+from sim.record import MetricRow
 from sim.train import Simulation, intra_op_threads, run
 from theory.nulls import null_distribution
 from theory.scores import dense_scores
@@ -159,7 +160,7 @@ def cell_prediction(cell: Cell, cfg: SimConfig, out: Path, mc_sequences: int) ->
     return result
 
 
-def _simulated(rows: list[dict], step: int, form: str) -> dict[str, list[float]]:
+def _simulated(rows: Sequence[MetricRow], step: int, form: str) -> dict[str, list[float]]:
     chosen = [r for r in rows if r["step"] == step and r["form"] == form and r["head"] == "all" and r["block"] == "all"]
     chosen.sort(key=lambda r: r["seed"])
     return {

@@ -22,7 +22,7 @@ one (rank ``d``). ``bos_key_norm = ||M x_BOS||`` and ``bos_query_norm = ||x_BOS^
 ``pos_key_slope`` / ``pos_query_slope`` (layer 0): least-squares slopes along the sequence of
 ``log ||M p_i||`` and ``log ||p_i^T M||`` over the position embeddings ``p_i`` of the positions that hold data
 (the role-counting signal: under a causal mask position ``i`` is a key for ``N - i`` queries); the norms
-themselves go to ``positions.csv`` (:data:`POSITION_COLUMNS`, per-layer forms).
+themselves go to ``positions.csv`` (:class:`PositionRow`, per-layer forms).
 """
 
 from __future__ import annotations
@@ -31,28 +31,45 @@ import math
 
 import torch
 
+from common.rows import ABSENT, Row, row_type, table
 from sim.coordinates import InputCoordinates
 from theory.blocks import block_rows
 from theory.factored import FactoredForms
-from theory.report import SCORE_COLUMNS, score_rows
+from theory.report import SCORE_VALUES, ScoreRow, score_rows
 
 FORMS = ("W_qk", "update", "grad_self", "grad_cross")
-NORM_COLUMNS = ["bos_key_norm", "bos_query_norm", "mask_key_norm", "mask_query_norm"]
-SLOPE_COLUMNS = ["pos_key_slope", "pos_query_slope"]
-METRIC_COLUMNS = [
-    "step",
-    "seed",
-    "layer",
-    "head",
-    "form",
-    "block",
-    *SCORE_COLUMNS[2:],
-    "norm_share",
-    "loss",
-    *NORM_COLUMNS,
-    *SLOPE_COLUMNS,
-]
-POSITION_COLUMNS = ["step", "seed", "layer", "head", "form", "position", "key_norm", "query_norm"]
+#: Key / query norms of the special tokens' inputs (NaN where the model has no such token, and for blocks).
+NORMS = tuple((f"{token}_{side}_norm", float) for token in ("bos", "mask") for side in ("key", "query"))
+#: Layer 0's position slopes: set only where the run scores input coordinates (NaN for other layers and blocks).
+SLOPES = (("pos_key_slope", float, ABSENT), ("pos_query_slope", float, ABSENT))
+#: The scores of all seeds' forms at once: ``seed`` (the index in the stack) before the layer.
+SeedScoreRow = row_type("SeedScoreRow", [("seed", int)], ScoreRow.group(), doc="One scored form of a seed stack.")
+MetricRow = row_type(
+    "MetricRow",
+    [("step", int), ("seed", int), ("layer", int), ("head", int | str), ("form", str), ("block", str)],
+    SCORE_VALUES,
+    [("norm_share", float), ("loss", float)],
+    NORMS,
+    SLOPES,
+    doc="One row of a simulation's metrics.csv: a form (or a block of it) of one seed, layer and head at a step.",
+)
+METRIC_COLUMNS = MetricRow.columns()
+NORM_COLUMNS = [name for name, _ in NORMS]
+SLOPE_COLUMNS = [name for name, *_ in SLOPES]
+
+
+@table
+class PositionRow(Row):
+    """One row of ``positions.csv``: the key / query norms of one position's embedding under a per-layer form."""
+
+    step: int
+    seed: int
+    layer: int
+    head: str
+    form: str
+    position: int
+    key_norm: float
+    query_norm: float
 
 
 def form_rows(
@@ -63,23 +80,25 @@ def form_rows(
     losses: list[float],
     specials: dict[str, torch.Tensor],
     null_samples: int,
-) -> list[dict]:
+) -> list[MetricRow]:
     """Whole-form rows for one form of all seeds: ``forms`` has the leading axes seed and layer (``[S, L, H]``)."""
-    rows = score_rows(forms, "both", null_samples=null_samples, axes=("seed", "layer"))
     # each seed's token vector [S, d], for each of its layers: [S, L, 1, d]
     norms = {
         name: forms.token_norms(vec[:, None, None].repeat(1, forms.n_layers, 1, 1)) for name, vec in specials.items()
     }
-    for row in rows:
+    rows = []
+    for row in score_rows(forms, "both", null_samples=null_samples, row=SeedScoreRow):
         s, layer = row["seed"], row["layer"]
-        row.update(step=step, seed=seeds[s], form=form, block="all", norm_share=1.0, loss=losses[s])
+        cells = dict(row) | {"step": step, "seed": seeds[s], "form": form, "block": "all", "norm_share": 1.0}
+        cells["loss"] = losses[s]
         for name in ("bos", "mask"):
             if name not in norms:
-                row[f"{name}_key_norm"] = row[f"{name}_query_norm"] = math.nan
+                cells[f"{name}_key_norm"] = cells[f"{name}_query_norm"] = math.nan
                 continue
             per, index = ("layer", (s, layer)) if row["head"] == "all" else ("head", (s, layer, row["head"]))
-            row[f"{name}_key_norm"] = float(norms[name][f"key_{per}"][index])
-            row[f"{name}_query_norm"] = float(norms[name][f"query_{per}"][index])
+            cells[f"{name}_key_norm"] = float(norms[name][f"key_{per}"][index])
+            cells[f"{name}_query_norm"] = float(norms[name][f"query_{per}"][index])
+        rows.append(MetricRow.of(cells))
     return rows
 
 
@@ -105,13 +124,16 @@ def layer0_rows(
     rank_layer: int,
     step: int,
     seeds: list[int],
+    losses: list[float],
     coords: InputCoordinates,
     null_samples: int,
-) -> tuple[list[dict], dict, list[dict]]:
+) -> tuple[list[MetricRow], dict, list[PositionRow]]:
     """Block rows, per-(seed, head) position slopes, and per-layer position norms of layer 0's dense forms.
 
-    ``m [S, L, H, d, d]``. Returns ``(block rows, {(seed, head): slopes}, position rows)``.
+    ``m [S, L, H, d, d]``. Returns ``(block rows, {(seed, head): slopes}, position rows)``; the whole-form
+    quantities (token norms, slopes) of a block row are NaN.
     """
+    empty = dict.fromkeys(NORM_COLUMNS + SLOPE_COLUMNS, math.nan)
     heads = m[:, 0]  # (S, H, d, d)
     forms = {h: heads[:, h] for h in range(heads.shape[1])} | {"all": heads.sum(1)}
     rows, slopes, positions = [], {}, []
@@ -121,7 +143,9 @@ def layer0_rows(
         for r in block_rows(
             coords.of(dense), coords.labels, min(rank, d_coords), coords.evaluated, null_samples=null_samples
         ):
-            rows.append({"step": step, "seed": seeds[r.pop("index")], "layer": 0, "head": head, "form": form, **r})
+            s = r.pop("index")
+            ids = {"step": step, "seed": seeds[s], "layer": 0, "head": head, "form": form}
+            rows.append(MetricRow.of(ids | r | {"loss": losses[s]} | empty))
         if len(coords.positions) < 2:
             continue
         key, query = position_norms(dense, coords)  # (S, N_used)
@@ -130,9 +154,10 @@ def layer0_rows(
         if head == "all":
             for s in range(len(seeds)):
                 positions += [
-                    {"step": step, "seed": seeds[s], "layer": 0, "head": "all", "form": form, "position": i}
-                    | {"key_norm": float(key[s, j]), "query_norm": float(query[s, j])}
-                    for j, i in enumerate(coords.sequence.tolist())
+                    PositionRow(
+                        step=step, seed=seeds[s], layer=0, head="all", form=form, position=i, key_norm=k, query_norm=q
+                    )
+                    for i, k, q in zip(coords.sequence.tolist(), key[s].tolist(), query[s].tolist(), strict=True)
                 ]
     return rows, slopes, positions
 
@@ -148,12 +173,12 @@ def record_rows(
     specials: dict[str, torch.Tensor],
     null_samples: int,
     coords: InputCoordinates | None = None,
-) -> tuple[list[dict], list[dict]]:
+) -> tuple[list[MetricRow], list[PositionRow]]:
     """All rows of one record step (metrics, positions); ``specials`` maps ``bos`` / ``mask`` to inputs ``[S, d]``.
 
-    A dense form that is exactly zero for some head (nothing accumulated yet, e.g. at step 0) is skipped. Keys come
-    in the order of :data:`METRIC_COLUMNS` / :data:`POSITION_COLUMNS`, as rows read back from the CSVs have them,
-    so that a table built from a run's rows is the same whether the run trained now or was resumed.
+    A dense form that is exactly zero for some head (nothing accumulated yet, e.g. at step 0) is skipped. Rows
+    read in column order, as rows read back from the CSVs do, so that a table built from a run's rows is the same
+    whether the run trained now or was resumed.
     """
     m = model.matrices()
     forms = model.forms()
@@ -168,13 +193,11 @@ def record_rows(
             rows += whole
             continue
         ranks = (stacked.rank("head"), stacked.rank("layer"))
-        blocks, slopes, pos = layer0_rows(dense, name, *ranks, step, seeds, coords, null_samples)
+        blocks, slopes, pos = layer0_rows(dense, name, *ranks, step, seeds, losses, coords, null_samples)
         nan = dict.fromkeys(SLOPE_COLUMNS, math.nan)
-        for row in whole:
-            row.update(slopes.get((row["seed"], row["head"]), nan) if row["layer"] == 0 else nan)
-        loss_of = dict(zip(seeds, losses, strict=True))
-        empty = dict.fromkeys(NORM_COLUMNS + SLOPE_COLUMNS, math.nan)  # whole-form quantities
-        rows += whole + [r | empty | {"loss": loss_of[r["seed"]]} for r in blocks]
+        whole = [
+            row.replace(**slopes.get((row["seed"], row["head"]), nan) if row["layer"] == 0 else nan) for row in whole
+        ]
+        rows += whole + blocks
         positions += pos
-    in_order = lambda table, columns: [{c: row[c] for c in columns if c in row} for row in table]
-    return in_order(rows, METRIC_COLUMNS), in_order(positions, POSITION_COLUMNS)
+    return rows, positions

@@ -11,49 +11,39 @@ from __future__ import annotations
 import csv
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from common.rows import row_type
 from common.summary import combined_z, mean_ci, plus_minus, z_text
-from theory.scores import SCORE_NAMES
+from sim.record import MetricRow, PositionRow
 
-NUMERIC = (
-    *(f"{name}{suffix}" for name in SCORE_NAMES for suffix in ("", "_z", "_p")),
-    "norm_share",
-    "loss",
-    "bos_key_norm",
-    "bos_query_norm",
-    "mask_key_norm",
-    "mask_query_norm",
-    "pos_key_slope",
-    "pos_query_slope",
-    "key_norm",
-    "query_norm",
+#: The number columns of ``metrics.csv`` and ``positions.csv`` (parsed as floats when read back).
+NUMERIC = frozenset(MetricRow.columns(float) + PositionRow.columns(float))
+#: A score's mean over seeds, its 95% half-width, and its seeds' null z combined.
+_SCORE_SUMMARY = tuple((f"{name}{stat}", float) for name in ("s", "delta", "delta_pr") for stat in ("", "_ci", "_z"))
+#: Layer 0's position slopes: both means, then both 95% half-widths.
+_SLOPE_SUMMARY = tuple(
+    (f"{name}{stat}", float) for stat in ("", "_ci") for name in ("pos_key_slope", "pos_query_slope")
 )
-SIM_SUMMARY_COLUMNS = [
-    "objective",
-    "layer",
-    "form",
-    "block",
-    "seeds",
-    "s",
-    "s_ci",
-    "s_z",
-    "delta",
-    "delta_ci",
-    "delta_z",
-    "delta_pr",
-    "delta_pr_ci",
-    "delta_pr_z",
-    "norm_share",
-    "loss",
-    "bos_key/query",
-    "pos_key_slope",
-    "pos_key_slope_ci",
-    "pos_query_slope",
-    "pos_query_slope_ci",
-]
+SimSummaryRow = row_type(
+    "SimSummaryRow",
+    [("objective", str), ("layer", int), ("form", str), ("block", str), ("seeds", int), ("step", int)],
+    _SCORE_SUMMARY,
+    [("norm_share", float), ("loss", float), ("bos_key/query", float)],
+    _SLOPE_SUMMARY,
+    doc="One (objective, layer, form, block) of a simulation at a step, summarised over its seeds.",
+)
+
+
+def file_columns() -> list[str]:
+    """The columns of ``summary.csv``: the step first, then those of :class:`SimSummaryRow` with each ``_ci``
+    beside its quantity."""
+    columns = SimSummaryRow.columns()
+    place = lambda c: (c != "step", columns.index(c.removesuffix("_ci")), c.endswith("_ci"))
+    return sorted(columns, key=place)
 
 
 def load_metrics(path: str | Path) -> list[dict]:
@@ -79,7 +69,7 @@ def parse_row(row: dict) -> dict:
     return out
 
 
-def summarize(rows: list[dict], objective: str, step: int | None = None) -> list[dict]:
+def summarize(rows: Sequence[MetricRow], objective: str, step: int | None = None) -> list[SimSummaryRow]:
     """One summary row per ``(layer, form, block)`` of the per-layer forms at ``step`` (default: the last step).
 
     ``rows``: parsed metrics rows (as :func:`load_metrics` returns them); ``block`` is ``all`` for the whole form.
@@ -101,28 +91,30 @@ def summarize(rows: list[dict], objective: str, step: int | None = None) -> list
         ]
         slopes = {c: mean_ci([r.get(c, math.nan) for r in group]) for c in ("pos_key_slope", "pos_query_slope")}
         out.append(
-            {
-                "objective": objective,
-                "layer": layer,
-                "form": form,
-                "block": block,
-                "seeds": len(group),
-                "step": step,
-                "s": s,
-                "s_ci": s_ci,
-                "s_z": combined_z(r["symmetry_z"] for r in group),
-                "delta": dl,
-                "delta_ci": dl_ci,
-                "delta_z": combined_z(r["directionality_z"] for r in group),
-                "delta_pr": pr,
-                "delta_pr_ci": pr_ci,
-                "delta_pr_z": combined_z(r.get("directionality_pr_z", math.nan) for r in group),
-                "norm_share": mean_ci(r.get("norm_share", math.nan) for r in group)[0],
-                "loss": mean_ci(r["loss"] for r in group)[0],
-                "bos_key/query": float(np.mean(ratio)) if ratio else math.nan,
-                **{c: v[0] for c, v in slopes.items()},
-                **{f"{c}_ci": v[1] for c, v in slopes.items()},
-            }
+            SimSummaryRow.of(
+                {
+                    "objective": objective,
+                    "layer": layer,
+                    "form": form,
+                    "block": block,
+                    "seeds": len(group),
+                    "step": step,
+                    "s": s,
+                    "s_ci": s_ci,
+                    "s_z": combined_z(r["symmetry_z"] for r in group),
+                    "delta": dl,
+                    "delta_ci": dl_ci,
+                    "delta_z": combined_z(r["directionality_z"] for r in group),
+                    "delta_pr": pr,
+                    "delta_pr_ci": pr_ci,
+                    "delta_pr_z": combined_z(r.get("directionality_pr_z", math.nan) for r in group),
+                    "norm_share": mean_ci(r.get("norm_share", math.nan) for r in group)[0],
+                    "loss": mean_ci(r["loss"] for r in group)[0],
+                    "bos_key/query": float(np.mean(ratio)) if ratio else math.nan,
+                    **{c: v[0] for c, v in slopes.items()},
+                    **{f"{c}_ci": v[1] for c, v in slopes.items()},
+                }
+            )
         )
     return out
 
@@ -136,7 +128,7 @@ def _form_order(form: str) -> int:
 DISPLAY_COLUMNS = ["objective", "form", "s (z)", "δ (z)", "δ_PR (z)", "loss", "BOS k/q"]
 
 
-def format_summary(rows: list[dict]) -> list[dict]:
+def format_summary(rows: Sequence[SimSummaryRow]) -> list[dict]:
     """Whole-form summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`): ``mean±ci`` strings, layer in
     the form."""
     rows = [r for r in rows if r.get("block", "all") == "all"]
@@ -158,7 +150,7 @@ def format_summary(rows: list[dict]) -> list[dict]:
 BLOCK_DISPLAY_COLUMNS = ["objective", "form", "block", "share", "s (z)", "δ_PR (z)", "key/query slope"]
 
 
-def format_blocks(rows: list[dict], forms: tuple[str, ...] = ("W_qk", "update")) -> list[dict]:
+def format_blocks(rows: Sequence[SimSummaryRow], forms: tuple[str, ...] = ("W_qk", "update")) -> list[dict]:
     """Layer-0 block rows of ``forms`` (and the whole form's position slopes) for a printed table."""
     out = []
     for r in rows:
@@ -185,7 +177,9 @@ def format_blocks(rows: list[dict], forms: tuple[str, ...] = ("W_qk", "update"))
 # ---- figures -----------------------------------------------------------------------------------
 
 
-def _curves(rows: list[dict], score: str, layer: int, form: str = "W_qk") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _curves(
+    rows: Sequence[MetricRow], score: str, layer: int, form: str = "W_qk"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Steps, seed mean and 95% half-width of one score of the per-layer form."""
     by_step: dict[int, list[float]] = defaultdict(list)
     for r in rows:

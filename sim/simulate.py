@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common.io import write_csv
 from sim.config import SimConfig
 from sim.train import run
 from theory.factored import FactoredForms
 
+if TYPE_CHECKING:
+    from sim.report import SimSummaryRow
+
 
 @dataclass
 class SimulateResult:
-    summary: list[dict]
+    summary: list[SimSummaryRow]
     run_dirs: dict[str, Path]
     figure: Path
     summary_csv: Path
@@ -45,7 +49,7 @@ def simulate(
     configs: dict[str, SimConfig], out: Path | str, resume: bool = False, progress: bool = True, threads: int | None = 1
 ) -> SimulateResult:
     """Run each named config (one run directory each when several), then write ``summary.csv`` and ``scores.png``."""
-    from sim.report import SIM_SUMMARY_COLUMNS, plot_runs, summarize
+    from sim.report import file_columns, plot_runs, summarize
 
     out = Path(out)
     dirs = {name: out if len(configs) == 1 else out / name for name in configs}
@@ -56,5 +60,5 @@ def simulate(
         panels[name] = figure_panel(sim)
     figure, table = out / "scores.png", out / "summary.csv"
     plot_runs(panels, figure)
-    write_csv(table, summary, ["step", *SIM_SUMMARY_COLUMNS])
+    write_csv(table, summary, file_columns())
     return SimulateResult(summary, dirs, figure, table)

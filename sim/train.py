@@ -27,7 +27,7 @@ from sim.config import SimConfig
 from sim.coordinates import input_coordinates
 from sim.model import SeedBatchedAttention, pair_split
 from sim.optim import ElementwiseOptimizer
-from sim.record import METRIC_COLUMNS, POSITION_COLUMNS, record_rows
+from sim.record import MetricRow, PositionRow, record_rows
 from sim.report import load_metrics, load_positions
 from sim.tasks import build_task, stack
 
@@ -104,8 +104,8 @@ class Simulation:
         self.loss_sum = torch.zeros(cfg.seeds, dtype=torch.float64)
         self.loss_count = 0
         self.step = 0
-        self.rows: list[dict] = []
-        self.position_rows: list[dict] = []
+        self.rows: list[MetricRow] = []  # rows read back on resume are dicts with the same keys
+        self.position_rows: list[PositionRow] = []
 
     # ---- one step ----------------------------------------------------------------------------
     def train_step(self) -> torch.Tensor:
@@ -197,8 +197,8 @@ class Simulation:
     def save(self, out: Path) -> None:
         from safetensors.torch import save
 
-        write_csv(out / "metrics.csv", self.rows, METRIC_COLUMNS)
-        write_csv(out / "positions.csv", self.position_rows, POSITION_COLUMNS)
+        write_csv(out / "metrics.csv", self.rows, MetricRow.columns())
+        write_csv(out / "positions.csv", self.position_rows, PositionRow.columns())
         # each file is written atomically; the step in both lets load() detect a save interrupted between them
         atomic_write_bytes(out / "checkpoint.safetensors", save(self.tensors(), metadata={"step": str(self.step)}))
         write_json(out / "checkpoint.json", self.sidecar())

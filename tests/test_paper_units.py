@@ -266,3 +266,16 @@ def test_a_fingerprint_does_not_depend_on_the_callers_threads():
         assert fingerprint(experiment, "called-on-one-thread") == two
     finally:
         torch.set_num_threads(threads)
+
+
+def test_a_signature_reads_table_rows_as_the_dicts_they_replace():
+    """Runners return typed rows (common.rows): their floats are moments, never part of the structure."""
+    from common.rows import row_type
+    from paper.fingerprint import same_computation, signature
+
+    Metric = row_type("Metric", [("seed", int), ("loss", float), ("name", str)])
+    plain = [{"seed": s, "loss": 1.0 / (s + 1), "name": "a"} for s in range(3)]
+    rows = [Metric.of(r) for r in plain]
+    assert signature({"t": rows}) == signature({"t": plain})
+    rounded = [Metric.of({**r, "loss": r["loss"] * (1 + 1e-9)}) for r in plain]
+    assert same_computation(signature({"t": rounded}), signature({"t": plain}))

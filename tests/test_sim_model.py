@@ -11,6 +11,7 @@ import torch
 from sim.compare import attention_batch, loss_normaliser, make_head
 from sim.config import ModelConfig, default_config
 from sim.model import SeedBatchedAttention, TableInputs, pair_split
+from sim.record import SeedScoreRow
 from sim.tasks import stack
 from sim.train import Simulation
 from theory.montecarlo import monte_carlo_update
@@ -125,7 +126,7 @@ def test_rows_of_the_seed_stack_are_each_seeds_own_rows() -> None:
     sim = Simulation(small("autoregressive", model__layers=2))
     forms = sim.model.forms()
     assert forms.leading_shape == (sim.cfg.seeds, 2)
-    stacked = score_rows(forms, null_samples=16, axes=("seed", "layer"))
+    stacked = score_rows(forms, null_samples=16, row=SeedScoreRow)
     alone = [{"seed": s, **row} for s in range(sim.cfg.seeds) for row in score_rows(forms[s], null_samples=16)]
     assert stacked == alone
     with pytest.raises(ValueError, match="name each leading axis"):

@@ -12,15 +12,36 @@ import numpy as np
 import torch
 
 from common.io import load_arrays
+from common.rows import Row, row_type, table
 from theory.factored import FactoredForms
-from theory.nulls import DEFAULT_SAMPLES, null_distribution
+from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.scores import DEFAULT_K, SCORE_NAMES, Precision, Scores, dense_scores
 
 PerChoice = Literal["head", "layer", "both"]
-#: ``layer, head``, the scores, their null z-scores, their empirical p-values.
-SCORE_COLUMNS = ["layer", "head", *SCORE_NAMES, *(f"{n}_z" for n in SCORE_NAMES), *(f"{n}_p" for n in SCORE_NAMES)]
+#: The scores, their null z-scores, their p-values: the value columns of every score table.
+SCORE_VALUES = tuple((f"{name}{stat}", float) for stat in ("", "_z", "_p") for name in SCORE_NAMES)
+#: One form's scores: ``head`` is the head's index, or ``"all"`` for the per-layer form (the sum over heads).
+ScoreRow = row_type("ScoreRow", [("layer", int), ("head", int | str)], SCORE_VALUES, doc="One scored form of a stack.")
+SCORE_COLUMNS = ScoreRow.columns()
 #: What a terminal table shows: identifiers, scores and z-scores.
 SHOWN_COLUMNS = SCORE_COLUMNS[: 2 + 2 * len(SCORE_NAMES)]
+
+
+@table
+class NullRow(Row):
+    """One score's null: mean, sd, and its 2.5%, 50% and 97.5% quantiles (``cli.py null``, ``wqk.null``)."""
+
+    score: str
+    mean: float
+    std: float
+    q025: float
+    median: float
+    q975: float
+
+
+def null_table(null: NullDistribution) -> list[NullRow]:
+    """:meth:`theory.nulls.NullDistribution.summary` as one row per score."""
+    return [NullRow(score=name, **stats) for name, stats in null.summary().items()]
 
 
 def check_per(per: str) -> None:
@@ -56,21 +77,27 @@ def with_null(
     return cols
 
 
+def leading_axes(row: type[Row]) -> tuple[str, ...]:
+    """The leading axes a score row type indexes: its columns before ``head`` (``layer``, or ``seed, layer``)."""
+    columns = row.columns()
+    return tuple(columns[: columns.index("head")])
+
+
 def _rows(
     head: dict[str, np.ndarray] | None,
     layer: dict[str, np.ndarray] | None,
     leading: tuple[int, ...],
-    axes: tuple[str, ...] = ("layer",),
-) -> list[dict]:
-    """One row per head and per layer at each index of the ``leading`` axes (named ``axes``, in C order)."""
+    row: type[Row] = ScoreRow,
+) -> list[Row]:
+    """One row per head and per layer at each index of the ``leading`` axes (:func:`leading_axes`, in C order)."""
     rows = []
     for index in np.ndindex(*leading):
-        ids = dict(zip(axes, index, strict=True))
+        ids = dict(zip(leading_axes(row), index, strict=True))
         if head is not None:
             n_heads = head["symmetry"].shape[-1]
-            rows += [{**ids, "head": h, **{c: float(v[(*index, h)]) for c, v in head.items()}} for h in range(n_heads)]
+            rows += [row(**ids, head=h, **{c: float(v[(*index, h)]) for c, v in head.items()}) for h in range(n_heads)]
         if layer is not None:
-            rows.append({**ids, "head": "all", **{c: float(v[index]) for c, v in layer.items()}})
+            rows.append(row(**ids, head="all", **{c: float(v[index]) for c, v in layer.items()}))
     return rows
 
 
@@ -81,12 +108,13 @@ def score_rows(
     null_samples: int = DEFAULT_SAMPLES,
     null_seed: int = 0,
     precision: Precision = "float64",
-    axes: tuple[str, ...] = ("layer",),
-) -> list[dict]:
-    """Rows with the columns of :data:`SCORE_COLUMNS` for a factored stack (``precision`` of the scores'
-    products: :mod:`theory.scores`). ``axes`` names the stack's leading axes, the layer last (``("seed", "layer")``
-    for ``[S, L, H]`` forms): each row carries its index on every one."""
+    row: type[Row] = ScoreRow,
+) -> list[Row]:
+    """Score rows (:class:`ScoreRow`) of a factored stack (``precision`` of the scores' products:
+    :mod:`theory.scores`). A stack with more leading axes than the layer (``[S, L, H]`` forms) takes a ``row``
+    type that names them before ``head`` (``seed, layer, head, ...``): each row carries its index on every one."""
     check_per(per)
+    axes = leading_axes(row)
     if len(axes) != len(forms.leading_shape):
         raise ValueError(f"name each leading axis of forms {tuple(forms.leading_shape)}; got axes {axes}")
     cols = {
@@ -94,7 +122,7 @@ def score_rows(
         for p in ("head", "layer")
         if per in (p, "both")
     }
-    return _rows(cols.get("head"), cols.get("layer"), tuple(forms.leading_shape), axes)
+    return _rows(cols.get("head"), cols.get("layer"), tuple(forms.leading_shape), row)
 
 
 def dense_score_rows(
@@ -103,8 +131,8 @@ def dense_score_rows(
     k: float = DEFAULT_K,
     null_samples: int = DEFAULT_SAMPLES,
     null_seed: int = 0,
-) -> list[dict]:
-    """Rows for dense forms ``[d, d]``, ``[H, d, d]`` or ``[L, H, d, d]``; the layer form is the sum over heads.
+) -> list[Row]:
+    """Score rows for dense forms ``[d, d]``, ``[H, d, d]`` or ``[L, H, d, d]``; the layer form is the sum over heads.
 
     The null of each form uses its numerical rank (a dense matrix carries no nominal head size).
     """
@@ -127,7 +155,7 @@ def dense_score_rows(
 
 def score_file(
     path, per: PerChoice = "both", k: float = DEFAULT_K, null_samples: int = DEFAULT_SAMPLES, null_seed: int = 0
-) -> list[dict]:
+) -> list[Row]:
     """Score a ``.npy`` of dense forms, or a ``.npz`` / ``.safetensors`` holding factors ``q`` and ``k``."""
     arrays = load_arrays(path)
     if "M" in arrays and len(arrays) == 1:

@@ -17,17 +17,19 @@ from typing import Any
 import torch
 from torch import nn
 
-from checkpoints.analyze import ANALYZE_COLUMNS, iter_rows
+from checkpoints.analyze import AnalyzeRow, iter_rows
 from checkpoints.detect import Plan, plan_checkpoint
 from checkpoints.loading import Checkpoint
 from common.io import append_csv
+from common.rows import row_type
 from theory.report import PerChoice, check_per
 from theory.scores import DEFAULT_K, SCORE_NAMES
 
 #: Default interval of :class:`tracking.WqkCallback` (optimizer steps between two recordings).
 DEFAULT_EVERY = 100
-#: Columns of the tracker's CSV: the step, then those of ``cli.py analyze --csv``.
-TRACK_COLUMNS = ["step", *ANALYZE_COLUMNS]
+#: A row of the tracker's CSV: the step, then those of ``cli.py analyze --csv``.
+TrackRow = row_type("TrackRow", [("step", int)], AnalyzeRow.group(), doc="One scored form of a live model at a step.")
+TRACK_COLUMNS = TrackRow.columns()
 _HEAD_ATTRIBUTES = ("num_attention_heads", "num_heads", "n_heads", "n_head")
 
 
@@ -155,12 +157,12 @@ class Tracker:
         return self._live[model]
 
     @torch.no_grad()
-    def __call__(self, model: nn.Module, step: int) -> list[dict]:
+    def __call__(self, model: nn.Module, step: int) -> list[TrackRow]:
         """Score ``model`` now; the rows (``step`` first) are returned, appended to the CSV and logged."""
         live = self._setup(unwrap(model))
         live.refresh()
         rows = [
-            {"step": int(step), **row}
+            TrackRow(step=int(step), **row)
             for layer_rows in iter_rows(live.checkpoint, live.plan, self.per, self.k, self.null_samples, self.null_seed)
             for row in layer_rows
         ]
@@ -170,7 +172,7 @@ class Tracker:
             self._scalars(rows, int(step))
         return rows
 
-    def _scalars(self, rows: list[dict], step: int) -> None:
+    def _scalars(self, rows: list[TrackRow], step: int) -> None:
         writer = self.writer()
         for row in rows:
             if row["head"] != "all":
@@ -201,7 +203,7 @@ class Tracker:
 _TRACKERS: dict[tuple, Tracker] = {}
 
 
-def track(model: nn.Module, step: int, csv: str | Path | None = None, **options: Any) -> list[dict]:
+def track(model: nn.Module, step: int, csv: str | Path | None = None, **options: Any) -> list[TrackRow]:
     """Score every attention layer and head of ``model`` at ``step`` (with nulls); append the rows to ``csv``.
 
     The same ``csv`` and ``options`` reuse one :class:`Tracker`, so the layout is detected once. Options:

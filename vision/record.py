@@ -16,12 +16,20 @@ from pathlib import Path
 
 import torch
 
+from common.rows import Row, extended, row_type
 from theory.factored import FactoredForms
-from theory.report import SCORE_COLUMNS, score_rows
+from theory.report import ScoreRow, score_rows
 from vision.tasks import VisionTask, scored_forms
 
-#: Columns of ``metrics.csv`` before the special-token norms and the task's own metrics.
-RUN_COLUMNS = ["step", "seed", "init", "form", *SCORE_COLUMNS, "loss"]
+#: The columns every run's ``metrics.csv`` starts with: which run and form, its scores, the training loss.
+RunRow = row_type(
+    "RunRow",
+    [("step", int), ("seed", int), ("init", str), ("form", str)],
+    ScoreRow.group(),
+    [("loss", float)],
+    doc="One scored form of a training run at a logged step.",
+)
+RUN_COLUMNS = RunRow.columns()
 #: The per-layer attention gate column of adaLN-Zero models (:func:`attention_gate_rms`).
 GATE_COLUMN = "attn_gate_rms"
 
@@ -54,6 +62,12 @@ def is_metric(column: str) -> bool:
     return column not in (*RUN_COLUMNS, GATE_COLUMN) and not column.endswith(("_key_norm", "_query_norm"))
 
 
+def task_row(task: VisionTask) -> type[Row]:
+    """The row type of the task's ``metrics.csv`` (:func:`run_columns`): :class:`RunRow`, then the task's own
+    columns, each optional (a token's norms only for some forms, sample metrics only at some steps)."""
+    return extended(RunRow, after=tuple(run_columns(task)[len(RUN_COLUMNS) :]))
+
+
 def score_table(
     task: VisionTask,
     step: int,
@@ -64,8 +78,8 @@ def score_table(
     metrics: dict[str, float],
     initial: FactoredForms | None = None,
     token_inputs: list[torch.Tensor] | None = None,
-) -> list[dict]:
-    """Rows for ``metrics.csv``: every scored form per layer and head, each score with its null.
+) -> list[Row]:
+    """Rows for ``metrics.csv`` (:func:`task_row`): every scored form per layer and head, each score with its null.
 
     With ``initial`` (the ``W_qk`` forms at step 0) also form ``update`` = ``M_t - M_0`` (from step 1 on);
     with ``token_inputs`` (attention inputs of a probe batch) the ``<token>_key_norm`` / ``_query_norm``
@@ -78,6 +92,7 @@ def score_table(
         forms_now["update"] = forms_now["W_qk"] - initial  # M_t - M_0, factored with rank 2 d_h per head
     tokens = getattr(task, "special_tokens", {})
     gates = attention_gate_rms(task) if has_attention_gates(task) else {}
+    row_of = task_row(task).of
     rows = []
     for label, forms in forms_now.items():
         norms = (
@@ -87,17 +102,19 @@ def score_table(
         )
         for row in score_rows(forms, "both", null_samples=null_samples):
             rows.append(
-                {
-                    "step": step,
-                    "seed": seed,
-                    "init": init,
-                    "form": label,
-                    **row,
-                    "loss": loss,
-                    **norms.get((row["layer"], row["head"]), {}),
-                    **({GATE_COLUMN: gates[row["layer"]]} if gates else {}),
-                    **metrics,
-                }
+                row_of(
+                    {
+                        "step": step,
+                        "seed": seed,
+                        "init": init,
+                        "form": label,
+                        **row,
+                        "loss": loss,
+                        **norms.get((row["layer"], row["head"]), {}),
+                        **({GATE_COLUMN: gates[row["layer"]]} if gates else {}),
+                        **metrics,
+                    }
+                )
             )
     return rows
 

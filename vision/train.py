@@ -24,6 +24,7 @@ import json
 import math
 import os
 import sys
+from collections.abc import Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,7 +136,7 @@ class RunResult:
     run_dir: Path
     step: int
     metrics: dict[str, float]  # the last evaluation
-    rows: list[dict]  # every metrics.csv row (strings for rows read back on resume)
+    rows: list[Mapping]  # every metrics.csv row (vision.record.task_row; dicts of strings read back on resume)
     replica_max_abs_diff: float | None = None  # multi-process runs: 0.0 when all replicas agree
 
 
@@ -181,7 +182,7 @@ class Trainer:
         self.saved_step: int | None = None  # step of the newest checkpoint of this run (same on every rank)
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self.loss_count = 0
-        self.rows: list[dict] = []
+        self.rows: list[Mapping] = []
         self.metrics: dict[str, float] = {}
         self.metrics_log = MetricsLog(self.run_dir / "metrics.csv", run_columns(self.task))
         self.sample_metrics = getattr(self.task, "sample_metrics", None)  # None: the task does not generate

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -9,15 +10,14 @@ if TYPE_CHECKING:
     import pandas
     import torch
 
-NULL_COLUMNS = ["score", "mean", "std", "q025", "median", "q975"]
 
-
-def _frame(rows: list[dict], columns: list[str]) -> pandas.DataFrame:
+def _frame(rows: Sequence[Mapping[str, Any]], columns: list[str]) -> pandas.DataFrame:
+    """The rows as a DataFrame with their row type's ``columns`` (an empty table keeps them)."""
     try:
         import pandas
     except ImportError as err:
         raise ImportError("wqk returns pandas DataFrames: pip install 'wqk-toolkit[api]'") from err
-    return pandas.DataFrame(rows, columns=columns)
+    return pandas.DataFrame([dict(row) for row in rows], columns=columns)
 
 
 def analyze(
@@ -93,6 +93,6 @@ def scores(
 def null(d: int, rank: int, k: float = 2.0, samples: int = 256, seed: int = 0) -> pandas.DataFrame:
     """Null distribution of each score for ``M = A B^T``, Gaussian ``A, B`` of shape ``[d, rank]``: ``cli.py null``."""
     from theory.nulls import null_distribution
+    from theory.report import NullRow, null_table
 
-    summary = null_distribution(d, rank, k, samples, seed).summary()
-    return _frame([{"score": name, **stats} for name, stats in summary.items()], NULL_COLUMNS)
+    return _frame(null_table(null_distribution(d, rank, k, samples, seed)), NullRow.columns())

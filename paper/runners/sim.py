@@ -162,7 +162,7 @@ def compare_theory(config: dict, ctx: Context) -> Tables:
     ``config["data"]`` names data variants (``reversible``: the defaults; ``irreversible``: the cyclic chain for
     token objectives, the rotation AR(1) for denoising), each run for every objective.
     """
-    from sim.compare import COMPARE_COLUMNS
+    from sim.compare import CompareRow
     from sim.compare import compare_theory as compare
     from sim.config import DEFAULTS, default_config
 
@@ -187,7 +187,7 @@ def compare_theory(config: dict, ctx: Context) -> Tables:
         for row in read_csv(out / "compare_theory.csv"):
             flat = {"objective": row["objective"], "data": data, "part": row["part"], "theory": row["theory"]}
             flat["seeds"] = row["seeds"]
-            for column in COMPARE_COLUMNS[4:]:
+            for column in CompareRow.columns()[4:]:
                 flat[column], flat[f"{column}_ci"] = _split_plus_minus(row[column])
             rows.append(flat)
     return {"compare": rows}

@@ -79,14 +79,15 @@ def null(
 ) -> None:
     """Null distributions of both scores for M = A B^T with Gaussian A, B of shape [d, rank]."""
     from theory.nulls import null_distribution
+    from theory.report import NullRow, null_table
 
     try:
-        summary = null_distribution(d, rank, k, samples, seed).summary()
+        rows = null_table(null_distribution(d, rank, k, samples, seed))
     except ValueError as err:
         fail(str(err))
     Output(fmt).table(
-        [{"score": name, **stats} for name, stats in summary.items()],
-        ["score", "mean", "std", "q025", "median", "q975"],
+        rows,
+        NullRow.columns(),
         title=f"null: d={d}, rank={rank}, k={k:g}, {samples} samples, seed {seed}",
     )
 
@@ -231,7 +232,7 @@ def analyze(
         out.table(rows, ana.ANALYZE_COLUMNS, title=f"{analysis.plan.model}: {SCORES_TITLE}")
     out.table(
         analysis.summary,
-        [*stack, "score", "over", "median", "q25", "q75", "median_z"],
+        [c for c in ana.SummaryRow.columns() if stack or c != "stack"],
         title="summary: median and interquartile range over layers (the paper's convention)",
     )
     if csv is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import typing
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -18,6 +18,9 @@ from sim.config import COMPARE_DEFAULTS, OPTION_FIELDS, DataConfig, ModelConfig,
 from wqk.cli.errors import fail
 from wqk.cli.options import OUTPUT_DIR, SEED_THREADS, Format, Objective, in_open_unit_interval, key_values, positive
 from wqk.cli.output import Output
+
+if TYPE_CHECKING:
+    from sim.report import SimSummaryRow
 
 #: ``simulate``'s config options in help order: (what it sets, click settings: a range, a check, flag names).
 SIM_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -130,14 +133,16 @@ def simulate(
     except (ValueError, TypeError) as err:
         fail(str(err))
     if fmt != "table":  # a pipe gets every summary row (layers, forms, blocks) with its full values
-        show.table(result.summary, list(dict.fromkeys(k for row in result.summary for k in row)))
+        from sim.report import SimSummaryRow
+
+        show.table(result.summary, SimSummaryRow.columns())
     else:
         _print_summary(show, result.summary)
     for path in (*[p / "metrics.csv" for p in result.run_dirs.values()], result.summary_csv, result.figure):
         show.note(f"wrote {path}")
 
 
-def _print_summary(show: Output, summary: list[dict]) -> None:
+def _print_summary(show: Output, summary: list[SimSummaryRow]) -> None:
     """The final per-layer scores and layer 0's blocks, formatted for reading."""
     from sim.report import BLOCK_DISPLAY_COLUMNS, DISPLAY_COLUMNS, format_blocks, format_summary
 
@@ -194,6 +199,7 @@ def compare_theory(
     next to the relative error sampling alone produces: near it, the first updates are what the theory predicts.
     One softmax layer without residual or MLP (the theory's head).
     """
+    from sim.compare import CompareRow
     from sim.compare import compare_theory as compare
     from sim.config import configs_from_options
 
@@ -207,7 +213,7 @@ def compare_theory(
         fail(str(err))
     show.table(
         rows,
-        list(rows[0]),
+        [c for c in CompareRow.columns() if c != "seeds"],
         title="layer-0 dL/dM over the first steps vs the theory's E[dL/dM] at M = 0: "
         "mean ± 95% CI over seeds; rel_noise = relative error from sampling alone",
     )
