@@ -63,8 +63,9 @@ def train(
         list[str],
         typer.Option(
             "--set",
-            help="Model option key=value, repeatable: patch, dim, depth, heads, pool, "
-            "decoder_dim (mae), conditional (dit), ...",
+            help="Task option key=value, repeatable: patch, dim, depth, heads, pool, "
+            "decoder_dim (mae), conditional (dit), shift (classify: random translation of the training images by "
+            "up to this many pixels), ...",
         ),
     ] = [],
     objective_param: Annotated[
