@@ -298,10 +298,36 @@ def test_gguf_row_permutation_leaves_every_head_form_unchanged(tmp_path):
     assert _differs(adapted(tmp_path / "q-only.gguf"), reference)
 
 
-def test_gguf_quantised_tensors_are_dequantised(tmp_path):
+def _round_trip(model, qtype):
+    """``model`` with every query and key weight quantised to ``qtype`` and back (blocks run along rows, so the
+    round trip commutes with llama.cpp's row permutation)."""
+    import copy
+
     gguf = pytest.importorskip("gguf")
-    model, path = _decoder("llama-gqa"), tmp_path / "tiny-llama-q8.gguf"
-    _llama_gguf(path, model, qtype=gguf.GGMLQuantizationType.Q8_0)
+    out = copy.deepcopy(model)
+    for layer in out.model.layers:
+        for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+            w = proj.weight.detach().numpy().astype(np.float32)
+            proj.weight.data = torch.from_numpy(gguf.quants.dequantize(gguf.quants.quantize(w, qtype), qtype))
+    return out
+
+
+@pytest.mark.parametrize("qtype", ["Q4_0", "Q4_1", "Q5_0", "Q8_0"])  # the packaged decoders' Q4_1, Q5_0, Q8_0
+def test_gguf_quantised_tensors_are_dequantised(qtype, tmp_path):
+    gguf = pytest.importorskip("gguf")
+    qtype = gguf.GGMLQuantizationType[qtype]
+    model, path = _decoder("llama-gqa"), tmp_path / "tiny-llama-q.gguf"
+    _llama_gguf(path, model, qtype=qtype)
     _ckpt, plan = describe(path)
-    assert any("Q8_0" in note for note in plan.notes)
-    assert_forms_equal(adapted(path), separate_reference(model, H, 2), atol=2e-2)
+    assert any(qtype.name in note for note in plan.notes)
+    got = adapted(path)
+    # exactly the forms of the dequantised weights (the permuted rows undone consistently for Q and K) ...
+    assert_forms_equal(got, separate_reference(_round_trip(model, qtype), H, 2), atol=1e-6)
+    # ... so within the quantisation error of the float model's: per head, ||dM|| <= the first-order terms
+    # ||dQ|| ||K|| + ||Q|| ||dK|| plus ||dQ|| ||dK|| (Frobenius norms are submultiplicative)
+    ref, rt = separate_reference(model, H, 2), separate_reference(_round_trip(model, qtype), H, 2)
+    norm = lambda x: torch.linalg.matrix_norm(x.double())  # noqa: E731
+    dq, dk = norm(rt.q - ref.q), norm(rt.k - ref.k)
+    bound = dq * norm(ref.k) + norm(ref.q) * dk + dq * dk
+    error = norm(got.matrices("head").double() - ref.matrices("head").double())
+    assert (error <= bound * (1 + 1e-6) + 1e-9).all() and (error > 0).all()
