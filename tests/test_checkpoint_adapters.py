@@ -326,7 +326,7 @@ def test_gguf_quantised_tensors_are_dequantised(qtype, tmp_path):
     # ... so within the quantisation error of the float model's: per head, ||dM|| <= the first-order terms
     # ||dQ|| ||K|| + ||Q|| ||dK|| plus ||dQ|| ||dK|| (Frobenius norms are submultiplicative)
     ref, rt = separate_reference(model, H, 2), separate_reference(_round_trip(model, qtype), H, 2)
-    norm = lambda x: torch.linalg.matrix_norm(x.double())  # noqa: E731
+    norm = lambda x: torch.linalg.matrix_norm(x.double())
     dq, dk = norm(rt.q - ref.q), norm(rt.k - ref.k)
     bound = dq * norm(ref.k) + norm(ref.q) * dk + dq * dk
     error = norm(got.matrices("head").double() - ref.matrices("head").double())
