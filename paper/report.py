@@ -468,7 +468,7 @@ def checkpoints_piece(results: Results) -> str:
     shipped = (
         f" {', '.join(packaged)}: pretrained weights that installed packages ship (the `weights` extra; "
         'docs/architecture.md, "Real weights", gives each one\'s package, format and license), read offline; '
-        "ones are dequantised, so their scores include the quantisation error."
+        "quantised GGUF weights are dequantised, so their scores include the quantisation error."
     )
     return (
         "![checkpoints](figures/checkpoints.png)\n\n"
