@@ -101,3 +101,13 @@ def test_extracted_once_again_when_the_installed_files_change_and_the_same_on_an
     source.write_bytes(blob + b"\0" * 32)
     packaged_models(tmp_path / "root", registry)
     assert marker.stat().st_size == len(blob) + 32
+
+
+def test_smoke_scores_them_with_the_fewest_null_draws_and_quick_with_the_default(tmp_path):
+    from checkpoints.analyze import MIN_NULL_SAMPLES
+    from paper.registry import checkpoint_experiment
+
+    (tmp_path / "model.gguf").write_bytes(b"GGUF")
+    configs = checkpoint_experiment([str(tmp_path / "model.gguf")]).configs
+    assert configs["smoke"]["null_samples"] == MIN_NULL_SAMPLES and configs["quick"]["null_samples"] is None
+    assert checkpoint_experiment([str(tmp_path / "model.gguf")], null_samples=8).configs["smoke"]["null_samples"] == 8
