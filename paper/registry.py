@@ -407,13 +407,16 @@ EXPERIMENTS: dict[str, Experiment] = {
 
 
 def checkpoint_experiment(paths: list[str], null_samples: int | None = None) -> Experiment:
-    """The optional ``checkpoints`` experiment for ``--checkpoints PATH ...`` (keyed by each file's size and mtime)."""
+    """The optional ``checkpoints`` experiment for ``--checkpoints PATH ...`` (keyed by each file's size and mtime);
+    ``--smoke`` draws the fewest null samples analyze allows (its numbers are not read)."""
+    from checkpoints.analyze import MIN_NULL_SAMPLES
+
     config = {"checkpoints": [fingerprint(p) for p in paths], "null_samples": null_samples}
     return Experiment(
         "checkpoints",
         "real checkpoints: per-layer and per-head scores with nulls, grouped by family",
         checkpoints,
-        dict.fromkeys(("smoke", "quick", "full"), config),
+        {"smoke": {**config, "null_samples": null_samples or MIN_NULL_SAMPLES}, "quick": config, "full": config},
         derive=checkpoint_summary,
         cost=60,
         optional=True,

