@@ -122,6 +122,7 @@ def child(checkpoint: str, mode: str, out: str) -> None:
 
     enable_huge_pages()  # as cli.py does, before torch is imported
     from checkpoints.analyze import describe, null_shapes, score, summarize
+    from common.io import jsonable
     from theory.nulls import null_distribution
 
     load = [os.getloadavg()[0]]
@@ -139,7 +140,7 @@ def child(checkpoint: str, mode: str, out: str) -> None:
     load.append(os.getloadavg()[0])
     summary = {s["score"]: round(s["median"], 4) for s in summarize(rows)}
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    Path(out).write_text(json.dumps(rows))
+    Path(out).write_text(json.dumps(rows, default=jsonable))
     flops = scoring_flops(plan)
     print(
         json.dumps(
