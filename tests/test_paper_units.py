@@ -279,3 +279,17 @@ def test_a_signature_reads_table_rows_as_the_dicts_they_replace():
     assert signature({"t": rows}) == signature({"t": plain})
     rounded = [Metric.of({**r, "loss": r["loss"] * (1 + 1e-9)}) for r in plain]
     assert same_computation(signature({"t": rounded}), signature({"t": plain}))
+
+
+def test_a_figure_drawn_from_an_experiment_with_landed_units_is_keyed_by_its_tables(tmp_path):
+    """Standard units land under <experiment>/units/ beside the quick tables: a figure's key reads the tables only."""
+    from paper_fixture import write_fixture
+
+    from paper.figures import figure_key
+
+    root = write_fixture(tmp_path / "results")
+    before = figure_key(Results(root), "vision_layers")
+    unit = root / "vision_classify" / "units" / "seed0"
+    unit.mkdir(parents=True)
+    (unit / "scores.csv").write_text("step\n0\n")
+    assert figure_key(Results(root), "vision_layers") == before

@@ -57,7 +57,7 @@ def figure_key(results: Results, name: str) -> str:
     digest = hashlib.sha256(code_version(function).digest.encode())
     for experiment in needs:
         directory = results.root / experiment
-        for path in sorted(directory.glob("*")) if directory.is_dir() else ():
+        for path in sorted(p for p in directory.glob("*") if p.is_file()) if directory.is_dir() else ():
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:16]
 
