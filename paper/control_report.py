@@ -103,7 +103,13 @@ def layers_table(results: Results) -> str:
 
 
 def control_piece(results: Results) -> str:
-    """The section's evidence: the setting, the arms, the savings by rule, the per-layer scores."""
+    """The section's evidence: the setting, the arms, the savings by rule, the per-layer scores (or what runs it)."""
+    if not results.has(EXPERIMENT, "summary"):
+        return (
+            "*(not measured yet: the control runs with `python cli.py paper --standard`, one unit per objective, "
+            "init and seed, each committed as it lands; `--quick` shows the committed results once every unit is "
+            "in)*"
+        )
     return "\n\n".join(
         (
             "![positive control](figures/language_control.png)",
