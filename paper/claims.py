@@ -366,9 +366,26 @@ def _seed_values(rows: list[dict], quantity: str) -> dict:
     return {(r.get("layer"), r["seed"]): r.get(quantity) for r in rows}
 
 
+#: What two experiments' training configs must share for a contrast between them to pair their seeds.
+SCALE_KEYS = ("model", "data", "steps", "batch_size")
+
+
+def _same_scale(results: Results, this: str, that: str) -> None:
+    """Raise :class:`MissingResult` when two experiments ran at different scales (one at ``--standard``, the other
+    at ``--quick``, as while standard units land): their seeds do not pair."""
+    if this == that:
+        return
+    configs = [results.manifest(e)["config"].get("train", {}) for e in (this, that)]
+    differ = {k: (configs[0].get(k), configs[1].get(k)) for k in SCALE_KEYS if configs[0].get(k) != configs[1].get(k)}
+    if differ:
+        text = ", ".join(f"{k} {a} vs {b}" for k, (a, b) in differ.items())
+        raise MissingResult(f"{this} and {that} ran at different scales ({text}): no paired contrast")
+
+
 def _contrast_rows(prediction: Prediction, results: Results) -> list[dict]:
     """Summary rows of ``this - that`` per layer: the per-seed paired differences of the quantity."""
     other, overrides = prediction.minus
+    _same_scale(results, prediction.experiment, other)
     mine = with_key_query_ratios(results.table(prediction.experiment, "scores"))
     theirs = mine if other == prediction.experiment else with_key_query_ratios(results.table(other, "scores"))
     a = _resolve(mine, prediction.where)
@@ -465,8 +482,8 @@ def evaluate(prediction: Prediction, results: Results, section: str) -> list[dic
     except MissingResult as err:
         if prediction.optional:
             return []
-        missing = prediction.experiment if not results.has(prediction.experiment) else err
-        return [{**base, "verdict": "inconclusive", "note": f"not measured: no results of {missing}"}]
+        why = f"no results of {prediction.experiment}" if not results.has(prediction.experiment) else str(err)
+        return [{**base, "verdict": "inconclusive", "note": f"not measured: {why}"}]
     if not rows and prediction.optional:
         return []
     if not rows:

@@ -12,7 +12,7 @@ from paper_fixture import write_fixture
 from common.summary import z_text
 from paper.claims import SECTIONS, Prediction, adjust_section, evaluate, verdict_rows
 from paper.pipeline import derive
-from paper.results import Results, write_experiment
+from paper.results import Results, read_csv, write_experiment
 from paper.sections import section_rows
 from paper.verdict import ALPHA, NULL_BAND, Margin, count_words, decision_p, holm, verdict
 
@@ -342,3 +342,19 @@ def test_per_seed_spectrum_rows_give_their_mean_band(tmp_path):
     (row,) = evaluate(S_ABOVE, results, "claimX")
     assert (row["band_lo"], row["band_hi"], row["null"]) == (pytest.approx(0.2), pytest.approx(0.7), "spectrum")
     assert row["verdict"] == "supported"  # 0.89-0.91 lies beyond the mean band's upper edge 0.7
+
+
+def test_a_contrast_between_experiments_at_different_scales_is_not_paired(tmp_path):
+    """While standard units land, one objective may be at --standard and its partner at --quick: their seeds are
+    other models on other data, so the contrast says so instead of pairing them."""
+    import json
+
+    root = write_fixture(tmp_path / "results")
+    path = root / "vision_causal" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["config"]["train"] = {**manifest["config"]["train"], "data": "mnist5k", "steps": 3000}
+    path.write_text(json.dumps(manifest))
+    derive(root)
+    rows = [r for r in read_csv(root / "verdicts.csv") if r["label"].startswith("update s: MAE - causal")]
+    assert rows and all(r["verdict"] == "inconclusive" for r in rows)
+    assert all("different scales" in r["note"] and "data digits vs mnist5k" in r["note"] for r in rows)
