@@ -366,8 +366,9 @@ def _seed_values(rows: list[dict], quantity: str) -> dict:
     return {(r.get("layer"), r["seed"]): r.get(quantity) for r in rows}
 
 
-#: What two experiments' training configs must share for a contrast between them to pair their seeds.
-SCALE_KEYS = ("model", "data", "steps", "batch_size")
+#: What two experiments' training configs must share for a contrast between them to pair their seeds: the backbone
+#: and the data (budgets may differ: each objective trains until it has learned its task).
+SCALE_KEYS = ("model", "data")
 
 
 def _same_scale(results: Results, this: str, that: str) -> None:
