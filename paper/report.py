@@ -516,8 +516,14 @@ def limitations(results: Results) -> str:
                 data = config.get("data") or study.get("data")
                 steps = fmt(study.get("steps"))
                 sizes.append(f"{e}: {fmt(config['seeds'])} seeds per scheme x {steps} steps on {data}")
-        standard = all(results.manifest(e)["mode"] == "standard" for e in vision)
-        scale = "at the working scale of these CPUs" if standard else "at toy scale"
+        standard = [results.manifest(e)["mode"] == "standard" for e in vision]
+        scale = (
+            "at the working scale of these CPUs"
+            if all(standard)
+            else "partly at the working scale of these CPUs, partly at toy scale"
+            if any(standard)
+            else "at toy scale"
+        )
         lines.append(
             f"- **Vision {scale}.** " + "; ".join(sizes) + ". Small models on small data, on CPUs; "
             "nothing here is evidence about models at the paper's scale."
