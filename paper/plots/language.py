@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from common.figures import PALETTE, pyplot
-from paper.plots.panels import FigureDataError, band, need
+from paper.plots.panels import FigureDataError, need, seed_band
 from paper.results import Results, select
 
 EXPERIMENT = "language_control"
@@ -16,8 +16,6 @@ OBJECTIVES = {"mlm": "BERT-style encoder (MLM)", "causal": "GPT-style decoder (n
 def language_control(results: Results):
     """Left: held-out loss over steps per objective and arm (seed mean and 95% band), the no-context (unigram) loss
     dashed. Right: s of W_qk per layer at the end, per objective (default init), seed mean and 95% interval."""
-    from common.summary import mean_ci
-
     if not results.has(EXPERIMENT, "curves"):
         raise FigureDataError(f"no results of {EXPERIMENT}")
     curves = need(results.table(EXPERIMENT, "curves"), f"{EXPERIMENT}/curves.csv")
@@ -28,12 +26,8 @@ def language_control(results: Results):
     arms = list(dict.fromkeys(r["arm"] for r in curves))
     for ax, objective in zip(axes[0], objectives, strict=False):
         for i, arm in enumerate(arms):
-            by_step: dict[int, list[float]] = {}
-            for r in select(curves, objective=objective, arm=arm):
-                by_step.setdefault(r["step"], []).append(r["test_loss"])
-            steps = sorted(by_step)
-            stats = np.array([mean_ci(by_step[s]) for s in steps])
-            band(ax, steps, stats[:, 0], stats[:, 1], PALETTE[i % len(PALETTE)], label=arm, lw=1.3)
+            rows = select(curves, objective=objective, arm=arm)
+            seed_band(ax, rows, "test_loss", PALETTE[i % len(PALETTE)], label=arm, lw=1.3)
         ax.axhline(corpus["unigram_loss"], color="0.3", ls="--", lw=0.9, label="no context (unigram)")
         ax.set_xlabel("training step")
         ax.set_ylabel("held-out loss (nats)")

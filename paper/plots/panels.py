@@ -90,6 +90,20 @@ def plain_log(ax) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
+def seed_band(ax, rows: list[dict], column: str, color, **line) -> None:
+    """``column`` over training steps: the mean over the rows (seeds) of each step with its 95% band; rows where
+    ``column`` is empty (a sample metric between its evaluations) are skipped."""
+    from common.summary import mean_ci
+
+    by_step: dict[int, list[float]] = {}
+    for r in rows:
+        if r.get(column) is not None:
+            by_step.setdefault(r["step"], []).append(r[column])
+    steps = sorted(by_step)
+    stats = np.array([mean_ci(by_step[s]) for s in steps])
+    band(ax, steps, stats[:, 0], stats[:, 1], color, **line)
+
+
 def band(ax, x, mean, ci, color, **line) -> None:
     """A line with its 95% band (no band where the half-width is not finite: one seed)."""
     x, mean, ci = (np.asarray(v, dtype=float) for v in (x, mean, ci))

@@ -3,8 +3,6 @@ steps to target."""
 
 from __future__ import annotations
 
-import numpy as np
-
 from common.figures import PALETTE, pyplot
 from paper.plots.panels import (
     FORM_STYLE,
@@ -14,11 +12,11 @@ from paper.plots.panels import (
     TASK_LABEL,
     TASK_OBJECTIVE,
     FigureDataError,
-    band,
     errorbars,
     need,
     null_band,
     plain_log,
+    seed_band,
     unit_range,
 )
 from paper.results import Results, select
@@ -90,8 +88,6 @@ def _study_tasks(results: Results) -> list[str]:
 
 def init_curves(results: Results):
     """Learning curves of the init study per scheme: the test metric over steps, seed mean and 95% band, target."""
-    from common.summary import mean_ci
-
     plt = pyplot()
     experiments = _study_tasks(results)
     fig, axes = plt.subplots(1, len(experiments), figsize=(5 * len(experiments), 3.6), squeeze=False)
@@ -100,13 +96,8 @@ def init_curves(results: Results):
         curves = need(results.table(experiment, "curves"), f"{experiment}/curves.csv")
         metric = study["metric"]
         for scheme in dict.fromkeys(r["scheme"] for r in curves):
-            by_step: dict[int, list[float]] = {}
-            for r in select(curves, scheme=scheme):
-                if r.get(metric) is not None:  # a sample metric is empty on the steps where no samples were scored
-                    by_step.setdefault(r["step"], []).append(r[metric])
-            steps = sorted(by_step)
-            stats = np.array([mean_ci(by_step[s]) for s in steps])
-            band(ax, steps, stats[:, 0], stats[:, 1], SCHEME_COLORS.get(scheme, PALETTE[1]), label=scheme, lw=1.4)
+            color = SCHEME_COLORS.get(scheme, PALETTE[1])
+            seed_band(ax, select(curves, scheme=scheme), metric, color, label=scheme, lw=1.4)
         ax.axhline(study["target"], color="0.2", ls="--", lw=0.9, label="target")
         values = [r[metric] for r in curves if r.get(metric) is not None]
         if not study.get("higher_is_better", True) and min(values) > 0 and max(values) / min(values) > 10:
