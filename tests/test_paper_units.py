@@ -293,3 +293,16 @@ def test_a_figure_drawn_from_an_experiment_with_landed_units_is_keyed_by_its_tab
     unit.mkdir(parents=True)
     (unit / "scores.csv").write_text("step\n0\n")
     assert figure_key(Results(root), "vision_layers") == before
+
+
+def test_the_nulls_figure_is_redrawn_when_a_trained_form_it_plots_changes(tmp_path):
+    """nulls_vs_d plots the toy's and every vision objective's trained forms: their tables are part of its key."""
+    from paper_fixture import write_fixture
+
+    from paper.figures import figure_key
+
+    root = write_fixture(tmp_path / "results")
+    before = figure_key(Results(root), "nulls_vs_d")
+    summary = root / "vision_mae" / "scores.csv"
+    summary.write_text(summary.read_text().replace("0.", "0.1", 1))
+    assert figure_key(Results(root), "nulls_vs_d") != before

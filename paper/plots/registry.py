@@ -13,7 +13,7 @@ from pathlib import Path
 from common.figures import save_figure
 from paper.plots.language import language_control
 from paper.plots.nulls import checkpoints, nulls_vs_d
-from paper.plots.panels import FigureDataError
+from paper.plots.panels import TASK_OBJECTIVE, FigureDataError
 from paper.plots.theory import attribution, grid_cells, self_cross, theory_vs_sim
 from paper.plots.toy import claim7_bos, denoising_data, masking, parameterisation, toy_training, toy_wqk
 from paper.plots.vision import init_curves, init_steps, vision_layers
@@ -39,7 +39,8 @@ FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "init_curves": (init_curves, STUDIES),
     "init_steps": (init_steps, STUDIES),
     "grid": (grid_cells, ("sim_grid",)),
-    "nulls_vs_d": (nulls_vs_d, ("nulls",)),
+    # the nulls against d, with the trained forms of the toy and of every vision objective as points
+    "nulls_vs_d": (nulls_vs_d, ("nulls", "sim_objectives", *(f"vision_{t}" for t in TASK_OBJECTIVE))),
     "checkpoints": (checkpoints, ("checkpoints",)),
     "language_control": (language_control, ("language_control",)),
 }
