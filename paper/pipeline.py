@@ -182,10 +182,17 @@ def plan(
             continue
         if chosen is None:
             tasks = _tasks(experiment, own, common)
-            todo = [t for t in tasks if not is_valid(t, experiment)]  # merge_units merges complete ones
+            # merge_units merges complete ones; the rest run seed by seed, so that a run stopped part way leaves
+            # whole seeds (every arm of each) to compare
+            todo = sorted((t for t in tasks if not is_valid(t, experiment)), key=_first_seed)
             chosen = Plan(experiment, own, tasks, todo)
         out.append(chosen)
     return sorted(out, key=lambda p: -p.experiment.cost)
+
+
+def _first_seed(task: Task) -> int:
+    """The first seed a unit runs (0 for one that is not split by seed)."""
+    return min(task.config.get("seed_list") or [0])
 
 
 def _merged_key(tasks: list[Task]) -> str:

@@ -205,6 +205,15 @@ def test_study_units_cover_every_arm_and_seed_once():
     assert runs == sorted((s, seed) for s in ("default", "symmetric") for seed in range(3))
 
 
+def test_an_arm_by_seed_split_runs_seed_by_seed(tmp_path):
+    """A run stopped part way leaves whole seeds: every arm of seed 0 runs before any arm of seed 1."""
+    experiment = replace(
+        _entry(runner_v2, quick={"units": 1, "schemes": ["a", "b", "c"]})["e"], units=arm_seed_units
+    )
+    result = _run(tmp_path, {"e": experiment})
+    assert result.ran == [f"e:{arm}-seed{seed}" for seed in range(3) for arm in ("a", "b", "c")]
+
+
 def test_large_tables_are_gzip_and_read_back_the_same(tmp_path):
     big = [{"step": i, "value": i / 7, "label": "x" * 40} for i in range(GZIP_ABOVE // 40)]
     small = [{"step": 0, "value": 0.5}]
