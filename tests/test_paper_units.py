@@ -207,9 +207,7 @@ def test_study_units_cover_every_arm_and_seed_once():
 
 def test_an_arm_by_seed_split_runs_seed_by_seed(tmp_path):
     """A run stopped part way leaves whole seeds: every arm of seed 0 runs before any arm of seed 1."""
-    experiment = replace(
-        _entry(runner_v2, quick={"units": 1, "schemes": ["a", "b", "c"]})["e"], units=arm_seed_units
-    )
+    experiment = replace(_entry(runner_v2, quick={"units": 1, "schemes": ["a", "b", "c"]})["e"], units=arm_seed_units)
     result = _run(tmp_path, {"e": experiment})
     assert result.ran == [f"e:{arm}-seed{seed}" for seed in range(3) for arm in ("a", "b", "c")]
 
