@@ -112,10 +112,54 @@ def test_names_and_aliases_mean_one_objective_each():
         (lambda: MaskedAutoencoding(mask_ratio=1.0), "mask_ratio"),
         (lambda: Denoising(target="score"), "target"),
         (lambda: Denoising(t_min=10, t_max=5), "t_min < t_max"),
+        (lambda: Denoising(t_sampling="beta"), "timestep sampling"),
+        (lambda: Denoising(t_sampling="logit-normal", t_scale=0.0), "scale must be > 0"),
         (lambda: RolePattern(torch.ones(3, dtype=torch.bool), torch.ones(3, 4, dtype=torch.bool)), "context must be"),
     ],
-    ids=["mask-ratio-0", "replacement-over-1", "mae-ratio-1", "denoising-target", "timestep-range", "pattern-shape"],
+    ids=[
+        "mask-ratio-0",
+        "replacement-over-1",
+        "mae-ratio-1",
+        "denoising-target",
+        "timestep-range",
+        "timestep-sampling",
+        "logit-normal-scale",
+        "pattern-shape",
+    ],
 )
 def test_bad_parameters_raise(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+def test_uniform_timesteps_are_the_draws_of_randint():
+    """The default draws are unchanged by the logit-normal option: runs recorded before it keep their numbers."""
+    objective = Denoising(t_min=3, t_max=900)
+    draws = objective.sample_t((5, 7), torch.Generator().manual_seed(1))
+    assert torch.equal(draws, torch.randint(3, 900, (5, 7), generator=torch.Generator().manual_seed(1)))
+    assert torch.allclose(objective.t_probabilities(), torch.full((897,), 1 / 897, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("location, scale, kind", [(0.0, 1.0, "linear"), (0.5, 0.6, "linear"), (-0.3, 1.0, "cosine")])
+def test_logit_normal_timesteps_have_the_rectified_flow_time_law(location, scale, kind):
+    """The equivalent flow time u of the drawn steps (log SNR = -2 logit u) has logit(u) ~ N(location, scale^2)."""
+    from theory.objectives import NoiseSchedule
+
+    objective = Denoising(
+        t_sampling="logit-normal", t_location=location, t_scale=scale, schedule=NoiseSchedule(kind=kind)
+    )
+    probs = objective.t_probabilities()
+    assert probs.shape == (1000,) and probs.min() >= 0 and math.isclose(probs.sum().item(), 1.0, rel_tol=1e-12)
+    t = objective.sample_t((200_000,), torch.Generator().manual_seed(0))
+    abar = objective.schedule.alpha_bar()[t]
+    logit_u = -0.5 * (abar / (1 - abar)).log()
+    assert abs(logit_u.mean().item() - location) < 0.02 and abs(logit_u.std().item() - scale) < 0.03
+
+
+def test_gaussian_scenarios_weigh_timesteps_as_training_draws_them():
+    objective = Denoising(t_sampling="logit-normal", t_min=100, t_max=400)
+    sig, mu = torch.eye(2, dtype=torch.float64), torch.zeros(2, 1, dtype=torch.float64)
+    weights = torch.cat([s.weight for s in objective.gaussian_scenarios(sig, mu, None, None, 10_000)])
+    assert torch.allclose(weights, objective.t_probabilities())
+    given_steps = torch.cat([s.weight for s in objective.gaussian_scenarios(sig, mu, None, [100, 200], 10)])
+    assert torch.equal(given_steps, torch.full((2,), 0.5, dtype=torch.float64))

@@ -50,7 +50,12 @@ class Denoising(Defaults):
     """Denoising (diffusion): ``z = sqrt(abar) x + sqrt(1 - abar) eps``; predict ``eps``, ``x0`` or ``v`` by MSE.
 
     All positions carry loss and attend to all positions. The noise level is drawn per sequence
-    from the schedule's timesteps ``t in [t_min, t_max)`` (default: all of them).
+    from the schedule's timesteps ``t in [t_min, t_max)`` (default: all of them), uniformly or
+    (``t_sampling="logit-normal"``) by the logit-normal density of Esser et al. (2024, SD3) carried over
+    to this schedule: a rectified flow ``z = (1 - u) x + u eps`` at time ``u`` has the signal-to-noise
+    ratio of the timestep with the same ``log SNR = -2 logit(u)``, so ``logit(u) ~ N(t_location, t_scale^2)``
+    gives each timestep the mass of ``log SNR ~ N(-2 t_location, 4 t_scale^2)`` between its neighbours'
+    midpoints (:meth:`t_probabilities`). Location 0 centres the draws on SNR 1.
     """
 
     name: ClassVar[str] = "denoising"
@@ -64,10 +69,17 @@ class Denoising(Defaults):
     schedule: NoiseSchedule = field(default_factory=NoiseSchedule)
     t_min: int = 0
     t_max: int | None = None
+    t_sampling: Literal["uniform", "logit-normal"] = "uniform"
+    t_location: float = 0.0
+    t_scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.target not in ("eps", "x0", "v"):
             raise ValueError(f"denoising target must be 'eps', 'x0' or 'v', got {self.target!r}")
+        if self.t_sampling not in ("uniform", "logit-normal"):
+            raise ValueError(f"timestep sampling must be 'uniform' or 'logit-normal', got {self.t_sampling!r}")
+        if not self.t_scale > 0:
+            raise ValueError(f"the logit-normal scale must be > 0, got {self.t_scale}")
         if not 0 <= self.t_min < self.t_end <= self.schedule.steps:
             raise ValueError(f"need 0 <= t_min < t_max <= {self.schedule.steps}; got {self.t_min}, {self.t_end}")
 
@@ -79,8 +91,23 @@ class Denoising(Defaults):
     def pattern(self, n: int, batch: tuple[int, ...] = (), generator: torch.Generator | None = None) -> RolePattern:
         return RolePattern(torch.ones(*batch, n, dtype=torch.bool), full_context(n, batch, True))
 
+    def t_probabilities(self) -> torch.Tensor:
+        """The probability of each timestep ``t_min .. t_end - 1`` (float64; see the class docstring)."""
+        n = self.t_end - self.t_min
+        if self.t_sampling == "uniform":
+            return torch.full((n,), 1 / n, dtype=torch.float64)
+        abar = self.schedule.alpha_bar()[self.t_min : self.t_end]
+        log_snr = (abar / (1 - abar)).log()  # decreasing in t
+        edges = torch.cat([log_snr[:1], (log_snr[1:] + log_snr[:-1]) / 2, log_snr[-1:]])
+        law = torch.distributions.Normal(-2 * self.t_location, 2 * self.t_scale)
+        mass = law.cdf(edges[:-1]) - law.cdf(edges[1:])
+        return mass / mass.sum()
+
     def sample_t(self, batch: tuple[int, ...], generator: torch.Generator | None = None) -> torch.Tensor:
-        return torch.randint(self.t_min, self.t_end, batch, generator=generator)
+        if self.t_sampling == "uniform":
+            return torch.randint(self.t_min, self.t_end, batch, generator=generator)
+        draws = torch.multinomial(self.t_probabilities(), math.prod(batch), replacement=True, generator=generator)
+        return (self.t_min + draws).reshape(batch)
 
     def coefficients(self, t: torch.Tensor, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(sqrt(abar_t), sqrt(1 - abar_t))`` at timesteps ``t [B]``, shaped to broadcast with ``like [B, ...]``."""
@@ -116,7 +143,7 @@ class Denoising(Defaults):
         target: TargetKind = "vector",
         resample: SequenceSampler | None = None,
     ) -> AttentionBatch:
-        """``z`` with ``eps ~ N(0, I)`` i.i.d. and ``t`` uniform on the objective's range; all positions, full
+        """``z`` with ``eps ~ N(0, I)`` i.i.d. and ``t`` drawn as training draws it; all positions, full
         context; target ``eps``, ``x`` or ``v``."""
         from theory.corruption import AttentionBatch, vector_targets
 
@@ -135,7 +162,8 @@ class Denoising(Defaults):
         timesteps: Sequence[int] | None,
         max_scenarios: int,
     ) -> Iterator[Scenarios]:
-        """One configuration per timestep (default: the objective's range), equally weighted."""
+        """One configuration per timestep: the objective's range weighted as training draws it
+        (:meth:`t_probabilities`), or the given ``timesteps`` equally weighted."""
         from theory.gaussian import CHUNK, Scenarios
 
         n, d = mu.shape
@@ -145,7 +173,12 @@ class Denoising(Defaults):
         pattern = self.pattern(n)
         identity = torch.eye(n, dtype=sig.dtype)[:, :, None, None] * torch.eye(d, dtype=sig.dtype)  # (n, n, d, d)
         abar = self.schedule.alpha_bar()
-        for chunk in steps.split(CHUNK):
+        weights = (
+            torch.full((len(steps),), 1 / len(steps), dtype=torch.float64)
+            if timesteps is not None
+            else self.t_probabilities()
+        )
+        for chunk, weight in zip(steps.split(CHUNK), weights.split(CHUNK), strict=True):
             a = abar[chunk].sqrt()[:, None, None, None, None]
             s = (1 - abar[chunk]).sqrt()[:, None, None, None, None]
             cov_xx = a * a * sig + s * s * identity
@@ -154,7 +187,7 @@ class Denoising(Defaults):
             mean_t = {"eps": 0 * a2 * mu, "x0": 0 * a2 + mu, "v": -s2 * mu}[self.target]
             k = len(chunk)
             yield Scenarios(
-                torch.full((k,), 1 / len(steps), dtype=sig.dtype),
+                weight.to(sig.dtype),
                 a2 * mu,
                 cov_xx,
                 cov_xt.expand(k, -1, -1, -1, -1),
