@@ -19,6 +19,9 @@ projected wall time on two free cores (steps x step time + its evaluations). Pri
 at ``--threads`` (default 2): GFLOP per step (torch's ``FlopCounterMode``), the median step time against a 1024^3
 sgemm timed in the same process between the rounds (the share of its rate), and torch.profiler's per-op table by
 self CPU time (docs/benchmarks.md). ``--compile`` profiles the ``torch.compile``'d steps instead.
+
+``--only sampling`` times the recipe's sample-metric evaluation with the network over the whole batch and in chunks,
+and with DPM-Solver++(2M) at ``--solver-steps`` (:func:`sampling_timing`).
 """
 
 from __future__ import annotations
@@ -229,12 +232,56 @@ def recipe_timing(args) -> None:
     )
 
 
-def vit_mnist_config(**overrides):
-    """The init study's ``vit-mnist`` run (vit-tiny, 4 x 4 patches on 28 x 28 MNIST, batch 64) as a TrainConfig."""
+def sampling_timing(args) -> None:
+    """The dit-mnist recipe's sample-metric evaluation (500 samples, guided, scored) in alternating rounds: the
+    network over the whole doubled batch vs in chunks of ``vision.diffusion.CPU_FORWARD_CHUNK`` images, with the
+    recipe's DDIM and with DPM-Solver++(2M) at ``--solver-steps`` (the same model: timing does not depend on its
+    weights). Prints ms per sample and the ratios to the whole-batch DDIM evaluation."""
+    import os
+    from dataclasses import replace
+
+    import vision.diffusion
+    from common.seeding import generator
+    from vision.recipes import recipe_config
+    from vision.train import Trainer
+    from vision.train_config import FIDELITY_STREAM
+
+    trainer = Trainer(replace(recipe_config("dit-mnist"), progress=False, out_dir="/tmp/unused", threads=1))
+    task, chunk = trainer.task, vision.diffusion.CPU_FORWARD_CHUNK
+    recipe = task.sampler
+    solver = replace(recipe, method="dpm++2m", steps=args.solver_steps, spacing="log-snr")
+    sides = {
+        f"DDIM {recipe.steps}, whole batch": (recipe, None),
+        f"DDIM {recipe.steps}, chunks of {chunk}": (recipe, chunk),
+        f"DPM-Solver++(2M) {solver.steps}, chunks of {chunk}": (solver, chunk),
+    }
+    times: dict[str, list[float]] = {name: [] for name in sides}
+    trainer.model.eval()
+    for _ in range(args.rounds):
+        for name, (sampler, size) in sides.items():
+            task.sampler, vision.diffusion.CPU_FORWARD_CHUNK = sampler, size
+            start = time.perf_counter()
+            with torch.no_grad(), trainer.ema.swapped_in(trainer.model):
+                task.sample_metrics(generator(0, FIDELITY_STREAM))
+            times[name].append(time.perf_counter() - start)
+    base = statistics.median(next(iter(times.values())))
+    n = task.fidelity_samples
+    for name, values in times.items():
+        median = statistics.median(values)
+        print(
+            f"{name}: {median:.1f} s per evaluation of {n} samples, {1e3 * median / n:.0f} ms a sample "
+            f"({base / median:.2f}x the whole-batch DDIM; rounds {min(values):.1f} to {max(values):.1f} s)"
+        )
+    print(f"{torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}")
+
+
+def vit_mnist_config(task_name: str = "vit-mnist", **overrides):
+    """A study task's run as a TrainConfig: by default the init study's ``vit-mnist`` (vit-tiny, 4 x 4 patches on
+    28 x 28 MNIST, batch 64); ``vit-mnist-long`` is the standard classifier (batch 128, shifts, 3,000 steps)."""
     from vision.study import STUDY_TASKS
     from vision.train import TrainConfig
 
-    task = STUDY_TASKS["vit-mnist"]
+    task = STUDY_TASKS[task_name]
     fields = {
         "model": task.model,
         "objective": task.objective,
@@ -315,9 +362,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds (median reported)")
     parser.add_argument(
         "--only",
-        choices=["vit", "dit", "recipe", "profile"],
-        help="run one comparison, the recipe timing, or the step profiles (FLOPs, share of sgemm, per-op table)",
+        choices=["vit", "dit", "recipe", "profile", "sampling"],
+        help="run one comparison, the recipe timing, the step profiles (FLOPs, share of sgemm, per-op table) or the "
+        "sample-metric evaluation's samplers",
     )
+    parser.add_argument("--solver-steps", type=int, default=10, help="--only sampling: DPM-Solver++(2M) steps")
     parser.add_argument("--rows", type=int, default=15, help="--only profile: rows of each per-op table")
     parser.add_argument("--compile", action="store_true", help="--only profile: torch.compile the trainers' models")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
@@ -329,6 +378,9 @@ def main() -> None:
         return
     if args.only == "profile":
         profile_steps(args)
+        return
+    if args.only == "sampling":
+        sampling_timing(args)
         return
     import diffusers
     import transformers
