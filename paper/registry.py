@@ -398,8 +398,15 @@ EXPERIMENTS: dict[str, Experiment] = {
             # committed 5-seed, six-arm study at 480 steps is docs/fidelity.md's; --full runs it at 10 seeds)
             schemes=["default", "symmetric", "mimetic"],
             task_options={"fidelity_samples": 100, "sampler": {"method": "ddim", "steps": 10, "guidance": 2.0}},
-            # standard: the dit-mnist recipe itself, all six arms and two with the attention gates open at init
-            standard={"task": "dit-mnist-recipe", "steps": None, "task_options": None, "schemes": DIT_STANDARD_SCHEMES},
+            # standard: the dit-mnist recipe itself, all six arms and two with the attention gates open at init; one
+            # final sample per class of every run for the sample grids
+            standard={
+                "task": "dit-mnist-recipe",
+                "steps": None,
+                "task_options": None,
+                "schemes": DIT_STANDARD_SCHEMES,
+                "sample_grid": 1,
+            },
         ),
         Experiment(
             "language_control",

@@ -332,7 +332,9 @@ def study_table(results: Results) -> str:
                     value_text(q["final_diff"], 4) if "final_diff" in q else "n/a",
                 ]
             )
-    return md_table(
+    samples = any(results.has(e, "samples") for e in results.experiments if e.startswith("init_"))
+    figure = "![init study: final samples of every arm](figures/init_samples.png)\n\n" if samples else ""
+    return figure + md_table(
         [
             "task",
             "scheme",

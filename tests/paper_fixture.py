@@ -248,7 +248,16 @@ def study_tables(task: str, seeds: int, rng, shift: int = 0) -> dict:
         "steps": STEPS[-1],
         "data": "mnist5k" if task.endswith("mnist") else "digits",
     }
-    return {"arms": arms, "steps": steps, "curves": curves, "study": study}
+    tables = {"arms": arms, "steps": steps, "curves": curves, "study": study}
+    if task == "dit-mnist":  # the MNIST DiT study keeps its final samples: 8 x 8 images of classes 0-2
+        import torch
+
+        from vision.sample_table import image_rows
+
+        images = torch.as_tensor(rng.uniform(-1, 1, (len(schemes) * seeds * 3, 1, 8, 8)), dtype=torch.float32)
+        ids = [{"task": task, "scheme": scheme, "seed": s} for scheme in schemes for s in range(seeds)]
+        tables["samples"] = [r for k, i in enumerate(ids) for r in image_rows(images[3 * k : 3 * k + 3], [0, 1, 2], i)]
+    return tables
 
 
 def theory_tables(rng, shift: float = 0.0) -> dict[str, dict]:

@@ -16,14 +16,14 @@ from paper.plots.nulls import checkpoints, nulls_vs_d
 from paper.plots.panels import TASK_OBJECTIVE, FigureDataError
 from paper.plots.theory import attribution, grid_cells, self_cross, theory_vs_sim
 from paper.plots.toy import claim7_bos, denoising_data, masking, parameterisation, toy_training, toy_wqk
-from paper.plots.vision import init_curves, init_steps, vision_layers
+from paper.plots.vision import init_curves, init_samples, init_steps, vision_layers
 from paper.results import MissingResult, Results
 
 #: The init studies (the digits ones, and the MNIST ones of the fidelity slots).
 STUDIES = ("init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist")
 #: Figures of optional experiments (given checkpoints, slots, or --standard only): the report links them only
 #: when drawn.
-OPTIONAL_FIGURES = ("checkpoints", "grid", "language_control")
+OPTIONAL_FIGURES = ("checkpoints", "grid", "language_control", "init_samples")
 #: name -> (figure function, the experiments it reads). The report template embeds each by name.
 FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "toy_wqk": (toy_wqk, ("sim_objectives",)),
@@ -38,6 +38,7 @@ FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "vision_layers": (vision_layers, ("vision_classify", "vision_mae", "vision_causal", "vision_dit")),
     "init_curves": (init_curves, STUDIES),
     "init_steps": (init_steps, STUDIES),
+    "init_samples": (init_samples, STUDIES),
     "grid": (grid_cells, ("sim_grid",)),
     # the nulls against d, with the trained forms of the toy and of every vision objective as points
     "nulls_vs_d": (nulls_vs_d, ("nulls", "sim_objectives", *(f"vision_{t}" for t in TASK_OBJECTIVE))),

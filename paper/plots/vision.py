@@ -1,5 +1,5 @@
-"""Figures of the vision runs: per-layer scores of each vision objective, and the init study's learning curves and
-steps to target."""
+"""Figures of the vision runs: per-layer scores of each vision objective, and the init study's learning curves,
+steps to target and final samples."""
 
 from __future__ import annotations
 
@@ -156,5 +156,46 @@ def init_steps(results: Results):
     ]
     ratio_ax.legend(handles=handles, fontsize=7, title="study", title_fontsize=7)
     fig.suptitle("init study vs the default init (bootstrap 95% CI over seeds)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def init_samples(results: Results):
+    """The final samples of every arm of each DiT init study that kept them (one row per arm, one column per class;
+    one seed, the same sampling noise in every arm), drawn from the study's ``samples`` table."""
+    import numpy as np
+
+    from vision.sample_table import images_of
+
+    plt = pyplot()
+    studies = [e for e in results.experiments if e.startswith("init_") and results.has(e, "samples")]
+    if not studies:
+        raise FigureDataError("no init_*/samples table (the --standard DiT study keeps its final samples)")
+    grids = []
+    for experiment in studies:
+        rows = results.table(experiment, "samples")
+        seed = min(r["seed"] for r in rows)
+        arms = list(dict.fromkeys(r["scheme"] for r in rows))
+        images = {arm: images_of(select(rows, scheme=arm, seed=seed)) for arm in arms}
+        keys = sorted({key for per_arm in images.values() for key in per_arm if key[1] == 0})
+        blank = np.ones_like(next(iter(next(iter(images.values())).values())))
+        pad = lambda im: np.pad(im, 1, constant_values=1.0)
+        grid = np.vstack([np.hstack([pad(images[arm].get(key, blank)) for key in keys]) for arm in arms])
+        grids.append((experiment, seed, arms, keys, grid, blank.shape[0] + 2))
+    fig, axes = plt.subplots(
+        len(grids),
+        1,
+        figsize=(0.55 * len(grids[0][3]) + 1.8, sum(0.55 * len(g[2]) + 0.7 for g in grids)),
+        squeeze=False,
+    )
+    for ax, (experiment, seed, arms, keys, grid, size) in zip(axes[:, 0], grids, strict=True):
+        ax.imshow(grid, cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_yticks([size * (i + 0.5) for i in range(len(arms))], arms, fontsize=8)
+        ax.set_xticks([size * (i + 0.5) for i in range(len(keys))], [str(k[0]) for k in keys], fontsize=8)
+        ax.set_xlabel("class", fontsize=8)
+        ax.set_title(
+            f"{experiment.removeprefix('init_')}: final samples, seed {seed} (same noise in every arm)", fontsize=9
+        )
+        ax.tick_params(length=0)
     fig.tight_layout()
     return fig

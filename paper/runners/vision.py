@@ -140,8 +140,9 @@ def _study(config: dict, out: Path | None = None, threads: int = 1):
 def study_runs(config: dict, ctx: Context) -> Tables:
     """Train the study's runs of ``config`` (its ``schemes`` x ``seed_list``, default every seed): each run's
     learning curve (``curves``), its adaLN-Zero attention gates per layer (``gates``, DiTs), the init scale
-    ratios of its schemes (``scales``) and what the sample metrics compare with (``meta``). One unit of
-    :data:`init_study`'s work; :func:`study_analysis` merges units."""
+    ratios of its schemes (``scales``), what the sample metrics compare with (``meta``) and, with
+    ``config["sample_grid"]`` (a DiT's images per class), the final samples of every run (``samples``,
+    :mod:`vision.sample_table`). One unit of :data:`init_study`'s work; :func:`study_analysis` merges units."""
     import json
     from dataclasses import replace
 
@@ -150,10 +151,12 @@ def study_runs(config: dict, ctx: Context) -> Tables:
     from vision.data import load_data
     from vision.record import GATE_COLUMN
     from vision.runs import read_metrics, train_grid
+    from vision.sample_table import final_samples
     from vision.study import init_scale_ratios, task_config
 
     task, _ = _study(config)
-    sizes = {k: v for k, v in config.items() if k not in ("seeds", "schemes", "seed_list", "units")}  # more add runs
+    # the runs' directory: more seeds or arms add runs to it, the final samples are drawn after them
+    sizes = {k: v for k, v in config.items() if k not in ("seeds", "schemes", "seed_list", "units", "sample_grid")}
     out = ctx.scratch("study", f"{modules_version(['vision.study'])}-{config_hash(sizes)}", task.name)
     task, study = _study(config, out, ctx.threads)
     seeds = list(config.get("seed_list", range(study.seeds)))
@@ -161,10 +164,13 @@ def study_runs(config: dict, ctx: Context) -> Tables:
     data = load_data(base.data, base.test_fraction, base.split_seed)
     ctx.note(f"{task.model} {task.objective}: {len(study.schemes)} schemes x seeds {seeds} x {task.steps} steps")
     results = train_grid(base, list(config["schemes"]), seeds, out / task.name, data)
-    curves, gates = [], []
+    curves, gates, samples = [], [], []
     for (scheme, seed), result in results.items():
         ids = {"task": task.name, "scheme": scheme, "seed": seed}
         curves += [{**ids, **r} for r in _curves(out, scheme, seed)]
+        if config.get("sample_grid"):
+            run = replace(base, init=scheme, seed=seed, out_dir=result.run_dir)
+            samples += final_samples(run, data, config["sample_grid"], ids)
         rows = read_metrics(Path(result.run_dir) / "metrics.csv")
         gates += [
             {**ids, "step": r["step"], "layer": r["layer"], GATE_COLUMN: r[GATE_COLUMN]}
@@ -175,7 +181,7 @@ def study_runs(config: dict, ctx: Context) -> Tables:
     first = next(iter(results.values())).run_dir
     meta = {"fidelity": json.loads((Path(first) / "config.json").read_text()).get("fidelity", {})}
     tables = {"curves": curves, "scales": [{"scheme": s, **r} for s, r in ratios.items()], "meta": meta}
-    return {**tables, "gates": gates} if gates else tables
+    return {**tables, **{name: rows for name, rows in (("gates", gates), ("samples", samples)) if rows}}
 
 
 def study_analysis(config: dict, units: dict[str, Tables]) -> Tables:
@@ -210,4 +216,4 @@ def study_analysis(config: dict, units: dict[str, Tables]) -> Tables:
     meta = {k: v for k, v in analysis.items() if k not in ("arms", "runs", "config")}
     study_table = {**meta, **runs["meta"], "seeds": study.seeds, "steps": task.steps}
     tables = {"arms": arms, "steps": steps, "curves": runs["curves"], "study": study_table}
-    return {**tables, "gates": runs["gates"]} if "gates" in runs else tables
+    return {**tables, **{name: runs[name] for name in ("gates", "samples") if name in runs}}

@@ -83,7 +83,8 @@ class DenoiseTask(TaskBase):
         losses = diffusion_loss(self.model, images, self._labels(labels), self.objective, generator)
         return {"test_loss": losses["loss"].item(), "test_mse": losses["mse"].item()}
 
-    def _sample(self, n: int, generator: torch.Generator, y: torch.Tensor | None) -> torch.Tensor:
+    def sample_images(self, n: int, generator: torch.Generator, y: torch.Tensor | None) -> torch.Tensor:
+        """``n`` images drawn with the task's sampler (conditioned on ``y (n,)`` when given)."""
         cfg = self.model.config
         device = next(self.model.parameters()).device
         shape = (n, cfg.channels, cfg.image_size, cfg.image_size)
@@ -94,7 +95,7 @@ class DenoiseTask(TaskBase):
         n, n_classes = self.fidelity_samples, self.model.config.n_classes
         labels = torch.arange(n) % n_classes if n_classes else None
         chunks = [
-            self._sample(
+            self.sample_images(
                 len(range(i, min(i + self.SAMPLE_BATCH, n))),
                 generator,
                 None if labels is None else labels[i : i + self.SAMPLE_BATCH],
@@ -118,7 +119,7 @@ class DenoiseTask(TaskBase):
         cfg = self.model.config
         per = self.samples_per_class
         y = torch.arange(cfg.n_classes).repeat_interleave(per) if cfg.n_classes else None
-        images = self._sample(per * max(cfg.n_classes, 1), generator, y)
+        images = self.sample_images(per * max(cfg.n_classes, 1), generator, y)
         if images.shape[1] not in (1, 3):  # latents: show the first channel
             images = images[:, :1]
         return [save_image_grid(images, Path(out_dir) / f"samples_step{step:07d}.png", nrow=per)]
