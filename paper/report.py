@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common.summary import z_text
+from paper.answers import QUESTIONS, answer_text
 from paper.claims import SECTIONS
 from paper.control_report import control_piece
 from paper.margins import PAPER_MEDIANS
@@ -192,6 +193,8 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
         rows = [r for r in verdicts if r["section"] == section.key]
         ctx[f"{section.key}.title"] = section.title
         ctx[f"{section.key}.verdict"] = words_text(lines[section.key])
+        if section.key in QUESTIONS:
+            ctx[f"{section.key}.answer"] = _safe(lambda k=section.key: answer_text(results, k, verdicts))
         if section.checks:
             ctx[f"{section.key}.table"] = _safe(lambda c=section.checks[0], v=rows: check_table(results, c, v))
         else:

@@ -190,3 +190,22 @@ def test_committed_report_is_what_the_committed_results_render_to(tmp_path):
     """No hand edit, no stale number: the committed summaries, verdicts and report are what the committed raw
     tables derive and render to (after changing paper/, `python cli.py paper` re-renders in under a minute)."""
     assert stale(COMMITTED, ROOT / "paper" / "report.md", tmp_path) == []
+
+
+def test_each_question_answers_with_its_words_and_the_scale_of_each_experiment(fixture_results):
+    """The answer names every experiment behind the question with its model, data, budget, seeds and mode, and
+    tallies the question's verdict words as its rows have them."""
+    from paper.answers import QUESTIONS, answer_text
+
+    verdicts = fixture_results.verdicts()
+    for section in QUESTIONS:
+        rows = [r for r in verdicts if r["section"] == section]
+        text = answer_text(fixture_results, section, verdicts)
+        assert text.startswith("**Answer at this scale:**")
+        for word in ("supported", "contradicted", "inconclusive", "not detected"):
+            n = sum(r["verdict"] == word for r in rows)
+            assert (f"{n} {word}" in text.splitlines()[0]) is (n > 0), (section, word)
+        for experiment in {r["experiment"] for r in rows}:
+            line = next(x for x in text.splitlines() if x.startswith(f"- `{experiment}`"))
+            assert "seeds" in line and "steps" in line and "(quick)" in line, line
+    assert answer_text(fixture_results, "qa", []) == "**Answer at this scale:** not measured yet."
