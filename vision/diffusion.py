@@ -139,8 +139,8 @@ class Sampler:
     default) or ``"small"`` (the posterior variance). ``eta`` is DDIM's noise (0 = deterministic).
     ``guidance`` is the classifier-free guidance scale (1 = none). ``clip`` clamps predicted ``x0``.
     ``"dpm++2m"`` is DPM-Solver++(2M) (Lu et al., 2022): DDIM's step with the two latest ``x0`` predictions
-    extrapolated in ``lambda = log(alpha / sigma)`` (deterministic; its first and last steps are DDIM's), the
-    same quality in about half the network evaluations. ``spacing`` places the ``steps`` timesteps evenly in ``t``
+    extrapolated in ``lambda = log(alpha / sigma)`` (deterministic; its first and last steps are DDIM's); its
+    authors report DDIM's quality in fewer steps (docs/fidelity.md has the measurement here). ``spacing`` places the ``steps`` timesteps evenly in ``t``
     (``"time"``) or, nearest to that, evenly in ``lambda`` (``"log-snr"``, which suits a multistep solver in pixel
     space: the even-``t`` grid's last step jumps most of the way in ``lambda``).
     """
