@@ -139,7 +139,8 @@ class Sampler:
     default) or ``"small"`` (the posterior variance). ``eta`` is DDIM's noise (0 = deterministic).
     ``guidance`` is the classifier-free guidance scale (1 = none). ``clip`` clamps predicted ``x0``.
     ``"dpm++2m"`` is DPM-Solver++(2M) (Lu et al., 2022): DDIM's step with the two latest ``x0`` predictions
-    extrapolated in ``lambda = log(alpha / sigma)`` (deterministic; its first and last steps are DDIM's); its
+    extrapolated in ``lambda = log(alpha / sigma)`` (deterministic; its first step and its steps into ``t = 0`` and
+    to the clean end are DDIM's, as diffusers' "lower order final"); its
     authors report DDIM's quality in fewer steps (docs/fidelity.md has the measurement here). ``spacing`` places the ``steps`` timesteps evenly in ``t``
     (``"time"``) or, nearest to that, evenly in ``lambda`` (``"log-snr"``, which suits a multistep solver in pixel
     space: the even-``t`` grid's last step jumps most of the way in ``lambda``).
@@ -247,8 +248,8 @@ def sample(
         if sampler.clip is not None:
             x0 = x0.clamp(-sampler.clip, sampler.clip)
             eps = (z - a_t.sqrt() * x0) / (1 - a_t).sqrt()
-        if sampler.method == "dpm++2m":
-            z, last = _dpm_solver_2m(z, x0, abar, step, prev, last)
+        if sampler.method == "dpm++2m":  # first order into t = 0 too: its jump in lambda is the largest
+            z, last = _dpm_solver_2m(z, x0, abar, step, prev, last if prev > 0 else None)
             continue
         post = Posterior.between(a_t, a_prev)
         noise = _randn(shape, generator, device) if prev >= 0 else torch.zeros_like(z)

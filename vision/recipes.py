@@ -40,6 +40,28 @@ RECIPES: dict[str, TrainConfig] = {
             "sampler": {"method": "ddim", "steps": 25, "guidance": 2.0},
         },
     ),
+    "dit-mnist-fast": TrainConfig(
+        model="dit-mnist",
+        objective="denoising",
+        objective_params={"target": "v"},
+        data="mnist5k",
+        steps=4000,
+        batch_size=32,  # a quarter of dit-mnist's batch, four times its steps: the same images, fewer FID points
+        lr=1e-3,
+        warmup=100,
+        min_lr_ratio=0.1,
+        weight_decay=0.0,
+        ema_decay=0.995,
+        log_every=500,
+        fidelity_every=1000,
+        artifacts_every=1000,
+        threads=2,
+        task_options={
+            "fidelity_samples": 500,
+            "samples_per_class": 10,
+            "sampler": {"method": "dpm++2m", "steps": 10, "guidance": 2.0},
+        },
+    ),
 }
 
 
