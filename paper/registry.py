@@ -21,8 +21,8 @@ is the same pipeline at GPU sizes: vision runs use CUDA when present, the simula
 committed as they land; an entry without a standard config runs its quick one, and ``--quick`` reuses committed
 standard results): the vision objectives on MNIST 5k at 28 x 28 (``vit-tiny``, batch 128, lr 2e-3, 3000 steps:
 classification, its training images shifted by up to 2 pixels, reaches 0.97; MAE and causal on the same backbone
-and budget), the DiT on the ``dit-mnist`` recipe,
-the init studies on ``vit-mnist-long`` and ``dit-mnist-recipe`` (:data:`vision.study.STANDARD_TASKS`; DiT arms
+and budget), the DiT on the ``dit-mnist-fast`` recipe,
+the init studies on ``vit-mnist-long`` and ``dit-mnist-fast`` (:data:`vision.study.STANDARD_TASKS`; DiT arms
 with their attention gates open at init too), 5 seeds each, scores and sample metrics every 5% of the budget.
 docs/benchmarks.md has each unit's measured wall time.
 """
@@ -349,7 +349,7 @@ EXPERIMENTS: dict[str, Experiment] = {
             255,
             quick_steps=1000,
             full={"model": "dit-s-2", "steps": 10000},
-            standard=_recipe_train("dit-mnist", log_every=100, fidelity_every=100, checkpoint_every=500),
+            standard=_recipe_train("dit-mnist-fast", log_every=200, fidelity_every=200, checkpoint_every=1000),
         ),
         # the 8x8 digits studies: --full and --smoke only (--quick runs the MNIST studies below in their place)
         _study(
@@ -398,10 +398,10 @@ EXPERIMENTS: dict[str, Experiment] = {
             # committed 5-seed, six-arm study at 480 steps is docs/fidelity.md's; --full runs it at 10 seeds)
             schemes=["default", "symmetric", "mimetic"],
             task_options={"fidelity_samples": 100, "sampler": {"method": "ddim", "steps": 10, "guidance": 2.0}},
-            # standard: the dit-mnist recipe itself, all six arms and two with the attention gates open at init; one
-            # final sample per class of every run for the sample grids
+            # standard: the dit-mnist-fast recipe itself, all six arms and two with the attention gates open at init;
+            # one final sample per class of every run for the sample grids
             standard={
-                "task": "dit-mnist-recipe",
+                "task": "dit-mnist-fast",
                 "steps": None,
                 "task_options": None,
                 "schemes": DIT_STANDARD_SCHEMES,
