@@ -23,8 +23,9 @@ def train(
     recipe: Annotated[
         str | None,
         typer.Option(
-            help="A named recipe: dit-mnist (class-conditional DiT on 28x28 MNIST, ~15 min on 2 cores, sample "
-            "grids and FID/precision/recall in metrics.csv). Options given on the command line replace its values."
+            help="A named recipe: dit-mnist-fast (class-conditional DiT on 28x28 MNIST, sample FID <= 30 after about "
+            "5 min of 2 cores, 4,000 steps in ~8 min) or dit-mnist (the first recipe, ~15 min); sample grids and "
+            "FID/precision/recall in metrics.csv. Options given on the command line replace its values."
         ),
     ] = None,
     model: Annotated[
