@@ -358,3 +358,23 @@ def test_a_contrast_between_experiments_at_different_scales_is_not_paired(tmp_pa
     rows = [r for r in read_csv(root / "verdicts.csv") if r["label"].startswith("update s: MAE - causal")]
     assert rows and all(r["verdict"] == "inconclusive" for r in rows)
     assert all("different scales" in r["note"] and "data digits vs mnist5k" in r["note"] for r in rows)
+
+
+def test_an_init_study_is_judged_whichever_study_task_its_mode_ran(tmp_path):
+    """--standard runs the init studies on other study tasks (``vit-mnist-long``, ``dit-mnist-fast``) than --quick:
+    the predictions choose the experiment's rows by scheme, so those results get verdicts, not "not measured"."""
+    import json
+
+    root = tmp_path / "results"
+    write_fixture(root)
+    for experiment, task in (("init_vit_mnist", "vit-mnist-long"), ("init_dit_mnist", "dit-mnist-fast")):
+        tables = {}
+        for path in sorted((root / experiment).glob("*")):
+            if path.suffix == ".csv":
+                tables[path.stem] = [{**r, "task": task} if "task" in r else r for r in read_csv(path)]
+            elif path.suffix == ".json" and path.name != "manifest.json":
+                tables[path.stem] = {**json.loads(path.read_text()), "task": task}
+        write_experiment(root / experiment, tables, json.loads((root / experiment / "manifest.json").read_text()))
+    derive(root)
+    rows = [r for r in Results(root).verdicts() if r["experiment"] in ("init_vit_mnist", "init_dit_mnist")]
+    assert rows and not [r for r in rows if "not measured" in str(r.get("note"))]
