@@ -140,10 +140,10 @@ class Sampler:
     ``guidance`` is the classifier-free guidance scale (1 = none). ``clip`` clamps predicted ``x0``.
     ``"dpm++2m"`` is DPM-Solver++(2M) (Lu et al., 2022): DDIM's step with the two latest ``x0`` predictions
     extrapolated in ``lambda = log(alpha / sigma)`` (deterministic; its first step and its steps into ``t = 0`` and
-    to the clean end are DDIM's, as diffusers' "lower order final"); its
-    authors report DDIM's quality in fewer steps (docs/fidelity.md has the measurement here). ``spacing`` places the ``steps`` timesteps evenly in ``t``
-    (``"time"``) or, nearest to that, evenly in ``lambda`` (``"log-snr"``, which suits a multistep solver in pixel
-    space: the even-``t`` grid's last step jumps most of the way in ``lambda``).
+    to the clean end are DDIM's, as diffusers' "lower order final"); its authors report DDIM's quality in fewer
+    steps (docs/fidelity.md has the measurement here). ``spacing`` places the ``steps`` timesteps evenly in ``t``
+    (``"time"``) or, nearest to that, evenly in ``lambda`` (``"log-snr"``: more steps at low noise, fewer at the
+    high noise that shapes a small image).
     """
 
     method: Literal["ddpm", "ddim", "dpm++2m"] = "ddim"
