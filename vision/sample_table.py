@@ -29,9 +29,8 @@ def image_rows(images: torch.Tensor, labels: Sequence[int], ids: Mapping) -> lis
     for image, label in zip(levels, (int(v) for v in labels), strict=True):
         index = counts[label] = counts.get(label, -1) + 1
         for r, pixels in enumerate(image):
-            rows.append(
-                {**ids, "label": label, "index": index, "row": r, **{f"c{c}": int(v) / 255 for c, v in enumerate(pixels)}}
-            )
+            columns = {f"c{c}": int(v) / 255 for c, v in enumerate(pixels)}
+            rows.append({**ids, "label": label, "index": index, "row": r, **columns})
     return rows
 
 
