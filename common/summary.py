@@ -10,6 +10,7 @@ NaN values (a score missing in a seed) are left out; a single seed has no interv
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 
@@ -21,16 +22,22 @@ def _finite(values: Iterable[float]) -> np.ndarray:
     return x[np.isfinite(x)]
 
 
-def mean_ci(values: Iterable[float], level: float = 0.95) -> tuple[float, float]:
-    """Mean and half-width of the t-interval over seeds."""
+@functools.lru_cache(maxsize=256)
+def t_quantile(level: float, df: int) -> float:
+    """The two-sided ``level`` quantile of Student's t with ``df`` degrees of freedom (one per seed count)."""
     from scipy import stats
 
+    return float(stats.t.ppf(0.5 + level / 2, df))
+
+
+def mean_ci(values: Iterable[float], level: float = 0.95) -> tuple[float, float]:
+    """Mean and half-width of the t-interval over seeds."""
     x = _finite(values)
     if len(x) == 0:
         return math.nan, math.nan
     if len(x) < 2:
         return float(x.mean()), math.nan
-    half = stats.t.ppf(0.5 + level / 2, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    half = t_quantile(level, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
     return float(x.mean()), float(half)
 
 

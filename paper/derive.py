@@ -1,7 +1,8 @@
 """The summaries each kind of experiment derives from its tables (:data:`paper.experiment.Experiment.derive`).
 
 Each function maps an experiment's tables to new tables (``summary`` in the long format of :mod:`paper.summary`,
-``models`` for checkpoints); they are pure and cheap, and rerun on every pipeline run.
+``models`` for checkpoints); they are pure functions of the tables, rerun when the tables or their code change
+(:func:`paper.pipeline.derivation_key`).
 """
 
 from __future__ import annotations

@@ -5,13 +5,17 @@ Stages, each reading only what the previous one wrote:
 1. **run**: every unit whose cached result is not valid (:func:`is_valid`: config and library versions, and the
    same source or the same fingerprint) runs (longest first, in ``jobs`` worker processes); a split
    experiment's units are merged into its tables once all are present (:func:`merge_units`);
-2. **derive**: each experiment's summaries from its tables, then ``results/verdicts.csv`` (:mod:`paper.claims`);
+2. **derive**: each experiment's summaries from its tables (skipped where the tables, the derive code and the
+   library versions are those of the last derivation: :data:`DERIVED_KEY`), then ``results/verdicts.csv``
+   (:mod:`paper.claims`);
 3. **figures**: ``figures/NAME.png`` and ``.pdf`` from the result tables (:mod:`paper.figures`);
 4. **report**: ``report.md`` from the template and the result tables (:mod:`paper.report`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -350,12 +354,38 @@ def execute(
     return walls, failed
 
 
+#: The record of an experiment's last derivation: ``{"key": ..., "tables": [...]}`` (:func:`derivation_key`).
+DERIVED_KEY = "derived.key"
+
+
+def derivation_key(directory: Path, tables: list[str], fn: Callable) -> str | None:
+    """What a derivation's output depends on: the bytes of the experiment's tables, the code of ``fn`` (and all it
+    can reach) and the library versions; None where ``fn``'s source cannot be read (then it always runs)."""
+    try:
+        code = code_version(fn).digest
+    except (OSError, TypeError):
+        return None
+    digest = hashlib.sha256(json.dumps([code, library_versions()], sort_keys=True).encode())
+    for name in sorted(tables):
+        digest.update(name.encode() + b"\0" + (directory / name).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _derived(directory: Path, key: str | None) -> bool:
+    """Whether ``directory`` holds the derived tables of ``key``."""
+    try:
+        record = json.loads((directory / DERIVED_KEY).read_text())
+    except (OSError, ValueError):
+        return False
+    return key is not None and record.get("key") == key and all((directory / t).is_file() for t in record["tables"])
+
+
 def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) -> None:
-    """Recompute every experiment's summaries from its tables, then every verdict (``verdicts.csv``) and each
-    section's (``sections.csv``).
+    """Compute every experiment's summaries from its tables (reused where :func:`derivation_key` is that of the
+    last derivation), then every verdict (``verdicts.csv``) and each section's (``sections.csv``).
 
     ``derivations``: name -> derive function (default :func:`paper.registry.derivations`)."""
-    from common.io import write_csv
+    from common.io import write_csv, write_json
     from paper.claims import VERDICT_COLUMNS, verdict_rows
     from paper.registry import derivations as known
     from paper.sections import SECTION_COLUMNS, section_rows
@@ -363,11 +393,17 @@ def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) ->
     functions = known() if derivations is None else derivations
     results = Results(results_dir)
     for name in results.experiments:
-        manifest = read_manifest(results_dir / name)
+        directory, manifest = results_dir / name, read_manifest(results_dir / name)
         if name not in functions or manifest is None:
             continue
+        key = derivation_key(directory, manifest["tables"], functions[name])
+        if _derived(directory, key):
+            continue
+        (directory / DERIVED_KEY).unlink(missing_ok=True)
         tables = {table_name(t): results.table(name, table_name(t)) for t in manifest["tables"]}
-        write_tables(results_dir / name, functions[name](tables))
+        written = write_tables(directory, functions[name](tables))
+        if key is not None:
+            write_json(directory / DERIVED_KEY, {"key": key, "tables": written})
     verdicts = verdict_rows(Results(results_dir))
     write_csv(results_dir / "verdicts.csv", verdicts, VERDICT_COLUMNS)
     write_csv(results_dir / "sections.csv", section_rows(verdicts), SECTION_COLUMNS)

@@ -2,7 +2,8 @@
 
 ``results/<experiment>/`` holds the runner's tables (``name.csv``: one flat row per line, gzip-compressed as
 ``name.csv.gz`` when it is large (:data:`GZIP_ABOVE`); ``name.json``), the
-derived summaries (``summary.csv`` and the like, recomputed from the tables on every run) and ``manifest.json``:
+derived summaries (``summary.csv`` and the like, recomputed when the tables or their code change; ``derived.key``
+records what they were derived from) and ``manifest.json``:
 the config, the cache key, the code version and the modules it covers, provenance (git commit, library
 versions), the seeds, the command and the wall time. The manifest is written last, so a directory without one
 (an interrupted run) is never taken for a cached result. ``results/verdicts.csv`` holds every prediction's

@@ -7,9 +7,9 @@ import pytest
 from paper_fixture import write_fixture
 
 from paper.figures import FIGURES, OPTIONAL_FIGURES
-from paper.pipeline import derive, render
+from paper.pipeline import DERIVED_KEY, derive, render
 from paper.registry import EXPERIMENTS, experiments
-from paper.results import Results, read_csv
+from paper.results import Results, read_csv, write_tables
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +56,46 @@ def test_derive_is_a_function_of_the_tables(rendered, tmp_path):
     out = rendered[0]
     copy = tmp_path / "results"
     shutil.copytree(out / "results", copy)
+    for record in copy.rglob(DERIVED_KEY):
+        record.unlink()  # derive from scratch, not from the record of the last derivation
     derive(copy)
     for path in (out / "results").rglob("*.csv"):
         assert (copy / path.relative_to(out / "results")).read_bytes() == path.read_bytes(), path
+
+
+def _count_rows(tables):
+    _count_rows.calls += 1
+    return {"summary": [{"rows": len(tables["scores"])}]}
+
+
+def _count_rows_twice(tables):
+    _count_rows_twice.calls += 1
+    return {"summary": [{"rows": 2 * len(tables["scores"])}]}
+
+
+def test_a_derivation_reruns_only_when_its_tables_or_its_code_change(tmp_path):
+    """(Calls are counted on the functions: a module-level counter would be read into their code version.)"""
+    root = tmp_path / "results"
+    shutil.copytree(write_fixture(tmp_path / "fixture") / "sim_objectives", root / "sim_objectives")
+    experiment = root / "sim_objectives"
+    calls = lambda: (_count_rows.calls, _count_rows_twice.calls)
+    _count_rows.calls = _count_rows_twice.calls = 0
+    derive(root, {"sim_objectives": _count_rows})
+    derive(root, {"sim_objectives": _count_rows})
+    assert calls() == (1, 0)  # the second run reused the summary
+    rows = Results(root).table("sim_objectives", "scores")
+    assert read_csv(experiment / "summary.csv") == [{"rows": len(rows)}]
+
+    derive(root, {"sim_objectives": _count_rows_twice})  # other code
+    assert calls() == (1, 1)
+    (experiment / "summary.csv").unlink()  # a derived table lost
+    derive(root, {"sim_objectives": _count_rows_twice})
+    assert calls() == (1, 2) and (experiment / "summary.csv").is_file()
+
+    write_tables(experiment, {"scores": rows[:-1]})  # other tables
+    derive(root, {"sim_objectives": _count_rows_twice})
+    assert calls() == (1, 3)
+    assert read_csv(experiment / "summary.csv") == [{"rows": 2 * (len(rows) - 1)}]
 
 
 def test_a_second_render_reuses_the_figures(rendered):

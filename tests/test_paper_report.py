@@ -11,7 +11,7 @@ from paper_fixture import write_fixture
 
 from common.summary import z_text
 from paper.figures import FIGURES
-from paper.pipeline import derive
+from paper.pipeline import DERIVED_KEY, derive
 from paper.report import PLACEHOLDER, TEMPLATE, fill, render_report, report_context
 from paper.results import Results, read_csv
 from paper.verdict import RULE
@@ -143,6 +143,8 @@ def stale(results_dir: Path, report: Path, tmp_path: Path) -> list[str]:
 
     copy = tmp_path / "rederived"
     shutil.copytree(results_dir, copy)
+    for record in copy.rglob(DERIVED_KEY):
+        record.unlink()  # derive from scratch
     derive(copy)
     problems = []
     for path in results_dir.rglob("*.csv"):
