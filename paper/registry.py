@@ -4,7 +4,7 @@ Adding an experiment is one entry here (name, runner, configs, derive), one figu
 :mod:`paper.figures` (:data:`paper.figures.FIGURES`) and one section in the report template (with its
 predictions in :mod:`paper.claims`).
 
-Sizes (the ``quick`` mode is the committed CPU run, about 24 minutes of two cores measured from an empty cache; ``full``
+Sizes (the ``quick`` mode is the committed CPU run, about 16 minutes of two cores measured from an empty cache; ``full``
 is the same pipeline at GPU sizes: vision runs use CUDA when present, the simulator runs on the CPU):
 
 - simulator arms: smoke 2 seeds x 4 steps; quick 8 seeds x 300 steps (the ``simulate`` defaults); full 32 x 1500;
