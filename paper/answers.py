@@ -4,6 +4,7 @@ metric), and the verdict words its predictions got (by the method section's rule
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from paper.markdown import fmt
@@ -41,17 +42,30 @@ def learned_text(results: Results, experiment: str) -> str:
             study = results.table(experiment, "study")
             final = [r for r in rows if r.get("scheme") == "default" and r.get("quantity") == "final_metric"]
             return f"default arm's final {study['metric']} {_short(final[0]['mean'])}" if final else ""
-        for metric in ("test_accuracy", "sample_fid", "test_loss"):
-            picked = [r for r in rows if r.get("quantity") == metric]
-            if picked:
-                last = max(picked, key=lambda r: r["step"])
-                return f"final {metric} {_short(last['mean'])}"
+        for metrics in LEARNED_METRICS:
+            finals = []
+            for metric in metrics:
+                picked = [r for r in rows if r.get("quantity") == metric]
+                if picked:
+                    last = max(picked, key=lambda r: r["step"])
+                    finals.append(f"{metric} {_short(last['mean'])}" + _spread(last.get("ci")))
+            if finals:
+                return "final " + ", ".join(finals)
     return ""
+
+
+#: The metrics that say whether a vision or language model learned its task, the first group measured stated.
+LEARNED_METRICS = (("test_accuracy",), ("sample_fid", "sample_accuracy"), ("test_loss",))
 
 
 def _short(x: float) -> str:
     """Three significant digits (a loss of 0.0871, an accuracy of 0.983, an FID of 26.8)."""
     return f"{x:.3g}"
+
+
+def _spread(ci) -> str:
+    """`` ± half-width`` of the seeds' 95% t-interval (empty for one seed)."""
+    return f" ± {_short(ci)}" if isinstance(ci, float) and math.isfinite(ci) else ""
 
 
 def answer_text(results: Results, section: str, verdicts: Sequence[Mapping]) -> str:

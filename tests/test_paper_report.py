@@ -211,3 +211,24 @@ def test_each_question_answers_with_its_words_and_the_scale_of_each_experiment(f
             line = next(x for x in text.splitlines() if x.startswith(f"- `{experiment}`"))
             assert "seeds" in line and "steps" in line and "(quick)" in line, line
     assert answer_text(fixture_results, "qa", []) == "**Answer at this scale:** not measured yet."
+
+
+def test_a_dit_answer_states_both_its_sample_fid_and_its_class_accuracy(tmp_path):
+    """Whether a DiT learned its task takes two numbers (fidelity and the classifier's accuracy of its samples),
+    each the last step's mean with its interval; a classifier states its test accuracy alone."""
+    from paper.answers import learned_text
+    from paper.results import write_experiment
+
+    def row(step, quantity, mean, ci):
+        return {"task": "dit", "step": step, "layer": 0, "form": "W_qk", "quantity": quantity, "n": 5, "mean": mean,
+                "ci": ci}  # fmt: skip
+
+    summary = [row(200, "sample_fid", 275.0, 13.0), row(4000, "sample_fid", 19.14, 4.94),
+               row(200, "sample_accuracy", 0.1, 0.02), row(4000, "sample_accuracy", 0.925, 0.0162),
+               row(4000, "test_loss", 0.1, 0.01)]  # fmt: skip
+    write_experiment(tmp_path / "vision_dit", {"summary": summary}, {"config": {}})
+    classify = [{**r, "quantity": q} for r, q in ((summary[1], "test_accuracy"), (summary[4], "test_loss"))]
+    write_experiment(tmp_path / "vision_classify", {"summary": classify}, {"config": {}})
+    results = Results(tmp_path)
+    assert learned_text(results, "vision_dit") == "final sample_fid 19.1 ± 4.94, sample_accuracy 0.925 ± 0.0162"
+    assert learned_text(results, "vision_classify") == "final test_accuracy 19.1 ± 4.94"
