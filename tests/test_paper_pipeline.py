@@ -186,3 +186,20 @@ def test_checkpoints_get_a_table_and_a_figure_grouped_by_family(tmp_path, monkey
     text = (tmp_path / "out/report.md").read_text()
     assert "figures/checkpoints.png" in text and f"--checkpoints {gpt2}" in text
     assert f"--checkpoints {bert}" not in text and "Tiny-BERT: pretrained weights that installed packages ship" in text
+
+
+def test_the_list_counts_each_split_experiments_units(tmp_path):
+    """``paper --standard --list`` says how many units of each split experiment are done: work spread over several
+    sessions shows how far it got."""
+    from typer.testing import CliRunner
+
+    from cli import app
+
+    result = CliRunner().invoke(app, ["paper", "--standard", "--list", "--format", "json", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    rows = {r["experiment"]: r for r in json.loads(result.stdout)}
+    standard = experiments()["language_control"].configs["standard"]
+    units = len(experiments()["language_control"].split(standard))
+    assert units > 1 and rows["language_control"]["units done"] == f"0 of {units}"
+    assert rows["language_control"]["mode"] == "standard" and rows["language_control"]["cached"] == "no"
+    assert rows["sim_objectives"]["units done"] == ""  # one unit: nothing to count

@@ -98,12 +98,14 @@ def paper(
                 {
                     "experiment": p.task.name,
                     "cached": "yes" if p.cached else "no",
+                    "mode": p.mode,
+                    "units done": f"{len(p.tasks) - len(p.todo)} of {len(p.tasks)}" if len(p.tasks) > 1 else "",
                     "cost s": p.experiment.cost,
                     "what": p.experiment.title,
                 }
                 for p in plans
             ],
-            ["experiment", "cached", "cost s", "what"],
+            ["experiment", "cached", "mode", "units done", "cost s", "what"],
             title=f"{mode} mode: experiments under {out / 'results'} (cost: rough quick-mode seconds of one core)",
         )
         return
