@@ -375,9 +375,9 @@ def _derived(directory: Path, key: str | None) -> bool:
     """Whether ``directory`` holds the derived tables of ``key``."""
     try:
         record = json.loads((directory / DERIVED_KEY).read_text())
-    except (OSError, ValueError):
+        return key is not None and record["key"] == key and all((directory / t).is_file() for t in record["tables"])
+    except (OSError, ValueError, KeyError, TypeError):  # no record, or not one this code wrote
         return False
-    return key is not None and record.get("key") == key and all((directory / t).is_file() for t in record["tables"])
 
 
 def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) -> None:

@@ -96,6 +96,9 @@ def test_a_derivation_reruns_only_when_its_tables_or_its_code_change(tmp_path):
     derive(root, {"sim_objectives": _count_rows_twice})
     assert calls() == (1, 3)
     assert read_csv(experiment / "summary.csv") == [{"rows": 2 * (len(rows) - 1)}]
+    (experiment / DERIVED_KEY).write_text("[]")  # a record this code did not write
+    derive(root, {"sim_objectives": _count_rows_twice})
+    assert calls() == (1, 4)
 
 
 def test_a_second_render_reuses_the_figures(rendered):
