@@ -16,6 +16,7 @@ from common.summary import z_text
 from paper.answers import QUESTIONS, answer_text
 from paper.claims import SECTIONS
 from paper.control_report import control_piece
+from paper.experiment import MODES, STANDS_IN
 from paper.margins import PAPER_MEDIANS
 from paper.markdown import fmt, md_table, value_text
 from paper.results import MissingResult, Results, select
@@ -559,16 +560,21 @@ def commit_text(results: Results) -> str:
 
 
 def reproduce_command(results: Results) -> str:
-    """The command that regenerates these results: the mode of the runs, and the checkpoints if any."""
-    modes = sorted({results.manifest(e)["mode"] for e in results.experiments}) or ["quick"]
-    parts = ["python cli.py paper", *(f"--{m}" for m in modes)]
+    """The commands that regenerate these results, one per mode (a command takes one): first each mode whose
+    results stand in for another's (``--standard``: hours, in units), then the rest, the last with the
+    checkpoints if any."""
+    modes = {results.manifest(e)["mode"] for e in results.experiments} or {"quick"}
+    standing_in = {m for m in modes if any(m in STANDS_IN.get(other, ()) for other in modes)}
+    lines = [f"python cli.py paper --{m}" for m in sorted(modes, key=lambda m: (m not in standing_in, MODES.index(m)))]
     if results.has("checkpoints"):
         from paper.runners.checkpoints import PACKAGED_ROOT
 
         given = results.manifest("checkpoints")["config"]["checkpoints"]
         # packaged models (the weights extra) are scored without being named on the command line
-        parts += [f"--checkpoints {c['path']}" for c in given if Path(c["path"]).parent != Path(PACKAGED_ROOT)]
-    return " ".join(parts)
+        lines[-1] += "".join(
+            f" --checkpoints {c['path']}" for c in given if Path(c["path"]).parent != Path(PACKAGED_ROOT)
+        )
+    return "\n".join(lines)
 
 
 def report_context(results: Results) -> dict[str, str]:
