@@ -1,16 +1,8 @@
-"""The positive control's measures: does an init reach the default's loss in fewer steps?
+"""The positive control's measures: does an init reach the default's held-out loss in fewer steps?
 
-Per objective, seed and arm, from held-out loss curves logged at the same steps:
-
-- ``paper``: the paper's rule, the first step at which the arm's loss reaches the default run's *final* loss
-  (same seed), as the saving ``1 - step / budget``;
-- ``null``: the same rule applied to the default run against its own final loss: what the rule reports with no
-  effect at all (a flattening curve crosses its own final value early);
-- ``reverse``: the default run reaching the arm's final loss (a real speed-up makes it larger than ``null``);
-- ``ours``: the project's rule, the first step at which a run reaches the default arm's median loss at half the
-  budget (over seeds), fixed before the runs.
-
-A run that never reaches a target has no step and no saving ("not reached"), never a speed-up.
+Per objective, from held-out loss curves logged at the same steps, each arm and seed by the target rules of
+:mod:`common.targets` (the paper's, its null and its reverse, and the project's), against the default run of the
+same seed.
 """
 
 from __future__ import annotations
@@ -19,47 +11,17 @@ import math
 
 import numpy as np
 
-RULES = ("paper", "null", "reverse", "ours")
-
-
-def first_step(steps: list[int], losses: list[float], target: float) -> int | None:
-    """The first logged step whose loss is at or below ``target`` (None: never)."""
-    return next((s for s, v in zip(steps, losses, strict=True) if v <= target), None)
-
-
-def value_at(steps: list[int], losses: list[float], at: float) -> float:
-    """The loss at the first logged step at or after ``at``."""
-    return next(v for s, v in zip(steps, losses, strict=True) if s >= at)
+from common.targets import rule_rows
 
 
 def step_rows(curves: list[dict], baseline: str = "default") -> list[dict]:
     """One row per objective, arm, seed and rule: the step at which the target was reached and the saving."""
-    runs: dict[tuple, tuple[list[int], list[float]]] = {}
+    runs: dict[str, dict[tuple[str, int], tuple[list[int], list[float]]]] = {}
     for r in sorted(curves, key=lambda r: (r["objective"], r["arm"], r["seed"], r["step"])):
-        steps, losses = runs.setdefault((r["objective"], r["arm"], r["seed"]), ([], []))
+        steps, losses = runs.setdefault(r["objective"], {}).setdefault((r["arm"], r["seed"]), ([], []))
         steps.append(r["step"])
         losses.append(r["test_loss"])
-    rows = []
-    for objective in sorted({k[0] for k in runs}):
-        base = {k[2]: curve for k, curve in runs.items() if k[:2] == (objective, baseline)}
-        budget = max(max(s) for s, _ in base.values())
-        ours = float(np.median([value_at(*curve, budget / 2) for curve in base.values()]))
-        for (obj, arm, seed), (steps, losses) in sorted(runs.items()):
-            if obj != objective or seed not in base:
-                continue
-            b_steps, b_losses = base[seed]
-            targets = {
-                "paper": (steps, losses, b_losses[-1]),
-                "null": (b_steps, b_losses, b_losses[-1]),
-                "reverse": (b_steps, b_losses, losses[-1]),
-                "ours": (steps, losses, ours),
-            }
-            for rule, (s, v, target) in targets.items():
-                reached = first_step(s, v, target)
-                saving = math.nan if reached is None else 1 - reached / budget
-                row = {"objective": objective, "arm": arm, "seed": seed, "rule": rule, "target": target}
-                rows.append({**row, "steps": reached, "saving": saving})
-    return rows
+    return [{"objective": objective, **row} for objective, group in runs.items() for row in rule_rows(group, baseline)]
 
 
 def summary_rows(steps: list[dict], curves: list[dict], baseline: str = "default") -> list[dict]:

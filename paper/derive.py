@@ -69,14 +69,17 @@ def vision_summary(tables: Tables) -> Tables:
     return {"summary": seed_summary(rows, ("task", "step", "layer", "form"), keep)}
 
 
-def study_summary(tables: Tables) -> Tables:
+def study_summary(tables: Tables, baseline: str = "default") -> Tables:
     """Per task and scheme, every estimate the study gives with an interval (``X`` or ``X_mean`` with ``X_lo`` and
     ``X_hi``: the step ratio to the baseline and the final-metric difference, paired by seed, and the final metric,
-    bootstrap CIs), and how many seeds reached the target with their median steps."""
+    bootstrap CIs), how many seeds reached the target with their median steps, and the paper's rule beside its null
+    and its reverse (:func:`paper_rule_rows`, on the runs' curves of the study's metric)."""
+    study = tables["study"] if isinstance(tables.get("study"), dict) else {}
+    budget = study.get("steps")
+    rules = _study_rules(tables, study, baseline)
     out = []
-    steps = tables["study"].get("steps") if isinstance(tables.get("study"), dict) else None
     for arm in tables["arms"]:
-        ids = {"task": arm["task"], "scheme": arm["scheme"], "step": steps}
+        ids = {"task": arm["task"], "scheme": arm["scheme"], "step": budget}
         out.append(interval_row(ids, "reached", arm["reached"], math.nan, math.nan, arm["seeds"]))
         out.append(interval_row(ids, "steps_median", arm["steps_median"], math.nan, math.nan, arm["reached"]))
         for key in (k for k in arm if k.endswith("_lo")):
@@ -87,7 +90,43 @@ def study_summary(tables: Tables) -> Tables:
             n = arm["pairs_reached"] if base == "step_ratio" else arm["seeds"]
             name = "final_metric" if base == "final" else base
             out.append(interval_row(ids, name, mean, arm[key], arm[f"{base}_hi"], n))
+        if arm["scheme"] != baseline and rules.get(arm["task"]):
+            out += paper_rule_rows(ids, rules[arm["task"]], arm["scheme"], baseline)
     return {"summary": out}
+
+
+def _study_rules(tables: Tables, study: dict, baseline: str) -> dict[str, list[dict]]:
+    """Per task, the target rules of :mod:`common.targets` on every run's logged values of the study's metric."""
+    from common.targets import rule_rows
+
+    metric = study.get("metric")
+    if not metric or not tables.get("curves"):
+        return {}
+    runs: dict[str, dict[tuple[str, int], tuple[list, list]]] = {}
+    for r in sorted(tables["curves"], key=lambda r: (r["task"], r["scheme"], r["seed"], r["step"])):
+        if not _missing(r.get(metric)):
+            steps, values = runs.setdefault(r["task"], {}).setdefault((r["scheme"], r["seed"]), ([], []))
+            steps.append(r["step"])
+            values.append(r[metric])
+    higher = bool(study.get("higher_is_better"))
+    return {task: rule_rows(group, baseline, higher) for task, group in runs.items()}
+
+
+def paper_rule_rows(ids: dict, rules: list[dict], arm: str, baseline: str) -> list[dict]:
+    """The paper's rule for ``arm`` against ``baseline``, paired by seed, from the :func:`common.targets.rule_rows`
+    of one comparison: ``saving_vs_null`` (the arm's saving minus the same rule's saving of the baseline run against
+    its own final value; an arm that never reaches the baseline's final value saves nothing) and
+    ``reverse_vs_null`` (the baseline run reaching the arm's final value, minus the null)."""
+
+    def savings(of: str, rule: str) -> dict[int, float | None]:
+        return {r["seed"]: None if _missing(r["saving"]) else r["saving"] for r in select(rules, arm=of, rule=rule)}
+
+    null = savings(baseline, "null")
+    out = []
+    for quantity, rule in (("saving_vs_null", "paper"), ("reverse_vs_null", "reverse")):
+        mine = {seed: 0.0 if v is None else v for seed, v in savings(arm, rule).items()}
+        out.append(paired_difference(ids, quantity, mine, null))
+    return out
 
 
 def _missing(value) -> bool:
@@ -100,11 +139,9 @@ CONTROL_BOOTSTRAP = 4000
 
 def control_summary(tables: Tables, baseline: str = "default") -> Tables:
     """The positive control's estimates in the long format, per objective and init arm, paired by seed with the
-    default arm: ``saving_vs_null`` (the paper's rule's saving minus the same rule's saving of the default run
-    against its own final loss; an arm that never reaches the default's final loss saves nothing),
-    ``reverse_vs_null`` (the default run reaching the arm's final loss, minus the null), ``step_ratio`` (steps to the
-    project's target over the default's, bootstrap CI over the seeds where both reached it, as in the init studies)
-    and ``final_diff`` (final held-out loss); per objective and arm, ``test_loss`` at the end and
+    default arm: the paper's rule beside its null and its reverse (:func:`paper_rule_rows`), ``step_ratio`` (steps to
+    the project's target over the default's, bootstrap CI over the seeds where both reached it, as in the init
+    studies) and ``final_diff`` (final held-out loss); per objective and arm, ``test_loss`` at the end and
     ``loss_minus_unigram`` (the final held-out loss minus that of a model that sees no context)."""
     from vision.study_statistics import compare_arm
 
@@ -128,10 +165,7 @@ def control_summary(tables: Tables, baseline: str = "default") -> Tables:
         out.append(summary_row(ids, "loss_minus_unigram", [v - unigram for v in losses]))
         if arm == baseline:
             continue
-        null = per_seed(objective, baseline, "null")
-        for quantity, rule in (("saving_vs_null", "paper"), ("reverse_vs_null", "reverse")):
-            mine = {s: 0.0 if v is None else v for s, v in per_seed(objective, arm, rule).items()}
-            out.append(paired_difference(ids, quantity, mine, null))
+        out += paper_rule_rows(ids, select(tables["steps"], objective=objective), arm, baseline)
         mine = {s: final[(objective, arm, s)][1] for s in seeds}
         base = {s: v for (o, a, s), (_, v) in final.items() if (o, a) == (objective, baseline)}
         out.append(paired_difference(ids, "final_diff", mine, base))

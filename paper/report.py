@@ -334,6 +334,7 @@ def study_table(results: Results) -> str:
                     value_text(q["step_ratio"], 2) if "step_ratio" in q else "baseline",
                     value_text(q["final_metric"], 4),
                     value_text(q["final_diff"], 4) if "final_diff" in q else "n/a",
+                    *(value_text(q[k], 3) if k in q else "baseline" for k in ("saving_vs_null", "reverse_vs_null")),
                 ]
             )
     samples = any(results.has(e, "samples") for e in results.experiments if e.startswith("init_"))
@@ -347,6 +348,8 @@ def study_table(results: Results) -> str:
             "step ratio [95% CI]",
             "final metric [CI]",
             "final - default [CI]",
+            "paper's saving minus null",
+            "reverse minus null",
         ],
         body,
     )

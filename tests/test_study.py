@@ -10,18 +10,16 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from common.targets import baseline_target, steps_to_target, value_at
 from vision.study import (
     StudyConfig,
     StudyTask,
     analyze_task,
-    baseline_target,
     bootstrap_ci,
     censored_median,
     compare_arm,
     run_study,
-    steps_to_target,
     study_tasks,
-    value_at,
 )
 
 

@@ -41,19 +41,17 @@ from pathlib import Path
 
 import numpy as np
 
+from common.targets import baseline_target, steps_to_target, value_at
 from vision.record import is_number, logged_rows
 from vision.runs import read_metrics, train_grid
 from vision.study_plots import METRIC_LABELS as METRIC_LABELS  # the study's public names stay importable here
 from vision.study_statistics import (
     BUDGETS,
-    baseline_target,
     bootstrap_ci,
     budget_key,
     censored_median,
     compare_arm,
     paired_difference,
-    steps_to_target,
-    value_at,
 )
 from vision.train import TrainConfig
 

@@ -1,5 +1,5 @@
-"""The init study's statistics on plain arrays: steps to a target, the metric at a budget, percentile bootstrap
-intervals, and an arm's comparison with the baseline paired by seed (:mod:`vision.study` runs them per task)."""
+"""The init study's statistics on plain arrays: percentile bootstrap intervals and an arm's comparison with the
+baseline paired by seed (:mod:`vision.study` runs them per task; steps to a target are :mod:`common.targets`)."""
 
 from __future__ import annotations
 
@@ -14,26 +14,6 @@ BUDGETS = (0.25, 0.5, 1.0)
 def budget_key(fraction: float) -> str:
     """The column prefix of the metric at a ``fraction`` of the budget (``at50``)."""
     return f"at{round(100 * fraction)}"
-
-
-def steps_to_target(steps: np.ndarray, values: np.ndarray, target: float, higher_is_better: bool) -> int | None:
-    """The first step whose value reaches ``target``; ``None`` if no logged step does."""
-    reached = values >= target if higher_is_better else values <= target
-    hits = np.flatnonzero(reached)
-    return int(steps[hits[0]]) if len(hits) else None
-
-
-def value_at(steps: np.ndarray, values: np.ndarray, at_step: float) -> float:
-    """The value at the first logged step ``>= at_step``."""
-    hits = np.flatnonzero(steps >= at_step)
-    if not len(hits):
-        raise ValueError(f"no logged step at or after {at_step} (last: {steps[-1] if len(steps) else 'none'})")
-    return float(values[hits[0]])
-
-
-def baseline_target(curves: list[tuple[np.ndarray, np.ndarray]], at_step: float) -> float:
-    """The median over baseline runs of the metric at the first logged step ``>= at_step``."""
-    return float(np.median([value_at(steps, vals, at_step) for steps, vals in curves]))
 
 
 def bootstrap_ci(samples: np.ndarray, stat, n_boot: int, confidence: float, seed: int = 0) -> tuple[float, float]:

@@ -1,0 +1,58 @@
+"""The target rules an init is compared by (common.targets), and the init studies' summary of the paper's rule."""
+
+import math
+
+import pytest
+
+from common.targets import RULES, rule_rows
+from paper.derive import study_summary
+
+STEPS = [0, 10, 20, 30]
+
+
+def test_the_rules_read_higher_is_better_metrics_the_right_way_up():
+    runs = {("default", 0): (STEPS, [0.1, 0.5, 0.8, 0.9]), ("fast", 0): (STEPS, [0.1, 0.85, 0.9, 0.95])}
+    rows = {(r["arm"], r["rule"]): r for r in rule_rows(runs, "default", higher_is_better=True)}
+    assert {rule for _, rule in rows} == set(RULES)
+    assert rows[("fast", "paper")]["steps"] == 20 and rows[("fast", "paper")]["saving"] == pytest.approx(1 / 3)
+    assert rows[("fast", "null")]["steps"] == 30  # the default reaches its own final value at the end
+    assert rows[("fast", "reverse")]["steps"] is None  # the default never reaches 0.95
+    assert rows[("fast", "ours")]["target"] == 0.8 and rows[("fast", "ours")]["steps"] == 10
+    # read as a loss, the same curves swap roles: every run is at or below 0.9 from the start
+    low = {(r["arm"], r["rule"]): r for r in rule_rows(runs, "default", higher_is_better=False)}
+    assert low[("fast", "paper")]["steps"] == 0
+
+
+def test_a_seed_without_a_baseline_run_is_skipped_and_no_baseline_is_an_error():
+    runs = {("default", 0): (STEPS, [4, 3, 2, 1]), ("fast", 0): (STEPS, [4, 2, 1, 1]), ("fast", 1): (STEPS, [1] * 4)}
+    assert {r["seed"] for r in rule_rows(runs, "default")} == {0}
+    with pytest.raises(ValueError, match="baseline"):
+        rule_rows({("fast", 0): (STEPS, [1] * 4)}, "default")
+
+
+def _arm(scheme):
+    return {"task": "dit", "scheme": scheme, "reached": 2, "seeds": 2, "steps_median": 20.0}
+
+
+def test_an_init_study_states_the_paper_rule_beside_its_null_paired_by_seed():
+    """A faster arm saves a third of the budget by the paper's rule where the default's own curve saves nothing;
+    an arm that is the default's twin saves exactly the null; steps where the metric was not sampled are skipped."""
+    fid = {"default": [300, 100, 40, 30], "fast": [300, 40, 30, 25], "twin": [300, 100, 40, 30]}
+    curves = [
+        {"task": "dit", "scheme": scheme, "seed": seed, "step": step, "sample_fid": value, "test_loss": 1.0}
+        for scheme, values in fid.items()
+        for seed in (0, 1)
+        for step, value in zip(STEPS, values, strict=True)
+    ]
+    curves += [{**c, "step": c["step"] + 5, "sample_fid": math.nan} for c in curves]  # loss-only steps
+    tables = {
+        "arms": [_arm(s) for s in fid],
+        "curves": curves,
+        "study": {"metric": "sample_fid", "higher_is_better": False, "steps": 30},
+    }
+    summary = {(r["scheme"], r["quantity"]): r for r in study_summary(tables)["summary"]}
+    assert summary[("fast", "saving_vs_null")]["mean"] == pytest.approx(1 / 3)
+    assert summary[("fast", "saving_vs_null")]["n"] == 2
+    assert summary[("fast", "reverse_vs_null")]["mean"] == 0  # the default never reaches 25
+    assert summary[("twin", "saving_vs_null")]["mean"] == 0 and summary[("twin", "reverse_vs_null")]["mean"] == 0
+    assert ("default", "saving_vs_null") not in summary
