@@ -464,22 +464,31 @@ def _measured(prediction: Prediction, results: Results) -> list[dict]:
 
 
 def _spacing_note(results: Results, prediction: Prediction, row: dict) -> str:
-    """For a step ratio: why a tie at the evaluation spacing cannot say "not detected" (the spacing, as a ratio
-    of the baseline's median steps, coarser than the margin), else empty."""
-    if prediction.quantity != "step_ratio" or not results.has(prediction.experiment, "curves"):
+    """For a step ratio or the paper's rule's saving: why a tie at the evaluation spacing cannot say "not detected"
+    (the spacing of the evaluations of the study's metric, as a ratio of the baseline's median steps or as a
+    fraction of the budget, coarser than the margin), else empty."""
+    e = prediction.experiment
+    if prediction.quantity not in ("step_ratio", "saving_vs_null") or not results.has(e, "curves"):
         return ""
-    steps = sorted({r["step"] for r in results.table(prediction.experiment, "curves")})
+    metric = results.table(e, "study").get("metric") if results.has(e, "study") else None
+    evaluated = lambda r: metric is None or (isinstance(r.get(metric), (int, float)) and math.isfinite(r[metric]))
+    steps = sorted({r["step"] for r in results.table(e, "curves") if evaluated(r)})
     spacing = min((b - a for a, b in itertools.pairwise(steps)), default=math.nan)
-    base = select(results.table(prediction.experiment, "summary"), scheme="default", quantity="steps_median")
-    if not base or not base[0]["mean"]:
+    if prediction.quantity == "saving_vs_null":
+        scale, unit = (steps[-1] if steps else math.nan), "a saving resolves {:.3f} of the budget of {:g} steps"
+    else:
+        base = select(results.table(e, "summary"), scheme="default", quantity="steps_median")
+        scale = base[0]["mean"] if base else math.nan
+        unit = "a ratio resolves {:.3f} of the baseline's {:g} steps"
+    if not scale or not math.isfinite(scale):
         return ""
-    resolution = spacing / base[0]["mean"]
+    resolution = spacing / scale
     width = (prediction.margin.hi - prediction.margin.lo) / 2
-    if resolution <= width:
+    if not resolution > width:
         return ""
     return (
-        f"evaluated every {spacing} steps: a ratio resolves {resolution:.3f} of the baseline's "
-        f"{base[0]['mean']:g} steps, coarser than the margin ±{width:g}, so a tie cannot say 'not detected'"
+        f"evaluated every {spacing:g} steps: {unit.format(resolution, scale)}, coarser than the margin ±{width:g}, "
+        "so a tie cannot say 'not detected'"
     )
 
 
@@ -520,6 +529,8 @@ def evaluate(prediction: Prediction, results: Results, section: str) -> list[dic
             notes.append("no null band")
         elif untestable(band_lo, band_hi, prediction.direction, bounds):
             notes.append("untestable: the null band reaches the score's bound")
+        elif row.get("ci") == 0:
+            notes.append(f"all {row['n']} seeds gave the same value: the interval is a point")
         bootstrap = not (isinstance(row.get("ci"), float) and math.isfinite(row["ci"]))
         if bootstrap and 2 <= row["n"] < 5:
             notes.append(f"{row['n']} pairs: too few for a bootstrap interval to mean much")

@@ -378,3 +378,29 @@ def test_an_init_study_is_judged_whichever_study_task_its_mode_ran(tmp_path):
     derive(root)
     rows = [r for r in Results(root).verdicts() if r["experiment"] in ("init_vit_mnist", "init_dit_mnist")]
     assert rows and not [r for r in rows if "not measured" in str(r.get("note"))]
+
+
+def test_a_saving_tie_is_read_at_the_spacing_of_the_metrics_own_evaluations(tmp_path):
+    """The paper's rule saves a multiple of the spacing of the study metric's evaluations (sample FID every 20
+    steps, the loss every 5): a tie at 0 over a 200-step budget is "not detected" where the FID is sampled every 10
+    steps (0.05 < 0.07) and inconclusive where only every 20 (0.1); a point interval says so."""
+    pred = Prediction(
+        "x saves", "init", "saving_vs_null", "above", {"task": "t", "scheme": "x"}, Margin.around(0.0, 0.07, "fixture")
+    )
+
+    def study(folder, every):
+        tie = {"task": "t", "scheme": "x", "quantity": "saving_vs_null", "n": 3, "mean": 0.0, "ci": 0.0, "lo": 0.0,
+               "hi": 0.0}  # fmt: skip
+        curves = [
+            {"task": "t", "scheme": "default", "seed": 0, "step": s, "sample_fid": 1.0 if s % every == 0 else math.nan}
+            for s in range(0, 201, 5)
+        ]
+        tables = {"summary": [tie], "curves": curves, "study": {"metric": "sample_fid"}}
+        write_experiment(tmp_path / folder / "init", tables, {"mode": "quick"})
+        return Results(tmp_path / folder)
+
+    (fine,) = evaluate(pred, study("f", 10), "qc")
+    (coarse,) = evaluate(pred, study("c", 20), "qc")
+    assert fine["verdict"] == "not detected" and "the interval is a point" in fine["note"]
+    assert coarse["verdict"] == "inconclusive"
+    assert "a saving resolves 0.100 of the budget of 200 steps" in coarse["note"]
