@@ -103,7 +103,7 @@ def init_curves(results: Results):
         if not study.get("higher_is_better", True) and min(values) > 0 and max(values) / min(values) > 10:
             ax.set_yscale("log")
             plain_log(ax)
-        elif study.get("higher_is_better", True) and 0 < min(values) and 0.9 < max(values) < 1:
+        elif study.get("higher_is_better", True) and min(values) > 0 and 0.9 < max(values) < 1:
             _logit_fraction(ax)
         ax.set_xlabel("training step")
         ax.set_ylabel(_metric_label(study))
