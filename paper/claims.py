@@ -12,7 +12,6 @@ Claims 1-6 are the deterministic checks of ``theory check``: their rows are the 
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -32,6 +31,7 @@ from paper.margins import (
     SAVING_GAP,
     STEP_RATIO,
 )
+from paper.resolution import spacing_note
 from paper.results import MissingResult, Results, select
 from paper.summary import paired_difference, with_key_query_ratios
 from paper.verdict import (
@@ -463,35 +463,6 @@ def _measured(prediction: Prediction, results: Results) -> list[dict]:
     return _resolve(select(table, quantity=prediction.quantity), prediction.where)
 
 
-def _spacing_note(results: Results, prediction: Prediction, row: dict) -> str:
-    """For a step ratio or the paper's rule's saving: why a tie at the evaluation spacing cannot say "not detected"
-    (the spacing of the evaluations of the study's metric, as a ratio of the baseline's median steps or as a
-    fraction of the budget, coarser than the margin), else empty."""
-    e = prediction.experiment
-    if prediction.quantity not in ("step_ratio", "saving_vs_null") or not results.has(e, "curves"):
-        return ""
-    metric = results.table(e, "study").get("metric") if results.has(e, "study") else None
-    evaluated = lambda r: metric is None or (isinstance(r.get(metric), (int, float)) and math.isfinite(r[metric]))
-    steps = sorted({r["step"] for r in results.table(e, "curves") if evaluated(r)})
-    spacing = min((b - a for a, b in itertools.pairwise(steps)), default=math.nan)
-    if prediction.quantity == "saving_vs_null":
-        scale, unit = (steps[-1] if steps else math.nan), "a saving resolves {:.3f} of the budget of {:g} steps"
-    else:
-        base = select(results.table(e, "summary"), scheme="default", quantity="steps_median")
-        scale = base[0]["mean"] if base else math.nan
-        unit = "a ratio resolves {:.3f} of the baseline's {:g} steps"
-    if not scale or not math.isfinite(scale):
-        return ""
-    resolution = spacing / scale
-    width = (prediction.margin.hi - prediction.margin.lo) / 2
-    if not resolution > width:
-        return ""
-    return (
-        f"evaluated every {spacing:g} steps: {unit.format(resolution, scale)}, coarser than the margin ±{width:g}, "
-        "so a tie cannot say 'not detected'"
-    )
-
-
 def evaluate(prediction: Prediction, results: Results, section: str) -> list[dict]:
     """Verdict rows of one prediction (one per layer for ``layer = each``), before the section's Holm step;
     ``inconclusive`` with a note when the experiment or the quantity was not measured."""
@@ -537,7 +508,7 @@ def evaluate(prediction: Prediction, results: Results, section: str) -> list[dic
         p = math.nan
         if word != "inconclusive":
             p = decision_p(word, lo, hi, None if bootstrap else row["n"] - 1, band_lo, band_hi, prediction.direction)
-        spacing = _spacing_note(results, prediction, row) if word == "not detected" else ""
+        spacing = spacing_note(results, prediction, row) if word == "not detected" else ""
         if spacing:
             word, p = "inconclusive", math.nan
             notes.append(spacing)

@@ -21,6 +21,7 @@ from paper.margins import PAPER_MEDIANS
 from paper.markdown import fmt, md_table, value_text
 from paper.results import MissingResult, Results, select
 from paper.sections import row_name
+from paper.study_report import study_table
 from paper.summary import at_last_step
 from paper.verdict import VERDICTS
 
@@ -48,14 +49,6 @@ def fill(template: str, context: dict[str, str]) -> str:
 
 
 # ---- pieces ------------------------------------------------------------------------------------------------
-def _rows(results: Results, experiment: str, table: str, **where) -> list[dict]:
-    """Rows of a result table matching ``where``; none is a missing result (the piece says so)."""
-    rows = results.rows(experiment, table, **where)
-    if not rows:
-        raise MissingResult(f"no rows of {experiment}/{table} matching {where}")
-    return rows
-
-
 def _band_text(row: dict) -> str:
     lo, hi = row.get("band_lo"), row.get("band_hi")
     if lo is None or hi is None:
@@ -103,7 +96,7 @@ def words_text(section: dict) -> str:
 def check_table(results: Results, claim: int, verdicts: list[dict]) -> str:
     """The checks of one claim: prediction, the first seed's measured value, tolerance, seeds passed, verdict."""
     decided = {r["label"]: r["verdict"] for r in verdicts if r.get("quantity") == "check"}
-    rows = _rows(results, "theory_check", "summary", claim=claim)
+    rows = results.required_rows("theory_check", "summary", claim=claim)
     body = [
         [
             r["check"],
@@ -131,7 +124,7 @@ def _cell(rows: list[dict], digits: int = 3, z: bool = True, **where) -> str:
 
 def arms_table(results: Results, experiment: str, quantities: list[tuple[str, str]], forms=("W_qk",), arms=None) -> str:
     """Final-step rows per arm (and form): each quantity's mean ± CI (z), with n and the step."""
-    rows = at_last_step(_rows(results, experiment, "summary", layer=0))
+    rows = at_last_step(results.required_rows(experiment, "summary", layer=0))
     chosen = arms or list(dict.fromkeys(r["arm"] for r in rows))
     body = []
     for arm in chosen:
@@ -150,7 +143,7 @@ SCORE_HEADERS = [("symmetry", "s"), ("directionality", "δ"), ("directionality_p
 
 def layer_table(results: Results, experiment: str, forms: list[str] | None = None) -> str:
     """Per form and layer at the last step: s and δ_PR (mean ± CI, z), with n."""
-    rows = _rows(results, experiment, "summary")
+    rows = results.required_rows(experiment, "summary")
     last = max(r["step"] for r in rows)
     rows = [r for r in rows if r["step"] == last]
     forms = forms or list(dict.fromkeys(r["form"] for r in rows))
@@ -172,7 +165,7 @@ def layer_table(results: Results, experiment: str, forms: list[str] | None = Non
 
 
 def _metric_line(results: Results, experiment: str) -> str:
-    rows = _rows(results, experiment, "summary", form="W_qk", layer=0)
+    rows = results.required_rows(experiment, "summary", form="W_qk", layer=0)
     last = max(r["step"] for r in rows)
     metrics = [r for r in rows if r["step"] == last and r["quantity"].startswith("test_")]
     return "; ".join(f"{r['quantity'].replace('_', ' ')} {value_text(r, 4)}" for r in metrics)
@@ -246,7 +239,7 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
 
 
 def nulls_table(results: Results) -> str:
-    rows = _rows(results, "nulls", "nulls")
+    rows = results.required_rows("nulls", "nulls")
     body = [
         [
             fmt(r["d"]),
@@ -264,7 +257,7 @@ def nulls_table(results: Results) -> str:
 
 
 def predictions_table(results: Results) -> str:
-    rows = _rows(results, "predictions", "predictions")
+    rows = results.required_rows("predictions", "predictions")
     datas = list(dict.fromkeys(r["setting"] for r in rows))
     body = []
     for objective in dict.fromkeys(r["objective"] for r in rows):
@@ -278,7 +271,7 @@ def predictions_table(results: Results) -> str:
 
 
 def compare_table(results: Results) -> str:
-    rows = _rows(results, "compare_theory", "summary", part="whole")
+    rows = results.required_rows("compare_theory", "summary", part="whole")
     body = []
     for objective, data, theory in dict.fromkeys((r["objective"], r["data"], r["theory"]) for r in rows):
         sel = select(rows, objective=objective, data=data, theory=theory)
@@ -316,51 +309,12 @@ def vision_tables(results: Results) -> str:
     return "\n\n".join(parts)
 
 
-def study_table(results: Results) -> str:
-    body = []
-    for experiment in (e for e in results.experiments if e.startswith("init_")):
-        if not results.has(experiment, "summary"):
-            continue
-        study = results.table(experiment, "study")
-        rows = _rows(results, experiment, "summary")
-        for scheme in dict.fromkeys(r["scheme"] for r in rows):
-            q = {r["quantity"]: r for r in select(rows, scheme=scheme)}
-            body.append(
-                [
-                    f"{study['model']} ({study['metric']}, target {fmt(study['target'], 4)})",
-                    scheme,
-                    f"{fmt(q['reached']['mean'], 0)}/{fmt(q['reached']['n'])}",
-                    fmt(q["steps_median"]["mean"], 1),
-                    value_text(q["step_ratio"], 2) if "step_ratio" in q else "baseline",
-                    value_text(q["final_metric"], 4),
-                    value_text(q["final_diff"], 4) if "final_diff" in q else "n/a",
-                    *(value_text(q[k], 3) if k in q else "baseline" for k in ("saving_vs_null", "reverse_vs_null")),
-                ]
-            )
-    samples = any(results.has(e, "samples") for e in results.experiments if e.startswith("init_"))
-    figure = "![init study: final samples of every arm](figures/init_samples.png)\n\n" if samples else ""
-    return figure + md_table(
-        [
-            "task",
-            "scheme",
-            "reached",
-            "median steps",
-            "step ratio [95% CI]",
-            "final metric [CI]",
-            "final - default [CI]",
-            "paper's saving minus null",
-            "reverse minus null",
-        ],
-        body,
-    )
-
-
 def grid_piece(results: Results) -> str:
     """The cell-by-cell grid of theory vs simulation (a slot): agreement of every comparison, of the untied cells
     and of the tied ones apart (cluster bootstrap over cells), the figure and the disagreeing cells."""
     if not results.has("sim_grid"):
         return "*(the cell-by-cell grid of theory vs simulation is not among these results)*"
-    rates = _rows(results, "sim_grid", "summary", quantity="agreement", score="both", rule="z")
+    rates = results.required_rows("sim_grid", "summary", quantity="agreement", score="both", rule="z")
     seeds = results.manifest("sim_grid").get("seeds")
     table = md_table(
         ["cells", "prediction", "simulated", "agreement [95% CI]", "comparisons"],
@@ -375,7 +329,7 @@ def grid_piece(results: Results) -> str:
             fmt(r["simulated_mean"]),
             z_text(r["simulated_z"]),
         ]
-        for r in _rows(results, "sim_grid", "agreement", theory="predicted")
+        for r in results.required_rows("sim_grid", "agreement", theory="predicted")
         if r["agree"] == 0
     ]
     disagree = md_table(["cell", "score", "simulated", "predicted", "measured", "measured z"], off)
@@ -391,8 +345,8 @@ def grid_piece(results: Results) -> str:
 def blocks_table(results: Results, experiment: str) -> str:
     """s per arm at the last step, of the whole form, the blocks the claims read (token-token, evaluated entries)
     and the position block reported apart, with each block's share of ``||M||^2``."""
-    rows = at_last_step(_rows(results, experiment, "blocks", layer=0, form="W_qk"))
-    whole = at_last_step(_rows(results, experiment, "summary", layer=0, form="W_qk"))
+    rows = at_last_step(results.required_rows(experiment, "blocks", layer=0, form="W_qk"))
+    whole = at_last_step(results.required_rows(experiment, "summary", layer=0, form="W_qk"))
     blocks = ("token-token", "evaluated", "position-position")
     body = []
     for arm in dict.fromkeys(r["arm"] for r in rows):
@@ -414,7 +368,7 @@ def checkpoints_piece(results: Results) -> str:
             "No checkpoints were given. `python cli.py paper --checkpoints PATH ...` adds a table and a figure of "
             "real models' per-layer scores grouped by family (any layout `cli.py analyze` reads)."
         )
-    rows = _rows(results, "checkpoints", "models")
+    rows = results.required_rows("checkpoints", "models")
     body = [
         [
             r["model"] + (f" ({r['stack']})" if r.get("stack") not in (None, "", "self") else ""),

@@ -185,6 +185,13 @@ class Results:
         """The rows of a CSV table whose columns equal ``where`` (a tuple value: any of them)."""
         return select(self.table(experiment, name), **where)
 
+    def required_rows(self, experiment: str, name: str, **where: Any) -> list[dict]:
+        """:meth:`rows`, where none is a missing result (:class:`MissingResult`: the report's piece says so)."""
+        rows = self.rows(experiment, name, **where)
+        if not rows:
+            raise MissingResult(f"no rows of {experiment}/{name} matching {where}")
+        return rows
+
     def verdicts(self) -> list[dict]:
         """Every prediction's verdict (``verdicts.csv``)."""
         return self._derived("verdicts")
