@@ -508,7 +508,7 @@ def evaluate(prediction: Prediction, results: Results, section: str) -> list[dic
         p = math.nan
         if word != "inconclusive":
             p = decision_p(word, lo, hi, None if bootstrap else row["n"] - 1, band_lo, band_hi, prediction.direction)
-        spacing = spacing_note(results, prediction, row) if word == "not detected" else ""
+        spacing = spacing_note(results, prediction) if word == "not detected" else ""
         if spacing:
             word, p = "inconclusive", math.nan
             notes.append(spacing)

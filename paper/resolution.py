@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from paper.claims import Prediction
 
 
-def spacing_note(results: Results, prediction: Prediction, row: dict) -> str:
+def spacing_note(results: Results, prediction: Prediction) -> str:
     """For a step ratio or the paper's rule's saving: why a tie at the evaluation spacing cannot say "not detected"
     (the spacing of the evaluations of the study's metric, as a ratio of the baseline's median steps or as a
     fraction of the budget, coarser than the margin), else empty."""
