@@ -43,15 +43,26 @@ def learned_text(results: Results, experiment: str) -> str:
             final = [r for r in rows if r.get("scheme") == "default" and r.get("quantity") == "final_metric"]
             return f"default arm's final {study['metric']} {_short(final[0]['mean'])}" if final else ""
         for metrics in LEARNED_METRICS:
-            finals = []
-            for metric in metrics:
-                picked = [r for r in rows if r.get("quantity") == metric]
-                if picked:
-                    last = max(picked, key=lambda r: r["step"])
-                    finals.append(f"{metric} {_short(last['mean'])}" + _spread(last.get("ci")))
+            finals = [text for metric in metrics if (text := _final_text(rows, metric))]
             if finals:
-                return "final " + ", ".join(finals)
+                arms = any("arm" in r for r in rows)
+                return ("final (default init) " if arms else "final ") + ", ".join(finals)
     return ""
+
+
+def _final_text(rows: list[dict], metric: str) -> str:
+    """``metric mean ± ci`` at its last step, of the default arm where runs have arms, one per objective or task
+    where several share the summary (the positive control's encoder and decoder)."""
+    picked = [r for r in rows if r.get("quantity") == metric and r.get("arm", "default") == "default"]
+    if not picked:
+        return ""
+    last = max(r["step"] for r in picked)
+    finals = [r for r in picked if r["step"] == last]
+    values = [f"{_short(r['mean'])}{_spread(r.get('ci'))}" for r in finals]
+    if len(finals) == 1:
+        return f"{metric} {values[0]}"
+    names = [r.get("objective") or r.get("task") for r in finals]
+    return f"{metric} " + ", ".join(f"{name} {value}" for name, value in zip(names, values, strict=True))
 
 
 #: The metrics that say whether a vision or language model learned its task, the first group measured stated.

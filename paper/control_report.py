@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from paper.margins import PAPER_MEDIANS
 from paper.markdown import fmt, md_table, value_text
-from paper.results import Results, select
+from paper.results import MissingResult, Results, select
 
 EXPERIMENT = "language_control"
 OBJECTIVE_NAMES = {"mlm": "BERT-style (MLM)", "causal": "GPT-style (causal)"}
@@ -102,6 +102,51 @@ def layers_table(results: Results) -> str:
     return md_table(["model", "layer", "s", "δ_PR", "paper's median s (family)"], body)
 
 
+def reading_line(results: Results) -> str:
+    """What the control says about the init studies, from its verdicts: whether the paper's speed-up appears here
+    (so that the pipeline measuring the ViT / DiT inits can see an effect of its kind), and whether it survives at
+    the default's scale (the paper's init also enlarges W_qk)."""
+    try:
+        verdicts = select(results.verdicts(), section="control", quantity=("saving_vs_null", "step_ratio"))
+    except MissingResult:
+        return ""
+    by_arm = {arm: {r["quantity"]: r for r in select(verdicts, arm=arm)} for arm in ("paper-symmetric", "symmetric")}
+    if len(by_arm["paper-symmetric"]) < 2 or len(by_arm["symmetric"]) < 2:
+        return ""
+
+    def evidence(arm: str) -> str:
+        saving, ratio = by_arm[arm]["saving_vs_null"], by_arm[arm]["step_ratio"]
+        return (
+            f"the paper's rule gives a saving minus its null of {value_text(saving)} (*{saving['verdict']}*) and the "
+            f"project's rule a step ratio of {value_text(ratio, 2)} (*{ratio['verdict']}*)"
+        )
+
+    words, paper = {r["verdict"] for r in by_arm["paper-symmetric"].values()}, evidence("paper-symmetric")
+    if "supported" in words:
+        head = (
+            f"The paper's speed-up of the encoder appears here: with its symmetric init, {paper}"
+            "; the pipeline that measures the ViT and DiT inits of question (c) sees an effect of this kind at this "
+            "scale."
+        )
+    elif words <= {"contradicted", "not detected"}:
+        head = f"The paper's claim did not reproduce at this scale: with its symmetric init, {paper}."
+    else:
+        head = (
+            "At this scale the control cannot tell whether the pipeline would see the paper's effect: with its "
+            f"symmetric init, {paper}."
+        )
+    same_scale = f"With a symmetric init at the default's scale, {evidence('symmetric')}"
+    if "supported" in words:
+        kept = "supported" in {r["verdict"] for r in by_arm["symmetric"].values()}
+        same_scale += (
+            ": the speed-up is not only the paper's init's larger W_qk"
+            if kept
+            else ": part of the paper's effect may come from its init's larger W_qk rather than its symmetry"
+        )
+    same_scale += "."
+    return f"**What it says for question (c).** {head} {same_scale}"
+
+
 def control_piece(results: Results) -> str:
     """The section's evidence: the setting, the arms, the savings by rule, the per-layer scores (or what runs it)."""
     if not results.has(EXPERIMENT, "summary"):
@@ -113,6 +158,7 @@ def control_piece(results: Results) -> str:
     return "\n\n".join(
         (
             "![positive control](figures/language_control.png)",
+            *filter(None, [reading_line(results)]),
             setting_line(results),
             arms_table(results),
             "The paper's rule and its controls, per seed (`savings`): *paper* = the arm reaching the default's "

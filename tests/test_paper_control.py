@@ -89,3 +89,34 @@ def test_the_report_piece_prints_the_setting_and_every_rule(tmp_path):
     for rule in ("paper", "null", "reverse", "ours"):
         assert f"| {rule} |" in text
     assert text.count("| BERT-style (MLM) |") >= len({r["arm"] for r in tables["curves"]})
+
+
+@pytest.mark.parametrize(
+    ("word", "reading"),
+    [
+        ("supported", "The paper's speed-up of the encoder appears here"),
+        ("not detected", "The paper's claim did not reproduce at this scale"),
+        ("inconclusive", "At this scale the control cannot tell"),
+    ],
+)
+def test_the_report_says_what_the_control_means_for_the_init_studies(tmp_path, word, reading):
+    """The piece reads the paper-symmetric arm's two verdicts: the effect seen, not reproduced, or undecided; the
+    symmetric init at the default's scale is weighed against the larger W_qk only where the effect was seen."""
+    from paper_fixture import write_fixture
+
+    from paper.claims import VERDICT_COLUMNS
+    from paper.control_report import control_piece
+    from paper.pipeline import derive
+    from common.io import write_csv
+    from paper.results import Results, read_csv
+
+    root = write_fixture(tmp_path / "results")
+    derive(root)
+    verdicts = read_csv(root / "verdicts.csv")
+    for r in select(verdicts, section="control", arm="paper-symmetric"):
+        r["verdict"] = word
+    write_csv(root / "verdicts.csv", verdicts, VERDICT_COLUMNS)
+    text = control_piece(Results(root))
+    assert reading in text
+    assert f"(*{word}*)" in text
+    assert ("larger W_qk" in text) == (word == "supported")
