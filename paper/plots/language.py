@@ -15,7 +15,8 @@ OBJECTIVES = {"mlm": "BERT-style encoder (MLM)", "causal": "GPT-style decoder (n
 
 def language_control(results: Results):
     """Left: held-out loss over steps per objective and arm (seed mean and 95% band), the no-context (unigram) loss
-    dashed. Right: s of W_qk per layer at the end, per objective (default init), seed mean and 95% interval."""
+    dashed, the axis from the best loss to half a nat above that line. Right: s of W_qk per layer at the end, per
+    objective (default init), seed mean and 95% interval."""
     if not results.has(EXPERIMENT, "curves"):
         raise FigureDataError(f"no results of {EXPERIMENT}")
     curves = need(results.table(EXPERIMENT, "curves"), f"{EXPERIMENT}/curves.csv")
@@ -29,6 +30,10 @@ def language_control(results: Results):
             rows = select(curves, objective=objective, arm=arm)
             seed_band(ax, rows, "test_loss", PALETTE[i % len(PALETTE)], label=arm, lw=1.3)
         ax.axhline(corpus["unigram_loss"], color="0.3", ls="--", lw=0.9, label="no context (unigram)")
+        # from the best loss to just above the no-context line: the arms differ below it, the loss at init is far
+        # above it (off the axis)
+        low, top = min(r["test_loss"] for r in select(curves, objective=objective)), corpus["unigram_loss"] + 0.5
+        ax.set_ylim(low - 0.08 * (top - low), top)
         ax.set_xlabel("training step")
         ax.set_ylabel("held-out loss (nats)")
         ax.set_title(OBJECTIVES[objective], fontsize=9)
