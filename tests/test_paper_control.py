@@ -104,10 +104,10 @@ def test_the_report_says_what_the_control_means_for_the_init_studies(tmp_path, w
     symmetric init at the default's scale is weighed against the larger W_qk only where the effect was seen."""
     from paper_fixture import write_fixture
 
+    from common.io import write_csv
     from paper.claims import VERDICT_COLUMNS
     from paper.control_report import control_piece
     from paper.pipeline import derive
-    from common.io import write_csv
     from paper.results import Results, read_csv
 
     root = write_fixture(tmp_path / "results")
