@@ -52,17 +52,20 @@ def learned_text(results: Results, experiment: str) -> str:
 
 def _final_text(rows: list[dict], metric: str) -> str:
     """``metric mean ± ci`` at its last step, of the default arm where runs have arms, one per objective or task
-    where several share the summary (the positive control's encoder and decoder)."""
+    where several share the summary (the positive control's encoder and decoder; a vision summary repeats a run's
+    metric on every layer's row)."""
     picked = [r for r in rows if r.get("quantity") == metric and r.get("arm", "default") == "default"]
     if not picked:
         return ""
     last = max(r["step"] for r in picked)
-    finals = [r for r in picked if r["step"] == last]
-    values = [f"{_short(r['mean'])}{_spread(r.get('ci'))}" for r in finals]
-    if len(finals) == 1:
-        return f"{metric} {values[0]}"
-    names = [r.get("objective") or r.get("task") for r in finals]
-    return f"{metric} " + ", ".join(f"{name} {value}" for name, value in zip(names, values, strict=True))
+    finals: dict = {}
+    for r in picked:
+        if r["step"] == last:
+            finals.setdefault(r.get("objective") or r.get("task"), r)
+    values = {name: f"{_short(r['mean'])}{_spread(r.get('ci'))}" for name, r in finals.items()}
+    if len(values) == 1:
+        return f"{metric} {next(iter(values.values()))}"
+    return f"{metric} " + ", ".join(f"{name} {value}" for name, value in values.items())
 
 
 #: The metrics that say whether a vision or language model learned its task, the first group measured stated.

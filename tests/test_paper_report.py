@@ -226,6 +226,7 @@ def test_a_dit_answer_states_both_its_sample_fid_and_its_class_accuracy(tmp_path
     summary = [row(200, "sample_fid", 275.0, 13.0), row(4000, "sample_fid", 19.14, 4.94),
                row(200, "sample_accuracy", 0.1, 0.02), row(4000, "sample_accuracy", 0.925, 0.0162),
                row(4000, "test_loss", 0.1, 0.01)]  # fmt: skip
+    summary += [{**r, "layer": 1} for r in summary]  # a run's metric repeats on every layer's row
     write_experiment(tmp_path / "vision_dit", {"summary": summary}, {"config": {}})
     classify = [{**r, "quantity": q} for r, q in ((summary[1], "test_accuracy"), (summary[4], "test_loss"))]
     write_experiment(tmp_path / "vision_classify", {"summary": classify}, {"config": {}})
