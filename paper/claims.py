@@ -541,7 +541,7 @@ def adjust_section(rows: list[dict]) -> list[dict]:
         if adjusted > ALPHA:
             was = row["verdict"]
             row["verdict"] = "inconclusive"
-            note = f"{was} before Holm (adjusted p {adjusted:.3f} over {len(measured)} rows)"
+            note = f"{was} before Holm (adjusted p {adjusted:.3f} > {ALPHA} over {len(measured)} rows)"
             row["note"] = f"{row['note']}; {note}" if row.get("note") else note
     return rows
 
