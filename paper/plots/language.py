@@ -32,7 +32,8 @@ def language_control(results: Results):
         ax.axhline(corpus["unigram_loss"], color="0.3", ls="--", lw=0.9, label="no context (unigram)")
         # from the best loss to just above the no-context line: the arms differ below it, the loss at init is far
         # above it (off the axis)
-        low, top = min(r["test_loss"] for r in select(curves, objective=objective)), corpus["unigram_loss"] + 0.5
+        low = float(np.nanmin([r["test_loss"] for r in select(curves, objective=objective)]))
+        top = max(corpus["unigram_loss"], low) + 0.5
         ax.set_ylim(low - 0.08 * (top - low), top)
         ax.set_xlabel("training step")
         ax.set_ylabel("held-out loss (nats)")
