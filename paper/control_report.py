@@ -122,11 +122,18 @@ def reading_line(results: Results) -> str:
         )
 
     words, paper = {r["verdict"] for r in by_arm["paper-symmetric"].values()}, evidence("paper-symmetric")
+    same_scale = f"With a symmetric init at the default's scale, {evidence('symmetric')}"
     if "supported" in words:
         head = (
             f"The paper's speed-up of the encoder appears here: with its symmetric init, {paper}"
             "; the pipeline that measures the ViT and DiT inits of question (c) sees an effect of this kind at this "
             "scale."
+        )
+        kept = "supported" in {r["verdict"] for r in by_arm["symmetric"].values()}
+        same_scale += (
+            ": the speed-up is not only the paper's init's larger W_qk"
+            if kept
+            else ": part of the paper's effect may come from its init's larger W_qk rather than its symmetry"
         )
     elif words <= {"contradicted", "not detected"}:
         head = f"The paper's claim did not reproduce at this scale: with its symmetric init, {paper}."
@@ -134,14 +141,6 @@ def reading_line(results: Results) -> str:
         head = (
             "At this scale the control cannot tell whether the pipeline would see the paper's effect: with its "
             f"symmetric init, {paper}."
-        )
-    same_scale = f"With a symmetric init at the default's scale, {evidence('symmetric')}"
-    if "supported" in words:
-        kept = "supported" in {r["verdict"] for r in by_arm["symmetric"].values()}
-        same_scale += (
-            ": the speed-up is not only the paper's init's larger W_qk"
-            if kept
-            else ": part of the paper's effect may come from its init's larger W_qk rather than its symmetry"
         )
     same_scale += "."
     return f"**What it says for question (c).** {head} {same_scale}"
