@@ -17,6 +17,7 @@ from paper.summary import (
     interval_row,
     paired_difference,
     proportion_row,
+    sd_row,
     seed_summary,
     steps_of,
     summary_row,
@@ -62,11 +63,24 @@ def sim_summary(tables: Tables) -> Tables:
 
 
 def vision_summary(tables: Tables) -> Tables:
-    """Per task, layer and form at the first logged step after 0 and the last: every score and metric over seeds."""
+    """Per task, layer and form at the first logged step after 0 and the last: every score and metric over seeds;
+    per task at the last step, ``<metric>_sd``: each sample metric's standard deviation over the seeds (one value
+    per run, :func:`paper.summary.sd_row`; set against one model's sampling noise, ``dit_sampling_noise``)."""
+    from vision.fidelity import FIDELITY_COLUMNS
+
     rows = with_key_query_ratios(tables["scores"])
     steps = steps_of(rows, "task")
     keep = lambda r: r["step"] in (steps[r["task"]]["early"], steps[r["task"]]["last"])
-    return {"summary": seed_summary(rows, ("task", "step", "layer", "form"), keep)}
+    out = seed_summary(rows, ("task", "step", "layer", "form"), keep)
+    runs: dict[tuple, dict] = {}  # (task, seed) -> one row at the last step (a run's metrics are on each of its rows)
+    for r in rows:
+        if r["step"] == steps[r["task"]]["last"]:
+            runs.setdefault((r["task"], r["seed"]), r)
+    for task in dict.fromkeys(t for t, _ in runs):
+        finals = [r for (t, _), r in runs.items() if t == task]
+        ids = {"task": task, "step": steps[task]["last"]}
+        out += [sd_row(ids, f"{m}_sd", [r.get(m) for r in finals]) for m in FIDELITY_COLUMNS if m in finals[0]]
+    return {"summary": out}
 
 
 def study_summary(tables: Tables, baseline: str = "default") -> Tables:
@@ -92,6 +106,24 @@ def study_summary(tables: Tables, baseline: str = "default") -> Tables:
             out.append(interval_row(ids, name, mean, arm[key], arm[f"{base}_hi"], n))
         if arm["scheme"] != baseline and rules.get(arm["task"]):
             out += paper_rule_rows(ids, rules[arm["task"]], arm["scheme"], baseline)
+    return {"summary": out}
+
+
+def sampling_summary(tables: Tables) -> Tables:
+    """Per task, model (init, seed) and step of ``dit_sampling_noise``: each sample metric's mean over the draws (95%
+    t-interval) and ``<metric>_sd``, its standard deviation over the draws (the sampling noise of one logged value)
+    with the chi-square 95% interval (:func:`paper.summary.sd_row`)."""
+    from vision.fidelity import FIDELITY_COLUMNS
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in tables["draws"]:
+        groups.setdefault((r["task"], r["init"], r["seed"], r["step"]), []).append(r)
+    out = []
+    for (task, init, seed, step), rows in groups.items():
+        ids = {"task": task, "init": init, "seed": seed, "step": step}
+        for metric in (m for m in FIDELITY_COLUMNS if m in rows[0]):
+            values = [float(r[metric]) for r in rows if not _missing(r[metric])]
+            out += [summary_row(ids, metric, values), sd_row(ids, f"{metric}_sd", values)]
     return {"summary": out}
 
 

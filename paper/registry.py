@@ -23,7 +23,9 @@ standard results): the vision objectives on MNIST 5k at 28 x 28 (``vit-tiny``, b
 classification, its training images shifted by up to 2 pixels, reaches 0.97; MAE and causal on the same backbone
 and budget), the DiT on the ``dit-mnist-fast`` recipe,
 the init studies on ``vit-mnist-long`` and ``dit-mnist-fast`` (:data:`vision.study.STANDARD_TASKS`; DiT arms
-with their attention gates open at init too), 5 seeds each, scores and sample metrics every 5% of the budget.
+with their attention gates open at init too), 5 seeds each, scores and sample metrics every 5% of the budget;
+``dit_sampling_noise`` (standard only) draws the samples of the standard DiT's seed 0 sixteen times, the sampling
+noise of one logged sample metric beside the seeds' spread.
 docs/benchmarks.md has each unit's measured wall time.
 """
 
@@ -37,6 +39,7 @@ from paper.derive import (
     compare_summary,
     control_summary,
     grid_summary,
+    sampling_summary,
     sim_summary,
     study_summary,
     vision_summary,
@@ -46,7 +49,7 @@ from paper.runners.checkpoints import checkpoints, fingerprint, packaged_models
 from paper.runners.language import language_analysis, language_runs
 from paper.runners.sim import compare_theory, sim_arms, sim_grid
 from paper.runners.theory import nulls_vs_d, predictions, theory_check
-from paper.runners.vision import study_analysis, study_runs, vision_task
+from paper.runners.vision import sampling_noise, study_analysis, study_runs, vision_task
 
 SIM_SIZES = {
     "smoke": {"seeds": 2, "steps": 4, "record_every": 2, "null_samples": 32},
@@ -72,6 +75,27 @@ STANDARD_SEEDS = 5
 CLASSIFY_AUGMENT = {"shift": 2}
 
 
+def _recipe_train(name: str, **overrides) -> dict:
+    """A :mod:`vision.recipes` recipe as a vision runner's ``train`` config (run-specific fields left out)."""
+    from vision.recipes import RECIPES
+
+    run = ("init", "seed", "threads", "progress", "out_dir", "device")
+    return {**{k: v for k, v in RECIPES[name].to_dict().items() if k not in run}, **overrides}
+
+
+#: The standard DiT (``vision_dit``; ``dit_sampling_noise`` shares its runs): the ``dit-mnist-fast`` recipe, scored
+#: and its samples measured every 5% of the budget.
+DIT_STANDARD_TRAIN = _recipe_train("dit-mnist-fast", log_every=200, fidelity_every=200, checkpoint_every=1000)
+#: A DiT on digits with sample metrics, in seconds (numbers meaningless).
+DIT_SMOKE_TRAIN = {
+    "model": "dit-tiny",
+    "objective": "denoising",
+    "data": "digits",
+    **VISION_SMOKE,
+    "task_options": {"fidelity_samples": 20, "sampler": {"method": "ddim", "steps": 2, "guidance": 2.0}},
+}
+
+
 def seed_units(config: dict) -> dict[str, dict]:
     """One unit per group of ``config["units"]`` seeds (``seed0``, ``seeds0-1``), each the config with its
     ``seed_list``."""
@@ -87,14 +111,6 @@ def arm_seed_units(config: dict) -> dict[str, dict]:
         for scheme in config["schemes"]
         for name, unit in seed_units(config).items()
     }
-
-
-def _recipe_train(name: str, **overrides) -> dict:
-    """A :mod:`vision.recipes` recipe as a vision runner's ``train`` config (run-specific fields left out)."""
-    from vision.recipes import RECIPES
-
-    run = ("init", "seed", "threads", "progress", "out_dir", "device")
-    return {**{k: v for k, v in RECIPES[name].to_dict().items() if k not in run}, **overrides}
 
 
 def _vision(
@@ -349,7 +365,20 @@ EXPERIMENTS: dict[str, Experiment] = {
             255,
             quick_steps=1000,
             full={"model": "dit-s-2", "steps": 10000},
-            standard=_recipe_train("dit-mnist-fast", log_every=200, fidelity_every=200, checkpoint_every=1000),
+            standard=DIT_STANDARD_TRAIN,
+        ),
+        Experiment(
+            "dit_sampling_noise",
+            "sampling noise of the DiT's sample metrics: one trained model's samples drawn again and again",
+            sampling_noise,
+            {
+                "smoke": {"task": "dit", "seed_list": [0], "draws": 3, "train": DIT_SMOKE_TRAIN},
+                # vision_dit's seed 0 (its runs are shared), 16 draws of its 500 final samples; no quick config:
+                # --quick shows committed --standard results
+                "standard": {"task": "dit", "seed_list": [0], "draws": 16, "train": DIT_STANDARD_TRAIN},
+            },
+            derive=sampling_summary,
+            cost=300,
         ),
         # the 8x8 digits studies: --full and --smoke only (--quick runs the MNIST studies below in their place)
         _study(

@@ -45,3 +45,43 @@ def study_table(results: Results) -> str:
         ],
         body,
     )
+
+
+#: The experiment that draws one trained DiT's samples again and again, and the one whose seeds it is set against.
+SAMPLING, SEEDS = "dit_sampling_noise", "vision_dit"
+
+
+def sampling_noise_text(results: Results) -> str:
+    """The sampling noise of the DiT's sample metrics (:data:`SAMPLING`: one model's final samples drawn again and
+    again) beside the spread of :data:`SEEDS`' seeds at the same step (one draw each, its ``<metric>_sd`` rows), read
+    by a one-sided F-test of the seeds' variance over the draws' at 0.025; empty without the former's results."""
+    from scipy import stats
+
+    from vision.fidelity import FIDELITY_COLUMNS
+
+    if not results.has(SAMPLING, "summary"):
+        return ""
+    summary, first = results.required_rows(SAMPLING, "summary"), results.required_rows(SAMPLING, "draws")[0]
+    seeds = results.rows(SEEDS, "summary", task=first["task"], step=first["step"]) if results.has(SEEDS) else []
+    body, draws, runs = [], 0, "n/a"
+    for metric in FIDELITY_COLUMNS:
+        spread = next(iter(select(seeds, quantity=f"{metric}_sd")), None)
+        for seed in dict.fromkeys(r["seed"] for r in select(summary, quantity=metric)):
+            noise = select(summary, quantity=f"{metric}_sd", seed=seed)[0]
+            draws, runs = noise["n"], fmt(spread["n"]) if spread else "n/a"
+            reading = "no seeds to compare"
+            if spread and spread["n"] > 1 and noise["mean"] > 0:
+                p = stats.f.sf((spread["mean"] / noise["mean"]) ** 2, spread["n"] - 1, noise["n"] - 1)
+                reading = "the seeds' spread dominates" if p < 0.025 else "not clearly above the sampling noise"
+            mean = select(summary, quantity=metric, seed=seed)[0]
+            body.append([metric, str(seed), value_text(mean), value_text(noise), value_text(spread or {}), reading])
+    columns = ["metric", "model (seed)", f"mean over {draws} draws", "SD over draws [95% CI]"]
+    table = md_table([*columns, f"SD over {runs} seeds [95% CI]", "reading"], body)
+    return (
+        f"**Sampling noise of the sample metrics** (`{SAMPLING}`): the trained DiT of `{SEEDS}` (init "
+        f"{first['init']}) at step {first['step']}, its {first['samples']} samples drawn {draws} times with "
+        f"independent noise, beside the spread of the seeds of `{SEEDS}` at that step (one draw each, the same noise "
+        "for every seed; that spread includes one draw's sampling noise). The reading is a one-sided F-test of the "
+        "seeds' variance over the draws' at 0.025. The init studies draw the same noise in every arm and seed, so "
+        "part of it cancels in their paired differences.\n\n" + table
+    )

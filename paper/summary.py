@@ -121,6 +121,21 @@ def interval_row(ids: dict, quantity: str, mean: float, lo: float, hi: float, n:
     return keyed(ids, quantity=quantity, n=n, mean=mean, ci=math.nan, lo=lo, hi=hi, z=math.nan)
 
 
+def sd_row(ids: dict, quantity: str, values: Sequence[float]) -> Row:
+    """A standard deviation (``ddof = 1``) of ``values`` with its chi-square 95% interval (exact for normal values);
+    NaN with fewer than two finite values."""
+    from scipy import stats
+
+    finite = [float(v) for v in values if v is not None and math.isfinite(v)]
+    n = len(finite)
+    if n < 2:
+        return interval_row(ids, quantity, math.nan, math.nan, math.nan, n)
+    mean = sum(finite) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in finite) / (n - 1))
+    lo, hi = (sd * math.sqrt((n - 1) / stats.chi2.ppf(q, n - 1)) for q in (0.975, 0.025))
+    return interval_row(ids, quantity, sd, lo, hi, n)
+
+
 def proportion_row(ids: dict, quantity: str, successes: int, n: int, z: float = 1.959963984540054) -> Row:
     """A rate ``successes / n`` with its 95% Wilson score interval (sound near 0 and 1, unlike the normal one)."""
     if n == 0:

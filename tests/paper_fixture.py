@@ -174,9 +174,30 @@ def vision_tables(task: str, seeds: int, rng) -> dict:
                     }
                     if task == "classify":
                         row.update(test_accuracy=0.5 + step / 100, cls_key_norm=0.5, cls_query_norm=1.0 + rng.random())
+                    if task == "dit":  # a run's sample metrics, the same on each of its rows: seeds spread by 5
+                        row.update(sample_fid=400 - 3 * step + 5 * seed, sample_accuracy=0.1 + step / 100)
                     scores.append(row)
     nulls = [r for form in forms for r in _null_rows({"task": task, "form": form})]
     return {"scores": scores, "nulls": nulls, "config": {"seeds": seeds}}
+
+
+def sampling_tables(rng, draws: int = 8) -> dict:
+    """``dit_sampling_noise``: vision_dit's seed 0 at its last step, its samples drawn ``draws`` times (FID spread
+    about 0.5, far under the seeds' 5; the accuracy's spread as large as the seeds' 0)."""
+    rows = [
+        {
+            "task": "dit",
+            "init": "default",
+            "seed": 0,
+            "draw": d,
+            "step": STEPS[-1],
+            "samples": 500,
+            "sample_fid": 400 - 3 * STEPS[-1] + 0.5 * rng.standard_normal(),
+            "sample_accuracy": 0.1 + STEPS[-1] / 100 + 0.01 * rng.standard_normal(),
+        }
+        for d in range(draws)
+    ]
+    return {"draws": rows}
 
 
 #: study task -> (metric, higher is better, schemes): the digits studies and the MNIST ones with the published inits.
@@ -420,6 +441,7 @@ def write_fixture(results: Path, seeds: int = 3, seed: int = 0) -> Path:
     for task in STUDY_FIXTURES:
         tables[f"init_{task.replace('-', '_')}"] = study_tables(task, seeds, rng, shift=seed)
     tables["language_control"] = language_tables(seeds, rng)
+    tables["dit_sampling_noise"] = sampling_tables(rng)
     for name, t in tables.items():
         write_experiment(results / name, t, _manifest(name, seeds))
     return results

@@ -43,6 +43,23 @@ def train_grid(
     return results
 
 
+def finished_task(cfg: TrainConfig, data):
+    """The task of a finished run (``cfg``: the run's config, ``cfg.out_dir`` its directory) holding the weights of
+    its last checkpoint (the EMA weights when the task keeps them), in eval mode, on the CPU."""
+    from vision.run_checkpoint import latest_checkpoint, load_weights
+    from vision.train import make_task
+
+    sidecar = latest_checkpoint(Path(cfg.out_dir) / "ckpt")
+    if sidecar is None:
+        raise ValueError(f"no checkpoint of a finished run in {cfg.out_dir}")
+    task = make_task(cfg, data)
+    meta = load_weights(sidecar, task.model, ema=task.uses_ema)
+    if meta["step"] != cfg.steps:
+        raise ValueError(f"the run in {cfg.out_dir} stopped at step {meta['step']} of {cfg.steps}")
+    task.model.eval()
+    return task
+
+
 def numeric(value) -> float | int | str:
     """A metrics.csv cell as a number where it is one (``head`` stays ``"all"``, ``form`` a label)."""
     for kind in (int, float):

@@ -10,7 +10,6 @@ not.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -50,18 +49,10 @@ def final_samples(cfg, data, per_class: int, ids: Mapping) -> list[dict]:
     sampler from the EMA weights of a finished DiT run's last checkpoint (``cfg`` is the run's config); the noise is
     the same in every run."""
     from common.seeding import generator
-    from vision.run_checkpoint import latest_checkpoint, load_weights
-    from vision.train import make_task
+    from vision.runs import finished_task
 
-    sidecar = latest_checkpoint(Path(cfg.out_dir) / "ckpt")
-    if sidecar is None:
-        raise ValueError(f"no checkpoint of a finished run in {cfg.out_dir}")
-    task = make_task(cfg, data)
-    meta = load_weights(sidecar, task.model, ema=task.uses_ema)
-    if meta["step"] != cfg.steps:
-        raise ValueError(f"the run in {cfg.out_dir} stopped at step {meta['step']} of {cfg.steps}")
+    task = finished_task(cfg, data)
     classes = task.model.config.n_classes
     labels = torch.arange(max(classes, 1)).repeat_interleave(per_class)
-    task.model.eval()
     images = task.sample_images(len(labels), generator(0, SAMPLES_STREAM), labels if classes else None)
     return image_rows(images, labels.tolist(), ids)

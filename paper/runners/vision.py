@@ -6,6 +6,8 @@ finished run instead of training it again, and a change to the vision code never
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from paper.experiment import Context, Tables
@@ -20,24 +22,33 @@ def _per_layer(rows: list[dict], ids: dict) -> list[dict]:
     ]
 
 
+@contextmanager
+def vision_runs(train: dict, ctx: Context) -> Iterator[Path]:
+    """The root of the runs of the training config ``train`` (named by the code and the config: a changed config
+    never meets the trainer's "cannot resume"), held locked: runners that share runs train them once, in turn."""
+    from paper.codeversion import modules_version
+    from paper.experiment import config_hash
+
+    root = ctx.scratch("vision", f"{modules_version(['vision.runs'])}-{config_hash(train)}")
+    with ctx.locked(root):
+        yield root
+
+
 def vision_task(config: dict, ctx: Context) -> Tables:
     """Train ``config["train"]`` (a :class:`vision.train.TrainConfig`'s fields) for ``config["seeds"]`` seeds (or
     the unit's ``seed_list``);
     per-seed per-layer scores of every form over training with the task's test metrics, and their nulls."""
-    from paper.codeversion import modules_version
-    from paper.experiment import config_hash
     from paper.runners.nulls import null_rows
     from vision.data import load_data
     from vision.runs import null_shape, read_metrics, train_grid
     from vision.train import TrainConfig
 
     base = TrainConfig(**config["train"], threads=ctx.threads, device=ctx.device, progress=False)
-    # named by the code and the training config: a changed config never meets the trainer's "cannot resume"
-    root = ctx.scratch("vision", f"{modules_version(['vision.runs'])}-{config_hash(config['train'])}")
     init = config.get("init", "default")
     ctx.note(f"{base.model} {base.objective}: {config['seeds']} seeds x {base.steps} steps")
     data = load_data(base.data, base.test_fraction, base.split_seed)
-    results = train_grid(base, [init], list(config.get("seed_list", range(config["seeds"]))), root, data)
+    with vision_runs(config["train"], ctx) as root:
+        results = train_grid(base, [init], list(config.get("seed_list", range(config["seeds"]))), root, data)
     scores, nulls, spectra = [], [], []
     for result in results.values():
         rows = _per_layer(read_metrics(Path(result.run_dir) / "metrics.csv"), {"task": config["task"]})
@@ -50,6 +61,30 @@ def vision_task(config: dict, ctx: Context) -> Tables:
             nulls += null_rows({"task": config["task"], "form": form}, *shape, base.null_samples)
     nulls += spectra
     return {"scores": scores, "nulls": nulls, "config": {"train": base.to_dict(), "seeds": config["seeds"]}}
+
+
+def sampling_noise(config: dict, ctx: Context) -> Tables:
+    """The sampling noise of a DiT's sample metrics (:mod:`vision.sampling_noise`): train ``config["train"]`` for
+    the seeds of ``seed_list`` (or reuse the runs :func:`vision_task` trained of the same config), then score each
+    finished model's sample metrics on ``config["draws"]`` independent draws of samples (``draws``)."""
+    from dataclasses import replace
+
+    from vision.data import load_data
+    from vision.runs import train_grid
+    from vision.sampling_noise import sample_draws
+    from vision.train import TrainConfig
+
+    base = TrainConfig(**config["train"], threads=ctx.threads, device=ctx.device, progress=False)
+    init, draws = config.get("init", "default"), config["draws"]
+    data = load_data(base.data, base.test_fraction, base.split_seed)
+    with vision_runs(config["train"], ctx) as root:
+        results = train_grid(base, [init], list(config["seed_list"]), root, data)
+    rows = []
+    for (init, seed), result in results.items():
+        cfg = replace(base, init=init, seed=seed, out_dir=str(result.run_dir))
+        note = lambda d, seed=seed: ctx.note(f"seed {seed}: draw {d + 1} of {draws}")
+        rows += sample_draws(cfg, data, draws, {"task": config["task"], "init": init, "seed": seed}, note)
+    return {"draws": rows}
 
 
 def final_spectrum_rows(task: str, run: Path, data, rows: list[dict]) -> list[dict]:
