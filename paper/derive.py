@@ -63,15 +63,16 @@ def sim_summary(tables: Tables) -> Tables:
 
 
 def vision_summary(tables: Tables) -> Tables:
-    """Per task, layer and form at the first logged step after 0 and the last: every score and metric over seeds;
-    per task at the last step, ``<metric>_sd``: each sample metric's standard deviation over the seeds (one value
-    per run, :func:`paper.summary.sd_row`; set against one model's sampling noise, ``dit_sampling_noise``)."""
+    """Per task, layer and form at the first logged step after 0 and the last: every score and metric over seeds
+    (``summary``); per task at the last step, ``<metric>_sd``: each sample metric's standard deviation over the seeds
+    (``spread``: one value per run, :func:`paper.summary.sd_row`; set against one model's sampling noise,
+    ``dit_sampling_noise``)."""
     from vision.fidelity import FIDELITY_COLUMNS
 
     rows = with_key_query_ratios(tables["scores"])
     steps = steps_of(rows, "task")
     keep = lambda r: r["step"] in (steps[r["task"]]["early"], steps[r["task"]]["last"])
-    out = seed_summary(rows, ("task", "step", "layer", "form"), keep)
+    spread = []
     runs: dict[tuple, dict] = {}  # (task, seed) -> one row at the last step (a run's metrics are on each of its rows)
     for r in rows:
         if r["step"] == steps[r["task"]]["last"]:
@@ -79,8 +80,9 @@ def vision_summary(tables: Tables) -> Tables:
     for task in dict.fromkeys(t for t, _ in runs):
         finals = [r for (t, _), r in runs.items() if t == task]
         ids = {"task": task, "step": steps[task]["last"]}
-        out += [sd_row(ids, f"{m}_sd", [r.get(m) for r in finals]) for m in FIDELITY_COLUMNS if m in finals[0]]
-    return {"summary": out}
+        spread += [sd_row(ids, f"{m}_sd", [r.get(m) for r in finals]) for m in FIDELITY_COLUMNS if m in finals[0]]
+    summary = seed_summary(rows, ("task", "step", "layer", "form"), keep)
+    return {"summary": summary, **({"spread": spread} if spread else {})}
 
 
 def study_summary(tables: Tables, baseline: str = "default") -> Tables:

@@ -53,7 +53,7 @@ SAMPLING, SEEDS = "dit_sampling_noise", "vision_dit"
 
 def sampling_noise_text(results: Results) -> str:
     """The sampling noise of the DiT's sample metrics (:data:`SAMPLING`: one model's final samples drawn again and
-    again) beside the spread of :data:`SEEDS`' seeds at the same step (one draw each, its ``<metric>_sd`` rows), read
+    again) beside the spread of :data:`SEEDS`' seeds at the same step (one draw each, its ``spread`` table), read
     by a one-sided F-test of the seeds' variance over the draws' at 0.025; empty without the former's results."""
     from scipy import stats
 
@@ -62,7 +62,8 @@ def sampling_noise_text(results: Results) -> str:
     if not results.has(SAMPLING, "summary"):
         return ""
     summary, first = results.required_rows(SAMPLING, "summary"), results.required_rows(SAMPLING, "draws")[0]
-    seeds = results.rows(SEEDS, "summary", task=first["task"], step=first["step"]) if results.has(SEEDS) else []
+    at = {"task": first["task"], "step": first["step"]}
+    seeds = results.rows(SEEDS, "spread", **at) if results.has(SEEDS, "spread") else []
     body, draws, runs = [], 0, "n/a"
     for metric in FIDELITY_COLUMNS:
         spread = next(iter(select(seeds, quantity=f"{metric}_sd")), None)
