@@ -376,6 +376,8 @@ EXPERIMENTS: dict[str, Experiment] = {
                 # vision_dit's seed 0 (its runs are shared), 16 draws of its 500 final samples; no quick config:
                 # --quick shows committed --standard results
                 "standard": {"task": "dit", "seed_list": [0], "draws": 16, "train": DIT_STANDARD_TRAIN},
+                # --full: the same measurement on the GPU (the draws run on the CPU)
+                "full": {"task": "dit", "seed_list": [0], "draws": 16, "train": DIT_STANDARD_TRAIN},
             },
             derive=sampling_summary,
             cost=300,

@@ -64,7 +64,7 @@ def _versions(tree: SourceTree) -> dict[str, str]:
         ("sim.experiments", {n for n in EXPERIMENTS if n.startswith("sim_")}),
         ("theory.attribution", {"predictions", "theory_check"}),  # sim.compare does not import it
         # imported only by name, through vision.tasks.BUILDERS
-        ("vision.tasks.denoise", {n for n in EXPERIMENTS if n.startswith(("vision_", "init_"))}),
+        ("vision.tasks.denoise", {n for n in EXPERIMENTS if n.startswith(("vision_", "init_", "dit_"))}),
         ("theory.scores", set(EXPERIMENTS)),  # every experiment scores forms
     ],
     ids=lambda v: v if isinstance(v, str) else "",

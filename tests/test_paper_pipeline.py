@@ -115,7 +115,8 @@ def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_d
         for mode in ("smoke", "full"):
             assert isinstance(experiment.config(mode), dict), name
     left_out = sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs)
-    assert left_out == ["init_dit", "init_vit", "language_control"]  # the control: --quick reads --standard's
+    # the control and the DiT's sampling noise: --quick reads --standard's
+    assert left_out == ["dit_sampling_noise", "init_dit", "init_vit", "language_control"]
 
 
 @pytest.mark.parametrize("mode", ["full", "standard"])
