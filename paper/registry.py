@@ -24,7 +24,7 @@ classification, its training images shifted by up to 2 pixels, reaches 0.97; MAE
 and budget), the DiT on the ``dit-mnist-fast`` recipe,
 the init studies on ``vit-mnist-long`` and ``dit-mnist-fast`` (:data:`vision.study.STANDARD_TASKS`; DiT arms
 with their attention gates open at init too), 5 seeds each, scores and sample metrics every 5% of the budget;
-``dit_sampling_noise`` (standard only) draws the samples of the standard DiT's seed 0 sixteen times, the sampling
+``dit_sampling_noise`` (standard and full) draws the samples of the standard DiT's seed 0 sixteen times, the sampling
 noise of one logged sample metric beside the seeds' spread.
 docs/benchmarks.md has each unit's measured wall time.
 """
@@ -86,6 +86,8 @@ def _recipe_train(name: str, **overrides) -> dict:
 #: The standard DiT (``vision_dit``; ``dit_sampling_noise`` shares its runs): the ``dit-mnist-fast`` recipe, scored
 #: and its samples measured every 5% of the budget.
 DIT_STANDARD_TRAIN = _recipe_train("dit-mnist-fast", log_every=200, fidelity_every=200, checkpoint_every=1000)
+#: ``dit_sampling_noise``: vision_dit's standard seed 0 (its runs are shared), 16 draws of its 500 final samples.
+SAMPLING_NOISE = {"task": "dit", "seed_list": [0], "draws": 16, "train": DIT_STANDARD_TRAIN}
 #: A DiT on digits with sample metrics, in seconds (numbers meaningless).
 DIT_SMOKE_TRAIN = {
     "model": "dit-tiny",
@@ -372,12 +374,10 @@ EXPERIMENTS: dict[str, Experiment] = {
             "sampling noise of the DiT's sample metrics: one trained model's samples drawn again and again",
             sampling_noise,
             {
-                "smoke": {"task": "dit", "seed_list": [0], "draws": 3, "train": DIT_SMOKE_TRAIN},
-                # vision_dit's seed 0 (its runs are shared), 16 draws of its 500 final samples; no quick config:
-                # --quick shows committed --standard results
-                "standard": {"task": "dit", "seed_list": [0], "draws": 16, "train": DIT_STANDARD_TRAIN},
-                # --full: the same measurement on the GPU (the draws run on the CPU)
-                "full": {"task": "dit", "seed_list": [0], "draws": 16, "train": DIT_STANDARD_TRAIN},
+                "smoke": {**SAMPLING_NOISE, "draws": 3, "train": DIT_SMOKE_TRAIN},
+                # no quick config: --quick shows committed --standard results; --full trains on the GPU
+                "standard": SAMPLING_NOISE,
+                "full": SAMPLING_NOISE,
             },
             derive=sampling_summary,
             cost=300,

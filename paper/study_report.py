@@ -64,18 +64,19 @@ def sampling_noise_text(results: Results) -> str:
     summary, first = results.required_rows(SAMPLING, "summary"), results.required_rows(SAMPLING, "draws")[0]
     at = {"task": first["task"], "step": first["step"]}
     seeds = results.rows(SEEDS, "spread", **at) if results.has(SEEDS, "spread") else []
-    body, draws, runs = [], 0, "n/a"
+    body = []
     for metric in FIDELITY_COLUMNS:
         spread = next(iter(select(seeds, quantity=f"{metric}_sd")), None)
         for seed in dict.fromkeys(r["seed"] for r in select(summary, quantity=metric)):
             noise = select(summary, quantity=f"{metric}_sd", seed=seed)[0]
-            draws, runs = noise["n"], fmt(spread["n"]) if spread else "n/a"
             reading = "no seeds to compare"
             if spread and spread["n"] > 1 and noise["mean"] > 0:
                 p = stats.f.sf((spread["mean"] / noise["mean"]) ** 2, spread["n"] - 1, noise["n"] - 1)
                 reading = "the seeds' spread dominates" if p < 0.025 else "not clearly above the sampling noise"
             mean = select(summary, quantity=metric, seed=seed)[0]
             body.append([metric, str(seed), value_text(mean), value_text(noise), value_text(spread or {}), reading])
+    draws = next(r["n"] for r in summary if r["quantity"].endswith("_sd"))
+    runs = fmt(seeds[0]["n"]) if seeds else "n/a"
     columns = ["metric", "model (seed)", f"mean over {draws} draws", "SD over draws [95% CI]"]
     table = md_table([*columns, f"SD over {runs} seeds [95% CI]", "reading"], body)
     return (

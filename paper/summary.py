@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from common.rows import Row, extended, table
-from common.summary import combined_z, mean_ci
+from common.summary import combined_z, mean_ci, mean_sd
 
 
 @table
@@ -130,8 +130,7 @@ def sd_row(ids: dict, quantity: str, values: Sequence[float]) -> Row:
     n = len(finite)
     if n < 2:
         return interval_row(ids, quantity, math.nan, math.nan, math.nan, n)
-    mean = sum(finite) / n
-    sd = math.sqrt(sum((v - mean) ** 2 for v in finite) / (n - 1))
+    sd = mean_sd(finite)[1]
     lo, hi = (sd * math.sqrt((n - 1) / stats.chi2.ppf(q, n - 1)) for q in (0.975, 0.025))
     return interval_row(ids, quantity, sd, lo, hi, n)
 
