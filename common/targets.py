@@ -17,9 +17,11 @@ A run that never reaches a target has no step and no saving ("not reached"), nev
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
+
+from common.rows import missing
 
 RULES = ("paper", "null", "reverse", "ours")
 
@@ -48,6 +50,19 @@ def value_at(steps, values, at_step: float) -> float:
 def baseline_target(curves: Sequence[Curve], at_step: float) -> float:
     """The median over baseline runs of the metric at the first logged step ``>= at_step`` (the project's rule)."""
     return float(np.median([value_at(steps, values, at_step) for steps, values in curves]))
+
+
+def run_curves(rows: Iterable[Mapping], group: str, arm: str, metric: str) -> dict[str, dict[tuple[str, int], Curve]]:
+    """Logged rows (one per run and step, with ``step`` and ``seed`` columns) as curves: per value of the ``group``
+    column (one comparison each), per ``(arm, seed)``, the steps and the ``metric`` in step order. Rows whose metric
+    is missing (not logged at that step) are left out."""
+    runs: dict[str, dict[tuple[str, int], tuple[list, list]]] = {}
+    for r in sorted(rows, key=lambda r: (r[group], r[arm], r["seed"], r["step"])):
+        if not missing(r.get(metric)):
+            steps, values = runs.setdefault(r[group], {}).setdefault((r[arm], r["seed"]), ([], []))
+            steps.append(r["step"])
+            values.append(r[metric])
+    return runs
 
 
 def rule_rows(runs: Mapping[tuple[str, int], Curve], baseline: str, higher_is_better: bool = False) -> list[dict]:

@@ -11,16 +11,12 @@ import math
 
 import numpy as np
 
-from common.targets import rule_rows
+from common.targets import rule_rows, run_curves
 
 
 def step_rows(curves: list[dict], baseline: str = "default") -> list[dict]:
     """One row per objective, arm, seed and rule: the step at which the target was reached and the saving."""
-    runs: dict[str, dict[tuple[str, int], tuple[list[int], list[float]]]] = {}
-    for r in sorted(curves, key=lambda r: (r["objective"], r["arm"], r["seed"], r["step"])):
-        steps, losses = runs.setdefault(r["objective"], {}).setdefault((r["arm"], r["seed"]), ([], []))
-        steps.append(r["step"])
-        losses.append(r["test_loss"])
+    runs = run_curves(curves, "objective", "arm", "test_loss")
     return [{"objective": objective, **row} for objective, group in runs.items() for row in rule_rows(group, baseline)]
 
 

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from common.rows import missing
 from paper.experiment import Tables
 from paper.results import select
 from paper.summary import (
@@ -124,24 +125,19 @@ def sampling_summary(tables: Tables) -> Tables:
     for (task, init, seed, step), rows in groups.items():
         ids = {"task": task, "init": init, "seed": seed, "step": step}
         for metric in (m for m in FIDELITY_COLUMNS if m in rows[0]):
-            values = [float(r[metric]) for r in rows if not _missing(r[metric])]
+            values = [float(r[metric]) for r in rows if not missing(r[metric])]
             out += [summary_row(ids, metric, values), sd_row(ids, f"{metric}_sd", values)]
     return {"summary": out}
 
 
 def _study_rules(tables: Tables, study: dict, baseline: str) -> dict[str, list[dict]]:
     """Per task, the target rules of :mod:`common.targets` on every run's logged values of the study's metric."""
-    from common.targets import rule_rows
+    from common.targets import rule_rows, run_curves
 
     metric = study.get("metric")
     if not metric or not tables.get("curves"):
         return {}
-    runs: dict[str, dict[tuple[str, int], tuple[list, list]]] = {}
-    for r in sorted(tables["curves"], key=lambda r: (r["task"], r["scheme"], r["seed"], r["step"])):
-        if not _missing(r.get(metric)):
-            steps, values = runs.setdefault(r["task"], {}).setdefault((r["scheme"], r["seed"]), ([], []))
-            steps.append(r["step"])
-            values.append(r[metric])
+    runs = run_curves(tables["curves"], "task", "scheme", metric)
     higher = bool(study.get("higher_is_better"))
     return {task: rule_rows(group, baseline, higher) for task, group in runs.items()}
 
@@ -153,7 +149,7 @@ def paper_rule_rows(ids: dict, rules: list[dict], arm: str, baseline: str) -> li
     ``reverse_vs_null`` (the baseline run reaching the arm's final value, minus the null)."""
 
     def savings(of: str, rule: str) -> dict[int, float | None]:
-        return {r["seed"]: None if _missing(r["saving"]) else r["saving"] for r in select(rules, arm=of, rule=rule)}
+        return {r["seed"]: None if missing(r["saving"]) else r["saving"] for r in select(rules, arm=of, rule=rule)}
 
     null = savings(baseline, "null")
     out = []
@@ -161,10 +157,6 @@ def paper_rule_rows(ids: dict, rules: list[dict], arm: str, baseline: str) -> li
         mine = {seed: 0.0 if v is None else v for seed, v in savings(arm, rule).items()}
         out.append(paired_difference(ids, quantity, mine, null))
     return out
-
-
-def _missing(value) -> bool:
-    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
 
 
 #: Resamples of the positive control's bootstrap of the step ratio (as the init studies').
@@ -182,7 +174,7 @@ def control_summary(tables: Tables, baseline: str = "default") -> Tables:
     def per_seed(objective, arm, rule, column="saving"):
         """seed -> the rule's value (None: the target was never reached)."""
         rows = select(tables["steps"], objective=objective, arm=arm, rule=rule)
-        return {r["seed"]: None if _missing(r[column]) else r[column] for r in rows}
+        return {r["seed"]: None if missing(r[column]) else r[column] for r in rows}
 
     final: dict[tuple, tuple[int, float]] = {}
     for r in tables["curves"]:

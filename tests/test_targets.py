@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from common.targets import RULES, rule_rows
+from common.targets import RULES, rule_rows, run_curves
 from paper.derive import study_summary
 
 STEPS = [0, 10, 20, 30]
@@ -28,6 +28,19 @@ def test_a_seed_without_a_baseline_run_is_skipped_and_no_baseline_is_an_error():
     assert {r["seed"] for r in rule_rows(runs, "default")} == {0}
     with pytest.raises(ValueError, match="baseline"):
         rule_rows({("fast", 0): (STEPS, [1] * 4)}, "default")
+
+
+def test_logged_rows_become_curves_in_step_order_per_comparison_without_unlogged_steps():
+    logged = [
+        {"task": "b", "scheme": "default", "seed": 0, "step": 10, "fid": 3.0},
+        {"task": "a", "scheme": "default", "seed": 1, "step": 10, "fid": ""},  # read back from a CSV: not logged
+        {"task": "a", "scheme": "default", "seed": 1, "step": 20, "fid": 2.0},
+        {"task": "a", "scheme": "default", "seed": 1, "step": 0, "fid": 9.0},
+        {"task": "a", "scheme": "sym", "seed": 1, "step": 0, "fid": math.nan},
+        {"task": "a", "scheme": "sym", "seed": 1, "step": 5},
+    ]
+    runs = run_curves(logged, "task", "scheme", "fid")
+    assert runs == {"a": {("default", 1): ([0, 20], [9.0, 2.0])}, "b": {("default", 0): ([10], [3.0])}}
 
 
 def _arm(scheme):
