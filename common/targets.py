@@ -91,3 +91,25 @@ def rule_rows(runs: Mapping[tuple[str, int], Curve], baseline: str, higher_is_be
             rows.append({"arm": arm, "seed": seed, "rule": rule, "target": float(target), "steps": reached,
                          "saving": saving})  # fmt: skip
     return rows
+
+
+def paper_rule_differences(rules: Sequence[Mapping], arm: str, baseline: str) -> dict[str, dict[int, float]]:
+    """The paper's rule for ``arm`` against ``baseline`` beside its null, per seed, from the :func:`rule_rows` of one
+    comparison: ``saving_vs_null``, the arm's saving minus the baseline run's saving against its own final value (an
+    arm that never reaches the baseline's final value saves nothing), and ``reverse_vs_null``, the baseline run
+    reaching the arm's final value, minus the same null. Seeds whose null is missing are left out."""
+
+    def savings(of: str, rule: str) -> dict[int, float | None]:
+        return {
+            r["seed"]: None if missing(r["saving"]) else r["saving"]
+            for r in rules
+            if (r["arm"], r["rule"]) == (of, rule)
+        }
+
+    null = {seed: v for seed, v in savings(baseline, "null").items() if v is not None}
+    return {
+        quantity: {
+            seed: (0.0 if v is None else v) - null[seed] for seed, v in savings(arm, rule).items() if seed in null
+        }
+        for quantity, rule in (("saving_vs_null", "paper"), ("reverse_vs_null", "reverse"))
+    }

@@ -143,20 +143,13 @@ def _study_rules(tables: Tables, study: dict, baseline: str) -> dict[str, list[d
 
 
 def paper_rule_rows(ids: dict, rules: list[dict], arm: str, baseline: str) -> list[dict]:
-    """The paper's rule for ``arm`` against ``baseline``, paired by seed, from the :func:`common.targets.rule_rows`
-    of one comparison: ``saving_vs_null`` (the arm's saving minus the same rule's saving of the baseline run against
-    its own final value; an arm that never reaches the baseline's final value saves nothing) and
-    ``reverse_vs_null`` (the baseline run reaching the arm's final value, minus the null)."""
+    """Summary rows of the paper's rule for ``arm`` against ``baseline`` beside its null and its reverse, paired by
+    seed (:func:`common.targets.paper_rule_differences`, from the :func:`common.targets.rule_rows` of one
+    comparison): ``saving_vs_null`` and ``reverse_vs_null``."""
+    from common.targets import paper_rule_differences
 
-    def savings(of: str, rule: str) -> dict[int, float | None]:
-        return {r["seed"]: None if missing(r["saving"]) else r["saving"] for r in select(rules, arm=of, rule=rule)}
-
-    null = savings(baseline, "null")
-    out = []
-    for quantity, rule in (("saving_vs_null", "paper"), ("reverse_vs_null", "reverse")):
-        mine = {seed: 0.0 if v is None else v for seed, v in savings(arm, rule).items()}
-        out.append(paired_difference(ids, quantity, mine, null))
-    return out
+    differences = paper_rule_differences(rules, arm, baseline)
+    return [summary_row(ids, quantity, list(by_seed.values())) for quantity, by_seed in differences.items()]
 
 
 #: Resamples of the positive control's bootstrap of the step ratio (as the init studies').

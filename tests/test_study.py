@@ -148,6 +148,11 @@ def test_tiny_study_runs_end_to_end(tmp_path):
         assert [a["scheme"] for a in task["arms"]] == ["default", "symmetric"]
         assert all(len(a["steps"]) == 2 for a in task["arms"])
         assert "step_ratio" in task["arms"][1] and "step_ratio" not in task["arms"][0]
+        # the paper's rule beside its null: a saving is a fraction of the budget, so a difference of two is in [-1, 1]
+        paper_rule = task["arms"][1]
+        assert "saving_vs_null" not in task["arms"][0]
+        assert all(-1 <= paper_rule[q] <= 1 for q in ("saving_vs_null", "reverse_vs_null"))
+        assert paper_rule["saving_vs_null_lo"] <= paper_rule["saving_vs_null"] <= paper_rule["saving_vs_null_hi"]
     assert (tmp_path / "vit_study.png").exists() and report["files"]
     runs = list(csv.DictReader((tmp_path / "study_runs.csv").open()))
     arms = list(csv.DictReader((tmp_path / "study_arms.csv").open()))

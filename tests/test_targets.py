@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from common.targets import RULES, rule_rows, run_curves
+from common.targets import RULES, paper_rule_differences, rule_rows, run_curves
 from paper.derive import study_summary
 
 STEPS = [0, 10, 20, 30]
@@ -41,6 +41,20 @@ def test_logged_rows_become_curves_in_step_order_per_comparison_without_unlogged
     ]
     runs = run_curves(logged, "task", "scheme", "fid")
     assert runs == {"a": {("default", 1): ([0, 20], [9.0, 2.0])}, "b": {("default", 0): ([10], [3.0])}}
+
+
+def test_the_papers_rule_is_paired_with_its_null_and_a_never_reaching_arm_saves_nothing():
+    runs = {
+        ("default", 0): (STEPS, [4, 2, 1.5, 1]),  # reaches its own final value at the last step: null saving 0
+        ("fast", 0): (STEPS, [4, 1, 1, 0.5]),  # reaches 1 at step 10, and the default never reaches 0.5
+        ("default", 1): (STEPS, [4, 1, 1, 1]),  # flat from step 10: null saving 2/3
+        ("fast", 1): (STEPS, [4, 3, 2, 2]),  # never reaches 1
+    }
+    differences = paper_rule_differences(rule_rows(runs, "default"), "fast", "default")
+    assert differences["saving_vs_null"] == pytest.approx({0: 2 / 3, 1: -2 / 3})
+    assert differences["reverse_vs_null"] == pytest.approx({0: 0.0 - 0.0, 1: 2 / 3 - 2 / 3})
+    # the reverse of seed 0 is "not reached" (the default never gets to 0.5): no saving, not a speed-up
+    assert differences["reverse_vs_null"][0] == 0.0
 
 
 def _arm(scheme):

@@ -25,6 +25,10 @@ first logged steps when the loss falls fast early, as DiT's does, and cannot tel
 reached the target, with the counts beside them, and also shown with "not reached" counted as never (the censored
 median). The metric at fixed budgets (25%, 50%, 100% of the steps: the first logged step at or after each) is
 compared by the paired difference arm - baseline. Every interval is a percentile bootstrap over seeds (95%).
+Beside the project's rule, ``run_study`` states the paper's (the first step at which an arm reaches the baseline
+run's *final* metric, as a saving of the budget) minus its null (the baseline run against its own final metric) and
+the reverse minus the same null (:mod:`common.targets`): a single run's saving by the paper's rule is not zero
+without any effect, since a flattening curve crosses its own final value early.
 
 **Files** (under ``out``, for ``cli.py paper`` and anyone else): ``study.json`` (config, provenance, every table),
 ``study_runs.csv`` (one row per task x arm x seed: steps to target, metric at each budget, init scales),
@@ -41,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common.targets import baseline_target, steps_to_target, value_at
+from common.targets import baseline_target, paper_rule_differences, rule_rows, steps_to_target, value_at
 from vision.record import is_number, logged_rows
 from vision.runs import read_metrics, train_grid
 from vision.study_plots import METRIC_LABELS as METRIC_LABELS  # the study's public names stay importable here
@@ -323,6 +327,24 @@ def analyze_task(
     }
 
 
+def paper_rule_columns(
+    task: StudyTask, curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]], cfg: StudyConfig
+) -> dict[str, dict[str, float]]:
+    """Per scheme other than the baseline, the paper's rule beside its null
+    (:func:`common.targets.paper_rule_differences`): ``saving_vs_null`` and ``reverse_vs_null``, each the mean over
+    the paired seeds with its bootstrap interval (``_lo``, ``_hi``)."""
+    rules = rule_rows(curves, cfg.baseline, task.higher_is_better)
+    out = {}
+    for scheme in (s for s in cfg.schemes if s != cfg.baseline):
+        row = {}
+        for quantity, by_seed in paper_rule_differences(rules, scheme, cfg.baseline).items():
+            diffs = np.array(list(by_seed.values()), dtype=np.float64)
+            row[quantity] = float(diffs.mean()) if len(diffs) else math.nan
+            row[f"{quantity}_lo"], row[f"{quantity}_hi"] = bootstrap_ci(diffs, np.mean, cfg.n_boot, cfg.confidence)
+        out[scheme] = row
+    return out
+
+
 # ---- running it ----------------------------------------------------------------------------------
 def task_config(task: StudyTask, cfg: StudyConfig) -> TrainConfig:
     """The training config every arm and seed of ``task`` shares (init and seed set per run)."""
@@ -370,6 +392,9 @@ def run_study(cfg: StudyConfig) -> dict:
         curves = {k: _curves(rows, task.metric, logged_rows(task.metric)) for k, rows in runs.items()}
         scales = init_scale_ratios(replace(base, init=cfg.baseline), cfg.schemes, data)
         analysis = analyze_task(task, curves, cfg, scales)
+        paper_rule = paper_rule_columns(task, curves, cfg)
+        for arm in analysis["arms"]:
+            arm.update(paper_rule.get(arm["scheme"], {}))
         analysis["config"] = base.to_dict()
         if results:
             import json
@@ -437,6 +462,12 @@ def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
                         f" ({arm[f'{key}_diff']:+.3g} [{arm[f'{key}_diff_lo']:+.3g}, {arm[f'{key}_diff_hi']:+.3g}])"
                     )
                 row[f"{round(100 * b)}%: mean [CI] (diff [CI])"] = value
+            row["paper's rule: saving - null [CI] (reverse - null)"] = (
+                "baseline"
+                if "saving_vs_null" not in arm
+                else f"{arm['saving_vs_null']:+.2f} [{arm['saving_vs_null_lo']:+.2f}, {arm['saving_vs_null_hi']:+.2f}] "
+                f"({arm['reverse_vs_null']:+.2f})"
+            )
             if "q_std_ratio" in arm:
                 row["qk/v scale"] = f"{arm['q_std_ratio']:.2f}/{arm['v_std_ratio']:.2f}"
             rows.append(row)
