@@ -109,7 +109,22 @@ def study_summary(tables: Tables, baseline: str = "default") -> Tables:
             out.append(interval_row(ids, name, mean, arm[key], arm[f"{base}_hi"], n))
         if arm["scheme"] != baseline and rules.get(arm["task"]):
             out += paper_rule_rows(ids, rules[arm["task"]], arm["scheme"], baseline)
-    return {"summary": out}
+    return {"summary": out + gate_rows(tables.get("gates") or [])}
+
+
+def gate_rows(gates: list[dict]) -> list[dict]:
+    """Per task, scheme and logged step of a DiT study, the RMS of the adaLN-Zero attention gates averaged over the
+    layers (:data:`vision.record.GATE_COLUMN`): its mean over seeds with the 95% t-interval."""
+    from vision.record import GATE_COLUMN
+
+    groups: dict[tuple, dict[int, list[float]]] = {}
+    for r in gates:
+        by_seed = groups.setdefault((r["task"], r["scheme"], r["step"]), {})
+        by_seed.setdefault(r["seed"], []).append(float(r[GATE_COLUMN]))
+    return [
+        summary_row({"task": task, "scheme": scheme, "step": step}, GATE_COLUMN, [np.mean(v) for v in by_seed.values()])
+        for (task, scheme, step), by_seed in groups.items()
+    ]
 
 
 def sampling_summary(tables: Tables) -> Tables:

@@ -21,7 +21,7 @@ from paper.margins import PAPER_MEDIANS
 from paper.markdown import fmt, md_table, value_text
 from paper.results import MissingResult, Results, select
 from paper.sections import row_name
-from paper.study_report import sampling_noise_text, study_table
+from paper.study_report import gate_text, sampling_noise_text, study_table
 from paper.summary import at_last_step
 from paper.verdict import VERDICTS
 
@@ -235,6 +235,7 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
     ctx["qb.evidence"] = _safe(lambda: vision_tables(results))
     ctx["qc.evidence"] = _safe(lambda: study_table(results))
     ctx["qc.sampling"] = _safe(lambda: sampling_noise_text(results))
+    ctx["qc.gates"] = _safe(lambda: gate_text(results))
     ctx["control.evidence"] = _safe(lambda: control_piece(results))
     return ctx
 

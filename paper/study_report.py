@@ -47,6 +47,38 @@ def study_table(results: Results) -> str:
     )
 
 
+#: Fractions of the budget at which the report reads the DiT arms' attention gates.
+GATE_FRACTIONS = (0.0, 0.05, 0.25, 0.5, 1.0)
+
+
+def gate_text(results: Results) -> str:
+    """The RMS of the adaLN-Zero attention gates of the init studies' DiTs per arm at :data:`GATE_FRACTIONS` of the
+    budget (averaged over the layers; mean over seeds with its 95% t-interval, :func:`paper.derive.gate_rows`):
+    while a gate is near zero, attention's output, and so ``W_qk``, barely reaches the residual stream; empty
+    without gates."""
+    from vision.record import GATE_COLUMN
+
+    out = []
+    for experiment in (e for e in results.experiments if e.startswith("init_") and results.has(e, "summary")):
+        rows = results.rows(experiment, "summary", quantity=GATE_COLUMN)
+        if not rows:
+            continue
+        logged = sorted({r["step"] for r in rows})
+        steps = list(dict.fromkeys(next(s for s in logged if s >= f * logged[-1]) for f in GATE_FRACTIONS))
+        body = [
+            [scheme, *(value_text(select(rows, scheme=scheme, step=step)[0]) for step in steps)]
+            for scheme in dict.fromkeys(r["scheme"] for r in rows)
+        ]
+        out.append(
+            f"**Attention gates** (`{experiment}`): the RMS of each layer's adaLN-Zero attention gate, averaged over "
+            f"the layers, mean over {fmt(rows[0]['n'])} seeds (95% t-interval). adaLN-Zero starts every gate at zero, "
+            "so early in training attention's output, and with it `W_qk`, barely reaches the residual stream; the "
+            "`+gates-open` arms start the gates at one instead.\n\n"
+            + md_table(["arm", *(f"step {s}" for s in steps)], body)
+        )
+    return "\n\n".join(out)
+
+
 #: The experiment that draws one trained DiT's samples again and again, and the one whose seeds it is set against.
 SAMPLING, SEEDS = "dit_sampling_noise", "vision_dit"
 

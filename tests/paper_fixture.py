@@ -200,6 +200,25 @@ def sampling_tables(rng, draws: int = 8) -> dict:
     return {"draws": rows}
 
 
+def gate_tables(seeds: int) -> list[dict]:
+    """The DiT study's attention gates: closed at step 0, then ``step / 100 x (layer + 1)`` plus ``0.01 x seed`` (2
+    layers), twice that for ``symmetric``."""
+    return [
+        {
+            "task": "dit-mnist",
+            "scheme": scheme,
+            "seed": seed,
+            "step": step,
+            "layer": layer,
+            "attn_gate_rms": 0.0 if step == 0 else factor * (step / 100 * (layer + 1) + 0.01 * seed),
+        }
+        for scheme, factor in (("default", 1.0), ("symmetric", 2.0))
+        for seed in range(seeds)
+        for step in STEPS
+        for layer in range(2)
+    ]
+
+
 #: study task -> (metric, higher is better, schemes): the digits studies and the MNIST ones with the published inits.
 STUDY_FIXTURES = {
     "vit": ("test_accuracy", True, ("default", "symmetric", "symmetric-indefinite", "directional")),
@@ -440,6 +459,7 @@ def write_fixture(results: Path, seeds: int = 3, seed: int = 0) -> Path:
         tables[f"vision_{task}"] = vision_tables(task, seeds, rng)
     for task in STUDY_FIXTURES:
         tables[f"init_{task.replace('-', '_')}"] = study_tables(task, seeds, rng, shift=seed)
+    tables["init_dit_mnist"]["gates"] = gate_tables(seeds)
     tables["language_control"] = language_tables(seeds, rng)
     tables["dit_sampling_noise"] = sampling_tables(rng)
     for name, t in tables.items():

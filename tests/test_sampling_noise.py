@@ -115,3 +115,23 @@ def test_the_report_sets_the_draws_spread_against_the_seeds(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert sampling_noise_text(Results(empty)) == ""
+
+
+def test_the_report_reads_the_dit_attention_gates_per_arm_at_fractions_of_the_budget(tmp_path):
+    from paper_fixture import STEPS, write_fixture
+
+    from paper.pipeline import derive
+    from paper.results import Results
+    from paper.study_report import gate_text
+
+    root = write_fixture(tmp_path / "results")
+    derive(root)
+    text = gate_text(Results(root))
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert f"step {STEPS[0]} | " in rows["arm"] and rows["arm"].endswith(f"step {STEPS[-1]} |")
+    # the last step, 50: layers 0.5 and 1.0 (+ 0.01 x seed) average to 0.75 + 0.01 x seed; over seeds 0-2 the
+    # mean is 0.76 and the t half-width 4.303 x 0.01 / sqrt(3)
+    assert rows["default"].startswith("| default | 0.000 ± 0.000 |")
+    assert rows["default"].endswith("| 0.760 ± 0.025 |")
+    assert rows["symmetric"].endswith("| 1.520 ± 0.050 |")
+    assert "over 3 seeds" in text
