@@ -97,12 +97,12 @@ class Row(Mapping[str, Any]):
         return f"{type(self).__name__}({self.as_dict()!r})"
 
 
-@functools.cache
 def missing(value: Any) -> bool:
     """Whether a cell holds no value: ``None``, the empty text of a CSV cell read back, or NaN."""
     return value is None or value == "" or (isinstance(value, float) and value != value)
 
 
+@functools.cache
 def _fields(cls: type[Row]) -> dict[str, str]:
     """Column name -> field name of a row type, in column order."""
     return {_column(f): f.name for f in dataclasses.fields(cls)}
