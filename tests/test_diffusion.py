@@ -8,6 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from PIL import Image
+from tolerance import kernel_tolerance
 
 from theory.objectives import Denoising, NoiseSchedule
 from vision.diffusion import Posterior, Sampler, diffusion_loss, guided, image_grid, sample, save_image_grid
@@ -282,7 +283,8 @@ def test_sampler_smoke_writes_a_png(tmp_path):
 
 
 def test_sampling_in_chunks_gives_the_samples_of_one_forward(monkeypatch):
-    """The CPU sampler's network runs a few images at a time: same draws, same samples, every chunk seen."""
+    """The CPU sampler's network runs a few images at a time: same draws, same samples (to float32 rounding: a
+    batch of 4 and one of 14 go through different matrix kernels), every chunk seen."""
     import vision.diffusion
 
     sizes = []
@@ -302,4 +304,5 @@ def test_sampling_in_chunks_gives_the_samples_of_one_forward(monkeypatch):
         g = torch.Generator().manual_seed(0)
         runs[chunk] = sample(model, obj, (7, 1, 4, 4), y, Sampler(steps=5, guidance=2.0), g, null_label=3)
         assert max(sizes) == (14 if chunk is None else 4) and sum(sizes) == 5 * 14
-    _close(runs[4], runs[None], 0.0, "chunked and whole-batch samples")
+    tol = kernel_tolerance(torch.float32, runs[None].abs().max().item(), depth=5, terms=weight.shape[0])
+    _close(runs[4], runs[None], tol, "chunked and whole-batch samples")
