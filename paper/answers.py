@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 
 from paper.markdown import fmt
 from paper.results import Results
-from paper.sections import row_name
+from paper.sections import row_name, section_verdicts
 from paper.verdict import VERDICTS
 
 #: The sections that answer a project question (the claims are the paper's own).
@@ -84,7 +84,7 @@ def _spread(ci) -> str:
 
 def answer_text(results: Results, section: str, verdicts: Sequence[Mapping]) -> str:
     """The answer of one question: its verdict words, then per experiment its scale and its rows' words."""
-    rows = [r for r in verdicts if r["section"] == section]
+    rows = section_verdicts(verdicts, section)  # its predictions: checks and rows not testable apart
     if not rows:
         return "**Answer at this scale:** not measured yet."
     counts = {w: sum(r["verdict"] == w for r in rows) for w in VERDICTS}

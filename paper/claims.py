@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from common.intervals import LOG_T, T
 from common.rows import Row, table
 from paper.margins import (
     CONTEXT,
@@ -31,9 +32,9 @@ from paper.margins import (
     SAVING_GAP,
     STEP_RATIO,
 )
-from paper.resolution import spacing_note
+from paper.resolution import block_note, degenerate_note, spacing_note
 from paper.results import MissingResult, Results, select
-from paper.summary import paired_difference, with_key_query_ratios
+from paper.summary import paired_difference, paired_values, with_key_query_ratios
 from paper.verdict import (
     ALPHA,
     BOUNDS,
@@ -51,6 +52,11 @@ from paper.verdict import (
 STEP_CHOICES = ("last", "early")
 #: Keys that identify a form's row in a nulls table (those a null row has must match).
 NULL_KEYS = ("arm", "task", "form", "layer", "step", "block")
+#: A row's role: a hypothesis (Holm-adjusted within its section), a check that a model learned its task (it gates
+#: the section's hypotheses: failed, they are "not at a working scale"), a deterministic check of claims 1-6, or a
+#: row measured at a resolution that cannot decide (:mod:`paper.resolution`), listed outside the family.
+HYPOTHESIS, CHECK, EXACT, UNTESTABLE = "hypothesis", "check", "exact", "not testable"
+ROLES = (HYPOTHESIS, CHECK, EXACT, UNTESTABLE)
 #: Experiments whose predictions are made per layer (their verdict rows are named with the layer).
 PER_LAYER = ("vision_", "language_")
 WHOLE = "all"  # the block label of the whole form in the simulator's tables
@@ -67,6 +73,7 @@ class Prediction:
     minus: tuple[str, dict] | None = None  # (experiment, where overrides): a paired difference, this - that
     table: str = "summary"  # the summary table read (``blocks`` for a block of the simulator's coordinates)
     optional: bool = False  # no verdict row at all until measured (a slot's experiment; an arm a mode leaves out)
+    role: str = HYPOTHESIS  # a hypothesis (in the section's Holm family) or a check that the model learned (gates)
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,7 @@ class Section:
     title: str
     predictions: tuple[Prediction, ...] = ()
     checks: tuple[int, ...] = ()  # claims of theory check whose rows are predictions
+    cites: tuple[tuple[str, str], ...] = ()  # (section, label): another section's rows that answer this one too
 
 
 def _sim(arm, quantity, direction, label, experiment, step="last", form="W_qk", block=WHOLE, minus=None, **kw):
@@ -133,12 +141,24 @@ def _fidelity(scheme: str) -> Prediction:
     )
 
 
+#: Question (c)'s checks that the baselines learned their task (they gate the section, not counted in its family):
+#: the DiT bar of the research proposal's working scale (FID at most 30 on 500 samples), the ViT's accuracy.
+WORKING_SCALE = (
+    Prediction("DiT on MNIST: the default arm's final sample FID < 30 (a DiT that generates digits)",
+               "init_dit_mnist", "final_metric", "below", {"scheme": "default"},
+               margin=Margin(30.0, 30.0, "the working scale's bar for a DiT on MNIST"), optional=True, role=CHECK),
+    Prediction("ViT on MNIST: the default arm's final test accuracy > 0.95", "init_vit_mnist", "final_metric",
+               "above", {"scheme": "default"}, margin=Margin(0.95, 0.95, "the working scale's bar for a ViT on MNIST"),
+               optional=True, role=CHECK),
+)  # fmt: skip
+
+
 _BLOCKS = ((WHOLE, "whole form"), ("token-token", "token-token block"), ("evaluated", "evaluated entries"))
 _OPTIMISERS = ("adam, onehot", "sgd, onehot", "adam, orthogonal", "sgd, orthogonal")
 
 
 def _claim7() -> tuple[Prediction, ...]:
-    e = "sim_claim7"
+    e = "sim_claim7_confirm"  # fresh seeds, run under the frozen registry
     ar, bi = "autoregressive", "bidirectional"
     return (
         _sim(ar, "bos_key_query", "above", "autoregressive: ‖M x_BOS‖ / ‖x_BOSᵀ M‖ > 1", e, margin=RATIO),
@@ -153,23 +173,26 @@ def _claim7() -> tuple[Prediction, ...]:
             margin=RATIO_GAP,
         ),
         *(
-            _sim(ar, "directionality_pr", "below", f"δ_PR: autoregressive - bidirectional < 0 ({name})", e, block=b,
-                 minus=bi, margin=DELTA_PR_GAP)
+            _sim(
+                ar,
+                "directionality_pr",
+                "below",
+                f"δ_PR: autoregressive - bidirectional < 0 ({name})",
+                e,
+                block=b,
+                minus=bi,
+                margin=DELTA_PR_GAP,
+            )
             for b, name in _BLOCKS[::2]
         ),
-        *(
-            _sim(bi, "symmetry", "above", f"s: bidirectional - autoregressive > 0 ({name})", e, block=b, minus=ar,
-                 margin=S_GAP)
-            for b, name in _BLOCKS[::2]
-        ),
-        _sim(bi, "symmetry", "above", "bidirectional: s above the null (whole form)", e),
-    )  # fmt: skip
+    )  # fmt: skip  (its s rows are claim 8's, of the same runs: cited by the section)
 
 
 def _claim8() -> tuple[Prediction, ...]:
-    e, ar, bi = "sim_objectives", "autoregressive", "bidirectional"
+    e, ar, bi = "sim_objectives_confirm", "autoregressive", "bidirectional"  # fresh seeds, under the frozen registry
     rows = [
-        _sim(bi, "symmetry", "inside", "bidirectional: s starts inside the null (step 0, whole form)", e, step=0),
+        _sim(bi, "symmetry", "inside", "bidirectional: s starts inside the null (step 0, whole form)", e, step=0,
+             role=CHECK),
         _sim(bi, "symmetry", "above", "bidirectional: s ends above the null (whole form)", e),
         *(
             _sim(bi, "symmetry", "above", f"s: bidirectional - autoregressive > 0 ({name})", e, block=b, minus=ar,
@@ -180,7 +203,7 @@ def _claim8() -> tuple[Prediction, ...]:
              margin=DELTA_GAP),
     ]  # fmt: skip
     # "δ < 0 early": on the update M_t - M_0 at the first record of the paper's runs (step 25), per optimiser/basis
-    basis = "sim_optimizer_basis"
+    basis = "sim_optimizer_basis_confirm"
     for opt in _OPTIMISERS:
         rows.append(
             _sim(f"{ar}, {opt}", "directionality_pr", "below", f"{opt}: update δ_PR < 0 at step 25 (beyond the null)",
@@ -219,7 +242,7 @@ def _control() -> tuple[Prediction, ...]:
     e, mlm = "language_control", {"objective": "mlm"}
     rows = [
         Prediction("BERT-style MLM uses context: final held-out loss minus the no-context (unigram) loss < 0", e,
-                   "loss_minus_unigram", "below", {**mlm, "arm": "default"}, margin=CONTEXT),
+                   "loss_minus_unigram", "below", {**mlm, "arm": "default"}, margin=CONTEXT, role=CHECK),
         Prediction("W_qk s per layer: BERT-style MLM - GPT-style causal > 0 (default init)", e, "symmetry", "above",
                    {**mlm, "arm": "default", "layer": "each"}, minus=(e, {"objective": "causal"}), margin=S_GAP),
     ]  # fmt: skip
@@ -248,17 +271,19 @@ SECTIONS: tuple[Section, ...] = (
     Section("claim5", "Claim 5: role counting under a causal mask", checks=(5,)),
     Section("claim6", "Claim 6: tied W_q = W_k", checks=(6,)),
     Section("claim7", "Claim 7: causal training grows a key direction along x_BOS; bidirectional does not",
-            predictions=_claim7()),
+            predictions=_claim7(),
+            cites=tuple(("claim8", label) for label in (
+                "s: bidirectional - autoregressive > 0 (whole form)",
+                "s: bidirectional - autoregressive > 0 (evaluated entries)",
+                "bidirectional: s ends above the null (whole form)"))),
     Section("claim8", "Claim 8: toy training trends of s and δ per objective", predictions=_claim8()),
     Section(
         "claim9",
         "Claim 9: a symmetric init reaches a target in fewer steps than a baseline of the same scale",
-        predictions=(
-            _speedup("vit-mnist", "symmetric", "ViT on MNIST", "init_vit_mnist"),
-            _speedup("dit-mnist", "symmetric", "DiT on MNIST", "init_dit_mnist"),
-            # the 8x8 digits studies (--full, --smoke)
-            _speedup("vit", "symmetric", "ViT classification on digits", optional=True),
-            _speedup("dit", "symmetric", "DiT denoising on digits", optional=True),
+        # the same measurements as question (c)'s symmetric step ratios: cited, not counted twice
+        cites=tuple(
+            ("qc", _speedup("", "symmetric", model, "-").label)
+            for model in ("ViT on MNIST", "DiT on MNIST", "ViT classification on digits", "DiT denoising on digits")
         ),
     ),
     Section(
@@ -274,6 +299,7 @@ SECTIONS: tuple[Section, ...] = (
                 {"phase": "early", "theory": "predicted", "rule": "z", "score": "both", "cells": "untied"},
                 margin=GRID_AIM,
                 optional=True,
+                role=CHECK,  # the theory's machinery against the simulator: it gates, it is no hypothesis
             ),
         ),
     ),
@@ -308,6 +334,7 @@ SECTIONS: tuple[Section, ...] = (
             *(_paper_rule(task, "symmetric", model) for task, model in (("vit-mnist", "ViT on MNIST"),
                                                                          ("dit-mnist", "DiT on MNIST"))),
             *(_fidelity(scheme) for scheme in ("symmetric", "mimetic", "conditioned")),
+            *WORKING_SCALE,
         ),
     ),
 )  # fmt: skip
@@ -343,9 +370,13 @@ class VerdictRow(Row):
     null: str | None
     margin: float | None
     direction: str | None
+    interval: str | None
     p: float | None
+    p_exact: float | None
     p_holm: float | None
+    role: str
     verdict: str
+    exploratory: bool | None
     note: str | None
 
 
@@ -416,7 +447,7 @@ def _contrast_rows(prediction: Prediction, results: Results) -> list[dict]:
         name = f"{next(iter(prediction.where.values()))} - {next(iter(overrides.values()))}"
         row = paired_difference({"contrast": name, "layer": layer, "step": step}, prediction.quantity, va, vb)
         if row["n"]:
-            out.append({**{k: a[0].get(k) for k in ("form", "block")}, **row})
+            out.append({**{k: a[0].get(k) for k in ("form", "block")}, **row, "values": paired_values(va, vb)})
     return out
 
 
@@ -463,6 +494,15 @@ def _measured(prediction: Prediction, results: Results) -> list[dict]:
     return _resolve(select(table, quantity=prediction.quantity), prediction.where)
 
 
+def _on_t_scale(row: dict, lo: float, hi: float, band_lo: float, band_hi: float) -> tuple:
+    """``(lo, hi, df, band_lo, band_hi)`` on the scale where the row's interval is a t interval: the log scale for
+    a log-ratio interval, with ``n - 1`` degrees of freedom; ``df = None`` (normal) for an interval of another
+    rule (a cluster bootstrap over many cells)."""
+    if row.get("interval") == LOG_T:
+        return (*(math.log(v) for v in (lo, hi)), row["n"] - 1, *(math.log(v) for v in (band_lo, band_hi)))
+    return lo, hi, row["n"] - 1 if row.get("interval") == T else None, band_lo, band_hi
+
+
 def evaluate(prediction: Prediction, results: Results, section: str) -> list[dict]:
     """Verdict rows of one prediction (one per layer for ``layer = each``), before the section's Holm step;
     ``inconclusive`` with a note when the experiment or the quantity was not measured."""
@@ -474,6 +514,7 @@ def evaluate(prediction: Prediction, results: Results, section: str) -> list[dic
         "quantity": prediction.quantity,
         "direction": prediction.direction,
         "margin": m.why if m.is_null else f"[{m.lo:g}, {m.hi:g}]: {m.why}",
+        "role": prediction.role,
     }
     try:
         rows = _measured(prediction, results)
@@ -502,25 +543,32 @@ def evaluate(prediction: Prediction, results: Results, section: str) -> list[dic
             notes.append("untestable: the null band reaches the score's bound")
         elif row.get("ci") == 0:
             notes.append(f"all {row['n']} seeds gave the same value: the interval is a point")
-        bootstrap = not (isinstance(row.get("ci"), float) and math.isfinite(row["ci"]))
-        if bootstrap and 2 <= row["n"] < 5:
-            notes.append(f"{row['n']} pairs: too few for a bootstrap interval to mean much")
         p = math.nan
         if word != "inconclusive":
-            p = decision_p(word, lo, hi, None if bootstrap else row["n"] - 1, band_lo, band_hi, prediction.direction)
-        spacing = spacing_note(results, prediction) if word == "not detected" else ""
-        if spacing:
-            word, p = "inconclusive", math.nan
-            notes.append(spacing)
+            p = decision_p(word, *_on_t_scale(row, lo, hi, band_lo, band_hi), prediction.direction)
+        role = prediction.role
+        if role == HYPOTHESIS:
+            reasons = [
+                "untestable: the null band reaches the score's bound" if band_lo is not None and untestable(
+                    band_lo, band_hi, prediction.direction, bounds) else "",
+                spacing_note(results, prediction),
+                block_note(results, prediction, row),
+                degenerate_note(row.get("values")),
+            ]  # fmt: skip
+            reasons = [r for r in reasons if r and r not in notes]
+            if reasons:
+                role, word, p = UNTESTABLE, "inconclusive", math.nan
+                notes += reasons
         out.append(
             {
                 **base,
                 **{k: row.get(k) for k in ("arm", "task", "scheme", "form", "block", "contrast", "layer", "step")},
-                **{k: row.get(k) for k in ("n", "mean", "ci", "lo", "hi", "z")},
+                **{k: row.get(k) for k in ("n", "mean", "ci", "lo", "hi", "z", "interval", "p_exact")},
                 "band_lo": band_lo,
                 "band_hi": band_hi,
                 "null": null,
                 "p": p,
+                "role": role,
                 "verdict": word,
                 "note": "; ".join(notes),
             }
@@ -529,26 +577,34 @@ def evaluate(prediction: Prediction, results: Results, section: str) -> list[dic
 
 
 def adjust_section(rows: list[dict]) -> list[dict]:
-    """Holm over a section's measured rows: a decided row whose adjusted p exceeds :data:`ALPHA` becomes
-    inconclusive (the rows with an interval count in ``m``; checks and unmeasured rows do not)."""
-    measured = [r for r in rows if r.get("quantity") != "check" and r.get("lo") is not None and r.get("n", 0) >= 2]
-    decided = [r for r in measured if r["verdict"] != "inconclusive"]
-    if not decided:
-        return rows
-    pvalues = [r["p"] for r in decided] + [1.0] * (len(measured) - len(decided))
+    """Holm over a section's family, its measured hypotheses: a decided row whose adjusted p exceeds :data:`ALPHA`
+    becomes inconclusive (every hypothesis with an interval counts in ``m``; checks, deterministic checks, rows not
+    testable at their resolution and unmeasured rows do not). Then the section's checks gate it: while one has not
+    passed (supported), every hypothesis is inconclusive, "not at a working scale"."""
+    family = [r for r in rows if r.get("role") == HYPOTHESIS and r.get("lo") is not None and r.get("n", 0) >= 2]
+    decided = [r for r in family if r["verdict"] != "inconclusive"]
+    pvalues = [r["p"] for r in decided] + [1.0] * (len(family) - len(decided))
     for row, adjusted in zip(decided, holm(pvalues), strict=False):
         row["p_holm"] = adjusted
         if adjusted > ALPHA:
             was = row["verdict"]
             row["verdict"] = "inconclusive"
-            note = f"{was} before Holm (adjusted p {adjusted:.3f} > {ALPHA} over {len(measured)} rows)"
-            row["note"] = f"{row['note']}; {note}" if row.get("note") else note
+            _note(row, f"{was} before Holm (adjusted p {adjusted:.3f} > {ALPHA} over {len(family)} rows)")
+    failed = [r["label"] for r in rows if r.get("role") == CHECK and r["verdict"] != "supported"]
+    if failed:
+        for row in (r for r in rows if r.get("role") == HYPOTHESIS and r["verdict"] != "inconclusive"):
+            _note(row, f"{row['verdict']} before the checks; not at a working scale: {'; '.join(failed)} not passed")
+            row["verdict"] = "inconclusive"
     return rows
+
+
+def _note(row: dict, text: str) -> None:
+    row["note"] = f"{row['note']}; {text}" if row.get("note") else text
 
 
 def check_rows(results: Results, claim: int, section: str) -> list[dict]:
     """The deterministic checks of one claim as verdict rows: a check is supported when it passes at every seed."""
-    base = {"section": section, "experiment": "theory_check", "quantity": "check"}
+    base = {"section": section, "experiment": "theory_check", "quantity": "check", "role": EXACT}
     try:
         checks = results.rows("theory_check", "summary", claim=claim)
     except MissingResult:

@@ -25,6 +25,9 @@ from paper.summary import (
     with_key_query_ratios,
 )
 
+#: The "rule" of a count (how many seeds reached a target, their median steps): a description without an interval.
+COUNT = "count"
+
 
 def check_summary(tables: Tables) -> Tables:
     """Per check of ``theory check``: its prediction and tolerance, the first seed's measured value, and how many
@@ -97,16 +100,15 @@ def study_summary(tables: Tables, baseline: str = "default") -> Tables:
     out = []
     for arm in tables["arms"]:
         ids = {"task": arm["task"], "scheme": arm["scheme"], "step": budget}
-        out.append(interval_row(ids, "reached", arm["reached"], math.nan, math.nan, arm["seeds"]))
-        out.append(interval_row(ids, "steps_median", arm["steps_median"], math.nan, math.nan, arm["reached"]))
-        for key in (k for k in arm if k.endswith("_lo")):
-            base = key.removesuffix("_lo")
+        out.append(interval_row(ids, "reached", arm["reached"], math.nan, math.nan, arm["seeds"], COUNT))
+        out.append(interval_row(ids, "steps_median", arm["steps_median"], math.nan, math.nan, arm["reached"], COUNT))
+        for key in (k for k in arm if k.endswith("_rule")):
+            base = key.removesuffix("_rule")
             mean = arm.get(base, arm.get(f"{base}_mean"))
-            if mean is None or f"{base}_hi" not in arm:
-                continue
             n = arm["pairs_reached"] if base == "step_ratio" else arm["seeds"]
             name = "final_metric" if base == "final" else base
-            out.append(interval_row(ids, name, mean, arm[key], arm[f"{base}_hi"], n))
+            p = arm.get(f"{base}_p_exact", math.nan)
+            out.append(interval_row(ids, name, mean, arm[f"{base}_lo"], arm[f"{base}_hi"], n, arm[key], p))
         if arm["scheme"] != baseline and rules.get(arm["task"]):
             out += paper_rule_rows(ids, rules[arm["task"]], arm["scheme"], baseline)
     return {"summary": out + gate_rows(tables.get("gates") or [])}
@@ -164,18 +166,16 @@ def paper_rule_rows(ids: dict, rules: list[dict], arm: str, baseline: str) -> li
     from common.targets import paper_rule_differences
 
     differences = paper_rule_differences(rules, arm, baseline)
-    return [summary_row(ids, quantity, list(by_seed.values())) for quantity, by_seed in differences.items()]
-
-
-#: Resamples of the positive control's bootstrap of the step ratio (as the init studies').
-CONTROL_BOOTSTRAP = 4000
+    return [
+        summary_row(ids, quantity, list(by_seed.values()), paired=True) for quantity, by_seed in differences.items()
+    ]
 
 
 def control_summary(tables: Tables, baseline: str = "default") -> Tables:
     """The positive control's estimates in the long format, per objective and init arm, paired by seed with the
     default arm: the paper's rule beside its null and its reverse (:func:`paper_rule_rows`), ``step_ratio`` (steps to
-    the project's target over the default's, bootstrap CI over the seeds where both reached it, as in the init
-    studies) and ``final_diff`` (final held-out loss); per objective and arm, ``test_loss`` at the end and
+    the project's target over the default's, t interval on the log ratio over the seeds where both reached it, as
+    in the init studies) and ``final_diff`` (final held-out loss); per objective and arm, ``test_loss`` at the end and
     ``loss_minus_unigram`` (the final held-out loss minus that of a model that sees no context)."""
     from vision.study_statistics import compare_arm
 
@@ -207,10 +207,10 @@ def control_summary(tables: Tables, baseline: str = "default") -> Tables:
         paired = [s for s in seeds if s in base_ours]
         if paired:
             zeros = [0.0] * len(paired)  # compare_arm's final-metric difference is final_diff's, above
-            ratio = compare_arm([ours[s] for s in paired], [base_ours[s] for s in paired], zeros, zeros,
-                                CONTROL_BOOTSTRAP, 0.95)  # fmt: skip
+            ratio = compare_arm([ours[s] for s in paired], [base_ours[s] for s in paired], zeros, zeros)
             out.append(interval_row(ids, "step_ratio", ratio["step_ratio"], ratio["step_ratio_lo"],
-                                    ratio["step_ratio_hi"], ratio["pairs_reached"]))  # fmt: skip
+                                    ratio["step_ratio_hi"], ratio["pairs_reached"], ratio["step_ratio_rule"],
+                                    ratio["step_ratio_p_exact"]))  # fmt: skip
     # per layer at the end: the trained forms' scores over seeds (the encoder-decoder contrast reads them per seed)
     last = {(r["objective"], r["arm"]): r["step"] for r in out}
     scores = seed_summary(tables["scores"], ("objective", "arm", "layer"))
@@ -240,8 +240,9 @@ def compare_summary(tables: Tables) -> Tables:
     return {"summary": out}
 
 
-#: Resamples of the grid's cluster bootstrap (a fixed generator: the same table from the same results).
-GRID_BOOTSTRAP = 2000
+#: Resamples of the grid's cluster bootstrap (a fixed generator: the same table from the same results); its rule's
+#: name. A percentile bootstrap is sound here, over dozens of cells, as it is not over five seeds.
+GRID_BOOTSTRAP, CLUSTER_BOOTSTRAP = 2000, "cluster-bootstrap"
 
 
 def cluster_interval(clusters: list[list[float]], draws: int = GRID_BOOTSTRAP, seed: int = 0) -> tuple[float, float]:
@@ -280,7 +281,7 @@ def grid_summary(tables: Tables) -> Tables:
         n = sum(len(c) for c in clusters)
         lo, hi = cluster_interval(clusters)
         ids = {"rule": rule, "theory": theory, "phase": phase, "score": score, "cells": cells}
-        out.append(interval_row(ids, "agreement", sum(map(sum, clusters)) / n, lo, hi, n))
+        out.append(interval_row(ids, "agreement", sum(map(sum, clusters)) / n, lo, hi, n, CLUSTER_BOOTSTRAP))
     return {"summary": out}
 
 

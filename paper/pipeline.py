@@ -199,15 +199,18 @@ def _first_seed(task: Task) -> int:
     return min(task.config.get("seed_list") or [0])
 
 
-def _merged_key(tasks: list[Task]) -> str:
-    return config_hash(sorted(t.key for t in tasks))
+def _merged_key(experiment: Experiment, tasks: list[Task]) -> str:
+    """What a split experiment's merged tables depend on: its units' keys and the code of its merge (a changed
+    analysis merges the cached units again, which costs seconds; the units themselves are kept)."""
+    merge = [code_version(experiment.merge).digest] if experiment.merge is not None else []
+    return config_hash([*sorted(t.key for t in tasks), *merge])
 
 
 def _merged_valid(experiment: Experiment, tasks: list[Task]) -> bool:
     """A split experiment's merged tables are those of its units' current keys (an unsplit one is its unit)."""
     if tasks[0].unit == "all":
         return True
-    return is_cached(Path(tasks[0].results) / experiment.name, _merged_key(tasks))
+    return is_cached(Path(tasks[0].results) / experiment.name, _merged_key(experiment, tasks))
 
 
 def config_size(config: dict, key: str):
@@ -264,7 +267,7 @@ def merge_units(plan: Plan) -> bool:
     if not all(is_cached(t.directory, t.key) for t in tasks):
         return False
     directory = Path(tasks[0].results) / plan.experiment.name
-    key = _merged_key(tasks)
+    key = _merged_key(plan.experiment, tasks)
     if is_cached(directory, key):
         return True
     units, rows, manifests = {}, [], {}
@@ -387,6 +390,7 @@ def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) ->
     ``derivations``: name -> derive function (default :func:`paper.registry.derivations`)."""
     from common.io import write_csv, write_json
     from paper.claims import VERDICT_COLUMNS, verdict_rows
+    from paper.preregistration import mark_exploratory
     from paper.registry import derivations as known
     from paper.sections import SECTION_COLUMNS, section_rows
 
@@ -404,7 +408,7 @@ def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) ->
         written = write_tables(directory, functions[name](tables))
         if key is not None:
             write_json(directory / DERIVED_KEY, {"key": key, "tables": written})
-    verdicts = verdict_rows(Results(results_dir))
+    verdicts = mark_exploratory(verdict_rows(Results(results_dir)), Results(results_dir))
     write_csv(results_dir / "verdicts.csv", verdicts, VERDICT_COLUMNS)
     write_csv(results_dir / "sections.csv", section_rows(verdicts), SECTION_COLUMNS)
 

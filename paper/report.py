@@ -14,13 +14,14 @@ from pathlib import Path
 
 from common.summary import z_text
 from paper.answers import QUESTIONS, answer_text
-from paper.claims import SECTIONS
+from paper.claims import CHECK, SECTIONS, UNTESTABLE
 from paper.control_report import control_piece
 from paper.experiment import MODES, STANDS_IN
+from paper.first_page import answers_page
 from paper.margins import PAPER_MEDIANS
 from paper.markdown import fmt, md_table, value_text
 from paper.results import MissingResult, Results, select
-from paper.sections import row_name
+from paper.sections import row_name, section_verdicts
 from paper.study_report import gate_text, sampling_noise_text, study_table
 from paper.summary import at_last_step
 from paper.verdict import VERDICTS
@@ -57,28 +58,50 @@ def _band_text(row: dict) -> str:
     return band + (f" ({row['null']} null)" if row.get("null") else "")
 
 
+def _p_text(row: dict) -> str:
+    """The exact sign-flip p-value of "no difference" where the row has one (fewer than ten pairs)."""
+    p = row.get("p_exact")
+    return fmt(p) if isinstance(p, float) and math.isfinite(p) else ""
+
+
 def verdict_table(rows: list[dict]) -> str:
-    """The prediction rows of one section: measured value with its interval, the region of no effect (a null
-    band, named, or the registry's margin), z, n, step, verdict."""
-    body = []
-    for r in rows:
-        if r["quantity"] == "check":
-            continue
-        body.append(
-            [
-                row_name(r),
-                value_text(r) if r.get("mean") is not None else "n/a",
-                f"{r['direction']} {_band_text(r)}",
-                z_text(r.get("z")),
-                fmt(r.get("n")),
-                fmt(r.get("step")),
-                VERDICT_MARK[r["verdict"]] + (f" ({r['note']})" if r.get("note") else ""),
-            ]
-        )
+    """The prediction rows of one section: measured value with its interval and the interval's rule, the region of
+    no effect (a null band, named, or the registry's margin), z, the exact sign-flip p, n, step, verdict."""
+    body = [
+        [
+            row_name(r) + (f" *(from {r['section']})*" if r.get("cited") else ""),
+            (value_text(r) + (f" ({r['interval']})" if r.get("interval") else ""))
+            if r.get("mean") is not None
+            else "n/a",
+            f"{r['direction']} {_band_text(r)}",
+            z_text(r.get("z")),
+            _p_text(r),
+            fmt(r.get("n")),
+            fmt(r.get("step")),
+            VERDICT_MARK[r["verdict"]] + (f" ({r['note']})" if r.get("note") else ""),
+        ]
+        for r in rows
+        if r["quantity"] != "check"
+    ]
     return md_table(
-        ["prediction", "measured (95% CI)", "predicted vs no effect", "z (description)", "n", "step", "verdict"],
+        ["prediction", "measured (95% CI, rule)", "predicted vs no effect", "z (description)", "exact p", "n", "step",
+         "verdict"],
         body,
-    )
+    )  # fmt: skip
+
+
+def role_tables(rows: list[dict]) -> str:
+    """A section's checks (they gate its hypotheses) and its rows not testable at their resolution, each under its
+    own heading after the section's table; empty where it has neither."""
+    parts = []
+    for role, heading in (
+        (CHECK, "Checks (the model learned its task; they gate the section and are not in its Holm family)"),
+        (UNTESTABLE, "Measured, not testable at this resolution (outside the family)"),
+    ):
+        mine = [r for r in rows if r.get("role") == role]
+        if mine:
+            parts.append(f"\n\n{heading}:\n\n{verdict_table(mine)}")
+    return "".join(parts)
 
 
 def margins_list(rows: list[dict]) -> str:
@@ -194,7 +217,9 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
         else:
             margins = margins_list(rows)
             regions = f"\n\nRegions of no effect:\n\n{margins}" if margins else ""
-            ctx[f"{section.key}.table"] = verdict_table(rows) + regions
+            cited = [{**r, "cited": r["section"] != section.key} for r in section_verdicts(verdicts, section.key)]
+            others = [{**r, "cited": True} for r in verdicts if (r["section"], r["label"]) in section.cites]
+            ctx[f"{section.key}.table"] = verdict_table(cited) + role_tables(rows + others) + regions
     ctx["claim2.evidence"] = _safe(lambda: nulls_table(results))
     ctx["claim4.evidence"] = _safe(lambda: predictions_table(results))
     ctx["claim4.compare"] = _safe(lambda: compare_table(results))
@@ -425,11 +450,20 @@ def headline(results: Results, verdicts: list[dict]) -> str:
         [
             f"[{section['title']}](#{anchor(section['title'])})",
             *(fmt(section[w]) for w in VERDICTS),
+            fmt(section.get("not_testable")),
+            f"{fmt(section.get('checks_passed'))} of {fmt(section.get('checks'))}" if section.get("checks") else "",
             section.get("deciding") or "none",
         ]
         for section in results.sections()
     ]
-    return md_table(["claim / question", *VERDICTS, "deciding rows (Holm within the section)"], body)
+    columns = [
+        "claim / question",
+        *VERDICTS,
+        "not testable",
+        "checks passed",
+        "deciding rows (Holm within the section)",
+    ]
+    return md_table(columns, body)
 
 
 def anchor(title: str) -> str:
@@ -514,8 +548,46 @@ def mode_text(results: Results) -> str:
 
 
 def commit_text(results: Results) -> str:
-    commits = sorted({results.manifest(e)["provenance"]["git_commit"] for e in results.experiments})
-    return ", ".join(f"`{c[:12]}{'-dirty' if c.endswith('-dirty') else ''}`" for c in commits) or "n/a"
+    """The git commits the results were made from, and the runs made from a tree with uncommitted changes (no
+    commit reproduces those: their verdicts are exploratory)."""
+    from paper.preregistration import result_commits
+
+    made: dict[str, list[str]] = {}
+    for e in results.experiments:
+        for commit in result_commits(results, e):
+            made.setdefault(commit, []).append(e)
+    clean = sorted(c for c in made if not c.endswith("-dirty"))
+    dirty = sorted(c for c in made if c.endswith("-dirty"))
+    text = ", ".join(f"`{c[:12]}`" for c in clean) or "n/a"
+    if dirty:
+        runs = sum(len(made[c]) for c in dirty)
+        experiments = ", ".join(sorted({e for c in dirty for e in made[c]}))
+        bases = ", ".join(f"`{c.removesuffix('-dirty')[:12]}`" for c in dirty)
+        text += (
+            f"; {runs} runs ({experiments}) were made from uncommitted changes on top of {bases}: no commit "
+            "reproduces them exactly, and their verdicts are exploratory"
+        )
+    return text
+
+
+def registry_text(verdicts: list[dict]) -> str:
+    """The frozen registry's hash, the commit that froze it, and how many verdict rows are confirmatory."""
+    from paper.preregistration import REGISTRY, file_hash, freezes
+
+    frozen = freezes()
+    if not frozen:
+        return "The registry of predictions (`paper/preregistration.json`) is not frozen: every verdict is exploratory."
+    last = frozen[-1]
+    flags = [str(r.get("exploratory")) for r in verdicts if r.get("quantity") != "check" and r.get("lo") is not None]
+    confirmatory, exploratory = flags.count("False"), flags.count("True")
+    return (
+        f"Predictions, margins, families and interval rules are frozen in `paper/{REGISTRY.name}` (sha256 "
+        f"`{file_hash()[:16]}`), frozen at commit `{last['commit'][:12]}`"
+        + (f" (first frozen at `{frozen[0]['commit'][:12]}`)" if len(frozen) > 1 else "")
+        + f". A verdict whose data were made before its prediction was frozen, or from uncommitted code, is "
+        f"**exploratory**: {fmt(exploratory)} of the measured rows are, {fmt(confirmatory)} are confirmatory "
+        "(run after the freeze: claims 7 and 8 on fresh seeds)."
+    )
 
 
 def reproduce_command(results: Results) -> str:
@@ -544,6 +616,8 @@ def report_context(results: Results) -> dict[str, str]:
     return {
         "mode": mode_text(results),
         "commit": commit_text(results),
+        "answers": answers_page(results, verdicts),
+        "registry": registry_text(verdicts),
         "headline": headline(results, verdicts),
         "rule": RULE,
         "runs": runs_table(results),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from common.rows import row_type
-from paper.claims import PER_LAYER, SECTIONS
+from paper.claims import CHECK, PER_LAYER, SECTIONS, UNTESTABLE
 from paper.verdict import VERDICTS, count_words
 
 #: One section's verdicts (``results/sections.csv``): how many of its predictions got each word, and the rows
@@ -15,7 +15,7 @@ SectionRow = row_type(
     "SectionRow",
     [("section", str), ("title", str), ("predictions", int)],
     [(word, int) for word in VERDICTS],
-    [("deciding", str)],
+    [("not_testable", int), ("checks", int), ("checks_passed", int), ("deciding", str)],
     doc="One section of the paper with the count of each verdict word among its predictions.",
 )
 SECTION_COLUMNS = SectionRow.columns()
@@ -34,11 +34,21 @@ def row_name(row: Mapping) -> str:
     return row["label"] + (f" (layer {row['layer']})" if per_layer else "")
 
 
+def section_verdicts(rows: Sequence[Mapping], key: str) -> list[Mapping]:
+    """A section's predictions (its hypotheses and deterministic checks, and the rows of other sections it cites),
+    without its checks and its rows not testable at their resolution."""
+    section = next(s for s in SECTIONS if s.key == key)
+    counted = [r for r in rows if r.get("role") not in (CHECK, UNTESTABLE)]
+    return [r for r in counted if r["section"] == key or (r["section"], r["label"]) in section.cites]
+
+
 def section_rows(rows: Sequence[Mapping]) -> list[SectionRow]:
-    """Per section: how many of its predictions got each word, and the rows that decided it (``sections.csv``)."""
+    """Per section: how many of its predictions got each word, and the rows that decided it; how many of its rows
+    were not testable, how many checks it has and how many passed (``sections.csv``)."""
     out = []
     for section in SECTIONS:
-        mine = [r for r in rows if r["section"] == section.key]
+        mine = section_verdicts(rows, section.key)
+        checks = [r for r in rows if r["section"] == section.key and r.get("role") == CHECK]
         out.append(
             SectionRow.of(
                 {
@@ -46,6 +56,13 @@ def section_rows(rows: Sequence[Mapping]) -> list[SectionRow]:
                     "title": section.title,
                     "predictions": len(mine),
                     **count_words([r["verdict"] for r in mine]),
+                    "not_testable": sum(
+                        (r["section"] == section.key or (r["section"], r["label"]) in section.cites)
+                        and r.get("role") == UNTESTABLE
+                        for r in rows
+                    ),
+                    "checks": len(checks),
+                    "checks_passed": sum(r["verdict"] == "supported" for r in checks),
                     "deciding": "; ".join(row_name(r) for r in deciding_rows(mine)[:3]),
                 }
             )

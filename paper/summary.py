@@ -2,8 +2,10 @@
 
 A summary row is one quantity of one group: the group's identifiers (``arm``/``task``, ``step``, ``layer``,
 ``form``, ...), ``quantity``, ``n`` (seeds with a finite value), ``mean``, ``ci`` (half-width of the 95%
-t-interval, :func:`common.summary.mean_ci`), ``lo``/``hi`` (the interval's ends; a bootstrap interval where the
-experiment gives one), and ``z`` (the seeds' null z-scores combined, :func:`common.summary.combined_z`, where the
+t-interval), ``lo``/``hi`` (the interval's ends), ``interval`` (the interval's rule, :mod:`common.intervals`: ``t``,
+``log-t`` for a ratio, ``chi2`` for a spread, ``wilson`` for a rate, ``cluster-bootstrap`` for the grid's agreement
+over many cells), ``p_exact`` (for a paired comparison of fewer than ten seeds, the exact sign-flip p-value of "no
+difference"), and ``z`` (the seeds' null z-scores combined, :func:`common.summary.combined_z`, where the
 quantity has a null: ``sum z / sqrt(n)`` is the z of the seeds' mean against the null of the mean of ``n`` random
 forms, a description, not the verdict's evidence). One seed gives a mean without an interval (NaN ``ci``, ``lo``,
 ``hi``).
@@ -14,8 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from common.intervals import T, exact_p, t_interval
 from common.rows import Row, extended, table
-from common.summary import combined_z, mean_ci, mean_sd
+from common.summary import combined_z, mean_sd
 
 
 @table
@@ -28,8 +31,13 @@ class Estimate(Row):
     ci: float
     lo: float
     hi: float
+    interval: str
+    p_exact: float
     z: float
 
+
+#: The rules of a spread (chi-square, exact for normal values) and of a rate (Wilson's score interval).
+CHI2, WILSON = "chi2", "wilson"
 
 #: Columns that identify a row or a run, never summarised as a quantity.
 ID_COLUMNS = frozenset({"seed", "step", "layer", "head", "epoch"})
@@ -55,13 +63,17 @@ def with_key_query_ratios(rows: Iterable[dict]) -> list[dict]:
     return out
 
 
-def summary_row(ids: dict, quantity: str, values: Sequence[float], zs: Sequence[float] | None = None) -> Row:
+def summary_row(
+    ids: dict, quantity: str, values: Sequence[float], zs: Sequence[float] | None = None, paired: bool = False
+) -> Row:
     """One summary row (:func:`keyed`): mean and 95% t-interval of ``values`` over seeds, and the combined null z
-    of ``zs``."""
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    mean, ci = mean_ci(finite)
+    of ``zs``; ``paired``: the values are paired differences, with their exact sign-flip p against 0."""
+    t = t_interval(values)
     z = combined_z(z for z in (zs or []) if z is not None) if zs else math.nan
-    return keyed(ids, quantity=quantity, n=len(finite), mean=mean, ci=ci, lo=mean - ci, hi=mean + ci, z=z)
+    p = exact_p(values) if paired else math.nan
+    return keyed(
+        ids, quantity=quantity, n=t.n, mean=t.estimate, ci=t.half, lo=t.lo, hi=t.hi, interval=T, p_exact=p, z=z
+    )
 
 
 def keyed(ids: dict, **estimate) -> Row:
@@ -69,12 +81,16 @@ def keyed(ids: dict, **estimate) -> Row:
     return extended(Estimate, before=tuple(ids)).of({**ids, **estimate})
 
 
+def paired_values(this: dict, that: dict) -> list[float]:
+    """``this[k] - that[k]`` over the keys (seeds) both measured with a finite value."""
+    finite = lambda v: v is not None and isinstance(v, (int, float)) and math.isfinite(v)
+    return [this[k] - that[k] for k in this if k in that and finite(this[k]) and finite(that[k])]
+
+
 def paired_difference(ids: dict, quantity: str, this: dict, that: dict) -> Row:
     """One summary row of ``this - that`` over the keys (seeds) both measured: a paired difference, where the
     seeds of the two arms share data and initialisation, with its 95% t-interval."""
-    finite = lambda v: v is not None and isinstance(v, (int, float)) and math.isfinite(v)
-    diffs = [this[k] - that[k] for k in this if k in that and finite(this[k]) and finite(that[k])]
-    return summary_row(ids, quantity, diffs)
+    return summary_row(ids, quantity, paired_values(this, that), paired=True)
 
 
 def seed_summary(
@@ -116,9 +132,13 @@ def at_last_step(rows: Iterable[dict], group: str = "arm") -> list[dict]:
     return [r for r in rows if r["step"] == steps[r[group]]["last"]]
 
 
-def interval_row(ids: dict, quantity: str, mean: float, lo: float, hi: float, n: int) -> Row:
-    """A summary row for an estimate with its own interval (a bootstrap CI): no t half-width, no null z."""
-    return keyed(ids, quantity=quantity, n=n, mean=mean, ci=math.nan, lo=lo, hi=hi, z=math.nan)
+def interval_row(
+    ids: dict, quantity: str, mean: float, lo: float, hi: float, n: int, rule: str, p_exact: float = math.nan
+) -> Row:
+    """A summary row for an estimate with an interval of its own ``rule`` (a log-ratio t interval, a chi-square
+    interval of a spread): no t half-width, no null z."""
+    return keyed(ids, quantity=quantity, n=n, mean=mean, ci=math.nan, lo=lo, hi=hi, interval=rule, p_exact=p_exact,
+                 z=math.nan)  # fmt: skip
 
 
 def sd_row(ids: dict, quantity: str, values: Sequence[float]) -> Row:
@@ -129,17 +149,17 @@ def sd_row(ids: dict, quantity: str, values: Sequence[float]) -> Row:
     finite = [float(v) for v in values if v is not None and math.isfinite(v)]
     n = len(finite)
     if n < 2:
-        return interval_row(ids, quantity, math.nan, math.nan, math.nan, n)
+        return interval_row(ids, quantity, math.nan, math.nan, math.nan, n, CHI2)
     sd = mean_sd(finite)[1]
     lo, hi = (sd * math.sqrt((n - 1) / stats.chi2.ppf(q, n - 1)) for q in (0.975, 0.025))
-    return interval_row(ids, quantity, sd, lo, hi, n)
+    return interval_row(ids, quantity, sd, lo, hi, n, CHI2)
 
 
 def proportion_row(ids: dict, quantity: str, successes: int, n: int, z: float = 1.959963984540054) -> Row:
     """A rate ``successes / n`` with its 95% Wilson score interval (sound near 0 and 1, unlike the normal one)."""
     if n == 0:
-        return interval_row(ids, quantity, math.nan, math.nan, math.nan, 0)
+        return interval_row(ids, quantity, math.nan, math.nan, math.nan, 0, WILSON)
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return interval_row(ids, quantity, p, centre - half, centre + half, n)
+    return interval_row(ids, quantity, p, centre - half, centre + half, n, WILSON)

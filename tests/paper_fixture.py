@@ -245,6 +245,7 @@ def study_tables(task: str, seeds: int, rng, shift: int = 0) -> dict:
             "final_mean": 0.8,
             "final_lo": 0.75,
             "final_hi": 0.85,
+            "final_rule": "t",
         }
         if scheme != "default":
             ratio = float(np.mean(own) / np.mean([20 + s for s in range(seeds)]))
@@ -255,12 +256,15 @@ def study_tables(task: str, seeds: int, rng, shift: int = 0) -> dict:
                 step_ratio=ratio,
                 step_ratio_lo=ratio - 0.05,
                 step_ratio_hi=ratio + 0.05,
+                step_ratio_rule="log-t",
                 final_diff=0.0,
                 final_diff_lo=-0.01,
                 final_diff_hi=0.01,
+                final_diff_rule="t",
                 at100_diff=0.0,
                 at100_diff_lo=-0.01,
                 at100_diff_hi=0.01,
+                at100_diff_rule="t",
             )
         arms.append(arm)
         steps += [{"task": task, "scheme": scheme, "seed": s, "steps_to_target": own[s]} for s in range(seeds)]
@@ -416,6 +420,8 @@ SIM_ARMS = {
     "sim_masking": ["bidirectional, mask", "bidirectional, keep"],
     "sim_optimizer_basis": [f"{o}, {b}" for o in ("autoregressive", "bidirectional") for b in OPTIMISERS],
 }
+#: The confirmatory reruns of claims 7 and 8 (fresh seeds) have their originals' arms.
+SIM_ARMS |= {f"{name}_confirm": SIM_ARMS[name] for name in ("sim_claim7", "sim_objectives", "sim_optimizer_basis")}
 
 
 #: The language control's fixture: loss of a model without context, and each arm's time constant of its curve

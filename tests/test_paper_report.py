@@ -124,13 +124,13 @@ def test_a_report_from_partial_results_says_what_is_missing(tmp_path):
 
     root = tmp_path / "results"
     write_fixture(root)
-    for name in ("sim_claim7", "vision_mae", "init_dit", "nulls"):
+    for name in ("sim_claim7", "sim_claim7_confirm", "vision_mae", "init_dit", "nulls"):
         shutil.rmtree(root / name)
     derive(root)
     text = render_report(Results(root))
-    assert "not measured: no results of sim_claim7" in text
+    assert "not measured: no results of sim_claim7_confirm" in text
     verdicts = read_csv(root / "verdicts.csv")
-    assert {r["verdict"] for r in verdicts if r["experiment"] == "sim_claim7"} == {"inconclusive"}
+    assert {r["verdict"] for r in verdicts if r["experiment"] == "sim_claim7_confirm"} == {"inconclusive"}
     _, skipped = render_figures(Results(root), tmp_path / "figures", names=["nulls_vs_d", "claim7_bos"])
     assert set(skipped) == {"nulls_vs_d", "claim7_bos"}
 
@@ -198,10 +198,11 @@ def test_each_question_answers_with_its_words_and_the_scale_of_each_experiment(f
     """The answer names every experiment behind the question with its model, data, budget, seeds and mode, and
     tallies the question's verdict words as its rows have them."""
     from paper.answers import QUESTIONS, answer_text
+    from paper.sections import section_verdicts
 
     verdicts = fixture_results.verdicts()
     for section in QUESTIONS:
-        rows = [r for r in verdicts if r["section"] == section]
+        rows = section_verdicts(verdicts, section)  # the predictions: checks and untestable rows apart
         text = answer_text(fixture_results, section, verdicts)
         assert text.startswith("**Answer at this scale:**")
         for word in ("supported", "contradicted", "inconclusive", "not detected"):

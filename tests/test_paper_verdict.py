@@ -121,8 +121,25 @@ def test_holm_on_a_constructed_family():
     assert holm([]) == []
 
 
-def _decided(label: str, word: str, p: float) -> dict:
-    return {"section": "claim7", "label": label, "quantity": "symmetry", "lo": 0.0, "n": 5, "verdict": word, "p": p}
+def _decided(label: str, word: str, p: float, role: str = "hypothesis") -> dict:
+    return {"section": "claim7", "label": label, "quantity": "symmetry", "lo": 0.0, "n": 5, "verdict": word, "p": p,
+            "role": role}  # fmt: skip
+
+
+def test_checks_gate_a_section_and_are_not_in_its_family():
+    """A passed check leaves Holm's m at the hypotheses' count; a failed one turns every hypothesis inconclusive,
+    "not at a working scale"; rows not testable at their resolution count in neither."""
+    hypotheses = [_decided("a", "supported", 0.006), _decided("b", "supported", 0.01)]
+    passed = _decided("learned", "supported", 0.0001, role="check")
+    untestable = {**_decided("coarse", "inconclusive", math.nan), "role": "not testable"}
+    rows = adjust_section([dict(r) for r in [*hypotheses, passed, untestable]])
+    assert [r["verdict"] for r in rows[:2]] == ["supported", "supported"]
+    assert rows[0]["p_holm"] == pytest.approx(0.012) and rows[1]["p_holm"] == pytest.approx(0.012)  # m = 2, not 4
+    failed = {**passed, "verdict": "inconclusive"}
+    rows = adjust_section([dict(r) for r in [*hypotheses, failed]])
+    assert [r["verdict"] for r in rows[:2]] == ["inconclusive", "inconclusive"]
+    assert all("not at a working scale: learned not passed" in r["note"] for r in rows[:2])
+    assert rows[2]["verdict"] == "inconclusive" and "p_holm" not in rows[2]
 
 
 def test_holm_within_a_section_and_its_line():
@@ -284,7 +301,8 @@ def _study(tmp_path, ratio: tuple[float, float, float], spacing: int) -> Results
 
 def test_a_tie_at_a_coarse_spacing_is_inconclusive(tmp_path):
     """A step ratio tied at 1: "not detected" where the evaluation spacing resolves the margin (every 5 of 100
-    steps, 0.05 < 0.07), inconclusive with a note where it does not (every 20 steps)."""
+    steps, 0.05 < 0.07); where it does not (every 20 steps) the row is not testable at this resolution, whatever
+    its interval: inconclusive, outside the family, with why."""
     pred = Prediction(
         "x faster", "init", "step_ratio", "below", {"task": "t", "scheme": "x"}, Margin.around(1.0, 0.07, "fixture")
     )
@@ -292,8 +310,11 @@ def test_a_tie_at_a_coarse_spacing_is_inconclusive(tmp_path):
     (coarse,) = evaluate(pred, _study(tmp_path / "c", (1.0, 1.0, 1.0), 20), "qc")
     assert fine["verdict"] == "not detected"
     assert coarse["verdict"] == "inconclusive" and "coarser than the margin" in coarse["note"]
+    assert (fine["role"], coarse["role"]) == ("hypothesis", "not testable")
     (faster,) = evaluate(pred, _study(tmp_path / "s", (0.6, 0.5, 0.7), 20), "qc")
-    assert faster["verdict"] == "supported" and "3 pairs" in faster["note"]
+    assert faster["verdict"] == "inconclusive" and faster["role"] == "not testable"
+    (faster,) = evaluate(pred, _study(tmp_path / "s5", (0.6, 0.5, 0.7), 5), "qc")
+    assert faster["verdict"] == "supported" and faster["role"] == "hypothesis"
 
 
 def test_prediction_early_step_and_missing_data(tmp_path):

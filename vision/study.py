@@ -21,10 +21,12 @@ gives an explicit target. The baseline then needs about ``target_at x steps`` by
 there earlier, a slower one later or not at all. (A rule such as "90% of the baseline's improvement" lands in the
 first logged steps when the loss falls fast early, as DiT's does, and cannot tell the arms apart.)
 
-**Statistics.** Step ratios (arm / baseline, a ratio of means) are paired by seed over the seeds where both runs
-reached the target, with the counts beside them, and also shown with "not reached" counted as never (the censored
-median). The metric at fixed budgets (25%, 50%, 100% of the steps: the first logged step at or after each) is
-compared by the paired difference arm - baseline. Every interval is a percentile bootstrap over seeds (95%).
+**Statistics** (one rule per kind of quantity, :mod:`common.intervals`). Step ratios (arm / baseline: the
+geometric mean of the per-seed ratios, a t interval on the log ratio) are paired by seed over the seeds where both
+runs reached the target, with the counts beside them, and also shown with "not reached" counted as never (the
+censored median). The metric at fixed budgets (25%, 50%, 100% of the steps: the first logged step at or after each)
+is compared by the paired difference arm - baseline (Student t), an arm's own mean by the t interval; with fewer
+than ten pairs the exact sign-flip p-value of each comparison stands beside it (95% intervals throughout).
 Beside the project's rule, ``run_study`` states the paper's (the first step at which an arm reaches the baseline
 run's *final* metric, as a saving of the budget) minus its null (the baseline run against its own final metric) and
 the reverse minus the same null (:mod:`common.targets`): a single run's saving by the paper's rule is not zero
@@ -45,16 +47,18 @@ from pathlib import Path
 
 import numpy as np
 
+from common.intervals import t_interval
 from common.targets import baseline_target, paper_rule_differences, rule_rows, steps_to_target, value_at
 from vision.record import is_number, logged_rows
 from vision.runs import read_metrics, train_grid
 from vision.study_plots import METRIC_LABELS as METRIC_LABELS  # the study's public names stay importable here
 from vision.study_statistics import (
     BUDGETS,
-    bootstrap_ci,
     budget_key,
     censored_median,
     compare_arm,
+    exact_p,
+    interval_columns,
     paired_difference,
 )
 from vision.train import TrainConfig
@@ -218,8 +222,6 @@ class StudyConfig:
     data: str | None = None  # None: each task's own data
     log_every: int = 10  # the resolution of "steps to target" (tasks may set their own)
     target_at: float = 0.5  # the baseline's median metric at this fraction of the steps is the target
-    n_boot: int = 4000
-    confidence: float = 0.95
     threads: int = 1
     null_samples: int = 256
     out: str = "runs/study"
@@ -239,8 +241,6 @@ class StudyConfig:
             raise ValueError(f"a study needs at least 2 seeds per arm for an interval, got {self.seeds}")
         if not 0 < self.target_at <= 1:
             raise ValueError(f"target_at must be in (0, 1], got {self.target_at}")
-        if not 0 < self.confidence < 1 or self.n_boot < 10:
-            raise ValueError(f"need 0 < confidence < 1 and n_boot >= 10; got {self.confidence}, {self.n_boot}")
         if self.log_every < 1 or self.threads < 0 or self.null_samples < 8:
             raise ValueError(
                 f"need log_every >= 1, threads >= 0, null_samples >= 8; got {self.log_every}, {self.threads}, "
@@ -299,16 +299,16 @@ def analyze_task(
         for b in BUDGETS:
             values = [budget[(scheme, s)][b] for s in seeds]
             key = budget_key(b)
-            row[f"{key}_mean"] = float(np.mean(values))
-            row[f"{key}_lo"], row[f"{key}_hi"] = bootstrap_ci(np.array(values), np.mean, cfg.n_boot, cfg.confidence)
-        row["final_mean"], row["final_lo"], row["final_hi"] = row["at100_mean"], row["at100_lo"], row["at100_hi"]
+            mean = interval_columns(key, t_interval(values))
+            row.update({f"{key}_mean": mean.pop(key), **mean})
+        row.update({f"final_{part}": row[f"at100_{part}"] for part in ("mean", "lo", "hi", "rule")})
         if scheme != cfg.baseline:
             base_steps = [steps[(cfg.baseline, s)] for s in seeds]
             base_final = [budget[(cfg.baseline, s)][1.0] for s in seeds]
-            row.update(compare_arm(own_steps, base_steps, own_final, base_final, cfg.n_boot, cfg.confidence))
+            row.update(compare_arm(own_steps, base_steps, own_final, base_final))
             for b in BUDGETS:
                 mine, theirs = ([budget[(arm, s)][b] for s in seeds] for arm in (scheme, cfg.baseline))
-                row.update(paired_difference(mine, theirs, cfg.n_boot, cfg.confidence, f"{budget_key(b)}_diff"))
+                row.update(paired_difference(mine, theirs, f"{budget_key(b)}_diff"))
         arms.append(row)
     return {
         "task": task.name,
@@ -332,15 +332,14 @@ def paper_rule_columns(
 ) -> dict[str, dict[str, float]]:
     """Per scheme other than the baseline, the paper's rule beside its null
     (:func:`common.targets.paper_rule_differences`): ``saving_vs_null`` and ``reverse_vs_null``, each the mean over
-    the paired seeds with its bootstrap interval (``_lo``, ``_hi``)."""
+    the paired seeds with its t interval (``_lo``, ``_hi``, ``_rule``) and exact sign-flip p (``_p_exact``)."""
     rules = rule_rows(curves, cfg.baseline, task.higher_is_better)
     out = {}
     for scheme in (s for s in cfg.schemes if s != cfg.baseline):
         row = {}
         for quantity, by_seed in paper_rule_differences(rules, scheme, cfg.baseline).items():
             diffs = np.array(list(by_seed.values()), dtype=np.float64)
-            row[quantity] = float(diffs.mean()) if len(diffs) else math.nan
-            row[f"{quantity}_lo"], row[f"{quantity}_hi"] = bootstrap_ci(diffs, np.mean, cfg.n_boot, cfg.confidence)
+            row.update(interval_columns(quantity, t_interval(diffs)), **{f"{quantity}_p_exact": exact_p(diffs, 0.0)})
         out[scheme] = row
     return out
 

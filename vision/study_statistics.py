@@ -1,11 +1,15 @@
-"""The init study's statistics on plain arrays: percentile bootstrap intervals and an arm's comparison with the
-baseline paired by seed (:mod:`vision.study` runs them per task; steps to a target are :mod:`common.targets`)."""
+"""The init study's statistics on plain arrays, by the interval rules of :mod:`common.intervals`: an arm's mean
+metric (Student t), its comparison with the baseline paired by seed (the step ratio: t on the log ratio; a metric
+difference: Student t) and, with fewer than ten pairs, the exact sign-flip p-value of "the arm differs" beside each
+(:mod:`vision.study` runs them per task; steps to a target are :mod:`common.targets`)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+from common.intervals import Interval, exact_p, log_ratio_interval, log_ratios, t_interval
 
 #: Fractions of the budget at which the metric is compared.
 BUDGETS = (0.25, 0.5, 1.0)
@@ -16,25 +20,14 @@ def budget_key(fraction: float) -> str:
     return f"at{round(100 * fraction)}"
 
 
-def bootstrap_ci(samples: np.ndarray, stat, n_boot: int, confidence: float, seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``stat`` over rows of ``samples`` (resampled with replacement)."""
-    samples = np.asarray(samples, dtype=np.float64)
-    if len(samples) < 2:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(samples), size=(n_boot, len(samples)))
-    stats = np.array([stat(samples[i]) for i in idx])
-    stats = stats[np.isfinite(stats)]
-    if not len(stats):
-        return math.nan, math.nan
-    alpha = (1 - confidence) / 2
-    return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
-
-
-def ratio_of_means(pairs: np.ndarray) -> float:
-    """``mean(arm steps) / mean(baseline steps)`` over paired rows ``[arm, baseline]`` (NaN if the baseline needs 0)."""
-    base = pairs[:, 1].mean()
-    return float(pairs[:, 0].mean() / base) if base > 0 else math.nan
+def interval_columns(name: str, interval: Interval) -> dict:
+    """``{name, name_lo, name_hi, name_rule}`` of one estimate."""
+    return {
+        name: interval.estimate,
+        f"{name}_lo": interval.lo,
+        f"{name}_hi": interval.hi,
+        f"{name}_rule": interval.rule,
+    }
 
 
 def censored_median(steps: list[int | None]) -> float:
@@ -47,31 +40,26 @@ def compare_arm(
     base_steps: list[int | None],
     arm_final: list[float],
     base_final: list[float],
-    n_boot: int,
-    confidence: float,
 ) -> dict:
-    """Step ratio over seeds where both arms reached the target, and the paired final-metric difference."""
-    pairs = np.array(
-        [(a, b) for a, b in zip(arm_steps, base_steps, strict=True) if a is not None and b is not None],
-        dtype=np.float64,
-    )
+    """Step ratio over seeds where both arms reached the target (geometric mean of the per-seed ratios, t interval
+    on the log ratio) and the paired final-metric difference, each with its exact sign-flip p."""
+    reached = [(a, b) for a, b in zip(arm_steps, base_steps, strict=True) if a is not None and b is not None]
+    arm, base = ([p[i] for p in reached] for i in (0, 1))
     out = {
-        "pairs_reached": len(pairs),
+        "pairs_reached": len(reached),
         "arm_reached": sum(s is not None for s in arm_steps),
         "baseline_reached": sum(s is not None for s in base_steps),
         "seeds": len(arm_steps),
+        **interval_columns("step_ratio", log_ratio_interval(arm, base)),
+        "step_ratio_p_exact": exact_p(log_ratios(arm, base), 0.0),
     }
-    if len(pairs):
-        out["step_ratio"] = ratio_of_means(pairs)
-        out["step_ratio_lo"], out["step_ratio_hi"] = bootstrap_ci(pairs, ratio_of_means, n_boot, confidence)
-    else:
-        out["step_ratio"] = out["step_ratio_lo"] = out["step_ratio_hi"] = math.nan
-    out.update(paired_difference(arm_final, base_final, n_boot, confidence, "final_diff"))
+    out.update(paired_difference(arm_final, base_final, "final_diff"))
     return out
 
 
-def paired_difference(arm: list[float], base: list[float], n_boot: int, confidence: float, name: str) -> dict:
-    """``{name: mean(arm - base), name_lo, name_hi}`` with a bootstrap interval over the paired seeds."""
+def paired_difference(arm: list[float], base: list[float], name: str) -> dict:
+    """``{name: mean(arm - base), name_lo, name_hi, name_rule, name_p_exact}``: the Student t interval of the
+    paired differences and their exact sign-flip p against 0."""
     diff = np.asarray(arm, dtype=np.float64) - np.asarray(base, dtype=np.float64)
-    lo, hi = bootstrap_ci(diff, np.mean, n_boot, confidence)
-    return {name: float(diff.mean()), f"{name}_lo": lo, f"{name}_hi": hi}
+    diff = diff[np.isfinite(diff)]
+    return {**interval_columns(name, t_interval(diff)), f"{name}_p_exact": exact_p(diff, 0.0)}
