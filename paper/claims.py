@@ -1,36 +1,26 @@
-"""The report's sections and what each predicts: every verdict of the report is computed here, by one rule.
-
-A section is a claim of docs/theory.md section 4 (``claim1`` ... ``claim9``), the theory-vs-simulation grid
-(``grid``), a question of the project (``qa``: DiT symmetry under denoising, ``qb``: vision objectives per
-layer, ``qc``: init speed-up) or the paper's positive control on language (``control``). Its predictions state
-the claims as the paper does: comparisons between objectives on the same data and backbone as per-seed paired
-differences (``minus``), scores of the blocks that carry meaning beside the whole form, the direction of an
-update at the step the claim names. Each has its region of no effect fixed before the data, with why
-(:mod:`paper.margins`), and gets its word by :func:`paper.verdict.verdict`, Holm-adjusted within its section.
-Claims 1-6 are the deterministic checks of ``theory check``: their rows are the predictions.
+"""Every verdict of the report, computed here by one rule (:mod:`paper.verdict`) from the registry of predictions
+(:mod:`paper.predictions`): each prediction's measured rows, the region of no effect each is judged against,
+whether it can decide at all (:mod:`paper.resolution`), Holm within its section and the section's checks.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from common.intervals import LOG_T, T
 from common.rows import Row, table
-from paper.margins import (
-    CONTEXT,
-    DELTA_GAP,
-    DELTA_PR_GAP,
-    FID_DIFF,
-    GRID_AIM,
-    RATIO,
-    RATIO_GAP,
-    S_GAP,
-    S_GAP_VISION,
-    SAVING_GAP,
-    STEP_RATIO,
+from paper.predictions import (
+    CHECK,
+    EXACT,
+    HYPOTHESIS,
+    NULL_KEYS,
+    SECTIONS,
+    STEP_CHOICES,
+    UNTESTABLE,
+    WHOLE,
+    Prediction,
 )
 from paper.resolution import block_note, degenerate_note, spacing_note
 from paper.results import MissingResult, Results, select
@@ -38,307 +28,12 @@ from paper.summary import paired_difference, paired_values, with_key_query_ratio
 from paper.verdict import (
     ALPHA,
     BOUNDS,
-    NULL_BAND,
-    Margin,
     check_verdict,
     decision_p,
     holm,
     untestable,
     verdict,
 )
-
-#: A ``where`` entry for ``step``: ``"last"``, ``"early"`` (the first recorded step after 0) or a step number;
-#: for ``layer``: a number, ``"last"`` or ``"each"`` (one prediction per layer).
-STEP_CHOICES = ("last", "early")
-#: Keys that identify a form's row in a nulls table (those a null row has must match).
-NULL_KEYS = ("arm", "task", "form", "layer", "step", "block")
-#: A row's role: a hypothesis (Holm-adjusted within its section), a check that a model learned its task (it gates
-#: the section's hypotheses: failed, they are "not at a working scale"), a deterministic check of claims 1-6, or a
-#: row measured at a resolution that cannot decide (:mod:`paper.resolution`), listed outside the family.
-HYPOTHESIS, CHECK, EXACT, UNTESTABLE = "hypothesis", "check", "exact", "not testable"
-ROLES = (HYPOTHESIS, CHECK, EXACT, UNTESTABLE)
-#: Experiments whose predictions are made per layer (their verdict rows are named with the layer).
-PER_LAYER = ("vision_", "language_")
-WHOLE = "all"  # the block label of the whole form in the simulator's tables
-
-
-@dataclass(frozen=True)
-class Prediction:
-    label: str  # what is predicted, in words
-    experiment: str
-    quantity: str
-    direction: str  # above | below | inside (paper.verdict.DIRECTIONS)
-    where: dict = field(default_factory=dict)  # selects the summary rows
-    margin: Margin = NULL_BAND  # the region of no effect
-    minus: tuple[str, dict] | None = None  # (experiment, where overrides): a paired difference, this - that
-    table: str = "summary"  # the summary table read (``blocks`` for a block of the simulator's coordinates)
-    optional: bool = False  # no verdict row at all until measured (a slot's experiment; an arm a mode leaves out)
-    role: str = HYPOTHESIS  # a hypothesis (in the section's Holm family) or a check that the model learned (gates)
-
-
-@dataclass(frozen=True)
-class Section:
-    key: str
-    title: str
-    predictions: tuple[Prediction, ...] = ()
-    checks: tuple[int, ...] = ()  # claims of theory check whose rows are predictions
-    cites: tuple[tuple[str, str], ...] = ()  # (section, label): another section's rows that answer this one too
-
-
-def _sim(arm, quantity, direction, label, experiment, step="last", form="W_qk", block=WHOLE, minus=None, **kw):
-    """A simulator prediction on one arm, or on ``arm - minus`` paired by seed (same data and init)."""
-    where = {"arm": arm, "form": form, "layer": 0, "step": step, "block": block}
-    if minus is not None:
-        return Prediction(label, experiment, quantity, direction, where, minus=(experiment, {"arm": minus}), **kw)
-    if block == WHOLE:
-        where.pop("block")
-        return Prediction(label, experiment, quantity, direction, where, **kw)
-    return Prediction(label, experiment, quantity, direction, where, table="blocks", **kw)
-
-
-def _vision(task, form, layer, quantity, direction, label, minus=None, **kw):
-    where = {"task": task, "form": form, "layer": layer, "step": "last"}
-    other = None if minus is None else (f"vision_{minus}", {"task": minus})
-    return Prediction(label, f"vision_{task}", quantity, direction, where, minus=other, **kw)
-
-
-def _speedup(task: str, scheme: str, model: str, experiment: str | None = None, optional: bool = False):
-    """An init study's step-ratio prediction; its rows are the experiment's (one study task each, whichever the
-    mode ran: ``vit-mnist`` at --quick, ``vit-mnist-long`` at --standard), chosen by scheme."""
-    return Prediction(
-        f"{model}: {scheme} init reaches the target in fewer steps than the default (step ratio < 1)",
-        experiment or f"init_{task}",
-        "step_ratio",
-        "below",
-        {"scheme": scheme},
-        margin=STEP_RATIO,
-        optional=optional,
-    )
-
-
-def _paper_rule(task: str, scheme: str, model: str) -> Prediction:
-    """An init study's arm by the paper's rule (the first step it reaches the default's final metric) beside the
-    rule's null, as in the positive control."""
-    return Prediction(
-        f"{model}: {scheme} init, the paper's rule's saving minus its null > 0",
-        f"init_{task.replace('-', '_')}",
-        "saving_vs_null",
-        "above",
-        {"scheme": scheme},
-        margin=SAVING_GAP,
-    )
-
-
-def _fidelity(scheme: str) -> Prediction:
-    return Prediction(
-        f"DiT on MNIST: {scheme} init ends with a lower sample FID than the default (difference < 0)",
-        "init_dit_mnist",
-        "at100_diff",
-        "below",
-        {"scheme": scheme},
-        margin=FID_DIFF,
-        optional=True,
-    )
-
-
-#: Question (c)'s checks that the baselines learned their task (they gate the section, not counted in its family):
-#: the DiT bar of the research proposal's working scale (FID at most 30 on 500 samples), the ViT's accuracy.
-WORKING_SCALE = (
-    Prediction("DiT on MNIST: the default arm's final sample FID < 30 (a DiT that generates digits)",
-               "init_dit_mnist", "final_metric", "below", {"scheme": "default"},
-               margin=Margin(30.0, 30.0, "the working scale's bar for a DiT on MNIST"), optional=True, role=CHECK),
-    Prediction("ViT on MNIST: the default arm's final test accuracy > 0.95", "init_vit_mnist", "final_metric",
-               "above", {"scheme": "default"}, margin=Margin(0.95, 0.95, "the working scale's bar for a ViT on MNIST"),
-               optional=True, role=CHECK),
-)  # fmt: skip
-
-
-_BLOCKS = ((WHOLE, "whole form"), ("token-token", "token-token block"), ("evaluated", "evaluated entries"))
-_OPTIMISERS = ("adam, onehot", "sgd, onehot", "adam, orthogonal", "sgd, orthogonal")
-
-
-def _claim7() -> tuple[Prediction, ...]:
-    e = "sim_claim7_confirm"  # fresh seeds, run under the frozen registry
-    ar, bi = "autoregressive", "bidirectional"
-    return (
-        _sim(ar, "bos_key_query", "above", "autoregressive: ‖M x_BOS‖ / ‖x_BOSᵀ M‖ > 1", e, margin=RATIO),
-        _sim(ar, "bos_key_typical", "above", "autoregressive: ‖M x_BOS‖ / a typical token's > 1", e, margin=RATIO),
-        _sim(
-            ar,
-            "bos_key_typical",
-            "above",
-            "BOS key / typical: autoregressive - bidirectional > 0 (bidirectional grows no BOS key)",
-            e,
-            minus=bi,
-            margin=RATIO_GAP,
-        ),
-        *(
-            _sim(
-                ar,
-                "directionality_pr",
-                "below",
-                f"δ_PR: autoregressive - bidirectional < 0 ({name})",
-                e,
-                block=b,
-                minus=bi,
-                margin=DELTA_PR_GAP,
-            )
-            for b, name in _BLOCKS[::2]
-        ),
-    )  # fmt: skip  (its s rows are claim 8's, of the same runs: cited by the section)
-
-
-def _claim8() -> tuple[Prediction, ...]:
-    e, ar, bi = "sim_objectives_confirm", "autoregressive", "bidirectional"  # fresh seeds, under the frozen registry
-    rows = [
-        _sim(bi, "symmetry", "inside", "bidirectional: s starts inside the null (step 0, whole form)", e, step=0,
-             role=CHECK),
-        _sim(bi, "symmetry", "above", "bidirectional: s ends above the null (whole form)", e),
-        *(
-            _sim(bi, "symmetry", "above", f"s: bidirectional - autoregressive > 0 ({name})", e, block=b, minus=ar,
-                 margin=S_GAP)
-            for b, name in _BLOCKS
-        ),
-        _sim(bi, "directionality", "above", "δ: bidirectional - autoregressive > 0 (whole form)", e, minus=ar,
-             margin=DELTA_GAP),
-    ]  # fmt: skip
-    # "δ < 0 early": on the update M_t - M_0 at the first record of the paper's runs (step 25), per optimiser/basis
-    basis = "sim_optimizer_basis_confirm"
-    for opt in _OPTIMISERS:
-        rows.append(
-            _sim(f"{ar}, {opt}", "directionality_pr", "below", f"{opt}: update δ_PR < 0 at step 25 (beyond the null)",
-                 basis, step=25, form="update")
-        )  # fmt: skip
-        rows.append(
-            _sim(f"{ar}, {opt}", "directionality_pr", "below",
-                 f"{opt}: update δ_PR, autoregressive - bidirectional < 0 at step 25", basis, step=25, form="update",
-                 minus=f"{bi}, {opt}", margin=DELTA_PR_GAP)
-        )  # fmt: skip
-    return tuple(rows)
-
-
-def _qb() -> tuple[Prediction, ...]:
-    rows = []
-    for encoder, name in (("mae", "MAE"), ("classify", "ViT classification")):
-        rows.append(
-            _vision(encoder, "update", "each", "symmetry", "above", f"update s: {name} - causal ViT > 0",
-                    minus="causal", margin=S_GAP_VISION)
-        )  # fmt: skip
-    rows.append(
-        _vision("causal", "update", "each", "directionality_pr", "below", "update δ_PR: causal ViT - MAE < 0",
-                minus="mae", margin=DELTA_PR_GAP)
-    )  # fmt: skip
-    rows.append(
-        _vision("classify", "update", "last", "cls_key_query", "below",
-                "ViT classification, top layer: CLS on the query side (‖M x_CLS‖ / ‖x_CLSᵀ M‖ < 1)", margin=RATIO)
-    )  # fmt: skip
-    return tuple(rows)
-
-
-def _control() -> tuple[Prediction, ...]:
-    """The paper's positive control (``language_control``): the paper's speed-up of a BERT-style encoder by its
-    rule beside the rule's null and by the project's rule, the encoder-decoder gap in s per layer, and the check
-    that the encoder uses context at all."""
-    e, mlm = "language_control", {"objective": "mlm"}
-    rows = [
-        Prediction("BERT-style MLM uses context: final held-out loss minus the no-context (unigram) loss < 0", e,
-                   "loss_minus_unigram", "below", {**mlm, "arm": "default"}, margin=CONTEXT, role=CHECK),
-        Prediction("W_qk s per layer: BERT-style MLM - GPT-style causal > 0 (default init)", e, "symmetry", "above",
-                   {**mlm, "arm": "default", "layer": "each"}, minus=(e, {"objective": "causal"}), margin=S_GAP),
-    ]  # fmt: skip
-    for arm, name in (
-        ("paper-symmetric", "the paper's symmetric init"),
-        ("symmetric", "symmetric init at the default's scale"),
-    ):
-        rows.append(
-            Prediction(f"BERT-style MLM, {name}: the paper's rule's saving minus its null > 0", e,
-                       "saving_vs_null", "above", {**mlm, "arm": arm}, margin=SAVING_GAP)
-        )  # fmt: skip
-        rows.append(
-            Prediction(f"BERT-style MLM, {name}: steps to the project's target, step ratio < 1", e, "step_ratio",
-                       "below", {**mlm, "arm": arm}, margin=STEP_RATIO)
-        )  # fmt: skip
-    return tuple(rows)
-
-
-SECTIONS: tuple[Section, ...] = (
-    Section("claim1", "Claim 1: identities, ranges and invariances of s and δ", checks=(1,)),
-    Section("claim2", "Claim 2: null spreads as a function of d, d_h and k", checks=(2,)),
-    Section("claim3", "Claim 3: closed-form dL/dM equals autograd", checks=(3,)),
-    Section(
-        "claim4", "Claim 4: swap-symmetric roles and exchangeable data give a symmetric E[dL/dM]", checks=(4,)
-    ),
-    Section("claim5", "Claim 5: role counting under a causal mask", checks=(5,)),
-    Section("claim6", "Claim 6: tied W_q = W_k", checks=(6,)),
-    Section("claim7", "Claim 7: causal training grows a key direction along x_BOS; bidirectional does not",
-            predictions=_claim7(),
-            cites=tuple(("claim8", label) for label in (
-                "s: bidirectional - autoregressive > 0 (whole form)",
-                "s: bidirectional - autoregressive > 0 (evaluated entries)",
-                "bidirectional: s ends above the null (whole form)"))),
-    Section("claim8", "Claim 8: toy training trends of s and δ per objective", predictions=_claim8()),
-    Section(
-        "claim9",
-        "Claim 9: a symmetric init reaches a target in fewer steps than a baseline of the same scale",
-        # the same measurements as question (c)'s symmetric step ratios: cited, not counted twice
-        cites=tuple(
-            ("qc", _speedup("", "symmetric", model, "-").label)
-            for model in ("ViT on MNIST", "DiT on MNIST", "ViT classification on digits", "DiT denoising on digits")
-        ),
-    ),
-    Section(
-        "grid",
-        "The theory's first update against the simulator, cell by cell",
-        predictions=(
-            Prediction(
-                "untied cells: the theory's first update agrees with the simulator's first step in > 90% of "
-                "comparisons (aim set on 8 seeds per cell)",
-                "sim_grid",
-                "agreement",
-                "above",
-                {"phase": "early", "theory": "predicted", "rule": "z", "score": "both", "cells": "untied"},
-                margin=GRID_AIM,
-                optional=True,
-                role=CHECK,  # the theory's machinery against the simulator: it gates, it is no hypothesis
-            ),
-        ),
-    ),
-    Section(
-        "qa",
-        "Question (a): do DiTs develop a symmetric W_qk under denoising?",
-        predictions=(
-            _sim("denoising", "symmetry", "above", "toy denoising: s above the null", "sim_objectives"),
-            _vision("dit", "update", "each", "symmetry", "above", "DiT: s of the update M_t - M_0 above the null"),
-        ),
-    ),
-    Section("qb", "Question (b): how do vision objectives shape W_qk, per layer?", predictions=_qb()),
-    Section(
-        "control",
-        "The paper's positive control: does a symmetric init speed up a BERT-style encoder here?",
-        predictions=_control(),
-    ),
-    Section(
-        "qc",
-        "Question (c): does a symmetric or directional init speed up ViT / DiT training?",
-        predictions=(
-            *(
-                _speedup(task, scheme, model, f"init_{task.replace('-', '_')}", optional=scheme != "symmetric")
-                for task, model in (("vit-mnist", "ViT on MNIST"), ("dit-mnist", "DiT on MNIST"))
-                for scheme in ("symmetric", "mimetic", "conditioned", "symmetric-indefinite", "directional")
-            ),
-            *(
-                _speedup(task, scheme, model, optional=True)
-                for task, model in (("vit", "ViT classification on digits"), ("dit", "DiT denoising on digits"))
-                for scheme in ("symmetric", "symmetric-indefinite", "directional")
-            ),
-            *(_paper_rule(task, "symmetric", model) for task, model in (("vit-mnist", "ViT on MNIST"),
-                                                                         ("dit-mnist", "DiT on MNIST"))),
-            *(_fidelity(scheme) for scheme in ("symmetric", "mimetic", "conditioned")),
-            *WORKING_SCALE,
-        ),
-    ),
-)  # fmt: skip
-SECTION_KEYS = tuple(s.key for s in SECTIONS)
 
 
 @table

@@ -1,11 +1,11 @@
 """The frozen registry: every prediction, its margin, its family role and its interval rule in one file with its hash.
 
-``paper/preregistration.json`` is the registry as :func:`registry_record` writes it from :mod:`paper.claims` (a test
-fails while the two differ: a prediction changed without a new freeze). ``paper/freezes.json`` lists the freezes:
-the commit that holds the registry file, its hash, and the hash of each prediction's definition. A verdict row's
-prediction is frozen at the first freeze whose definition of it is today's; its data are **confirmatory** when every
-run behind them was made from a commit that descends from that freeze, and **exploratory** otherwise (made before
-the freeze, or from uncommitted code: a ``-dirty`` commit).
+``paper/preregistration.json`` is the registry as :func:`registry_record` writes it from
+:mod:`paper.predictions` (a test fails while the two differ: a prediction changed without a new freeze).
+``paper/freezes.json`` lists the freezes: the commit that holds the registry file, its hash, and the hash of each
+prediction's definition. A verdict row's prediction is frozen at the first freeze whose definition of it is
+today's; its data are **confirmatory** when every run behind them was made from a commit that descends from that
+freeze, and **exploratory** otherwise (made before the freeze, or from uncommitted code: a ``-dirty`` commit).
 
 Freezing is two commits: commit the registry file (``python -m paper.preregistration write``), then record that
 commit (``python -m paper.preregistration freeze``) and commit the record.
@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 
 from common.io import atomic_write_text
-from paper.claims import ROLES, SECTIONS, Prediction
+from paper.predictions import ROLES, SECTIONS, Prediction
 from paper.resolution import MIN_BLOCK_SHARE
 from paper.verdict import ALPHA
 

@@ -2,7 +2,7 @@
 
 Adding an experiment is one entry here (name, runner, configs, derive), one figure function in
 :mod:`paper.figures` (:data:`paper.figures.FIGURES`) and one section in the report template (with its
-predictions in :mod:`paper.claims`).
+predictions in :mod:`paper.predictions`).
 
 Sizes (the ``quick`` mode is the committed CPU run, about 16 minutes of two cores measured from an empty cache; ``full``
 is the same pipeline at GPU sizes: vision runs use CUDA when present, the simulator runs on the CPU):

@@ -14,12 +14,12 @@ from pathlib import Path
 
 from common.summary import z_text
 from paper.answers import QUESTIONS, answer_text
-from paper.claims import CHECK, SECTIONS, UNTESTABLE
 from paper.control_report import control_piece
 from paper.experiment import MODES, STANDS_IN
 from paper.first_page import answers_page
 from paper.margins import PAPER_MEDIANS
 from paper.markdown import fmt, md_table, value_text
+from paper.predictions import CHECK, SECTIONS, UNTESTABLE
 from paper.results import MissingResult, Results, select
 from paper.sections import row_name, section_verdicts
 from paper.study_report import gate_text, sampling_noise_text, study_table

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from paper.results import Results, select
 
 if TYPE_CHECKING:
-    from paper.claims import Prediction
+    from paper.predictions import Prediction
 
 #: The least share of ``||M||^2`` a block must hold for its score to be a prediction.
 MIN_BLOCK_SHARE = 0.01

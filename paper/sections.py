@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from common.rows import row_type
-from paper.claims import CHECK, PER_LAYER, SECTIONS, UNTESTABLE
+from paper.predictions import CHECK, PER_LAYER, SECTIONS, UNTESTABLE
 from paper.verdict import VERDICTS, count_words
 
 #: One section's verdicts (``results/sections.csv``): how many of its predictions got each word, and the rows

@@ -70,7 +70,7 @@ def fixture_results(tmp_path_factory):
 def test_every_inserted_number_is_in_a_result_table(fixture_results):
     import numpy as np
 
-    from paper.claims import SECTIONS
+    from paper.predictions import SECTIONS
     from paper.report import anchor
 
     values = np.array(table_values(fixture_results.root))
@@ -102,7 +102,7 @@ def test_the_prose_types_no_result():
     prose = PLACEHOLDER.sub("", TEMPLATE.read_text())
     assert set(_literal_numbers(prose)) <= STATIC_NUMBERS, _literal_numbers(prose)
     assert set(_literal_numbers(RULE)) <= STATIC_NUMBERS
-    from paper.claims import SECTIONS
+    from paper.predictions import SECTIONS
 
     for section in SECTIONS:
         assert not _literal_numbers(section.title), section.title

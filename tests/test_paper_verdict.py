@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from paper_fixture import write_fixture
 
 from common.summary import z_text
-from paper.claims import SECTIONS, Prediction, adjust_section, evaluate, verdict_rows
+from paper.claims import adjust_section, evaluate, verdict_rows
 from paper.pipeline import derive
+from paper.predictions import SECTIONS, Prediction
 from paper.results import Results, read_csv, write_experiment
 from paper.sections import section_rows
 from paper.verdict import ALPHA, NULL_BAND, Margin, count_words, decision_p, holm, verdict

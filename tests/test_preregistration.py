@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from paper import preregistration as prereg
-from paper.claims import CHECK, HYPOTHESIS, SECTIONS
 from paper.margins import FID_DIFF, FID_SAMPLING_SD, sampling_margin
+from paper.predictions import CHECK, HYPOTHESIS, SECTIONS
 from paper.resolution import degenerate_note
 from paper.results import Results
 from paper.verdict import BOUNDS, VERDICTS, verdict
