@@ -76,14 +76,18 @@ def recorded_step(path: Path) -> int | None:
     """The step a checkpoint's sidecar records: ``step`` of ``step_N.json`` beside ``step_N.safetensors``, or
     ``global_step`` of a folder's ``trainer_state.json``; None when there is none."""
     sidecar = path / "trainer_state.json" if path.is_dir() else path.with_suffix(".json")
-    if sidecar == path or not sidecar.is_file():
-        return None
-    try:
-        record = json.loads(sidecar.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return None
-    step = record.get("step", record.get("global_step")) if isinstance(record, dict) else None
+    record = _record(sidecar) if sidecar != path else {}
+    step = record.get("step", record.get("global_step"))
     return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+
+def _record(path: Path) -> dict:
+    """A JSON object on disk, or ``{}`` where there is none."""
+    try:
+        record = json.loads(path.read_text()) if path.is_file() else {}
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {}
+    return record if isinstance(record, dict) else {}
 
 
 def run_checkpoints(directory: Path) -> list[Path] | None:
@@ -91,12 +95,12 @@ def run_checkpoints(directory: Path) -> list[Path] | None:
     is one checkpoint, e.g. a model folder with a ``config.json``).
 
     A run of ``cli.py train`` (the directory holding ``ckpt/``, or ``ckpt/`` itself) gives its complete checkpoints,
-    those whose sidecar ``step_N.json`` is written (an empty ``ckpt/`` is an error); a directory without a
-    ``config.json`` gives its children named by a step (weight files or folders).
+    those whose sidecar ``step_N.json`` (naming the weights) is written, and an empty ``ckpt/`` is an error; a
+    directory without a ``config.json`` gives its children named by a step (weight files or folders).
     """
     if (directory / "ckpt").is_dir():
         directory = directory / "ckpt"
-    sidecars = sorted(directory.glob("step_*.json"))  # zero-padded steps: in step order
+    sidecars = [s for s in sorted(directory.glob("step_*.json")) if "weights" in _record(s)]  # zero-padded: in order
     if sidecars:
         return [_sidecar_weights(sidecar) for sidecar in sidecars]
     if (directory / "config.json").exists() or (directory / "model_index.json").exists():
@@ -116,14 +120,10 @@ def run_checkpoints(directory: Path) -> list[Path] | None:
 
 
 def _sidecar_weights(sidecar: Path) -> Path:
-    """The weights file a ``cli.py train`` sidecar names; an error where it names none that is there."""
-    try:
-        record = json.loads(sidecar.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{sidecar} is not a checkpoint's JSON sidecar ({err})") from err
-    name = record.get("weights") if isinstance(record, dict) else None
+    """The weights file a ``cli.py train`` sidecar names; an error where it is not there."""
+    name = _record(sidecar)["weights"]
     if not isinstance(name, str) or not (sidecar.parent / name).is_file():
-        raise CheckpointError(f"{sidecar} names no weights file that is there (its 'weights': {name!r})")
+        raise CheckpointError(f"{sidecar} names a weights file that is not there: {name!r}")
     return sidecar.parent / name
 
 

@@ -128,7 +128,9 @@ def test_checkpoints_with_identical_attention_weights_are_scored_once(run_dir, t
     assert {r["duplicates"] for r in rows if r["checkpoint"] != "step_0000004"} == {""}
     assert "5 checkpoints, 4 with distinct attention weights scored" in result.output
     assert "step_0000004, step_0000008 have identical attention weights" in result.output
-    four, ten = ([r for r in rows if r["checkpoint"] == c and r["layer"] == "1"] for c in ("step_0000004", "step_0000010"))
+    four, ten = (
+        [r for r in rows if r["checkpoint"] == c and r["layer"] == "1"] for c in ("step_0000004", "step_0000010")
+    )
     assert [r["symmetry"] for r in four] != [r["symmetry"] for r in ten]
 
 
@@ -236,3 +238,29 @@ def test_steps_come_from_sidecars_then_names(tmp_path):
     entries = series_entries([str(tmp_path / n) for n in ("step_10.pt", "final.pt", "checkpoint-500")])
     assert [(e.label, e.step) for e in entries] == [("step_10", 10), ("final", None), ("checkpoint-500", 499)]
     assert [e.label for e in series_entries([str(tmp_path)])] == ["step_2", "step_10", "checkpoint-500"]
+
+
+def test_the_spectrum_null_band_is_that_of_the_nulls_the_z_scores_use(run_dir, tmp_path):
+    """With ``--null spectrum`` every form has its own null; the figure's band is the median over the layers of
+    their 2.5% and 97.5% quantiles: with two identical layers, the band of that one form's null."""
+    from checkpoints.analyze import all_forms
+    from checkpoints.trajectory import analyze_series, null_bands
+    from theory.spectrum_null import factored_spectrum_null
+
+    weights = load_file(str(run_dir / "ckpt" / "step_0000006.safetensors"))
+    weights["encoder.blocks.1.attn.qkv.weight"] = weights["encoder.blocks.0.attn.qkv.weight"].clone()
+    save_file(weights, str(tmp_path / "step_6.safetensors"))
+    shutil.copyfile(run_dir / "ckpt" / "step_0000006.json", tmp_path / "step_6.json")
+    n = int(NULL_SAMPLES)
+    (scored,) = analyze_series(
+        series_entries([tmp_path / "step_6.safetensors"]), "layer", null_samples=n, null="spectrum"
+    ).scored
+    a, b = all_forms(scored.checkpoint, scored.plan).factors("layer")
+    null = factored_spectrum_null(a[0], b[0], 2.0, n, 0)
+    stack = scored.plan.stacks[0]
+    for row in scored.rows:  # the z of both layers' rows is against this null
+        assert row["symmetry_z"] == pytest.approx(float(null.z("symmetry", row["symmetry"])))
+    bands = null_bands(scored, "layer", null_samples=n, null="spectrum")
+    for name, stats in null.summary().items():
+        assert bands[(stack, name)] == pytest.approx((stats["q025"], stats["q975"]))
+    assert bands != null_bands(scored, "layer", null_samples=n)  # not the i.i.d. null's band

@@ -36,12 +36,13 @@ def _analyze_help() -> str:
         "convention: median and interquartile range over layers of the per-layer scores, per stack. Layers are "
         "read one at a time.\n\n"
         "Trajectories: several checkpoints (PATH PATH ..., NAME@REV NAME@REV ..., or NAME --revisions REV,REV,...), "
-        "or a run directory of step_N checkpoints (what `train --checkpoint-every K` writes, or any folder of "
-        "step_N / stepN / checkpoint-N files or folders) give one table with checkpoint and step columns (the step "
-        "from the checkpoint's sidecar or name; empty when unknown) and a summary per checkpoint; --plot draws each "
-        "score's per-layer median and IQR against step over the null band. Checkpoints with identical attention "
-        "weights (SHA-256 of the factors read: hub revisions often serve the same weights) are scored once; their "
-        "rows name the others in a duplicates column."
+        "or a run directory of step_N checkpoints (what `train --checkpoint-every K --keep-checkpoints 0` writes, or "
+        "any folder of step_N / stepN / checkpoint-N files or folders) give one table with checkpoint and step "
+        "columns (the step from the checkpoint's sidecar or name; empty when unknown) and a summary per checkpoint; "
+        "--plot draws each score's per-layer median and IQR against step over the null band. Checkpoints with "
+        "identical attention weights (SHA-256 of the factors read: hub revisions often serve the same weights) are "
+        "scored once; their rows name the others in a duplicates column. No network: revisions come from the local "
+        "cache (--download fetches them from the hub)."
     )
 
 
@@ -104,7 +105,7 @@ def analyze(
     sources: Annotated[
         list[str] | None,
         typer.Argument(
-            metavar="PATH_OR_NAME...",
+            metavar="PATH_OR_NAME",
             help="Checkpoint: .safetensors (or a shard index .json), .pt/.pth/.bin, .gguf, a directory with "
             "config.json (a diffusers pipeline is read from transformer/), or a hub id (org/name, org/name@revision, "
             "org/name/FILE.gguf) read from the local Hugging Face cache. Several, or a run directory of step_N "
@@ -129,10 +130,20 @@ def analyze(
         ),
     ] = False,
     csv: Annotated[
-        Path | None, typer.Option(**OUTPUT_FILE, help="Write the rows (columns of `scores` plus model, family).")
+        Path | None,
+        typer.Option(
+            **OUTPUT_FILE,
+            help="Write the rows (columns of `scores` plus model, family; of a trajectory: checkpoint, step first "
+            "and duplicates last).",
+        ),
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option(**OUTPUT_FILE, help="Draw scores per layer with the 95% null band (PNG, PDF or SVG).")
+        Path | None,
+        typer.Option(
+            **OUTPUT_FILE,
+            help="Draw scores per layer with the 95% null band (PNG, PDF or SVG); of a trajectory: each score's "
+            "per-layer median and IQR against step, over the band of the null the z-scores use.",
+        ),
     ] = None,
     heads: Annotated[
         int | None,

@@ -141,7 +141,7 @@ def _describe_series(out: Output, entries: list, settings: dict[str, Any], downl
     out.table(
         [{"checkpoint": e.label, "step": "" if e.step is None else e.step, "source": str(e.source)} for e in entries],
         ["checkpoint", "step", "source"],
-        title=f"{len(entries)} checkpoints (identical attention weights are found when they are read, and scored once)",
+        title=f"{len(entries)} checkpoints (identical weights are found when read, and scored once)",
     )
     try:
         source = open_source(entries[0].source, download=download)
