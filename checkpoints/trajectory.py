@@ -21,6 +21,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -275,41 +276,33 @@ def analyze_series(
     heads: int | None = None,
     kv_heads: int | None = None,
     prefix: str | None = None,
-    k: float = DEFAULT_K,
-    null_samples: int | None = None,
-    null_seed: int = 0,
     family: str | None = None,
-    fold_ln: bool = False,
-    fold_qk_norm: bool = False,
-    on_null: Callable[[int, int, int], None] | None = None,
-    on_layer: Callable[[int, int], None] | None = None,
-    null: NullChoice = "iid",
     download: bool = False,
     on_stage: Callable[[str], None] | None = None,
+    **scoring: Any,
 ) -> Trajectory:
     """Open and plan every checkpoint (so a bad one fails before any is scored), fingerprint them, and score each
-    distinct one (the options and hooks of :func:`checkpoints.analyze.analyze`; ``on_stage(what)`` says which
-    checkpoint is hashed or scored next)."""
-    check_null(null)
+    distinct one. ``scoring``: the keywords of :func:`checkpoints.analyze.score` (``k``, ``null_samples``,
+    ``null``, ``fold_ln``, ``fold_qk_norm``, the hooks ``on_null`` and ``on_layer``, ...); ``on_stage(what)`` says
+    which checkpoint is hashed or scored next."""
+    check_null(scoring.get("null", "iid"))
     if not entries:
         raise CheckpointError("no checkpoint to analyze")
     opened = []
     for entry in entries:
         source = open_source(entry.source, download=download)
         opened.append((entry, *describe(source, heads, kv_heads, prefix, family)))
+    folds = scoring.get("fold_ln", False), scoring.get("fold_qk_norm", False)
     groups: dict[str, list[tuple[SeriesEntry, Checkpoint, Plan]]] = {}
     for entry, ckpt, plan in opened:
         if on_stage is not None:
             on_stage(f"hashing {entry.label}")
-        groups.setdefault(fingerprint(ckpt, plan, fold_ln, fold_qk_norm), []).append((entry, ckpt, plan))
+        groups.setdefault(fingerprint(ckpt, plan, *folds), []).append((entry, ckpt, plan))
     scored = []
     for digest, [(entry, ckpt, plan), *same] in groups.items():
         if on_stage is not None:
             on_stage(f"scoring {entry.label}")
-        rows = score(
-            ckpt, plan, per, k, null_samples, null_seed, on_null, on_layer,
-            fold_ln=fold_ln, fold_qk_norm=fold_qk_norm, null=null,
-        )  # fmt: skip
+        rows = score(ckpt, plan, per, **scoring)
         scored.append(ScoredCheckpoint(entry, ckpt, plan, tuple(e.label for e, _, _ in same), digest, rows))
     return Trajectory(scored)
 
