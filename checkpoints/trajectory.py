@@ -97,7 +97,7 @@ def run_checkpoints(directory: Path) -> list[Path] | None:
 
     A run of ``cli.py train`` (the directory holding ``ckpt/``, or ``ckpt/`` itself) gives its complete checkpoints,
     those whose sidecar ``step_N.json`` (naming the weights) is written, and an empty ``ckpt/`` is an error; a
-    directory without a ``config.json`` gives its children named by a step (weight files or folders).
+    directory without a ``config.json`` gives its children named by a step (folders, or several weight files).
     """
     if (directory / "ckpt").is_dir():
         directory = directory / "ckpt"
@@ -117,7 +117,9 @@ def run_checkpoints(directory: Path) -> list[Path] | None:
             f"{directory} holds no complete checkpoint (a step_N.json beside its step_N.safetensors): "
             "`cli.py train ... --checkpoint-every K` writes them"
         )
-    return sorted(named, key=lambda p: (step_in_name(p.name), p.name)) or None
+    if not named or (len(named) == 1 and named[0].is_file()):  # one weight file: the folder reads as it
+        return None
+    return sorted(named, key=lambda p: (step_in_name(p.name), p.name))
 
 
 def _sidecar_weights(sidecar: Path) -> Path:

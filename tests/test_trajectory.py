@@ -15,7 +15,7 @@ from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
 from checkpoints.analyze import ANALYZE_COLUMNS
-from checkpoints.trajectory import TRAJECTORY_COLUMNS, recorded_step, series_entries, step_in_name
+from checkpoints.trajectory import TRAJECTORY_COLUMNS, recorded_step, run_checkpoints, series_entries, step_in_name
 from cli import app
 from tests.hub_cache import add_to_cache
 
@@ -205,8 +205,12 @@ def test_bad_series_are_one_line_errors(cache, run_dir, tmp_path):
     (tmp_path / "empty").mkdir()
     one = str(run_dir / "ckpt" / "step_0000002.safetensors")
     assert f"{tmp_path / 'empty'} is empty" in _fails(one, str(tmp_path / "empty"))
+    dry = CliRunner().invoke(app, ["analyze", "org/tiny-bert", "--revisions", "step3000,step1000", "--describe"])
+    assert dry.exit_code == 0 and "would score 2 layers" in dry.output, dry.output
+    assert dry.output.index("org/tiny-bert@step1000") < dry.output.index("org/tiny-bert@step3000")  # step order
     message = _fails("org/tiny-bert", "--revisions", "step1000,step9")
     assert "'step9'" in message and "not cached" in message and "step1000" in message
+    assert "'step9'" in _fails("org/tiny-bert", "--revisions", "step1000,step9", "--describe")  # the dry run too
     assert "--revisions takes one hub id" in _fails("org/tiny-bert@main", "--revisions", "step1000")
     assert "given more than once" in _fails(one, one)
 
@@ -238,6 +242,9 @@ def test_steps_come_from_sidecars_then_names(tmp_path):
     entries = series_entries([str(tmp_path / n) for n in ("step_10.pt", "final.pt", "checkpoint-500")])
     assert [(e.label, e.step) for e in entries] == [("step_10", 10), ("final", None), ("checkpoint-500", 499)]
     assert [e.label for e in series_entries([str(tmp_path)])] == ["step_2", "step_10", "checkpoint-500"]
+    (tmp_path / "one").mkdir()
+    (tmp_path / "one" / "step_3.pt").write_bytes(b"")
+    assert run_checkpoints(tmp_path / "one") is None  # a folder of one weight file reads as that file, as before
 
 
 def test_the_spectrum_null_band_is_that_of_the_nulls_the_z_scores_use(run_dir, tmp_path):

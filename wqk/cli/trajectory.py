@@ -134,19 +134,20 @@ def _tables(out: Output, trajectory) -> None:
 
 
 def _describe_series(out: Output, entries: list, settings: dict[str, Any], download: bool) -> None:
-    """The dry run of a trajectory: the checkpoints, their steps and what each is read from; the first one's plan."""
+    """The dry run of a trajectory: the checkpoints, their steps and what each is read from; the first one's plan.
+    Every checkpoint is opened (headers only), so that one not cached or unreadable is found here too."""
     from checkpoints.analyze import describe
     from checkpoints.hub import open_source
 
+    try:
+        first, *_ = [open_source(e.source, download=download) for e in entries]
+        plan = describe(first, settings["heads"], settings["kv_heads"], settings["prefix"], settings["family"])[1]
+    except ValueError as err:
+        fail(err)
     out.table(
         [{"checkpoint": e.label, "step": "" if e.step is None else e.step, "source": str(e.source)} for e in entries],
         ["checkpoint", "step", "source"],
         title=f"{len(entries)} checkpoints (identical weights are found when read, and scored once)",
     )
-    try:
-        source = open_source(entries[0].source, download=download)
-        plan = describe(source, settings["heads"], settings["kv_heads"], settings["prefix"], settings["family"])[1]
-    except ValueError as err:
-        fail(err)
     out.note(f"plan of {entries[0].label}:")
     _describe(out, plan, settings["per"], settings["null_samples"], settings["fold_ln"], settings["fold_qk_norm"])
