@@ -97,7 +97,8 @@ def run_checkpoints(directory: Path) -> list[Path] | None:
 
     A run of ``cli.py train`` (the directory holding ``ckpt/``, or ``ckpt/`` itself) gives its complete checkpoints,
     those whose sidecar ``step_N.json`` (naming the weights) is written, and an empty ``ckpt/`` is an error; a
-    directory without a ``config.json`` gives its children named by a step (folders, or several weight files).
+    directory without a ``config.json`` or weights of its own gives its children named by a step (folders, or several
+    weight files).
     """
     if (directory / "ckpt").is_dir():
         directory = directory / "ckpt"
@@ -105,6 +106,9 @@ def run_checkpoints(directory: Path) -> list[Path] | None:
     if sidecars:
         return [_sidecar_weights(sidecar) for sidecar in sidecars]
     if (directory / "config.json").exists() or (directory / "model_index.json").exists():
+        return None
+    weights = [p for p in directory.iterdir() if p.is_file() and p.name.lower().endswith(_WEIGHT_SUFFIXES)]
+    if any(step_in_name(p.name) is None for p in weights):  # weights of its own beside step folders: a checkpoint
         return None
     named = [
         p

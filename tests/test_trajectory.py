@@ -228,23 +228,27 @@ def test_steps_come_from_sidecars_then_names(tmp_path):
         None,
         None,
     ]
-    (tmp_path / "last.safetensors").write_bytes(b"")
-    (tmp_path / "last.json").write_text(json.dumps({"step": 50}))
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "last.safetensors").write_bytes(b"")
+    (tmp_path / "run" / "last.json").write_text(json.dumps({"step": 50}))
     (tmp_path / "checkpoint-500").mkdir()
     (tmp_path / "checkpoint-500" / "trainer_state.json").write_text(json.dumps({"global_step": 499}))
-    assert recorded_step(tmp_path / "last.safetensors") == 50
+    assert recorded_step(tmp_path / "run" / "last.safetensors") == 50
     assert recorded_step(tmp_path / "checkpoint-500") == 499  # the sidecar's record wins over the name
     (tmp_path / "step_10.pt").write_bytes(b"")
     (tmp_path / "step_2.pt").write_bytes(b"")
-    (tmp_path / "final.pt").write_bytes(b"")
+    (tmp_path / "run" / "final.pt").write_bytes(b"")
     entries = series_entries([str(tmp_path / "step_10.pt"), str(tmp_path / "step_2.pt")])
     assert [(e.label, e.step) for e in entries] == [("step_2", 2), ("step_10", 10)]  # in step order
-    entries = series_entries([str(tmp_path / n) for n in ("step_10.pt", "final.pt", "checkpoint-500")])
+    entries = series_entries([str(tmp_path / n) for n in ("step_10.pt", "run/final.pt", "checkpoint-500")])
     assert [(e.label, e.step) for e in entries] == [("step_10", 10), ("final", None), ("checkpoint-500", 499)]
     assert [e.label for e in series_entries([str(tmp_path)])] == ["step_2", "step_10", "checkpoint-500"]
     (tmp_path / "one").mkdir()
     (tmp_path / "one" / "step_3.pt").write_bytes(b"")
     assert run_checkpoints(tmp_path / "one") is None  # a folder of one weight file reads as that file, as before
+    (tmp_path / "one" / "step_4.pt").write_bytes(b"")
+    (tmp_path / "one" / "model.pt").write_bytes(b"")
+    assert run_checkpoints(tmp_path / "one") is None  # weights of its own: a checkpoint folder, as before
 
 
 def test_the_spectrum_null_band_is_that_of_the_nulls_the_z_scores_use(run_dir, tmp_path):
