@@ -126,7 +126,8 @@ def test_docs_api_examples_run(tmp_path, monkeypatch):
 
     torch.manual_seed(1)
     transformers.BertModel(transformers.BertConfig(**SMALL)).save_pretrained(tmp_path / "bert")
-    add_to_cache(tmp_path / "hub", "bert-base-uncased", tmp_path / "bert")
+    for revision in ("main", "step1000", "step2000"):  # the same files: blobs shared, as Pythia's step branches
+        add_to_cache(tmp_path / "hub", "bert-base-uncased", tmp_path / "bert", revision=revision)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
     result = doctest.testfile(str(ROOT / "docs" / "api.md"), module_relative=False, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 10 and result.failed == 0

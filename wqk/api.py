@@ -31,6 +31,7 @@ def analyze(
     null_samples: int | None = None,
     family: str | None = None,
     download: bool = False,
+    revisions: Sequence[str] | str = (),
     **keywords: Any,
 ) -> pandas.DataFrame:
     """Every attention layer and head of ``model`` scored with null z-scores: the rows of ``cli.py analyze --csv``.
@@ -38,6 +39,11 @@ def analyze(
     ``model``: a live ``torch.nn.Module`` (its parameters are read in memory, its ``config`` gives the head counts),
     a checkpoint path, or a hub id read from the local Hugging Face cache (fetched only with ``download``). Further
     keywords go to :func:`checkpoints.analyze.analyze` unchanged.
+
+    A trajectory: a list of paths or hub ids (``NAME@REV``), a run directory of ``step_N`` checkpoints, or a hub id
+    with ``revisions`` (``["step1000", "step2000"]`` or ``"step1000,step2000"``) give the rows of each checkpoint
+    with ``checkpoint`` and ``step`` columns, checkpoints with identical attention weights once (their rows name the
+    others in ``duplicates``): the rows of ``cli.py analyze A B ... --csv`` (:mod:`checkpoints.trajectory`).
     """
     from checkpoints.analyze import ANALYZE_COLUMNS
     from checkpoints.analyze import analyze as run
@@ -45,10 +51,28 @@ def analyze(
 
     if hasattr(model, "state_dict") and callable(model.state_dict):
         source, heads = _live(model, heads)
+    elif _trajectory(model, revisions):
+        from checkpoints.trajectory import TRAJECTORY_COLUMNS, analyze_series, series_entries
+
+        sources = [model] if isinstance(model, str | Path) else list(model)
+        chosen = revisions.split(",") if isinstance(revisions, str) else list(revisions)
+        options = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "k": k, "null_samples": null_samples}
+        series = series_entries(sources, [r.strip() for r in chosen if r.strip()])
+        trajectory = analyze_series(series, per, **options, family=family, download=download, **keywords)  # type: ignore[arg-type]
+        return _frame(trajectory.rows, TRAJECTORY_COLUMNS)
     else:
         source = open_source(model if isinstance(model, Path) else str(model), download=download)
     analysis = run(source, per, heads, kv_heads, prefix, k, null_samples, family=family, **keywords)  # type: ignore[arg-type]
     return _frame(analysis.rows, ANALYZE_COLUMNS)
+
+
+def _trajectory(model: Any, revisions: Sequence[str] | str) -> bool:
+    """Whether ``model`` (with ``revisions``) names several checkpoints: a list, a run directory, revisions."""
+    from checkpoints.trajectory import is_series
+
+    if isinstance(model, str | Path):
+        return is_series([model], [revisions] if isinstance(revisions, str) and revisions else list(revisions))
+    return isinstance(model, Sequence)
 
 
 def _live(module: torch.nn.Module, heads: int | None):

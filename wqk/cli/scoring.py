@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from wqk.cli.errors import fail
-from wqk.cli.options import OUTPUT_FILE, Format, Per, choice
+from wqk.cli.options import OUTPUT_FILE, Format, Per, choice, split
 from wqk.cli.output import Output
 
 #: ``analyze`` options handed to :func:`checkpoints.analyze.analyze` under their own names, and only when they differ
@@ -34,7 +34,15 @@ def _analyze_help() -> str:
         "(blocks.{i}.attn.qkv), Meta's Llama (wq, wk) and llama-family GGUF. Rows carry model, family (the "
         "objective) and stack; cross-attention has no symmetry (two spaces: n/a). The summary is the paper's "
         "convention: median and interquartile range over layers of the per-layer scores, per stack. Layers are "
-        "read one at a time."
+        "read one at a time.\n\n"
+        "Trajectories: several checkpoints (PATH PATH ..., NAME@REV NAME@REV ..., or NAME --revisions REV,REV,...), "
+        "or a run directory of step_N checkpoints (what `train --checkpoint-every K --keep-checkpoints 0` writes, or "
+        "any folder of step_N / stepN / checkpoint-N files or folders) give one table with checkpoint and step "
+        "columns (the step from the checkpoint's sidecar or name; empty when unknown) and a summary per checkpoint; "
+        "--plot draws each score's per-layer median and IQR against step over the null band. Checkpoints with "
+        "identical attention weights (SHA-256 of the factors read: hub revisions often serve the same weights) are "
+        "scored once; their rows name the others in a duplicates column. No network: revisions come from the local "
+        "cache (--download fetches them from the hub)."
     )
 
 
@@ -94,13 +102,22 @@ def null(
 
 def analyze(
     ctx: typer.Context,
-    source: Annotated[
-        str | None,
+    sources: Annotated[
+        list[str] | None,
         typer.Argument(
             metavar="PATH_OR_NAME",
             help="Checkpoint: .safetensors (or a shard index .json), .pt/.pth/.bin, .gguf, a directory with "
             "config.json (a diffusers pipeline is read from transformer/), or a hub id (org/name, org/name@revision, "
-            "org/name/FILE.gguf) read from the local Hugging Face cache.",
+            "org/name/FILE.gguf) read from the local Hugging Face cache. Several, or a run directory of step_N "
+            "checkpoints: a trajectory over training steps.",
+        ),
+    ] = None,
+    revisions: Annotated[
+        str | None,
+        typer.Option(
+            metavar="REV,REV,...",
+            help="Revisions of the one hub id NAME, comma-separated (step1000,step2000,...), read from the local "
+            "cache: a trajectory, as NAME@REV arguments give.",
         ),
     ] = None,
     per: Per = "both",
@@ -113,10 +130,20 @@ def analyze(
         ),
     ] = False,
     csv: Annotated[
-        Path | None, typer.Option(**OUTPUT_FILE, help="Write the rows (columns of `scores` plus model, family).")
+        Path | None,
+        typer.Option(
+            **OUTPUT_FILE,
+            help="Write the rows (columns of `scores` plus model, family; of a trajectory: checkpoint, step first "
+            "and duplicates last).",
+        ),
     ] = None,
     plot: Annotated[
-        Path | None, typer.Option(**OUTPUT_FILE, help="Draw scores per layer with the 95% null band (PNG, PDF or SVG).")
+        Path | None,
+        typer.Option(
+            **OUTPUT_FILE,
+            help="Draw scores per layer with the 95% null band (PNG, PDF or SVG); of a trajectory: each score's "
+            "per-layer median and IQR against step, over the band of the null the z-scores use.",
+        ),
     ] = None,
     heads: Annotated[
         int | None,
@@ -204,12 +231,20 @@ def analyze(
             title=f"{len(models)} models in {cache_dir()}; reads = analyze reads them",
         )
         return
-    if source is None:
+    if not sources:
         fail("Missing argument 'PATH_OR_NAME': a checkpoint path or a hub id (or --list-cache)")
     extra = {p.name: ctx.params[p.name] for p in ctx.command.params if p.name in LIBRARY_KEYWORDS}
     extra = {name: value for name, value in extra.items() if value != _default(ctx, name)}
+    series = _series(sources, split(revisions) or [])
+    if series is not None:
+        from wqk.cli.trajectory import analyze_trajectory
+
+        settings = {"per": per, "heads": heads, "kv_heads": kv_heads, "prefix": prefix, "k": k, "family": family}
+        settings |= {"null_samples": null_samples, "null": null, "fold_ln": fold_ln, "fold_qk_norm": fold_qk_norm}
+        analyze_trajectory(out, series, describe, csv, plot, settings, download)
+        return
     try:
-        checkpoint = open_source(source, download=download)
+        checkpoint = open_source(sources[0], download=download)
         if describe:
             plan = ana.describe(checkpoint, heads, kv_heads, prefix, family)[1]
             _describe(out, plan, per, null_samples, fold_ln, fold_qk_norm)
@@ -246,6 +281,16 @@ def analyze(
         nulls = ana.stack_nulls(analysis.plan, per, k, null_samples)  # type: ignore[arg-type]
         plot_scores(rows, nulls, plot, f"{analysis.plan.model} ({analysis.plan.family})")
         out.note(f"wrote {plot}")
+
+
+def _series(sources: list[str], revisions: list[str]):
+    """The checkpoints of a trajectory (:func:`checkpoints.trajectory.series_entries`), or None for one checkpoint."""
+    from checkpoints.trajectory import is_series, series_entries
+
+    try:
+        return series_entries(sources, revisions) if is_series(sources, revisions) else None
+    except ValueError as err:  # a CheckpointError: an empty run directory, a bad --revisions
+        fail(err)
 
 
 def _default(ctx: typer.Context, name: str):

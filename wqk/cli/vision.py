@@ -60,6 +60,12 @@ def train(
     checkpoint_every: Annotated[
         int, typer.Option(min=0, help="Checkpoint every this many steps (0: only at the end).")
     ] = 0,
+    keep_checkpoints: Annotated[
+        int,
+        typer.Option(
+            min=0, help="Checkpoints kept, the newest (0: all, for `analyze RUN_DIR`'s trajectory over steps)."
+        ),
+    ] = 2,
     set_: Annotated[
         list[str],
         typer.Option(
@@ -113,6 +119,7 @@ def train(
         "lr": ("lr", lr),
         "log_every": ("log_every", log_every),
         "checkpoint_every": ("checkpoint_every", checkpoint_every),
+        "keep_checkpoints": ("keep_checkpoints", keep_checkpoints),
         "task_options": ("set_", key_values(set_, "--set")),
         "objective_params": ("objective_param", key_values(objective_param, "--objective-param")),
         "init_params": ("init_param", key_values(init_param, "--init-param")),
