@@ -57,7 +57,7 @@ def plot_study_task(task: StudyTask, runs, analysis: dict, path: Path) -> Path:
     right.set_xticks(range(len(BUDGETS)), [f"{round(100 * b)}% of steps" for b in BUDGETS])
     better = "higher" if task.higher_is_better else "lower"
     right.set_ylabel(f"{label}: arm - {schemes[0]}")
-    right.set_title(f"paired difference, 95% bootstrap CI ({better} is better)", fontsize=9)
+    right.set_title(f"paired difference, 95% t interval ({better} is better)", fontsize=9)
     right.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, path)

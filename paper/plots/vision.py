@@ -134,9 +134,9 @@ def _metric_label(study: dict) -> str:
 
 
 def init_steps(results: Results):
-    """Steps to the target relative to the default init (all studies: a ratio has no unit) and, one panel per
-    study in its metric's unit, the final metric's difference to the default (paired by seed, bootstrap 95% CI);
-    1 (0) = no difference."""
+    """Steps to the target relative to the default init (all studies: a ratio has no unit; 95% t interval of the
+    log ratio) and, one panel per study in its metric's unit, the final metric's difference to the default (paired
+    by seed, 95% t interval); 1 (0) = no difference."""
     plt = pyplot()
     experiments = _study_tasks(results)
     tables = {e: results.rows(e, "summary") for e in experiments}
@@ -167,7 +167,7 @@ def init_steps(results: Results):
         for k, e in enumerate(experiments)
     ]
     ratio_ax.legend(handles=handles, fontsize=7, title="study", title_fontsize=7)
-    fig.suptitle("init study vs the default init (bootstrap 95% CI over seeds)", fontsize=10)
+    fig.suptitle("init study vs the default init (95% t intervals over seeds, paired)", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -200,7 +200,8 @@ def study(
 
     Per task x scheme x seed: steps to a target (the baseline's median metric half way, a rule fixed before the
     runs; 'not reached' is never a speed-up), the metric at 25/50/100% of the steps; per scheme: the step ratio to
-    the baseline and the paired differences with bootstrap CIs, and the init's scale relative to the baseline.
+    the baseline (t interval of the log ratio), the paired differences (t intervals, exact sign-flip p) and the
+    init's scale relative to the baseline.
     Writes study.json, study_runs.csv, study_arms.csv, study_curves.csv and a figure per task. Finished runs are
     reused. Sizes and cost: vision/study.py (vit-mnist + dit-mnist, 6 schemes x 5 seeds: ~80 min of one core).
     """
