@@ -23,11 +23,11 @@ RUNNING_STATES = ("RUNNING", "COMPLETING", "SUSPENDED")
 def slurm_minutes(text: str) -> int:
     """A Slurm ``--time`` (``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``) in whole minutes, rounded up."""
     try:
-        days, _, clock = text.rpartition("-")
+        days, clock = text.split("-") if "-" in text else (None, text)
         parts = [int(p) for p in clock.split(":")]
         if any(p < 0 for p in parts) or len(parts) > 3:
             raise ValueError
-        if days:  # D-H[:M[:S]]
+        if days is not None:  # D-H[:M[:S]]
             hours, minutes, seconds = [*parts, 0, 0][:3]
             seconds += 60 * (minutes + 60 * (hours + 24 * int(days)))
         else:  # M, M:S, H:M:S
@@ -50,11 +50,15 @@ def run_submitted(task: Task, executor: str) -> float:
     return run_in_worker(task, lambda text: print(f"{task.label}: {text}", flush=True), executor, job)
 
 
-def _last_line(err: BaseException) -> str:
-    """The error a failed job raised: the last line of the traceback submitit reports."""
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    raised = [line for line in lines if not line.startswith(("File ", "Traceback", "^", "~"))]
-    return raised[-1] if raised else type(err).__name__
+def _error_line(err: BaseException) -> str:
+    """What a failed job raised: the last line of the trace that submitit's error quotes between dashed lines (a
+    job that ended without a result: the first line, with its Slurm state)."""
+    text = str(err)
+    parts = text.split("-" * 22)
+    lines = [line.strip() for line in (parts[1] if len(parts) >= 3 else text).splitlines() if line.strip()]
+    if not lines:
+        return type(err).__name__
+    return lines[-1] if len(parts) >= 3 else lines[0]
 
 
 class SubmititExecutor:
@@ -122,7 +126,7 @@ class SubmititExecutor:
                         walls[name] = job.result()
                         on_event(name, "done", f"{walls[name]:.0f} s, job {job.job_id}")
                     else:
-                        failed[name] = f"{_last_line(error)} (log {job.paths.stderr})"
+                        failed[name] = f"{_error_line(error)} (log {job.paths.stderr})"
                         on_event(name, "failed", failed[name])
                 elif name not in running and job.state in RUNNING_STATES:
                     running.add(name)

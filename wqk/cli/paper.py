@@ -127,7 +127,7 @@ def paper(
     if executor not in ("local", "slurm"):
         fail(f"--executor must be local or slurm; got {executor!r}")
     if executor == "local" and any(slurm.values()):
-        fail(f"{', '.join(k for k, given in slurm.items() if given)} : only with --executor slurm")
+        fail(f"{', '.join(k for k, given in slurm.items() if given)}: only with --executor slurm")
     if list_:
         plans = plan(experiments(paths), mode, out / "results", work)
         show.table(
