@@ -2,7 +2,7 @@
 
 Each function maps an experiment's tables to new tables (``summary`` in the long format of :mod:`paper.summary`,
 ``models`` for checkpoints); they are pure functions of the tables, rerun when the tables or their code change
-(:func:`paper.pipeline.derivation_key`).
+(:func:`paper.derivation.derivation_key`).
 """
 
 from __future__ import annotations

@@ -313,3 +313,28 @@ def test_the_nulls_figure_is_redrawn_when_a_trained_form_it_plots_changes(tmp_pa
     summary = root / "vision_mae" / "scores.csv"
     summary.write_text(summary.read_text().replace("0.", "0.1", 1))
     assert figure_key(Results(root), "nulls_vs_d") != before
+
+
+def merge_v1(config: dict, units: dict) -> dict:
+    """Units' tables concatenated."""
+    return {"table": [r for tables in units.values() for r in tables["table"]]}
+
+
+def merge_v2(config: dict, units: dict) -> dict:
+    """merge_v1 with a new column: another analysis of the same units."""
+    return {"table": [{**r, "twice": 2 * r["value"]} for tables in units.values() for r in tables["table"]]}
+
+
+def test_a_changed_merge_merges_the_cached_units_again_in_every_mode(tmp_path):
+    """The merged tables are keyed by the units and the merge's code: a new analysis of committed --standard units
+    merges them again (seconds), in --standard and where they stand in for --quick, and trains nothing."""
+    registry = _entry(runner_v2, units=True, standard={"seeds": 4, "units": 2})
+    registry["e"] = replace(registry["e"], merge=merge_v1)
+    assert sorted(_run(tmp_path, registry, mode="standard").ran) == ["e:seeds0-1", "e:seeds2-3"]
+    rows = read_csv(tmp_path / "out" / "results" / "e" / "table.csv")
+    assert len(rows) == 4 and "twice" not in rows[0]
+    registry["e"] = replace(registry["e"], merge=merge_v2)
+    quick = _run(tmp_path, registry, mode="quick")
+    assert quick.ran == [] and _manifest(tmp_path)["mode"] == "standard"
+    rows = read_csv(tmp_path / "out" / "results" / "e" / "table.csv")
+    assert [r["twice"] for r in rows] == [2 * r["value"] for r in rows]

@@ -1,0 +1,21 @@
+"""Step 5 of the pipeline, render: the figures (:mod:`paper.figures`) and the report (:mod:`paper.report`), drawn
+from the result tables alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from paper.results import Results
+
+
+def render(out: Path) -> tuple[list[Path], dict[str, str], Path]:
+    """Figures and report from ``out/results``: (figures written, figures skipped with why, the report's path)."""
+    from common.io import atomic_write_text
+    from paper.figures import render_figures
+    from paper.report import render_report
+
+    results = Results(out / "results")
+    written, skipped = render_figures(results, out / "figures")
+    report = out / "report.md"
+    atomic_write_text(report, render_report(results))
+    return written, skipped, report
