@@ -39,6 +39,9 @@ AnalyzeRow = row_type(
     "AnalyzeRow", [("model", str), ("family", str), ("stack", str)], ScoreRow.group(), doc="One scored form of a model."
 )
 ANALYZE_COLUMNS = AnalyzeRow.columns()
+#: The columns that identify an analyze row (a printed table shows one model: the layer and head, and the stack
+#: where the model has several).
+ANALYZE_KEYS = ("model", "stack", "layer", "head")
 #: The paper's summary of a stack's score: median, interquartile range and median null z over its layers (or heads).
 SummaryRow = row_type(
     "SummaryRow",
@@ -46,6 +49,8 @@ SummaryRow = row_type(
     [(name, float) for name in ("median", "q25", "q75", "median_z")],
     doc="One score of one stack of a model, summarised over its layers (``stack`` only where the model has several).",
 )
+#: The columns that identify a summary row; its ``over`` (how many layers or heads) belongs to the stack alone.
+SUMMARY_KEYS = ("stack", "score")
 #: Columns that are not defined when queries and keys act on different spaces (cross-attention).
 CROSS_UNDEFINED = ("symmetry", "symmetry_z", "symmetry_p")
 MIN_NULL_SAMPLES = 32

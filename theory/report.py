@@ -23,8 +23,9 @@ SCORE_VALUES = tuple((f"{name}{stat}", float) for stat in ("", "_z", "_p") for n
 #: One form's scores: ``head`` is the head's index, or ``"all"`` for the per-layer form (the sum over heads).
 ScoreRow = row_type("ScoreRow", [("layer", int), ("head", int | str)], SCORE_VALUES, doc="One scored form of a stack.")
 SCORE_COLUMNS = ScoreRow.columns()
-#: What a terminal table shows: identifiers, scores and z-scores.
-SHOWN_COLUMNS = SCORE_COLUMNS[: 2 + 2 * len(SCORE_NAMES)]
+#: What a terminal table shows: the keys that identify a row (layer, head), scores and z-scores.
+SHOWN_KEYS = ("layer", "head")
+SHOWN_COLUMNS = SCORE_COLUMNS[: len(SHOWN_KEYS) + 2 * len(SCORE_NAMES)]
 
 
 @table

@@ -56,14 +56,15 @@ def scores(
     rows = query side). The per-layer form is the sum over heads.
     """
     from common.io import write_csv
-    from theory.report import SCORE_COLUMNS, SHOWN_COLUMNS, score_file
+    from theory.report import SCORE_COLUMNS, SHOWN_COLUMNS, SHOWN_KEYS, score_file
 
     out = Output(fmt)
     try:
         rows = score_file(path, per=per, k=k, null_samples=null_samples)  # type: ignore[arg-type]
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
-    out.table(rows, SHOWN_COLUMNS if fmt == "table" else SCORE_COLUMNS, title=f"{path.name}: {SCORES_TITLE}")
+    columns = SHOWN_COLUMNS if fmt == "table" else SCORE_COLUMNS
+    out.table(rows, columns, keys=SHOWN_KEYS, title=f"{path.name}: {SCORES_TITLE}")
     if csv is not None:
         write_csv(csv, rows, SCORE_COLUMNS)
         out.note(f"wrote {csv}")
@@ -88,6 +89,7 @@ def null(
     Output(fmt).table(
         rows,
         NullRow.columns(),
+        keys=["score"],
         title=f"null: d={d}, rank={rank}, k={k:g}, {samples} samples, seed {seed}",
     )
 
@@ -201,6 +203,7 @@ def analyze(
         out.table(
             [{"model": m.repo, "reads": "yes" if m.readable else "no", "what": m.what} for m in models],
             ["model", "reads", "what"],
+            keys=["model"],
             title=f"{len(models)} models in {cache_dir()}; reads = analyze reads them",
         )
         return
@@ -222,19 +225,18 @@ def analyze(
     _print_plan(out, analysis.plan, fold_ln, fold_qk_norm)
     rows, stack = analysis.rows, ["stack"] if len(analysis.plan.stacks) > 1 else []
     if fmt == "table":
-        from theory.report import SHOWN_COLUMNS
+        from theory.report import SHOWN_COLUMNS, SHOWN_KEYS
 
         shown = rows if len(rows) <= 200 else [r for r in rows if r["head"] == "all"] or rows[:200]
-        out.table(shown, stack + SHOWN_COLUMNS, title=f"{analysis.plan.model}: {SCORES_TITLE}")
+        out.table(
+            shown, stack + SHOWN_COLUMNS, keys=[*stack, *SHOWN_KEYS], title=f"{analysis.plan.model}: {SCORES_TITLE}"
+        )
         if len(shown) < len(rows):
             out.note(f"({len(rows) - len(shown)} more rows: write them with --csv)")
+        _print_summary(out, analysis.summary, stack)
     else:
-        out.table(rows, ana.ANALYZE_COLUMNS, title=f"{analysis.plan.model}: {SCORES_TITLE}")
-    out.table(
-        analysis.summary,
-        [c for c in ana.SummaryRow.columns() if stack or c != "stack"],
-        title="summary: median and interquartile range over layers (the paper's convention)",
-    )
+        out.table(rows, ana.ANALYZE_COLUMNS, keys=ana.ANALYZE_KEYS, title=f"{analysis.plan.model}: {SCORES_TITLE}")
+        out.table(analysis.summary, ana.SummaryRow.columns(), keys=ana.SUMMARY_KEYS, title=SUMMARY_TITLE)
     if csv is not None:
         from common.io import write_csv
 
@@ -246,6 +248,24 @@ def analyze(
         nulls = ana.stack_nulls(analysis.plan, per, k, null_samples)  # type: ignore[arg-type]
         plot_scores(rows, nulls, plot, f"{analysis.plan.model} ({analysis.plan.family})")
         out.note(f"wrote {plot}")
+
+
+SUMMARY_TITLE = "summary: median and interquartile range over layers (the paper's convention)"
+
+
+def _print_summary(out: Output, summary: list, stack: list[str]) -> None:
+    """The summary table, and what each stack's summary is over (its layers, or heads where only heads were
+    scored): in the title where one line says it, else in a table of its own, one row per stack."""
+    from checkpoints.analyze import SUMMARY_KEYS, SummaryRow
+    from wqk.cli.output import once_per
+
+    keys = [k for k in SUMMARY_KEYS if stack or k != "stack"]
+    over = once_per(summary, [*stack, "over"], stack)
+    title = SUMMARY_TITLE if len(over) != 1 else f"{SUMMARY_TITLE}; over {over[0]['over']}"
+    columns = [c for c in SummaryRow.columns() if c != "over" and (stack or c != "stack")]
+    out.table(summary, columns, keys=keys, title=title)
+    if len(over) > 1:
+        out.table(over, [*stack, "over"], keys=stack, title="each stack's summary is over")
 
 
 def _default(ctx: typer.Context, name: str):
