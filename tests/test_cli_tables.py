@@ -148,15 +148,17 @@ def bert_dir(tmp_path_factory):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_analyze_tables_are_keyed_at_every_width(width, bert_dir, tmp_path):
+@pytest.mark.parametrize("extra", [False, True], ids=["scores", "extra"])
+def test_analyze_tables_are_keyed_at_every_width(width, extra, bert_dir, tmp_path):
     from checkpoints.analyze import SummaryRow, summarize
-    from theory.report import SHOWN_COLUMNS, SHOWN_KEYS
+    from theory.report import SHOWN_KEYS, shown_columns
 
     rows_csv = tmp_path / "rows.csv"
-    printed = _run(["analyze", str(bert_dir), "--null-samples", "16", "--csv", str(rows_csv)], width)
+    args = ["analyze", str(bert_dir), "--null-samples", "16", "--csv", str(rows_csv), *(["--extra"] if extra else [])]
+    printed = _run(args, width)
     with open(rows_csv) as f:
         rows = list(csv.DictReader(f))
-    columns = SHOWN_COLUMNS
+    columns = shown_columns(extra)
     expected = {(r["layer"], r["head"]) for r in rows}
     assert_keyed(printed, width, list(SHOWN_KEYS), columns[len(SHOWN_KEYS) :], expected)
     # no cell breaks: every printed cell is the row's value, whole

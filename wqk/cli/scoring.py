@@ -13,9 +13,16 @@ from wqk.cli.output import Output
 
 #: ``analyze`` options handed to :func:`checkpoints.analyze.analyze` under their own names, and only when they differ
 #: from their default (so the command runs on a library that does not know them yet): add one here and declare it.
-LIBRARY_KEYWORDS = ("null", "fold_ln", "fold_qk_norm")
+LIBRARY_KEYWORDS = ("null", "fold_ln", "fold_qk_norm", "extra")
 SCORES_TITLE = "s in [-1, 1] (1 = symmetric); δ, δ_PR < 0 = key-side columns"
 K_HELP = "Directionality threshold: mean + k * std of the row/column norms."
+EXTRA_HELP = (
+    "Also score the skew part A = (M - M^T)/2 of each form: skew_share = ||A||^2 / ||M||^2 = (1 - s)/2 and "
+    "skew_rank, the effective rank (sum sigma^2)^2 / sum sigma^4 of A's singular values (n/a for a symmetric "
+    "form), each with its null z and p (docs/theory.md, 'The skew part's structure'). The skew rank's null is "
+    "drawn once per shape and cached."
+)
+Extra = Annotated[bool, typer.Option("--extra", help=EXTRA_HELP)]
 
 
 def register(app: typer.Typer) -> None:
@@ -48,6 +55,7 @@ def scores(
     per: Per = "both",
     k: Annotated[float, typer.Option(min=0.0, help=K_HELP)] = 2.0,
     null_samples: Annotated[int, typer.Option(min=2, help="Random forms drawn for each null distribution.")] = 256,
+    extra: Extra = False,
     fmt: Format = "table",
 ) -> None:
     """Symmetry and directionality of every head and layer in PATH, with null z-scores and p-values.
@@ -56,17 +64,17 @@ def scores(
     rows = query side). The per-layer form is the sum over heads.
     """
     from common.io import write_csv
-    from theory.report import SCORE_COLUMNS, SHOWN_COLUMNS, SHOWN_KEYS, score_file
+    from theory.report import SHOWN_KEYS, score_columns, score_file, shown_columns
 
     out = Output(fmt)
     try:
-        rows = score_file(path, per=per, k=k, null_samples=null_samples)  # type: ignore[arg-type]
+        rows = score_file(path, per=per, k=k, null_samples=null_samples, extra=extra)  # type: ignore[arg-type]
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
-    columns = SHOWN_COLUMNS if fmt == "table" else SCORE_COLUMNS
+    columns = shown_columns(extra) if fmt == "table" else score_columns(extra)
     out.table(rows, columns, keys=SHOWN_KEYS, title=f"{path.name}: {SCORES_TITLE}")
     if csv is not None:
-        write_csv(csv, rows, SCORE_COLUMNS)
+        write_csv(csv, rows, score_columns(extra))
         out.note(f"wrote {csv}")
 
 
@@ -190,6 +198,7 @@ def analyze(
         bool,
         typer.Option("--download", help="Fetch a hub id that is not cached (huggingface_hub, needs a network)."),
     ] = False,
+    extra: Extra = False,
     fmt: Format = "table",
 ) -> None:
     """Scores of a checkpoint's attention layers and heads (the help text is :func:`_analyze_help`)."""
@@ -225,22 +234,22 @@ def analyze(
     _print_plan(out, analysis.plan, fold_ln, fold_qk_norm)
     rows, stack = analysis.rows, ["stack"] if len(analysis.plan.stacks) > 1 else []
     if fmt == "table":
-        from theory.report import SHOWN_COLUMNS, SHOWN_KEYS
+        from theory.report import SHOWN_KEYS, shown_columns
 
         shown = rows if len(rows) <= 200 else [r for r in rows if r["head"] == "all"] or rows[:200]
-        out.table(
-            shown, stack + SHOWN_COLUMNS, keys=[*stack, *SHOWN_KEYS], title=f"{analysis.plan.model}: {SCORES_TITLE}"
-        )
+        columns, title = stack + shown_columns(extra), f"{analysis.plan.model}: {SCORES_TITLE}"
+        out.table(shown, columns, keys=[*stack, *SHOWN_KEYS], title=title)
         if len(shown) < len(rows):
             out.note(f"({len(rows) - len(shown)} more rows: write them with --csv)")
         _print_summary(out, analysis.summary, stack)
     else:
-        out.table(rows, ana.ANALYZE_COLUMNS, keys=ana.ANALYZE_KEYS, title=f"{analysis.plan.model}: {SCORES_TITLE}")
+        title = f"{analysis.plan.model}: {SCORES_TITLE}"
+        out.table(rows, ana.analyze_columns(extra), keys=ana.ANALYZE_KEYS, title=title)
         out.table(analysis.summary, ana.SummaryRow.columns(), keys=ana.SUMMARY_KEYS, title=SUMMARY_TITLE)
     if csv is not None:
         from common.io import write_csv
 
-        write_csv(csv, rows, ana.ANALYZE_COLUMNS)
+        write_csv(csv, rows, ana.analyze_columns(extra))
         out.note(f"wrote {csv}")
     if plot is not None:
         from checkpoints.plot import plot_scores
