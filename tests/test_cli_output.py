@@ -102,16 +102,6 @@ def test_cells_have_three_significant_digits_and_nan_is_na():
     assert short("directionality_pr_z") == "δ_PR_z" and short("symmetry") == "s"
 
 
-@pytest.fixture(scope="module")
-def bert_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("wide-bert")
-    config = transformers.BertConfig(
-        vocab_size=30, hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=24
-    )
-    transformers.BertForMaskedLM(config).save_pretrained(path)
-    return path
-
-
 def test_csv_and_json_formats_print_the_rows_only(bert_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("WQK_CACHE_DIR", str(tmp_path / "nulls"))
     rows_csv = tmp_path / "rows.csv"

@@ -137,16 +137,6 @@ def test_simulate_tables_are_keyed_at_every_width(width, runs):
     assert len(loss_lines) == 1, "the loss of an objective prints once"
 
 
-@pytest.fixture(scope="module")
-def bert_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("wide-bert")
-    config = transformers.BertConfig(
-        vocab_size=30, hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=24
-    )
-    transformers.BertForMaskedLM(config).save_pretrained(path)
-    return path
-
-
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("extra", [False, True], ids=["scores", "extra"])
 def test_analyze_tables_are_keyed_at_every_width(width, extra, bert_dir, tmp_path):

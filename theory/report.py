@@ -79,49 +79,33 @@ def with_null(
     k: float = DEFAULT_K,
     null_samples: int = DEFAULT_SAMPLES,
     null_seed: int = 0,
+    skew_ranks: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Scores plus z-score and p-value against the null of each item's ``(d, rank, k)``.
+    """Scores plus z-score and p-value against the null of each item's ``(d, rank, k)``; with ``skew_ranks`` (the
+    forms' :func:`theory.skew.skew_rank`), the extra scores too (:func:`theory.skew.z_and_p`).
 
     ``rank`` is the factors' inner size (``d_h``, or ``H_kv d_h`` per layer), also where it exceeds ``d``:
     the null of ``A B^T`` with ``A, B`` of shape ``d x r`` depends on ``r`` beyond ``d``. The p-value is the
     closed-form normal one where :class:`theory.nulls.NullDistribution` has it (``s`` at large shapes), else empirical.
     """
     cols = {name: getattr(scores, name).detach().cpu().numpy() for name in SCORE_NAMES}
+    names = SCORE_NAMES
+    if skew_ranks is not None:
+        cols |= {"skew_share": skew_share(cols["symmetry"]), "skew_rank": np.asarray(skew_ranks, dtype=np.float64)}
+        names += EXTRA_NAMES
     ranks = np.broadcast_to(np.asarray(rank), cols["symmetry"].shape)
     for stat in ("z", "p"):
-        cols.update({f"{name}_{stat}": np.empty_like(cols[name]) for name in SCORE_NAMES})
+        cols.update({f"{name}_{stat}": np.empty_like(cols["symmetry"]) for name in names})
     for r in np.unique(ranks):
         null = null_distribution(d, int(r), k, null_samples, null_seed)
         sel = ranks == r
         for name in SCORE_NAMES:
             cols[f"{name}_z"][sel] = null.z(name, cols[name][sel])
             cols[f"{name}_p"][sel] = null.p_value(name, cols[name][sel])
-    return cols
-
-
-def with_skew_null(
-    cols: dict[str, np.ndarray],
-    skew_ranks: np.ndarray,
-    d: int,
-    rank: int | np.ndarray,
-    k: float = DEFAULT_K,
-    null_samples: int = DEFAULT_SAMPLES,
-    null_seed: int = 0,
-) -> dict[str, np.ndarray]:
-    """``cols`` of :func:`with_null` plus the extra scores (the share from ``s``, the ``skew_ranks`` given) with
-    their z and p against the i.i.d. null of each item's ``(d, rank)`` (:func:`theory.skew.z_and_p`)."""
-    cols = {**cols, "skew_share": skew_share(cols["symmetry"]), "skew_rank": np.asarray(skew_ranks, dtype=np.float64)}
-    ranks = np.broadcast_to(np.asarray(rank), cols["symmetry"].shape)
-    for stat in ("z", "p"):
-        cols.update({f"{name}_{stat}": np.empty_like(cols["symmetry"]) for name in EXTRA_NAMES})
-    for r in np.unique(ranks):
-        sel = ranks == r
-        null, draws = (
-            null_distribution(d, int(r), k, null_samples, null_seed),
-            iid_rank_null(d, int(r), null_samples, null_seed),
-        )
-        for column, values in z_and_p(null, draws, cols["symmetry"][sel], cols["skew_rank"][sel]).items():
-            cols[column][sel] = values
+        if skew_ranks is not None:
+            draws = iid_rank_null(d, int(r), null_samples, null_seed)
+            for column, values in z_and_p(null, draws, cols["symmetry"][sel], cols["skew_rank"][sel]).items():
+                cols[column][sel] = values
     return cols
 
 
@@ -168,16 +152,19 @@ def score_rows(
     if len(axes) != len(forms.leading_shape):
         raise ValueError(f"name each leading axis of forms {tuple(forms.leading_shape)}; got axes {axes}")
     cols = {
-        p: with_null(forms.scores(p, k, precision), forms.d_model, forms.rank(p), k, null_samples, null_seed)
+        p: with_null(
+            forms.scores(p, k, precision),
+            forms.d_model,
+            forms.rank(p),
+            k,
+            null_samples,
+            null_seed,
+            skew_rank(*forms.factors(p)).numpy() if extra else None,  # type: ignore[arg-type]
+        )
         for p in ("head", "layer")
         if per in (p, "both")
     }
-    if extra:
-        for p, values in cols.items():
-            ranks = skew_rank(*forms.factors(p)).numpy()  # type: ignore[arg-type]
-            cols[p] = with_skew_null(values, ranks, forms.d_model, forms.rank(p), k, null_samples, null_seed)  # type: ignore[arg-type]
-        row = with_extras(row)
-    return _rows(cols.get("head"), cols.get("layer"), tuple(forms.leading_shape), row)
+    return _rows(cols.get("head"), cols.get("layer"), tuple(forms.leading_shape), with_extras(row) if extra else row)
 
 
 def dense_score_rows(
@@ -200,11 +187,19 @@ def dense_score_rows(
     m = m.reshape((1,) * (4 - m.ndim) + tuple(m.shape))
     d = m.shape[-1]
     stacks = {"head": m, "layer": m.sum(1)}
-    ranks = {p: torch.linalg.matrix_rank(stacks[p]).numpy() for p in ("head", "layer") if per in (p, "both")}
-    cols = {p: with_null(dense_scores(stacks[p], k), d, r, k, null_samples, null_seed) for p, r in ranks.items()}
-    if extra:
-        for p, r in ranks.items():
-            cols[p] = with_skew_null(cols[p], dense_skew_rank(stacks[p]).numpy(), d, r, k, null_samples, null_seed)
+    cols = {
+        p: with_null(
+            dense_scores(stacks[p], k),
+            d,
+            torch.linalg.matrix_rank(stacks[p]).numpy(),
+            k,
+            null_samples,
+            null_seed,
+            dense_skew_rank(stacks[p]).numpy() if extra else None,
+        )
+        for p in ("head", "layer")
+        if per in (p, "both")
+    }
     return _rows(cols.get("head"), cols.get("layer"), (m.shape[0],), with_extras(ScoreRow) if extra else ScoreRow)
 
 
