@@ -9,8 +9,9 @@ the block's number in its stack as the model numbers it (a hybrid model's attent
 hierarchical model's blocks are counted through its stages). The summary is the paper's convention: median
 and interquartile range over layers of the per-layer scores, with the median null z-score, per stack.
 
-Cross-attention (and SegFormer's reduced keys) pairs two spaces: its symmetry columns are left empty
-(NaN), never a pretended symmetry; directionality, delta_PR and their nulls are reported.
+Cross-attention (and SegFormer's reduced keys) pairs two spaces: its symmetry columns, and the skew part's
+extra scores, are left empty (NaN), never a pretended symmetry; directionality, delta_PR and their nulls are
+reported. ``extra=True`` adds the extra scores of :mod:`theory.skew` (the skew part's share and effective rank).
 """
 
 from __future__ import annotations
@@ -30,15 +31,26 @@ from checkpoints.norms import folded
 from common.rows import ABSENT, row_type
 from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
-from theory.report import PerChoice, ScoreRow, check_per, score_rows
+from theory.report import EXTRA_COLUMNS, PerChoice, ScoreRow, check_per, score_rows, with_extras
 from theory.scores import DEFAULT_K, SCORE_NAMES, Precision
-from theory.spectrum_null import factored_spectrum_null
+from theory.skew import EXTRA_NAMES, spectrum_rank_null, z_and_p
+from theory.spectrum_null import factored_spectrum_null, form_spectrum
 
 #: A score row of a checkpoint: which model, its objective family, and which attention stack of it.
 AnalyzeRow = row_type(
     "AnalyzeRow", [("model", str), ("family", str), ("stack", str)], ScoreRow.group(), doc="One scored form of a model."
 )
 ANALYZE_COLUMNS = AnalyzeRow.columns()
+
+
+def analyze_columns(extra: bool = False) -> list[str]:
+    """The columns of the analyze rows: :data:`ANALYZE_COLUMNS`, and the extra scores' with ``extra``."""
+    return ANALYZE_COLUMNS + (EXTRA_COLUMNS if extra else [])
+
+
+#: The columns that identify an analyze row (a printed table shows one model: the layer and head, and the stack
+#: where the model has several).
+ANALYZE_KEYS = ("model", "stack", "layer", "head")
 #: The paper's summary of a stack's score: median, interquartile range and median null z over its layers (or heads).
 SummaryRow = row_type(
     "SummaryRow",
@@ -46,8 +58,10 @@ SummaryRow = row_type(
     [(name, float) for name in ("median", "q25", "q75", "median_z")],
     doc="One score of one stack of a model, summarised over its layers (``stack`` only where the model has several).",
 )
+#: The columns that identify a summary row; its ``over`` (how many layers or heads) belongs to the stack alone.
+SUMMARY_KEYS = ("stack", "score")
 #: Columns that are not defined when queries and keys act on different spaces (cross-attention).
-CROSS_UNDEFINED = ("symmetry", "symmetry_z", "symmetry_p")
+CROSS_UNDEFINED = ("symmetry", "symmetry_z", "symmetry_p", *EXTRA_COLUMNS)
 MIN_NULL_SAMPLES = 32
 #: The nulls z and p are taken against: ``iid`` (Gaussian factors of the form's ``d`` and rank, one per shape) or
 #: ``spectrum`` (each form's own singular values with Haar-random bases, :mod:`theory.spectrum_null`).
@@ -153,6 +167,7 @@ def iter_rows(
     fold_ln: bool = False,
     fold_qk_norm: bool = False,
     null: NullChoice = "iid",
+    extra: bool = False,
 ) -> Iterator[list[AnalyzeRow]]:
     """Rows of each layer in turn (per-head rows, then the per-layer row ``head = "all"``); z and p against the
     ``null`` of :data:`NULL_CHOICES`.
@@ -175,7 +190,11 @@ def iter_rows(
             forms = stored.map(lambda x: _converted(x, dtype))
             del stored
             samples = {p: n for p, _, _, n in _unit_nulls(plan.units[layer], per, null_samples)}
-            rows = [row for p, n in samples.items() for row in score_rows(forms, p, k, n, null_seed, precision)]  # type: ignore[arg-type]
+            rows = [
+                row
+                for p, n in samples.items()
+                for row in score_rows(forms, p, k, n, null_seed, precision, extra=extra)  # type: ignore[arg-type]
+            ]
             if null == "spectrum":
                 rows = with_spectrum_null(forms, rows, k, samples, null_seed)
             del forms  # the next result() may hold the following layer: this one must be gone by then
@@ -191,7 +210,8 @@ def with_spectrum_null(
     forms: FactoredForms, rows: list[ScoreRow], k: float, samples: dict[str, int], seed: int
 ) -> list[ScoreRow]:
     """``rows`` of one layer (``forms`` ``[1, H, d, d_h]``) with z and p against each form's spectrum-matched null
-    (:mod:`theory.spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``."""
+    (:mod:`theory.spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``; the
+    extra scores' too where the rows carry them (:func:`theory.skew.z_and_p`)."""
     factors = {p: forms.factors(p) for p in ("head", "layer") if p in samples}
     out = []
     for row in rows:
@@ -200,7 +220,11 @@ def with_spectrum_null(
         a, b = (x[index] for x in factors[per])
         spectrum = factored_spectrum_null(a, b, k, samples[per], seed)
         z = {f"{n}_z": float(spectrum.z(n, row[n])) for n in SCORE_NAMES}
-        out.append(row.replace(**z, **{f"{n}_p": float(spectrum.p_value(n, row[n])) for n in SCORE_NAMES}))
+        changes = {**z, **{f"{n}_p": float(spectrum.p_value(n, row[n])) for n in SCORE_NAMES}}
+        if "skew_rank" in row:
+            draws = spectrum_rank_null(form_spectrum(a, b), a.shape[-2], samples[per], seed)
+            changes |= {c: float(v) for c, v in z_and_p(spectrum, draws, row["symmetry"], row["skew_rank"]).items()}
+        out.append(row.replace(**changes))
     return out
 
 
@@ -238,11 +262,14 @@ def label_rows(plan: Plan, layer: int, rows: list[ScoreRow]) -> list[AnalyzeRow]
     """Rows of unit ``layer`` with ``model``, ``family``, ``stack``, the layer within its stack, and NaN for
     what is not defined (symmetry of a cross-attention form: two spaces, see :data:`CROSS_UNDEFINED`)."""
     unit = plan.units[layer]
-    blank = dict.fromkeys(CROSS_UNDEFINED, float("nan")) if unit.cross else {}
-    return [
-        AnalyzeRow(model=plan.model, family=plan.family, stack=unit.stack, **{**row, **blank, "layer": unit.layer})
-        for row in rows
-    ]
+    out = []
+    for row in rows:
+        blank = {c: float("nan") for c in CROSS_UNDEFINED if c in row} if unit.cross else {}
+        labelled = with_extras(AnalyzeRow) if "skew_rank" in row else AnalyzeRow
+        out.append(
+            labelled(model=plan.model, family=plan.family, stack=unit.stack, **{**row, **blank, "layer": unit.layer})
+        )
+    return out
 
 
 def summarize(rows: Sequence[Mapping[str, Any]]) -> list[SummaryRow]:
@@ -261,7 +288,7 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> list[SummaryRow]:
         if not items:
             items = mine
             over = f"{len(items)} heads (per-head M_h)"
-        for name in (s for s in SCORE_NAMES if s in items[0]):  # rows written before a score existed lack it
+        for name in (s for s in (*SCORE_NAMES, *EXTRA_NAMES) if s in items[0]):  # rows written before lack a score
             x = np.array([r[name] for r in items], dtype=float)
             if np.isnan(x).all():
                 continue
@@ -304,8 +331,10 @@ def score(
     fold_ln: bool = False,
     fold_qk_norm: bool = False,
     null: NullChoice = "iid",
+    extra: bool = False,
 ) -> list[AnalyzeRow]:
-    """All rows of a planned checkpoint (z and p against ``null``: :data:`NULL_CHOICES`).
+    """All rows of a planned checkpoint (z and p against ``null``: :data:`NULL_CHOICES`; ``extra``: with the extra
+    scores of :mod:`theory.skew`).
 
     Progress hooks: ``on_null(d, rank, n_samples)`` before each null is fetched (drawn the first time,
     then read from the disk cache; one null serves every layer of its shape), ``on_layer(done, total)``
@@ -319,7 +348,7 @@ def score(
             on_null(d, rank, n)
         null_distribution(d, rank, k, n, null_seed)
     rows: list[AnalyzeRow] = []
-    layers = iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision, fold_ln, fold_qk_norm, null)
+    layers = iter_rows(ckpt, plan, per, k, null_samples, null_seed, precision, fold_ln, fold_qk_norm, null, extra)
     for done, layer_rows in enumerate(layers, 1):
         rows += layer_rows
         if on_layer is not None:  # units scored so far (a row's layer is its number in its stack, not a count)
@@ -342,12 +371,14 @@ def analyze(
     on_null: Callable[[int, int, int], None] | None = None,
     on_layer: Callable[[int, int], None] | None = None,
     null: NullChoice = "iid",
+    extra: bool = False,
 ) -> Analysis:
     """Describe and score a checkpoint in one call (the Python face of ``cli.py analyze``; hooks: :func:`score`).
 
     ``fold_ln``: score ``diag(gamma) W_q W_k^T diag(gamma)`` with the pre-attention norm's gain; ``fold_qk_norm``:
     ``W_q^h diag(g_q g_k) W_k^h^T`` with the q/k RMSNorm gains (:mod:`checkpoints.norms` says what each leaves out).
     ``null="spectrum"``: each form's z and p against its spectrum-matched null instead of the i.i.d. one.
+    ``extra``: rows also carry the skew part's share and effective rank with their nulls (:mod:`theory.skew`).
     """
     check_null(null)
     ckpt, plan = describe(path, heads, kv_heads, prefix, family)
@@ -363,5 +394,6 @@ def analyze(
         fold_ln=fold_ln,
         fold_qk_norm=fold_qk_norm,
         null=null,
+        extra=extra,
     )
     return Analysis(plan, rows)

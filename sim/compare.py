@@ -63,6 +63,10 @@ class CompareRow(Row):
     rel_noise: str
 
 
+#: The columns that identify a comparison row.
+COMPARE_KEYS = ("objective", "part", "theory")
+
+
 COMPARE_COLUMNS = CompareRow.columns()
 
 

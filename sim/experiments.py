@@ -362,53 +362,56 @@ SHOWN = (
     ("W_qk", "evaluated"),
     ("update", "all"),
 )
+#: The printed digest: a row is one form (or block) of one arm at one reported step.
+SHOWN_KEYS = ("arm", "step", "form")
+SHOWN_COLUMNS = [*SHOWN_KEYS, "s (z)", "δ (z)", "δ_PR (z)", "share", "k/q slope"]
+#: An arm's own values at a step, the same on each of its form rows: the loss, and at the end the measurements of
+#: the trained model (:func:`_analysis_rows`), in a table of their own.
+ARM_KEYS = ("arm", "step")
 
 
-def format_experiment(rows: Sequence[ExperimentRow]) -> list[dict]:
-    """A printed digest of the long rows: per arm and reported step, ``s``, ``delta``, ``delta_PR`` (z) of the whole
-    learned form, its main blocks and the update, with the position slopes and the end-of-run measurements."""
+def format_experiment(rows: Sequence[ExperimentRow]) -> tuple[list[dict], list[dict]]:
+    """A printed digest of the long rows: per arm, reported step and form (:data:`SHOWN_KEYS`), ``s``, ``delta``,
+    ``delta_PR`` (z) of the whole learned form, its main blocks and the update, with the position slopes; and per
+    arm and step (:data:`ARM_KEYS`) the loss and the end-of-run measurements of the model."""
     from common.summary import plus_minus
 
     index = {(r["arm"], r["step"], r["form"], r["block"], r["quantity"]): r for r in rows if r["layer"] == 0}
-    shown = []
+
+    def cell(r: ExperimentRow | None, digits: int = 2) -> str:
+        if r is None:
+            return ""
+        z = "" if not math.isfinite(r["z"]) else f" ({r['z']:.1f})"
+        return f"{plus_minus(r['mean'], r['ci'], digits, '±')}{z}"
+
+    forms, arms = [], []
     for arm, step in dict.fromkeys((r["arm"], r["step"]) for r in rows):
         for form, block in SHOWN:
-            found = {q: index.get((arm, step, form, block, q)) for q in ("s", "delta", "delta_pr", "norm_share")}
-            found |= {q: index.get((arm, step, form, block, q)) for q in ("loss", "pos_key_slope", "pos_query_slope")}
-            get = found.get
+            get = lambda q, key=(arm, step, form, block): index.get((*key, q))
             if get("s") is None:
                 continue
-
-            def cell(q: str, found: dict = found) -> str:
-                r = found.get(q)
-                if r is None:
-                    return ""
-                z = "" if not math.isfinite(r["z"]) else f" ({r['z']:.1f})"
-                return f"{plus_minus(r['mean'], r['ci'], 2, '±')}{z}"
-
-            extra = ""
+            slope = ""
             if form == "update" and get("pos_key_slope") is not None:
-                extra = f"{get('pos_key_slope')['mean']:+.3f} / {get('pos_query_slope')['mean']:+.3f}"
-            shown.append(
+                slope = f"{get('pos_key_slope')['mean']:+.3f} / {get('pos_query_slope')['mean']:+.3f}"
+            share = get("norm_share")
+            forms.append(
                 {
                     "arm": arm,
                     "step": step,
                     "form": form if block == "all" else f"{form} {block}",
-                    "s (z)": cell("s"),
-                    "δ (z)": cell("delta"),
-                    "δ_PR (z)": cell("delta_pr"),
-                    "share": f"{get('norm_share')['mean']:.2f}" if get("norm_share") else "",
-                    "k/q slope": extra,
-                    "loss": f"{get('loss')['mean']:.3g}" if get("loss") else "",
+                    "s (z)": cell(get("s")),
+                    "δ (z)": cell(get("delta")),
+                    "δ_PR (z)": cell(get("delta_pr")),
+                    "share": f"{share['mean']:.2f}" if share else "",
+                    "k/q slope": slope,
                 }
             )
-        model = {r["quantity"]: r for r in rows if r["arm"] == arm and r["step"] == step and r["form"] == "model"}
-        if model:
-            shown.append(
-                {"arm": arm, "step": step, "form": "model"}
-                | {"s (z)": "  ".join(f"{q} {plus_minus(r['mean'], r['ci'], 3, '±')}" for q, r in model.items())}
-            )
-    return shown
+        loss = index.get((arm, step, "W_qk", "all", "loss"))
+        model = {
+            r["quantity"]: cell(r, 3) for r in rows if r["arm"] == arm and r["step"] == step and r["form"] == "model"
+        }
+        arms.append({"arm": arm, "step": step, "loss": f"{loss['mean']:.3g}" if loss else "", **model})
+    return forms, arms
 
 
 PANELS = (

@@ -42,6 +42,8 @@ from theory.montecarlo import monte_carlo_update
 from theory.scores import dense_scores
 
 PREDICTIONS = ("averaged", "gradient", "update")
+#: The columns that identify a summary row: which objective, which prediction, after which step.
+FIRST_UPDATE_KEYS = ("name", "prediction", "step")
 COLUMNS = [
     "name",
     "prediction",
@@ -180,7 +182,7 @@ def summarize(rows: list[dict]) -> list[dict]:
     """Mean ± 95% CI over seeds per ``(name, prediction, step)``."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["name"], r["prediction"], r["step"]), []).append(r)
+        groups.setdefault(tuple(r[k] for k in FIRST_UPDATE_KEYS), []).append(r)
     out = []
     for (name, kind, step), group in groups.items():
         row = {"name": name, "prediction": kind, "step": step, "seeds": len(group)}

@@ -36,6 +36,8 @@ SimSummaryRow = row_type(
     _SLOPE_SUMMARY,
     doc="One (objective, layer, form, block) of a simulation at a step, summarised over its seeds.",
 )
+#: The columns that identify a summary row.
+SUMMARY_KEYS = ("objective", "layer", "form", "block")
 
 
 def file_columns() -> list[str]:
@@ -125,12 +127,17 @@ def _form_order(form: str) -> int:
     return FORMS.index(form) if form in FORMS else len(FORMS)
 
 
-DISPLAY_COLUMNS = ["objective", "form", "s (z)", "δ (z)", "δ_PR (z)", "loss", "BOS k/q"]
+#: The printed summary: a row is one objective's form (its layer in the form's name where there are several).
+DISPLAY_KEYS = ("objective", "form")
+DISPLAY_COLUMNS = [*DISPLAY_KEYS, "s (z)", "δ (z)", "δ_PR (z)", "BOS k/q"]
+#: The objective's own values (the same on each of its form rows): a table of their own, one row per objective.
+OBJECTIVE_KEYS = ("objective",)
+OBJECTIVE_COLUMNS = [*OBJECTIVE_KEYS, "loss"]
 
 
 def format_summary(rows: Sequence[SimSummaryRow]) -> list[dict]:
-    """Whole-form summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`): ``mean±ci`` strings, layer in
-    the form."""
+    """Whole-form summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`; the loss of
+    :data:`OBJECTIVE_COLUMNS` rides along): ``mean±ci`` strings, layer in the form."""
     rows = [r for r in rows if r.get("block", "all") == "all"]
     multi = len({r["layer"] for r in rows}) > 1
     return [
@@ -147,7 +154,10 @@ def format_summary(rows: Sequence[SimSummaryRow]) -> list[dict]:
     ]
 
 
-BLOCK_DISPLAY_COLUMNS = ["objective", "form", "block", "share", "s (z)", "δ_PR (z)", "key/query slope"]
+#: The printed blocks of layer 0: a row is one block of one objective's form (the whole form's row, ``all``, carries
+#: the position slopes).
+BLOCK_DISPLAY_KEYS = ("objective", "form", "block")
+BLOCK_DISPLAY_COLUMNS = [*BLOCK_DISPLAY_KEYS, "share", "s (z)", "δ_PR (z)", "key/query slope"]
 
 
 def format_blocks(rows: Sequence[SimSummaryRow], forms: tuple[str, ...] = ("W_qk", "update")) -> list[dict]:

@@ -48,3 +48,15 @@ def digits():
     from vision.data import load_data
 
     return load_data("digits")
+
+
+@pytest.fixture(scope="session")
+def bert_dir(tmp_path_factory):
+    """A tiny BERT checkpoint on disk (3 layers of 2 heads, d = 16): the CLI's tables print a few rows of it."""
+    transformers = pytest.importorskip("transformers")
+    path = tmp_path_factory.mktemp("wide-bert")
+    config = transformers.BertConfig(
+        vocab_size=30, hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=24
+    )
+    transformers.BertForMaskedLM(config).save_pretrained(path)
+    return path

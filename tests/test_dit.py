@@ -1,6 +1,5 @@
 """Diffusion Transformer: presets, adaLN-Zero init, patch layout, label dropout, modulated forms, the task."""
 
-import oracles
 import pytest
 import torch
 from hypothesis import given
@@ -15,6 +14,7 @@ from vision.models.attention import Attention, attention_forms
 from vision.models.dit import PRESETS, DiT, DiTConfig, build_dit, dit_config, forward_flops
 from vision.models.patches import patchify, unpatchify
 from vision.tasks import build_task, scored_forms
+from wqk.testing import oracles
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, tol: float, what: str) -> None:

@@ -2,7 +2,6 @@
 
 import math
 
-import oracles
 import pytest
 import torch
 from hypothesis import given
@@ -18,6 +17,7 @@ from theory.objectives import (
     RolePattern,
     get_objective,
 )
+from wqk.testing import oracles
 
 
 @given(st.integers(1, 12))

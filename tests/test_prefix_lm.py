@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 
-import oracles
 import pytest
 import torch
 from hypothesis import given
@@ -19,6 +18,7 @@ from sim.config import DataConfig
 from sim.tasks import build_task, stack
 from theory.objectives import Autoregressive, get_objective
 from theory.objectives.prefix_lm import PrefixLM
+from wqk.testing import oracles
 
 
 @given(st.integers(1, 12), st.floats(0.0, 1.0))

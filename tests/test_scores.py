@@ -3,13 +3,13 @@
 import math
 
 import numpy as np
-import oracles
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
 from theory.scores import dense_scores, directionality, factored_scores, pr_directionality, symmetry
+from wqk.testing import oracles
 
 seeds = st.integers(0, 2**31 - 1)
 dims = st.integers(2, 24)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-import oracles
 import pytest
 import torch
 
@@ -17,6 +16,7 @@ from sim.train import Simulation
 from theory.montecarlo import monte_carlo_update
 from theory.report import score_rows
 from theory.scores import dense_scores
+from wqk.testing import oracles
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising", "mae")
 

@@ -1,6 +1,5 @@
 """Symbolic derivations (sympy): the gradient from the loss, role counts, the tie condition, E[dL/dM] at M = 0."""
 
-import oracles
 import pytest
 import sympy as sp
 import torch
@@ -23,6 +22,7 @@ from theory.symbolic import (
     isserlis,
     render_derivation,
 )
+from wqk.testing import oracles
 
 #: Every registered objective with its default parameters, and one variant whose queries skip themselves.
 OBJECTIVES = {name: cls() for name, cls in objectives.OBJECTIVES.items()} | {

@@ -79,10 +79,7 @@ class NullDistribution:
             from theory.null_moments import P_FLOOR, normal_two_sided_p
 
             return normal_two_sided_p(self.z(score, value), P_FLOOR)
-        x = self.samples(score)
-        dev = np.abs(np.asarray(value, dtype=np.float64) - x.mean())
-        exceed = (np.abs(x - x.mean())[:, None] >= dev.reshape(-1)[None, :]).sum(0)
-        return ((1 + exceed) / (len(x) + 1)).reshape(dev.shape)
+        return empirical_p_value(self.samples(score), value)
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Mean, sd, 2.5%, 50% and 97.5% quantiles of each score's null (the normal law's where closed-form)."""
@@ -95,6 +92,15 @@ class NullDistribution:
                 q = tuple(np.quantile(self.samples(name), [0.025, 0.5, 0.975]))
             out[name] = {"mean": mean, "std": std, "q025": q[0], "median": q[1], "q975": q[2]}
         return {name: {key: float(v) for key, v in stats.items()} for name, stats in out.items()}
+
+
+def empirical_p_value(samples: np.ndarray, value: np.ndarray | float) -> np.ndarray:
+    """Two-sided p-value of ``value`` against null ``samples``: ``(1 + #{|X - mean| >= |value - mean|}) / (n + 1)``
+    (floored at ``1 / (n + 1)``); NaN where ``value`` is NaN (a score not defined there)."""
+    value = np.asarray(value, dtype=np.float64)
+    dev = np.abs(value - samples.mean())
+    exceed = (np.abs(samples - samples.mean())[:, None] >= dev.reshape(-1)[None, :]).sum(0)
+    return np.where(np.isnan(value), np.nan, (1 + exceed).reshape(dev.shape) / (len(samples) + 1))
 
 
 def closed_forms(d: int, rank: int) -> dict[str, tuple[float, float]]:

@@ -34,6 +34,7 @@ from theory.null_moments import MIN_EFFECTIVE_RANK
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution
 from theory.nulls import code_version as iid_code_version
 from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, scores_from_norms
+from theory.skew import participation_ratio
 
 _CHUNK_BYTES = 1 << 27  # float64 memory of the random frames per sampling chunk
 #: Singular values below this fraction of the largest (times ``d``) are rounding, not rank.
@@ -66,9 +67,10 @@ def numerical_spectrum(sigma: np.ndarray, d: int) -> np.ndarray:
 
 
 def effective_rank(sigma: np.ndarray) -> float:
-    """``1 / rho = (sum sigma^2)^2 / sum sigma^4``: how many singular directions carry ``||M||^2``."""
-    p2 = np.square(sigma).sum()
-    return float(p2 * p2 / np.square(np.square(sigma)).sum())
+    """``1 / rho = (sum sigma^2)^2 / sum sigma^4`` (:func:`theory.skew.participation_ratio`): how many singular
+    directions carry ``||M||^2``."""
+    energy = torch.from_numpy(np.square(np.asarray(sigma, dtype=np.float64)))
+    return float(participation_ratio(energy.sum(), energy.square().sum()))
 
 
 @functools.cache
@@ -131,7 +133,7 @@ def code_version() -> str:
     return hashlib.sha256((iid_code_version() + Path(__file__).read_text()).encode()).hexdigest()[:12]
 
 
-def _spectrum_key(sigma: np.ndarray, d: int, k: float, n_samples: int, seed: int) -> str:
+def spectrum_key(sigma: np.ndarray, d: int, k: float, n_samples: int, seed: int) -> str:
     shape = np.round(sigma / sigma[0], 12)  # up to scale, and to the last digits SVD may vary in
     text = json.dumps([d, k, n_samples, seed, shape.tolist()])
     return hashlib.sha256(text.encode()).hexdigest()[:20]
@@ -146,7 +148,7 @@ def spectrum_null(
     """The cached spectrum-matched null of a ``d x d`` form with singular values ``sigma`` (read from disk if drawn
     before: ``$WQK_CACHE_DIR/spectrum_nulls``)."""
     sigma = numerical_spectrum(sigma, d)
-    key = f"{_spectrum_key(sigma, d, k, n_samples, seed)}_{code_version()}"
+    key = f"{spectrum_key(sigma, d, k, n_samples, seed)}_{code_version()}"
     if key in _MEMORY:
         return _MEMORY[key]
     path = cache_dir("spectrum_nulls", f"d{d}_r{len(sigma)}_{key}.json")

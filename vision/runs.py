@@ -184,9 +184,10 @@ def run_experiment(
     return {"layers": layer_rows, "metrics": metric_rows, "files": files, "dir": out}
 
 
-def summary_tables(result: dict) -> list[tuple[str, list[dict]]]:
-    """``(title, rows)`` tables of a :func:`run_experiment` result for the terminal: final test metrics per init and
-    final per-layer scores (mean ± 95% CI over seeds, combined null z, special-token key/query ratios)."""
+def summary_tables(result: dict) -> list[tuple[str, list[dict], tuple[str, ...]]]:
+    """``(title, rows, keys)`` tables of a :func:`run_experiment` result for the terminal: final test metrics per init
+    and final per-layer scores (mean ± 95% CI over seeds, combined null z, special-token key/query ratios); ``keys``
+    are the columns that identify a row."""
     metrics = [
         {
             "init": r["init"],
@@ -219,10 +220,11 @@ def summary_tables(result: dict) -> list[tuple[str, list[dict]]]:
         for r in result["layers"]
     ]
     return [
-        ("test metrics at the last step: mean ± 95% CI over seeds", metrics),
+        ("test metrics at the last step: mean ± 95% CI over seeds", metrics, ("init",)),
         (
             "per-layer scores at the last step: mean ± 95% CI over seeds; z = the seeds' null z-scores combined, "
             "sum / sqrt(n); update = M_t - M_0; key/query = ||M x_t|| / ||x_t^T M|| of a special token",
             layers,
+            ("init", "form", "layer"),
         ),
     ]

@@ -429,10 +429,14 @@ def _curve_rows(task: StudyTask, runs: dict[tuple[str, int], list[dict]]) -> lis
     return rows
 
 
+#: The column that identifies a row of a task's printed table (:func:`summary_tables`).
+STUDY_KEYS = ("scheme",)
+
+
 def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
     """``(title, rows)`` per task of a :func:`run_study` report for the terminal: per scheme, runs reaching the target,
-    steps per seed, the step ratio to the baseline, the metric at 25/50/100% of the budget with the paired difference,
-    and the init's scale relative to the baseline."""
+    steps per seed, the step ratio to the baseline, the metric at 25/50/100% of the budget and the paired difference
+    to the baseline, the paper's rule against its null, and the init's scale relative to the baseline."""
     tables = []
     for task in report["tasks"]:
         rows = []
@@ -454,14 +458,14 @@ def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
                 "step ratio [95% CI]": ratio,
             }
             for b in BUDGETS:
-                key = budget_key(b)
-                value = f"{arm[f'{key}_mean']:.4g} [{arm[f'{key}_lo']:.4g}, {arm[f'{key}_hi']:.4g}]"
-                if f"{key}_diff" in arm:
-                    value += (
-                        f" ({arm[f'{key}_diff']:+.3g} [{arm[f'{key}_diff_lo']:+.3g}, {arm[f'{key}_diff_hi']:+.3g}])"
-                    )
-                row[f"{round(100 * b)}%: mean [CI] (diff [CI])"] = value
-            row["paper's rule: saving - null [CI] (reverse - null)"] = (
+                key, at = budget_key(b), f"{round(100 * b)}%"
+                row[f"{at} mean [CI]"] = f"{arm[f'{key}_mean']:.4g} [{arm[f'{key}_lo']:.4g}, {arm[f'{key}_hi']:.4g}]"
+                row[f"{at} diff [CI]"] = (
+                    f"{arm[f'{key}_diff']:+.3g} [{arm[f'{key}_diff_lo']:+.3g}, {arm[f'{key}_diff_hi']:+.3g}]"
+                    if f"{key}_diff" in arm
+                    else ""
+                )
+            row["rule - null [CI] (rev.)"] = (
                 "baseline"
                 if "saving_vs_null" not in arm
                 else f"{arm['saving_vs_null']:+.2f} [{arm['saving_vs_null_lo']:+.2f}, {arm['saving_vs_null_hi']:+.2f}] "
@@ -473,7 +477,8 @@ def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
         sign = ">=" if task["higher_is_better"] else "<="
         title = (
             f"{task['task']}: {task['model']} {task['objective']} on {task['data']}, {task['steps']} steps; "
-            f"steps to {task['metric']} {sign} {task['target']:.4g} ({task['target_rule']})"
+            f"steps to {task['metric']} {sign} {task['target']:.4g} ({task['target_rule']}); diff = paired "
+            "difference to the baseline; rule - null = the paper's rule's saving minus its null (rev. = the reverse's)"
         )
         tables.append((title, rows))
     return tables

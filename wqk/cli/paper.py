@@ -143,6 +143,7 @@ def paper(
                 for p in plans
             ],
             ["experiment", "cached", "mode", "units done", "cost s", "what"],
+            keys=["experiment"],
             title=f"{mode} mode: experiments under {out / 'results'} (cost: rough quick-mode seconds of one core)",
         )
         return

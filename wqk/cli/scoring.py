@@ -13,9 +13,16 @@ from wqk.cli.output import Output
 
 #: ``analyze`` options handed to :func:`checkpoints.analyze.analyze` under their own names, and only when they differ
 #: from their default (so the command runs on a library that does not know them yet): add one here and declare it.
-LIBRARY_KEYWORDS = ("null", "fold_ln", "fold_qk_norm")
+LIBRARY_KEYWORDS = ("null", "fold_ln", "fold_qk_norm", "extra")
 SCORES_TITLE = "s in [-1, 1] (1 = symmetric); δ, δ_PR < 0 = key-side columns"
 K_HELP = "Directionality threshold: mean + k * std of the row/column norms."
+EXTRA_HELP = (
+    "Also score the skew part A = (M - M^T)/2 of each form: skew_share = ||A||^2 / ||M||^2 = (1 - s)/2 and "
+    "skew_rank, the effective rank (sum sigma^2)^2 / sum sigma^4 of A's singular values (n/a for a symmetric "
+    "form), each with its null z and p (docs/theory.md, 'The skew part's structure'). The skew rank's null is "
+    "drawn once per shape and cached."
+)
+Extra = Annotated[bool, typer.Option("--extra", help=EXTRA_HELP)]
 
 
 def register(app: typer.Typer) -> None:
@@ -56,6 +63,7 @@ def scores(
     per: Per = "both",
     k: Annotated[float, typer.Option(min=0.0, help=K_HELP)] = 2.0,
     null_samples: Annotated[int, typer.Option(min=2, help="Random forms drawn for each null distribution.")] = 256,
+    extra: Extra = False,
     fmt: Format = "table",
 ) -> None:
     """Symmetry and directionality of every head and layer in PATH, with null z-scores and p-values.
@@ -64,16 +72,17 @@ def scores(
     rows = query side). The per-layer form is the sum over heads.
     """
     from common.io import write_csv
-    from theory.report import SCORE_COLUMNS, SHOWN_COLUMNS, score_file
+    from theory.report import SHOWN_KEYS, score_columns, score_file, shown_columns
 
     out = Output(fmt)
     try:
-        rows = score_file(path, per=per, k=k, null_samples=null_samples)  # type: ignore[arg-type]
+        rows = score_file(path, per=per, k=k, null_samples=null_samples, extra=extra)  # type: ignore[arg-type]
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
-    out.table(rows, SHOWN_COLUMNS if fmt == "table" else SCORE_COLUMNS, title=f"{path.name}: {SCORES_TITLE}")
+    columns = shown_columns(extra) if fmt == "table" else score_columns(extra)
+    out.table(rows, columns, keys=SHOWN_KEYS, title=f"{path.name}: {SCORES_TITLE}")
     if csv is not None:
-        write_csv(csv, rows, SCORE_COLUMNS)
+        write_csv(csv, rows, score_columns(extra))
         out.note(f"wrote {csv}")
 
 
@@ -96,6 +105,7 @@ def null(
     Output(fmt).table(
         rows,
         NullRow.columns(),
+        keys=["score"],
         title=f"null: d={d}, rank={rank}, k={k:g}, {samples} samples, seed {seed}",
     )
 
@@ -215,6 +225,7 @@ def analyze(
         bool,
         typer.Option("--download", help="Fetch a hub id that is not cached (huggingface_hub, needs a network)."),
     ] = False,
+    extra: Extra = False,
     fmt: Format = "table",
 ) -> None:
     """Scores of a checkpoint's attention layers and heads (the help text is :func:`_analyze_help`)."""
@@ -228,16 +239,20 @@ def analyze(
         out.table(
             [{"model": m.repo, "reads": "yes" if m.readable else "no", "what": m.what} for m in models],
             ["model", "reads", "what"],
+            keys=["model"],
             title=f"{len(models)} models in {cache_dir()}; reads = analyze reads them",
         )
         return
     if not sources:
         fail("Missing argument 'PATH_OR_NAME': a checkpoint path or a hub id (or --list-cache)")
-    extra = {p.name: ctx.params[p.name] for p in ctx.command.params if p.name in LIBRARY_KEYWORDS}
-    extra = {name: value for name, value in extra.items() if value != _default(ctx, name)}
+    library = {p.name: ctx.params[p.name] for p in ctx.command.params if p.name in LIBRARY_KEYWORDS}
+    library = {name: value for name, value in library.items() if value != _default(ctx, name)}
     series = _series(sources, split(revisions) or [])
     if series is not None:
         from wqk.cli.trajectory import analyze_trajectory
+
+        if extra:
+            fail("--extra scores one checkpoint at a time; a series of checkpoints takes the standard scores")
 
         settings = {"per": per, "heads": heads, "kv_heads": kv_heads, "prefix": prefix, "k": k, "family": family}
         settings |= {"null_samples": null_samples, "null": null, "fold_ln": fold_ln, "fold_qk_norm": fold_qk_norm}
@@ -249,7 +264,7 @@ def analyze(
             plan = ana.describe(checkpoint, heads, kv_heads, prefix, family)[1]
             _describe(out, plan, per, null_samples, fold_ln, fold_qk_norm)
             return
-        analysis = _scored(out, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, extra)
+        analysis = _scored(out, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, library)
     except CheckpointError as err:
         fail(err)
     except ValueError as err:  # bad input met while reading
@@ -257,23 +272,22 @@ def analyze(
     _print_plan(out, analysis.plan, fold_ln, fold_qk_norm)
     rows, stack = analysis.rows, ["stack"] if len(analysis.plan.stacks) > 1 else []
     if fmt == "table":
-        from theory.report import SHOWN_COLUMNS
+        from theory.report import SHOWN_KEYS, shown_columns
 
         shown = rows if len(rows) <= 200 else [r for r in rows if r["head"] == "all"] or rows[:200]
-        out.table(shown, stack + SHOWN_COLUMNS, title=f"{analysis.plan.model}: {SCORES_TITLE}")
+        columns, title = stack + shown_columns(extra), f"{analysis.plan.model}: {SCORES_TITLE}"
+        out.table(shown, columns, keys=[*stack, *SHOWN_KEYS], title=title)
         if len(shown) < len(rows):
             out.note(f"({len(rows) - len(shown)} more rows: write them with --csv)")
+        _print_summary(out, analysis.summary, stack)
     else:
-        out.table(rows, ana.ANALYZE_COLUMNS, title=f"{analysis.plan.model}: {SCORES_TITLE}")
-    out.table(
-        analysis.summary,
-        [c for c in ana.SummaryRow.columns() if stack or c != "stack"],
-        title="summary: median and interquartile range over layers (the paper's convention)",
-    )
+        title = f"{analysis.plan.model}: {SCORES_TITLE}"
+        out.table(rows, ana.analyze_columns(extra), keys=ana.ANALYZE_KEYS, title=title)
+        out.table(analysis.summary, ana.SummaryRow.columns(), keys=ana.SUMMARY_KEYS, title=SUMMARY_TITLE)
     if csv is not None:
         from common.io import write_csv
 
-        write_csv(csv, rows, ana.ANALYZE_COLUMNS)
+        write_csv(csv, rows, ana.analyze_columns(extra))
         out.note(f"wrote {csv}")
     if plot is not None:
         from checkpoints.plot import plot_scores
@@ -291,6 +305,24 @@ def _series(sources: list[str], revisions: list[str]):
         return series_entries(sources, revisions) if is_series(sources, revisions) else None
     except ValueError as err:  # a CheckpointError: an empty run directory, a bad --revisions
         fail(err)
+
+
+SUMMARY_TITLE = "summary: median and interquartile range over layers (the paper's convention)"
+
+
+def _print_summary(out: Output, summary: list, stack: list[str]) -> None:
+    """The summary table, and what each stack's summary is over (its layers, or heads where only heads were
+    scored): in the title where one line says it, else in a table of its own, one row per stack."""
+    from checkpoints.analyze import SUMMARY_KEYS, SummaryRow
+    from wqk.cli.output import once_per
+
+    keys = [k for k in SUMMARY_KEYS if stack or k != "stack"]
+    over = once_per(summary, [*stack, "over"], stack)
+    title = SUMMARY_TITLE if len(over) != 1 else f"{SUMMARY_TITLE}; over {over[0]['over']}"
+    columns = [c for c in SummaryRow.columns() if c != "over" and (stack or c != "stack")]
+    out.table(summary, columns, keys=keys, title=title)
+    if len(over) > 1:
+        out.table(over, [*stack, "over"], keys=stack, title="each stack's summary is over")
 
 
 def _default(ctx: typer.Context, name: str):
@@ -321,7 +353,7 @@ def _describe(out: Output, plan, per: str, null_samples: int | None, fold_ln: bo
         out.note(f"  {pattern} ({n}): {why}")
 
 
-def _scored(out: Output, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, extra: dict):
+def _scored(out: Output, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, library: dict):
     """:func:`checkpoints.analyze.analyze` with a progress display on a terminal."""
     from rich.progress import Progress
 
@@ -342,5 +374,5 @@ def _scored(out: Output, checkpoint, per, heads, kv_heads, prefix, k, null_sampl
                 task, description=f"null d={d} rank={r} ({n} samples, then cached)"
             ),
             on_layer=lambda done, total: progress.update(task, description="layers", completed=done, total=total),
-            **extra,
+            **library,
         )

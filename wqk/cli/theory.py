@@ -49,6 +49,7 @@ def theory_check(
     show.table(
         [{**r, "passed": "PASS" if r["passed"] else "FAIL"} for r in rows] if fmt == "table" else rows,
         COLUMNS,
+        keys=["claim", "check"],
         title=f"theory check (seed {seed}; kind: identity = holds by construction, claim = tested)",
     )
     if csv is not None:
@@ -123,11 +124,13 @@ def theory_predict(
     show.table(
         rows,
         ["objective", "part", "symmetry", "directionality", "directionality_pr", "skew_fraction", *extra],
+        keys=["objective", "part"],
         title=f"E[dL/dM] at init, {data}: {DATA_SETTINGS[data]} (N={n}, d={d}, head {head}, seed {seed})",
     )
     show.table(
         attribution,
         ["objective", "mask", "skew_total", "symmetric_mask_part", "mask_part", "arrow_part"],
+        keys=["objective", "mask"],
         title="attribution of ||skew|| / ||E||: under a symmetric mask / added by the causal mask / odd in time",
     )
     if csv is not None:

@@ -110,25 +110,30 @@ def _structure(plan) -> tuple:
 
 def _tables(out: Output, trajectory) -> None:
     """The rows (per-layer rows only where there are many, in a table) and the summary per checkpoint."""
+    from checkpoints.analyze import ANALYZE_KEYS
     from checkpoints.trajectory import TRAJECTORY_COLUMNS
-    from theory.report import SHOWN_COLUMNS
+    from theory.report import SHOWN_COLUMNS, SHOWN_KEYS
 
     rows, summary = trajectory.rows, trajectory.summary
     stacks = len({r["stack"] for r in rows}) > 1
     title = f"{len(trajectory.scored)} checkpoints: {SCORES_TITLE}"
     if out.fmt == "table":
         shown = rows if len(rows) <= MAX_SHOWN else [r for r in rows if r["head"] == "all"] or rows
-        out.table(shown[:MAX_SHOWN], ["checkpoint", "step", *["stack"] * stacks, *SHOWN_COLUMNS], title=title)
+        keys = ["checkpoint", *["stack"] * stacks, *SHOWN_KEYS]
+        out.table(
+            shown[:MAX_SHOWN], ["checkpoint", "step", *["stack"] * stacks, *SHOWN_COLUMNS], keys=keys, title=title
+        )
         if len(rows) > min(len(shown), MAX_SHOWN):
             out.note(f"({len(rows) - min(len(shown), MAX_SHOWN)} more rows: write them with --csv)")
     else:
-        out.table(rows, TRAJECTORY_COLUMNS, title=title)
+        out.table(rows, TRAJECTORY_COLUMNS, keys=["checkpoint", *ANALYZE_KEYS], title=title)
     over = sorted({r["over"] for r in summary})
     brief = out.fmt == "table" and len(over) == 1  # then the title says what the summary is over
     columns = ["checkpoint", "step", *["stack"] * stacks, "score", *["over"] * (not brief)]
     out.table(
         summary,
         [*columns, "median", "q25", "q75", "median_z"],
+        keys=["checkpoint", *["stack"] * stacks, "score"],
         title=f"per checkpoint: median and IQR over {over[0] if brief else 'layers (the paper convention)'}",
     )
 
@@ -147,6 +152,7 @@ def _describe_series(out: Output, entries: list, settings: dict[str, Any], downl
     out.table(
         [{"checkpoint": e.label, "step": "" if e.step is None else e.step, "source": str(e.source)} for e in entries],
         ["checkpoint", "step", "source"],
+        keys=["checkpoint"],
         title=f"{len(entries)} checkpoints (identical weights are found when read, and scored once)",
     )
     out.note(f"plan of {entries[0].label}:")

@@ -151,8 +151,8 @@ def train(
         return
     from vision.runs import summary_tables
 
-    for title, rows in summary_tables(result):
-        show.table(rows, list(dict.fromkeys(k for row in rows for k in row)), title=title)
+    for title, rows, keys in summary_tables(result):
+        show.table(rows, list(dict.fromkeys(k for row in rows for k in row)), keys=keys, title=title)
     for path in result["files"]:
         show.note(f"wrote {path}")
 
@@ -205,7 +205,7 @@ def study(
     Writes study.json, study_runs.csv, study_arms.csv, study_curves.csv and a figure per task. Finished runs are
     reused. Sizes and cost: vision/study.py (vit-mnist + dit-mnist, 6 schemes x 5 seeds: ~80 min of one core).
     """
-    from vision.study import StudyConfig, run_study, study_tasks, summary_tables
+    from vision.study import STUDY_KEYS, StudyConfig, run_study, study_tasks, summary_tables
 
     show = Output(fmt)
     try:
@@ -225,7 +225,7 @@ def study(
     except (ValueError, TypeError, FileNotFoundError) as err:
         fail(str(err))
     for title, rows in summary_tables(report):
-        show.table(rows, list(rows[0]), title=title)
+        show.table(rows, list(rows[0]), keys=STUDY_KEYS, title=title)
     for path in report["files"]:
         show.note(f"wrote {path}")
 
@@ -271,6 +271,7 @@ def fidelity_net(
     show.table(
         summary,
         list(summary[0]),
+        keys=["comparison"],
         title=f"feature net {path.stem}: held-out accuracy {record['test_accuracy']:.4f} "
         f"({record['data']['test']} images); sanity over random halvings of the test split, mean ± 95% CI",
     )
