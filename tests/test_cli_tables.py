@@ -204,3 +204,13 @@ def test_study_tables_are_keyed_at_every_width(width, runs):
             values |= set(_cells(line)[1:])
     assert {"reached", "25% mean [CI]", "100% diff [CI]", "qk/v scale"} <= values
     assert_keyed(printed, width, list(STUDY_KEYS), sorted(values), schemes)
+
+
+def test_analyze_shows_the_extra_scores_only_with_extra(bert_dir, tmp_path):
+    """Another library option (here --fold-ln) given without --extra leaves the skew columns out of the table
+    and the CSV (the options reach the library apart from --extra's switch)."""
+    rows_csv = tmp_path / "rows.csv"
+    printed = _run(["analyze", str(bert_dir), "--null-samples", "16", "--fold-ln", "--csv", str(rows_csv)], 200)
+    with open(rows_csv) as f:
+        header = next(csv.reader(f))
+    assert not [c for c in header if c.startswith("skew")] and "skew" not in printed
