@@ -114,6 +114,22 @@ def test_real_vs_real_is_far_closer_than_real_vs_blurred_or_noise(tiny_net, digi
         assert real["sample_accuracy"] > noise["sample_accuracy"] + 0.5  # noise gets no class right beyond chance
 
 
+def test_kid_of_real_halves_is_near_zero_and_far_below_blurred_and_noise(tiny_net, digits):
+    """KID in the feature net's features: two halves of the held-out digits within a few spreads of 0, blurred
+    and noise images far above."""
+    net, _ = tiny_net
+    images = digits.test_images
+    perm = torch.randperm(len(images), generator=torch.Generator().manual_seed(0))
+    a, b = images[perm[: len(images) // 2]], images[perm[len(images) // 2 :]]
+    ref = FidelityReference.from_images(net, a)
+    real, spread = ref.kernel_distance(b, subsets=10, subset_size=100)
+    assert abs(real) < 3 * spread, (real, spread)
+    noise = torch.rand(b.shape, generator=torch.Generator().manual_seed(1)) * 2 - 1
+    for other in (gaussian_blur(b, 1.0), noise):
+        far, far_spread = ref.kernel_distance(other, subsets=10, subset_size=100)
+        assert far > real + 5 * max(spread, far_spread), (far, real, spread, far_spread)
+
+
 def test_metric_and_training_are_deterministic_for_a_seed(tiny_net, digits):
     net, _ = tiny_net
     a = sanity_rows(net, digits.test_images, digits.test_labels, seeds=[4])
