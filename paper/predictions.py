@@ -43,6 +43,10 @@ NULL_KEYS = ("arm", "task", "form", "layer", "step", "block")
 #: row measured at a resolution that cannot decide (:mod:`paper.resolution`), listed outside the family.
 HYPOTHESIS, CHECK, EXACT, UNTESTABLE = "hypothesis", "check", "exact", "not testable"
 ROLES = (HYPOTHESIS, CHECK, EXACT, UNTESTABLE)
+#: The experiments whose seeds were first run under the frozen registry (claims 7 and 8 on fresh seeds): only their
+#: data can be confirmatory. Another experiment run again after a freeze repeats seeds whose numbers were seen
+#: before it, and stays exploratory.
+CONFIRMATORY = ("sim_claim7_confirm", "sim_objectives_confirm", "sim_optimizer_basis_confirm")
 #: Experiments whose predictions are made per layer (their verdict rows are named with the layer).
 PER_LAYER = ("vision_", "language_")
 WHOLE = "all"  # the block label of the whole form in the simulator's tables

@@ -23,7 +23,7 @@ from functools import cache
 from pathlib import Path
 
 from common.io import atomic_write_text
-from paper.predictions import ROLES, SECTIONS, Prediction
+from paper.predictions import CONFIRMATORY, ROLES, SECTIONS, Prediction
 from paper.resolution import MIN_BLOCK_SHARE
 from paper.verdict import ALPHA
 
@@ -80,6 +80,7 @@ def registry_record() -> dict:
         "alpha_one_sided": ALPHA,
         "interval_rules": RULES,
         "roles": list(ROLES),
+        "confirmatory_experiments": list(CONFIRMATORY),
         "min_block_share": MIN_BLOCK_SHARE,
         "sections": [
             {
@@ -132,10 +133,11 @@ def frozen_at(prediction: str, hashes: dict[str, str] | None = None) -> dict | N
     return next((f for f in freezes() if today and f["predictions"].get(prediction) == today), None)
 
 
-def exploratory(commits: list[str], freeze: dict | None) -> bool | None:
-    """Whether data made from ``commits`` are exploratory under ``freeze``: any commit dirty or not descending from
-    the freeze commit (True), all descending (False), or unknown (None: no freeze, no git)."""
-    if any(c.endswith("-dirty") for c in commits):
+def exploratory(commits: list[str], freeze: dict | None, fresh: bool = True) -> bool | None:
+    """Whether data made from ``commits`` are exploratory under ``freeze``: seeds not registered as fresh (``fresh``
+    False: their numbers were seen before any freeze), any commit dirty or not descending from the freeze commit
+    (True), all descending (False), or unknown (None: no freeze, no git)."""
+    if not fresh or any(c.endswith("-dirty") for c in commits):
         return True
     if freeze is None or not commits:
         return None
@@ -166,7 +168,8 @@ def mark_exploratory(rows: list, results) -> list:
         names = [prediction.experiment, *([prediction.minus[0]] if prediction.minus else [])]
         commits = [c for name in names if results.has(name) for c in result_commits(results, name)]
         freeze = frozen_at(prediction_id(row["section"], row["label"]), hashes)
-        out.append(row.replace(exploratory=exploratory(commits, freeze)))
+        fresh = all(name in CONFIRMATORY for name in names)
+        out.append(row.replace(exploratory=exploratory(commits, freeze, fresh)))
     return out
 
 

@@ -111,6 +111,7 @@ def test_data_are_exploratory_unless_every_run_descends_from_the_freeze(monkeypa
     assert prereg.exploratory(["after1", "before"], freeze) is True
     assert prereg.exploratory(["after1-dirty"], freeze) is True  # uncommitted code: never confirmatory
     assert prereg.exploratory(["after1"], None) is None
+    assert prereg.exploratory(["after1"], freeze, fresh=False) is True  # old seeds run again after the freeze
 
 
 def test_a_score_that_measured_nothing_is_not_testable():
