@@ -584,9 +584,9 @@ def registry_text(verdicts: list[dict]) -> str:
         f"Predictions, margins, families and interval rules are frozen in `paper/{REGISTRY.name}` (sha256 "
         f"`{file_hash()[:16]}`), frozen at commit `{last['commit'][:12]}`"
         + (f" (first frozen at `{frozen[0]['commit'][:12]}`)" if len(frozen) > 1 else "")
-        + f". A verdict whose data were made before its prediction was frozen, or from uncommitted code, is "
-        f"**exploratory**: {fmt(exploratory)} of the measured rows are, {fmt(confirmatory)} are confirmatory "
-        "(run after the freeze: claims 7 and 8 on fresh seeds)."
+        + f". A verdict is **exploratory** when its data were made before its prediction was frozen, repeat seeds run "
+        f"before the freeze, or came from uncommitted code: {fmt(exploratory)} of the measured rows are, "
+        f"{fmt(confirmatory)} are confirmatory (claims 7 and 8 on fresh seeds, run after the freeze)."
     )
 
 
