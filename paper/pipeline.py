@@ -21,10 +21,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.io import atomic_write_text, provenance, write_csv, write_json
+from paper.claims import VERDICT_COLUMNS, verdict_rows
 from paper.codeversion import code_version
 from paper.experiment import STANDS_IN, Context, Experiment, cache_key, config_hash
+from paper.figures import render_figures
 from paper.fingerprint import fingerprint, same_computation, signature
+from paper.registry import derivations as registered_derivations
+from paper.registry import experiments
+from paper.report import render_report
 from paper.results import MANIFEST, Results, is_cached, read_manifest, table_name, write_experiment, write_tables
+from paper.sections import SECTION_COLUMNS, section_rows
 
 #: The folder of a split experiment's units inside its results directory.
 UNITS = "units"
@@ -111,8 +118,6 @@ def is_valid(task: Task, experiment: Experiment) -> bool:
     source (code version) or, the source having changed, the same fingerprint as the one stored
     (:func:`paper.fingerprint.same_computation`). A result kept by its fingerprint has its manifest's code version
     brought up to date (the next check is free)."""
-    from common.io import write_json
-
     manifest = read_manifest(task.directory)
     if manifest is None or not is_cached(task.directory, task.key):
         return False
@@ -220,8 +225,6 @@ def config_size(config: dict, key: str):
 
 def run_task(task: Task, registry: dict[str, Experiment], note: Callable[[str], None] = lambda s: None) -> float:
     """Run one unit and write its results directory (manifest last); returns the wall time in seconds."""
-    from common.io import provenance
-
     experiment = registry[task.name]
     start, cpu = time.perf_counter(), time.process_time()
     ctx = Context(Path(task.work), task.threads, task.device, note)
@@ -296,8 +299,6 @@ def merge_units(plan: Plan) -> bool:
 def _worker(task: Task, queue) -> float:
     """A worker process's entry point: one thread of torch, notes sent to the main process."""
     import torch
-
-    from paper.registry import experiments
 
     torch.set_num_threads(max(1, task.threads))
     queue.put((task.label, "start", ""))
@@ -385,12 +386,7 @@ def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) ->
     last derivation), then every verdict (``verdicts.csv``) and each section's (``sections.csv``).
 
     ``derivations``: name -> derive function (default :func:`paper.registry.derivations`)."""
-    from common.io import write_csv, write_json
-    from paper.claims import VERDICT_COLUMNS, verdict_rows
-    from paper.registry import derivations as known
-    from paper.sections import SECTION_COLUMNS, section_rows
-
-    functions = known() if derivations is None else derivations
+    functions = registered_derivations() if derivations is None else derivations
     results = Results(results_dir)
     for name in results.experiments:
         directory, manifest = results_dir / name, read_manifest(results_dir / name)
@@ -411,10 +407,6 @@ def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) ->
 
 def render(out: Path) -> tuple[list[Path], dict[str, str], Path]:
     """Figures and report from ``out/results``: (figures written, figures skipped with why, the report's path)."""
-    from common.io import atomic_write_text
-    from paper.figures import render_figures
-    from paper.report import render_report
-
     results = Results(out / "results")
     written, skipped = render_figures(results, out / "figures")
     report = out / "report.md"
@@ -441,8 +433,6 @@ def run_pipeline(
 
     ``registry`` replaces :func:`paper.registry.experiments` (tests; worker processes rebuild the real one, so a
     replaced registry runs with ``jobs = 1``)."""
-    from paper.registry import derivations, experiments
-
     out = Path(out)
     if registry is not None and jobs > 1:
         raise ValueError("a replaced registry runs in this process only: use jobs = 1")
@@ -462,6 +452,6 @@ def run_pipeline(
             result.waiting[p.task.name] = "units still to run: " + ", ".join(
                 t.unit for t in p.tasks if not is_cached(t.directory, t.key)
             )
-    derive(out / "results", {**derivations(), **{n: e.derive for n, e in registry.items() if e.derive}})
+    derive(out / "results", {**registered_derivations(), **{n: e.derive for n, e in registry.items() if e.derive}})
     result.figures, result.figure_errors, result.report = render(out)
     return result

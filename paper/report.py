@@ -20,10 +20,11 @@ from paper.experiment import MODES, STANDS_IN
 from paper.margins import PAPER_MEDIANS
 from paper.markdown import fmt, md_table, value_text
 from paper.results import MissingResult, Results, select
+from paper.runners.checkpoints import PACKAGED_ROOT
 from paper.sections import row_name
 from paper.study_report import gate_text, sampling_noise_text, study_table
 from paper.summary import at_last_step
-from paper.verdict import VERDICTS
+from paper.verdict import RULE, VERDICTS
 
 TEMPLATE = Path(__file__).with_name("template.md")
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
@@ -399,8 +400,6 @@ def checkpoints_piece(results: Results) -> str:
         ],
         body,
     )
-    from paper.runners.checkpoints import PACKAGED_ROOT
-
     given = results.manifest("checkpoints")["config"]["checkpoints"]
     packaged = [Path(c["path"]).name for c in given if Path(c["path"]).parent == Path(PACKAGED_ROOT)]
     shipped = (
@@ -526,8 +525,6 @@ def reproduce_command(results: Results) -> str:
     standing_in = {m for m in modes if any(m in STANDS_IN.get(other, ()) for other in modes)}
     lines = [f"python cli.py paper --{m}" for m in sorted(modes, key=lambda m: (m not in standing_in, MODES.index(m)))]
     if results.has("checkpoints"):
-        from paper.runners.checkpoints import PACKAGED_ROOT
-
         given = results.manifest("checkpoints")["config"]["checkpoints"]
         # packaged models (the weights extra) are scored without being named on the command line
         lines[-1] += "".join(
@@ -538,8 +535,6 @@ def reproduce_command(results: Results) -> str:
 
 def report_context(results: Results) -> dict[str, str]:
     """Every inserted piece of the report, by template key."""
-    from paper.verdict import RULE
-
     verdicts = results.verdicts()
     return {
         "mode": mode_text(results),

@@ -15,6 +15,7 @@ from theory.objectives import (
     Classification,
     Denoising,
     MaskedAutoencoding,
+    NoiseSchedule,
     RolePattern,
     get_objective,
 )
@@ -143,8 +144,6 @@ def test_uniform_timesteps_are_the_draws_of_randint():
 @pytest.mark.parametrize("location, scale, kind", [(0.0, 1.0, "linear"), (0.5, 0.6, "linear"), (-0.3, 1.0, "cosine")])
 def test_logit_normal_timesteps_have_the_rectified_flow_time_law(location, scale, kind):
     """The equivalent flow time u of the drawn steps (log SNR = -2 logit u) has logit(u) ~ N(location, scale^2)."""
-    from theory.objectives import NoiseSchedule
-
     objective = Denoising(
         t_sampling="logit-normal", t_location=location, t_scale=scale, schedule=NoiseSchedule(kind=kind)
     )

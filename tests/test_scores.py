@@ -9,6 +9,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import theory.scores as scores
 from theory.scores import dense_scores, directionality, factored_scores, pr_directionality, symmetry
 
 seeds = st.integers(0, 2**31 - 1)
@@ -114,8 +115,6 @@ def test_factored_equals_dense(seed, batch, d, r, deficient):
 
 def test_factored_path_is_exercised_without_dense_product(monkeypatch):
     """With r < d the factored route never builds d x d (dense_scores would be called otherwise)."""
-    import theory.scores as scores
-
     monkeypatch.setattr(scores, "dense_scores", lambda *a, **k: pytest.fail("built the d x d matrix"))
     a, b = _factors(0, (2,), 40, 5, 0)
     scores.factored_scores(a, b)

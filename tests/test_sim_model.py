@@ -8,8 +8,10 @@ import oracles
 import pytest
 import torch
 
+from sim.analysis import bos_dominance
 from sim.compare import attention_batch, loss_normaliser, make_head
 from sim.config import ModelConfig, default_config
+from sim.coordinates import input_coordinates
 from sim.model import SeedBatchedAttention, TableInputs, pair_split
 from sim.record import SeedScoreRow
 from sim.tasks import stack
@@ -181,8 +183,6 @@ def test_onehot_inputs_use_their_own_coordinates() -> None:
 
 
 def test_bos_dominance_is_the_bos_key_norm_over_the_typical_data_key_norm() -> None:
-    from sim.analysis import bos_dominance
-
     sim = Simulation(small("autoregressive", model__layers=2))
     m = sim.model.matrices()[:, 0].sum(1)  # (S, d, d): layer 0, summed over heads; rows = query side
     table, pos = sim.model.table[:, : sim.task.vocab].double(), sim.model.pos[:, 1:].double()
@@ -254,8 +254,6 @@ def test_parameter_gradients_equal_plain_autograd(objective: str, overrides: dic
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_the_gradient_lives_on_the_evaluated_entries(objective: str) -> None:
     """In input coordinates dL/dM is zero outside the entries marked evaluated (and non-zero on most of them)."""
-    from sim.coordinates import input_coordinates
-
     sim = Simulation(small(objective, model__param="direct", batch=64))
     for _ in range(2):
         sim.train_step()
@@ -267,8 +265,6 @@ def test_the_gradient_lives_on_the_evaluated_entries(objective: str) -> None:
 
 
 def test_causal_evaluated_entries() -> None:
-    from sim.coordinates import input_coordinates
-
     sim = Simulation(small("autoregressive"))
     coords, v = input_coordinates(sim), sim.task.vocab
     pos = torch.tensor([i for i, label in enumerate(coords.labels) if label == "position"])

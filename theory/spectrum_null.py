@@ -30,7 +30,8 @@ import torch
 
 from common.io import cache_dir, write_json
 from common.seeding import gaussian
-from theory.null_moments import MIN_EFFECTIVE_RANK
+from theory.null_moments import MIN_EFFECTIVE_RANK, rho, symmetry_moments
+from theory.null_moments import d as d_symbol
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution
 from theory.nulls import code_version as iid_code_version
 from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, scores_from_norms
@@ -74,9 +75,6 @@ def effective_rank(sigma: np.ndarray) -> float:
 @functools.cache
 def _second_moment():
     import sympy as sp
-
-    from theory.null_moments import d as d_symbol
-    from theory.null_moments import rho, symmetry_moments
 
     return sp.lambdify((d_symbol, rho), symmetry_moments().second_s, "math")
 
