@@ -20,7 +20,7 @@ from paper.experiment import MODES, STANDS_IN
 from paper.margins import PAPER_MEDIANS
 from paper.markdown import fmt, md_table, value_text
 from paper.results import MissingResult, Results, select
-from paper.runners.checkpoints import PACKAGED_ROOT
+from paper.runners.checkpoints import is_packaged
 from paper.sections import row_name
 from paper.study_report import gate_text, sampling_noise_text, study_table
 from paper.summary import at_last_step
@@ -401,7 +401,7 @@ def checkpoints_piece(results: Results) -> str:
         body,
     )
     given = results.manifest("checkpoints")["config"]["checkpoints"]
-    packaged = [Path(c["path"]).name for c in given if Path(c["path"]).parent == Path(PACKAGED_ROOT)]
+    packaged = [Path(c["path"]).name for c in given if is_packaged(c["path"])]
     shipped = (
         f" {', '.join(packaged)}: pretrained weights that installed packages ship (the `weights` extra; "
         'docs/architecture.md, "Real weights", gives each one\'s package, format and license), read offline; '
@@ -527,9 +527,7 @@ def reproduce_command(results: Results) -> str:
     if results.has("checkpoints"):
         given = results.manifest("checkpoints")["config"]["checkpoints"]
         # packaged models (the weights extra) are scored without being named on the command line
-        lines[-1] += "".join(
-            f" --checkpoints {c['path']}" for c in given if Path(c["path"]).parent != Path(PACKAGED_ROOT)
-        )
+        lines[-1] += "".join(f" --checkpoints {c['path']}" for c in given if not is_packaged(c["path"]))
     return "\n".join(lines)
 
 

@@ -25,8 +25,8 @@ DEFERRED = {
     "(common.hugepages) are asked for before torch is first imported",
     "wqk.api": "`import wqk` (and so the command line, which lives in the wqk package) stays torch-free until a "
     "function of the API is called",
-    "paper.runners.*": "each runner imports the package it runs in the worker process that runs it: the registry, "
-    "the planner and `cli.py paper --help` read no torch",
+    "paper.runners.*": "each runner imports the packages it runs in its body: the registry, which imports every "
+    "runner and which `cli.py paper` and each of its workers load, does not load every runner's packages",
     "tracking": "WqkCallback needs transformers (the `tracking` extra): `from tracking import track` works without it",
     "benchmarks.analyze": "asks for huge pages before torch is first imported, as the command line does",
 }
