@@ -42,6 +42,16 @@ from torch import nn
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import vision.diffusion
+from benchmarks.sim import sgemm_rate
+from common.seeding import generator
+from vision.models.dit import DiT, DiTConfig
+from vision.models.vit import ViT, vit_config
+from vision.recipes import recipe_config
+from vision.study import STUDY_TASKS
+from vision.train import TrainConfig, Trainer
+from vision.train_config import FIDELITY_STREAM
+
 
 def n_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
@@ -80,8 +90,6 @@ def vit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str
     """Our ViT (CLS token, learned positions, exact GELU as in ``transformers``) and ViTForImageClassification."""
     from transformers import ViTConfig as HFViTConfig
     from transformers import ViTForImageClassification
-
-    from vision.models.vit import ViT, vit_config
 
     ours = ViT(
         vit_config(
@@ -124,8 +132,6 @@ def vit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str
 def dit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str, Callable[[], None]]]:
     """Our DiT and diffusers' DiTTransformer2DModel, eps prediction (no learned sigma), class-conditional."""
     from diffusers import DiTTransformer2DModel
-
-    from vision.models.dit import DiT, DiTConfig
 
     cfg = DiTConfig(
         image_size=args.image_size,
@@ -198,11 +204,6 @@ def recipe_timing(args) -> None:
     import os
     from dataclasses import replace
 
-    from common.seeding import generator
-    from vision.recipes import recipe_config
-    from vision.train import Trainer
-    from vision.train_config import FIDELITY_STREAM
-
     cfg = replace(recipe_config("dit-mnist"), progress=False, out_dir="/tmp/unused", threads=1)
     trainer = Trainer(cfg)
     steps = {}
@@ -240,12 +241,6 @@ def sampling_timing(args) -> None:
     import os
     from dataclasses import replace
 
-    import vision.diffusion
-    from common.seeding import generator
-    from vision.recipes import recipe_config
-    from vision.train import Trainer
-    from vision.train_config import FIDELITY_STREAM
-
     trainer = Trainer(replace(recipe_config("dit-mnist"), progress=False, out_dir="/tmp/unused", threads=1))
     task, chunk = trainer.task, vision.diffusion.CPU_FORWARD_CHUNK
     recipe = task.sampler
@@ -278,9 +273,6 @@ def sampling_timing(args) -> None:
 def vit_mnist_config(task_name: str = "vit-mnist", **overrides):
     """A study task's run as a TrainConfig: by default the init study's ``vit-mnist`` (vit-tiny, 4 x 4 patches on
     28 x 28 MNIST, batch 64); ``vit-mnist-long`` is the standard classifier (batch 128, shifts, 3,000 steps)."""
-    from vision.study import STUDY_TASKS
-    from vision.train import TrainConfig
-
     task = STUDY_TASKS[task_name]
     fields = {
         "model": task.model,
@@ -302,8 +294,6 @@ def step_profile(name: str, trainer, args) -> None:
 
     from torch.profiler import ProfilerActivity, profile
     from torch.utils.flop_counter import FlopCounterMode
-
-    from benchmarks.sim import sgemm_rate
 
     for _ in range(args.warmup):
         trainer.train_step()
@@ -334,9 +324,6 @@ def step_profile(name: str, trainer, args) -> None:
 def profile_steps(args) -> None:
     """Profiles of the ``dit-mnist`` recipe's step and the ``vit-mnist`` study run's step, at ``--threads``."""
     from dataclasses import replace
-
-    from vision.recipes import recipe_config
-    from vision.train import Trainer
 
     threads = args.threads or 2
     for name, cfg in (

@@ -19,7 +19,10 @@ import torch.nn.functional as F
 
 from language.model import TextConfig, TextTransformer
 from language.tokens import MASK, SPECIALS
+from theory.objectives import objective_class
+from theory.report import score_rows
 from vision.init import apply_init, attention_modules, thirds
+from vision.models.attention import attention_forms
 from vision.optimization import update
 
 #: The control's two objectives and the registered objective each one is (:mod:`theory.objectives`).
@@ -99,8 +102,6 @@ def mask_tokens(ids: torch.Tensor, rate: float, vocab: int, generator: torch.Gen
 
 def is_causal(cfg: LMConfig) -> bool:
     """Whether the objective attends causally: its registered objective's own mask is not swap-symmetric."""
-    from theory.objectives import objective_class
-
     return objective_class(OBJECTIVES[cfg.objective]).own_mask != "symmetric"
 
 
@@ -138,9 +139,6 @@ def evaluate(model: TextTransformer, test: np.ndarray, cfg: LMConfig) -> float:
 def train_lm(cfg: LMConfig, train: np.ndarray, test: np.ndarray, vocab: int) -> dict:
     """Train one model; returns ``{"curve": rows (step, train_loss, test_loss), "scores": per-layer W_qk rows,
     "config": cfg}``."""
-    from theory.report import score_rows
-    from vision.models.attention import attention_forms
-
     if min(len(train), len(test)) <= cfg.length + 1:
         raise ValueError(f"need more than {cfg.length + 1} tokens in train and test; got {len(train)}, {len(test)}")
     model = build(cfg, vocab)

@@ -12,9 +12,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from common.io import write_csv, write_json
+from paper.claims import VERDICT_COLUMNS, verdict_rows
 from paper.codeversion import code_version
 from paper.plan import library_versions
+from paper.preregistration import mark_exploratory
+from paper.registry import derivations as known
 from paper.results import Results, read_manifest, table_name, write_tables
+from paper.sections import SECTION_COLUMNS, section_rows
 
 #: The record of an experiment's last derivation: ``{"key": ..., "tables": [...]}`` (:func:`derivation_key`).
 DERIVED_KEY = "derived.key"
@@ -47,11 +52,6 @@ def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) ->
     last derivation), then every verdict (``verdicts.csv``) and each section's (``sections.csv``).
 
     ``derivations``: name -> derive function (default :func:`paper.registry.derivations`)."""
-    from common.io import write_csv, write_json
-    from paper.claims import VERDICT_COLUMNS, verdict_rows
-    from paper.preregistration import mark_exploratory
-    from paper.registry import derivations as known
-    from paper.sections import SECTION_COLUMNS, section_rows
 
     functions = known() if derivations is None else derivations
     results = Results(results_dir)

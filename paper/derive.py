@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from common.rows import missing
+from common.targets import paper_rule_differences, rule_rows, run_curves
 from paper.experiment import Tables
 from paper.results import select
 from paper.summary import (
@@ -24,6 +25,9 @@ from paper.summary import (
     summary_row,
     with_key_query_ratios,
 )
+from vision.fidelity import FIDELITY_COLUMNS
+from vision.record import GATE_COLUMN
+from vision.study_statistics import compare_arm
 
 #: The "rule" of a count (how many seeds reached a target, their median steps): a description without an interval.
 COUNT = "count"
@@ -71,8 +75,6 @@ def vision_summary(tables: Tables) -> Tables:
     (``summary``); per task at the last step, ``<metric>_sd``: each sample metric's standard deviation over the seeds
     (``spread``: one value per run, :func:`paper.summary.sd_row`; set against one model's sampling noise,
     ``dit_sampling_noise``)."""
-    from vision.fidelity import FIDELITY_COLUMNS
-
     rows = with_key_query_ratios(tables["scores"])
     steps = steps_of(rows, "task")
     keep = lambda r: r["step"] in (steps[r["task"]]["early"], steps[r["task"]]["last"])
@@ -117,8 +119,6 @@ def study_summary(tables: Tables, baseline: str = "default") -> Tables:
 def gate_rows(gates: list[dict]) -> list[dict]:
     """Per task, scheme and logged step of a DiT study, the RMS of the adaLN-Zero attention gates averaged over the
     layers (:data:`vision.record.GATE_COLUMN`): its mean over seeds with the 95% t-interval."""
-    from vision.record import GATE_COLUMN
-
     groups: dict[tuple, dict[int, list[float]]] = {}
     for r in gates:
         by_seed = groups.setdefault((r["task"], r["scheme"], r["step"]), {})
@@ -133,8 +133,6 @@ def sampling_summary(tables: Tables) -> Tables:
     """Per task, model (init, seed) and step of ``dit_sampling_noise``: each sample metric's mean over the draws (95%
     t-interval) and ``<metric>_sd``, its standard deviation over the draws (the sampling noise of one logged value)
     with the chi-square 95% interval (:func:`paper.summary.sd_row`)."""
-    from vision.fidelity import FIDELITY_COLUMNS
-
     groups: dict[tuple, list[dict]] = {}
     for r in tables["draws"]:
         groups.setdefault((r["task"], r["init"], r["seed"], r["step"]), []).append(r)
@@ -149,8 +147,6 @@ def sampling_summary(tables: Tables) -> Tables:
 
 def _study_rules(tables: Tables, study: dict, baseline: str) -> dict[str, list[dict]]:
     """Per task, the target rules of :mod:`common.targets` on every run's logged values of the study's metric."""
-    from common.targets import rule_rows, run_curves
-
     metric = study.get("metric")
     if not metric or not tables.get("curves"):
         return {}
@@ -163,8 +159,6 @@ def paper_rule_rows(ids: dict, rules: list[dict], arm: str, baseline: str) -> li
     """Summary rows of the paper's rule for ``arm`` against ``baseline`` beside its null and its reverse, paired by
     seed (:func:`common.targets.paper_rule_differences`, from the :func:`common.targets.rule_rows` of one
     comparison): ``saving_vs_null`` and ``reverse_vs_null``."""
-    from common.targets import paper_rule_differences
-
     differences = paper_rule_differences(rules, arm, baseline)
     return [
         summary_row(ids, quantity, list(by_seed.values()), paired=True) for quantity, by_seed in differences.items()
@@ -177,7 +171,6 @@ def control_summary(tables: Tables, baseline: str = "default") -> Tables:
     the project's target over the default's, t interval on the log ratio over the seeds where both reached it, as
     in the init studies) and ``final_diff`` (final held-out loss); per objective and arm, ``test_loss`` at the end and
     ``loss_minus_unigram`` (the final held-out loss minus that of a model that sees no context)."""
-    from vision.study_statistics import compare_arm
 
     def per_seed(objective, arm, rule, column="saving"):
         """seed -> the rule's value (None: the target was never reached)."""

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
+from common.io import provenance
 from paper.experiment import Context, Experiment
 from paper.fingerprint import fingerprint, signature
 from paper.plan import Task, config_size, library_versions, load_registry
@@ -56,7 +57,6 @@ def run_unit(
 ) -> float:
     """Run one unit and write its results directory (manifest last); returns the wall time in seconds. The
     manifest is refused where the code became dirty since the plan (:mod:`paper.uncommitted`)."""
-    from common.io import provenance
 
     experiment = registry[task.name]
     start, cpu = time.perf_counter(), time.process_time()

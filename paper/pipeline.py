@@ -26,6 +26,7 @@ from paper.execute import Executor, LocalExecutor, OnEvent
 from paper.experiment import Experiment
 from paper.merge import merge_units, missing_units
 from paper.plan import REGISTRY, Plan, load_registry, plan
+from paper.registry import derivations
 from paper.render import render
 from paper.results import is_cached
 from paper.uncommitted import exploratory_why
@@ -68,7 +69,6 @@ def run_pipeline(
     which every worker process calls too, or a dict (tests), run in this process only (``jobs = 1``, the local
     executor). ``executor``: default :class:`paper.execute.LocalExecutor` of ``jobs`` processes. ``allow_dirty``:
     write results from uncommitted code, marked exploratory (:mod:`paper.uncommitted`)."""
-    from paper.registry import derivations
 
     out = Path(out)
     if isinstance(registry, dict):

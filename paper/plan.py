@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.io import write_json
 from paper.codeversion import code_version
 from paper.experiment import STANDS_IN, Experiment, cache_key, config_hash
 from paper.fingerprint import fingerprint, same_computation
@@ -114,7 +115,6 @@ def is_valid(task: Task, experiment: Experiment) -> bool:
     source (code version) or, the source having changed, the same fingerprint as the one stored
     (:func:`paper.fingerprint.same_computation`). A result kept by its fingerprint has its manifest's code version
     brought up to date (the next check is free)."""
-    from common.io import write_json
 
     manifest = read_manifest(task.directory)
     if manifest is None or not is_cached(task.directory, task.key):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from checkpoints.analyze import MIN_NULL_SAMPLES
 from paper.derive import (
     check_summary,
     checkpoint_summary,
@@ -50,6 +51,7 @@ from paper.runners.language import language_analysis, language_runs
 from paper.runners.sim import compare_theory, sim_arms, sim_grid
 from paper.runners.theory import nulls_vs_d, predictions, theory_check
 from paper.runners.vision import sampling_noise, study_analysis, study_runs, vision_task
+from vision.recipes import RECIPES
 
 SIM_SIZES = {
     "smoke": {"seeds": 2, "steps": 4, "record_every": 2, "null_samples": 32},
@@ -85,8 +87,6 @@ CLASSIFY_AUGMENT = {"shift": 2}
 
 def _recipe_train(name: str, **overrides) -> dict:
     """A :mod:`vision.recipes` recipe as a vision runner's ``train`` config (run-specific fields left out)."""
-    from vision.recipes import RECIPES
-
     run = ("init", "seed", "threads", "progress", "out_dir", "device")
     return {**{k: v for k, v in RECIPES[name].to_dict().items() if k not in run}, **overrides}
 
@@ -493,8 +493,6 @@ EXPERIMENTS: dict[str, Experiment] = {
 def checkpoint_experiment(paths: list[str], null_samples: int | None = None) -> Experiment:
     """The optional ``checkpoints`` experiment for ``--checkpoints PATH ...`` (keyed by each file's size and mtime);
     ``--smoke`` draws the fewest null samples analyze allows (its numbers are not read)."""
-    from checkpoints.analyze import MIN_NULL_SAMPLES
-
     config = {"checkpoints": [fingerprint(p) for p in paths], "null_samples": null_samples}
     return Experiment(
         "checkpoints",

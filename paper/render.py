@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from common.io import atomic_write_text
+from paper.figures import render_figures
+from paper.report import render_report
 from paper.results import Results
 
 
 def render(out: Path) -> tuple[list[Path], dict[str, str], Path]:
     """Figures and report from ``out/results``: (figures written, figures skipped with why, the report's path)."""
-    from common.io import atomic_write_text
-    from paper.figures import render_figures
-    from paper.report import render_report
 
     results = Results(out / "results")
     written, skipped = render_figures(results, out / "figures")

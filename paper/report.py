@@ -20,11 +20,13 @@ from paper.first_page import answers_page
 from paper.margins import PAPER_MEDIANS
 from paper.markdown import fmt, md_table, value_text
 from paper.predictions import CHECK, SECTIONS, UNTESTABLE
+from paper.preregistration import REGISTRY, file_hash, freezes, result_commits
 from paper.results import MissingResult, Results, select
+from paper.runners.checkpoints import is_packaged
 from paper.sections import row_name, section_verdicts
 from paper.study_report import gate_text, sampling_noise_text, study_table
 from paper.summary import at_last_step
-from paper.verdict import VERDICTS
+from paper.verdict import RULE, VERDICTS
 
 TEMPLATE = Path(__file__).with_name("template.md")
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
@@ -424,10 +426,8 @@ def checkpoints_piece(results: Results) -> str:
         ],
         body,
     )
-    from paper.runners.checkpoints import PACKAGED_ROOT
-
     given = results.manifest("checkpoints")["config"]["checkpoints"]
-    packaged = [Path(c["path"]).name for c in given if Path(c["path"]).parent == Path(PACKAGED_ROOT)]
+    packaged = [Path(c["path"]).name for c in given if is_packaged(c["path"])]
     shipped = (
         f" {', '.join(packaged)}: pretrained weights that installed packages ship (the `weights` extra; "
         'docs/architecture.md, "Real weights", gives each one\'s package, format and license), read offline; '
@@ -550,7 +550,6 @@ def mode_text(results: Results) -> str:
 def commit_text(results: Results) -> str:
     """The git commits the results were made from, and the runs made from a tree with uncommitted changes (no
     commit reproduces those: their verdicts are exploratory)."""
-    from paper.preregistration import result_commits
 
     made: dict[str, list[str]] = {}
     for e in results.experiments:
@@ -572,7 +571,6 @@ def commit_text(results: Results) -> str:
 
 def registry_text(verdicts: list[dict]) -> str:
     """The frozen registry's hash, the commit that froze it, and how many verdict rows are confirmatory."""
-    from paper.preregistration import REGISTRY, file_hash, freezes
 
     frozen = freezes()
     if not frozen:
@@ -598,20 +596,14 @@ def reproduce_command(results: Results) -> str:
     standing_in = {m for m in modes if any(m in STANDS_IN.get(other, ()) for other in modes)}
     lines = [f"python cli.py paper --{m}" for m in sorted(modes, key=lambda m: (m not in standing_in, MODES.index(m)))]
     if results.has("checkpoints"):
-        from paper.runners.checkpoints import PACKAGED_ROOT
-
         given = results.manifest("checkpoints")["config"]["checkpoints"]
         # packaged models (the weights extra) are scored without being named on the command line
-        lines[-1] += "".join(
-            f" --checkpoints {c['path']}" for c in given if Path(c["path"]).parent != Path(PACKAGED_ROOT)
-        )
+        lines[-1] += "".join(f" --checkpoints {c['path']}" for c in given if not is_packaged(c["path"]))
     return "\n".join(lines)
 
 
 def report_context(results: Results) -> dict[str, str]:
     """Every inserted piece of the report, by template key."""
-    from paper.verdict import RULE
-
     verdicts = results.verdicts()
     return {
         "mode": mode_text(results),

@@ -29,13 +29,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.figures import pyplot, save_figure
 from common.io import provenance, write_csv, write_json
 from common.rows import Row, table
-from common.summary import combined_z, mean_ci
+from common.summary import combined_z, mean_ci, plus_minus
 from sim.analysis import attention_to, bos_dominance
 from sim.config import DEFAULTS, SimConfig, default_config
 from sim.record import MetricRow
 from sim.train import Simulation, intra_op_threads, run
+from theory.objectives import color_of
 from theory.scores import SCORE_NAMES
 
 SHORT = {"symmetry": "s", "directionality": "delta", "directionality_pr": "delta_pr"}
@@ -374,8 +376,6 @@ def format_experiment(rows: Sequence[ExperimentRow]) -> tuple[list[dict], list[d
     """A printed digest of the long rows: per arm, reported step and form (:data:`SHOWN_KEYS`), ``s``, ``delta``,
     ``delta_PR`` (z) of the whole learned form, its main blocks and the update, with the position slopes; and per
     arm and step (:data:`ARM_KEYS`) the loss and the end-of-run measurements of the model."""
-    from common.summary import plus_minus
-
     index = {(r["arm"], r["step"], r["form"], r["block"], r["quantity"]): r for r in rows if r["layer"] == 0}
 
     def cell(r: ExperimentRow | None, digits: int = 2) -> str:
@@ -425,9 +425,6 @@ PANELS = (
 def plot_experiment(curves: dict[str, Sequence[MetricRow]], path: Path, title: str) -> None:
     """Four panels against the training step (log scale), one line per arm with its 95% band over seeds."""
     import numpy as np
-
-    from common.figures import pyplot, save_figure
-    from theory.objectives import color_of
 
     plt = pyplot()
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.6 * len(PANELS), 4.2))

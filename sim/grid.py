@@ -40,6 +40,7 @@ from pathlib import Path
 
 import torch
 
+from common.figures import PALETTE, pyplot, save_figure
 from common.io import provenance, write_csv, write_json
 from common.summary import combined_z, mean_ci
 from sim.config import DEFAULTS, SIM_OBJECTIVES, SimConfig, default_config
@@ -332,8 +333,6 @@ def run_grid(
 
 def plot_grid(rows: list[dict], agreement: list[dict], path: Path) -> None:
     """One row per cell: predicted, early and final ``s`` and ``delta_PR`` (mean ± CI), marked where they disagree."""
-    from common.figures import PALETTE, pyplot, save_figure
-
     plt = pyplot()
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     index = {(r["cell"], r["phase"], r["score"]): r for r in rows}

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
+from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
 from common.rows import row_type
 from common.summary import combined_z, mean_ci, plus_minus, z_text
-from sim.record import MetricRow, PositionRow
+from sim.record import FORMS, MetricRow, PositionRow
+from theory.objectives import color_of
 
 #: The number columns of ``metrics.csv`` and ``positions.csv`` (parsed as floats when read back).
 NUMERIC = frozenset(MetricRow.columns(float) + PositionRow.columns(float))
@@ -122,8 +124,6 @@ def summarize(rows: Sequence[MetricRow], objective: str, step: int | None = None
 
 
 def _form_order(form: str) -> int:
-    from sim.record import FORMS
-
     return FORMS.index(form) if form in FORMS else len(FORMS)
 
 
@@ -206,9 +206,6 @@ def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
     ``runs`` maps a title to ``{"rows": parsed metrics rows, "matrix": d x d array, "null": {score: (mean, std)},
     "layers": L}``; one column per run.
     """
-    from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
-    from theory.objectives import color_of
-
     plt = pyplot()
     n = len(runs)
     fig, axes = plt.subplots(3, n, figsize=(4.2 * n, 10.5), squeeze=False)

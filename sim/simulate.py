@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING
 
 from common.io import write_csv
 from sim.config import SimConfig
+from sim.report import file_columns, plot_runs, summarize
 from sim.train import run
 from theory.factored import FactoredForms
+from theory.nulls import null_distribution
 
 if TYPE_CHECKING:
     from sim.report import SimSummaryRow
@@ -25,8 +27,6 @@ class SimulateResult:
 
 def null_band(forms: FactoredForms, null_samples: int) -> dict[str, tuple[float, float]]:
     """Mean and sd of both scores' nulls for the per-layer forms (the null :func:`theory.report.score_rows` uses)."""
-    from theory.nulls import null_distribution
-
     d = forms.d_model
     stats = null_distribution(d, forms.rank("layer"), n_samples=null_samples).summary()
     return {name: (v["mean"], v["std"]) for name, v in stats.items()}
@@ -49,8 +49,6 @@ def simulate(
     configs: dict[str, SimConfig], out: Path | str, resume: bool = False, progress: bool = True, threads: int | None = 1
 ) -> SimulateResult:
     """Run each named config (one run directory each when several), then write ``summary.csv`` and ``scores.png``."""
-    from sim.report import file_columns, plot_runs, summarize
-
     out = Path(out)
     dirs = {name: out if len(configs) == 1 else out / name for name in configs}
     summary, panels = [], {}

@@ -81,9 +81,10 @@ class Simulation:
     """The batched model, its optimiser, the per-seed generators and the running accumulators.
 
     ``threads > 1`` splits the seeds into that many groups whose forward and backward passes run at once, one
-    thread each (:func:`seed_groups`); seeds share nothing, so every result is the same bit for bit whatever
-    ``threads`` is (tests/test_sim_model.py). The groups' models are views of :attr:`model`, which stays the
-    one object that records, saves and loads.
+    thread each (:func:`seed_groups`); seeds share nothing, so every result is the same whatever ``threads`` is, to
+    float rounding (a group's products are batched over fewer seeds, which a CPU's kernels may sum in another order;
+    tests/test_sim_model.py). The groups' models are views of :attr:`model`, which stays the one object that
+    records, saves and loads.
     """
 
     def __init__(self, cfg: SimConfig, threads: int = 1) -> None:

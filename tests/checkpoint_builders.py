@@ -15,6 +15,7 @@ import pytest
 import torch
 from torch import nn
 
+from checkpoints.analyze import all_forms, analyze, describe, layer_forms
 from theory.factored import FactoredForms
 from theory.report import score_rows
 from vision.models.attention import Attention
@@ -322,8 +323,6 @@ def write_gguf(
 
 def adapted(path, stack: str | None = None, **kw) -> FactoredForms:
     """All layers (of one ``stack``) of a checkpoint on disk through the adapter its layout is detected as."""
-    from checkpoints.analyze import all_forms, describe
-
     return all_forms(*describe(path, **kw), stack=stack)
 
 
@@ -336,8 +335,6 @@ def assert_stacks_match(
     The plan must hold exactly the stacks of ``references``, in that order; ``cross`` names those whose
     symmetry is not defined.
     """
-    from checkpoints.analyze import analyze, describe, layer_forms
-
     ckpt, plan = describe(path, **{k: v for k, v in kw.items() if k != "null_samples"})
     assert plan.stacks == tuple(references), (plan.stacks, tuple(references))
     result = analyze(path, null_samples=NULL_SAMPLES, **kw)

@@ -10,6 +10,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
+from vision.data import load_data
+
 _common = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("default", max_examples=40, derandomize=True, **_common)
 settings.register_profile("explore", max_examples=400, **_common)
@@ -45,8 +47,6 @@ def one_thread():
 @pytest.fixture(scope="session")
 def digits():
     """scikit-learn's digits with the default split (read once per session)."""
-    from vision.data import load_data
-
     return load_data("digits")
 
 

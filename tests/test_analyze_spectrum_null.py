@@ -10,9 +10,10 @@ import pytest
 from checkpoint_builders import NULL_SAMPLES, SMALL
 from typer.testing import CliRunner
 
-from checkpoints.analyze import analyze
+from checkpoints.analyze import all_forms, analyze, describe
 from cli import app
 from theory.scores import SCORE_NAMES
+from theory.spectrum_null import factored_spectrum_null
 
 transformers = pytest.importorskip("transformers")
 runner = CliRunner()
@@ -46,9 +47,6 @@ def test_spectrum_z_of_a_random_checkpoint_is_within_noise_of_zero(random_dir):
 
 def test_each_row_is_against_its_own_forms_null(random_dir):
     """A head row's z is against that head's spectrum null, a layer row's against the layer form's (float32 scores)."""
-    from checkpoints.analyze import all_forms, describe
-    from theory.spectrum_null import factored_spectrum_null
-
     forms = all_forms(*describe(random_dir))
     rows = analyze(random_dir, null_samples=SAMPLES, null="spectrum").rows
     for row in rows:

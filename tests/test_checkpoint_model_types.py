@@ -12,6 +12,8 @@ from checkpoint_builders import D, H, L, write_gguf
 from checkpoints.analyze import describe
 from checkpoints.layouts import LAYOUTS
 from checkpoints.model_types import FAMILIES, MODEL_TYPES, help_list, model_table, types_of, with_table
+from cli import app
+from wqk.cli.scoring import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,9 +41,6 @@ def test_the_docs_model_tables_are_the_registrys(doc):
 
 
 def test_analyze_help_lists_every_model_type_read():
-    from cli import app
-    from wqk.cli.scoring import analyze
-
     command = next(c for c in app.registered_commands if c.callback is analyze)
     assert help_list() in command.help
     listed = {name for group in help_list().split("; ") for name in group.split(": ")[1].split(", ")}

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from cli import app
-from wqk.cli.output import cell, once_per, render, short
+from wqk.cli.output import Output, cell, once_per, render, short
 
 transformers = pytest.importorskip("transformers")
 
@@ -126,8 +126,6 @@ def test_a_bad_format_is_one_line():
 @pytest.mark.parametrize("no_color", [False, True], ids=["colour", "NO_COLOR"])
 def test_notes_are_coloured_on_a_terminal_unless_no_color(monkeypatch, capsys, no_color):
     """On a (forced) terminal a warning note carries its colour; with ``NO_COLOR`` set it carries none."""
-    from wqk.cli.output import Output
-
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.delenv("NO_COLOR", raising=False)
     if no_color:

@@ -15,7 +15,19 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from checkpoints.analyze import SummaryRow, summarize
 from cli import app
+from sim import experiments as sim_experiments
+from sim.report import (
+    BLOCK_DISPLAY_COLUMNS,
+    BLOCK_DISPLAY_KEYS,
+    DISPLAY_COLUMNS,
+    DISPLAY_KEYS,
+    OBJECTIVE_COLUMNS,
+    OBJECTIVE_KEYS,
+)
+from theory.report import SHOWN_KEYS, shown_columns
+from vision.study import STUDY_KEYS
 from wqk.cli.output import cell, short
 
 WIDTHS = (60, 80, 200)
@@ -110,14 +122,6 @@ def runs(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_simulate_tables_are_keyed_at_every_width(width, runs):
-    from sim.report import (
-        BLOCK_DISPLAY_COLUMNS,
-        BLOCK_DISPLAY_KEYS,
-        DISPLAY_COLUMNS,
-        DISPLAY_KEYS,
-        OBJECTIVE_COLUMNS,
-        OBJECTIVE_KEYS,
-    )
 
     out = runs / f"simulate{width}"
     args = ["simulate", "--objective", "all", "--steps", "2", "--seeds", "2", "--out", str(out), "--no-progress"]
@@ -140,8 +144,6 @@ def test_simulate_tables_are_keyed_at_every_width(width, runs):
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("extra", [False, True], ids=["scores", "extra"])
 def test_analyze_tables_are_keyed_at_every_width(width, extra, bert_dir, tmp_path):
-    from checkpoints.analyze import SummaryRow, summarize
-    from theory.report import SHOWN_KEYS, shown_columns
 
     rows_csv = tmp_path / "rows.csv"
     args = ["analyze", str(bert_dir), "--null-samples", "16", "--csv", str(rows_csv), *(["--extra"] if extra else [])]
@@ -167,7 +169,6 @@ def test_analyze_tables_are_keyed_at_every_width(width, extra, bert_dir, tmp_pat
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_experiment_tables_are_keyed_at_every_width(width, runs):
-    from sim.experiments import ARM_KEYS, SHOWN, SHOWN_COLUMNS, SHOWN_KEYS
 
     out = runs / "experiments"
     args = ["experiment", "claim7", "--seeds", "2", "--steps", "3", "--out", str(out), "--no-progress"]
@@ -178,18 +179,18 @@ def test_experiment_tables_are_keyed_at_every_width(width, runs):
     forms = {
         (r["arm"], r["step"], r["form"] if r["block"] == "all" else f"{r['form']} {r['block']}")
         for r in summary
-        if r["quantity"] == "s" and (r["form"], r["block"]) in SHOWN
+        if r["quantity"] == "s" and (r["form"], r["block"]) in sim_experiments.SHOWN
     }
     assert len({f[0] for f in forms}) == 4
-    assert_keyed(printed, width, list(SHOWN_KEYS), SHOWN_COLUMNS[len(SHOWN_KEYS) :], forms)
+    keys = list(sim_experiments.SHOWN_KEYS)
+    assert_keyed(printed, width, keys, sim_experiments.SHOWN_COLUMNS[len(keys) :], forms)
     model = sorted({r["quantity"] for r in summary if r["form"] == "model"})
     arms = {(r["arm"], r["step"]) for r in summary}
-    assert_keyed(printed, width, list(ARM_KEYS), ["loss", *model], arms)
+    assert_keyed(printed, width, list(sim_experiments.ARM_KEYS), ["loss", *model], arms)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_study_tables_are_keyed_at_every_width(width, runs):
-    from vision.study import STUDY_KEYS
 
     out = runs / "study"
     args = ["study", "--tasks", "vit", "--steps", "vit=4", "--seeds", "2", "--schemes", "default,symmetric-indefinite"]

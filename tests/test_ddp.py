@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from vision.run_checkpoint import latest_checkpoint
-from vision.train import TrainConfig, train
+from vision.train import TrainConfig, Trainer, train
 
 
 def _weights(run_dir):
@@ -86,6 +86,4 @@ def test_two_gloo_processes_match_one_process_and_stay_identical(tmp_path, task)
 
 
 def _initial(cfg):
-    from vision.train import Trainer
-
     return {k: v.detach() for k, v in Trainer(replace(cfg, out_dir="unused")).model.state_dict().items()}

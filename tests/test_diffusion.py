@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from PIL import Image
 from tolerance import kernel_tolerance
 
+import vision.diffusion
 from theory.objectives import Denoising, NoiseSchedule
 from vision.diffusion import Posterior, Sampler, diffusion_loss, guided, image_grid, sample, save_image_grid
 
@@ -285,8 +286,6 @@ def test_sampler_smoke_writes_a_png(tmp_path):
 def test_sampling_in_chunks_gives_the_samples_of_one_forward(monkeypatch):
     """The CPU sampler's network runs a few images at a time: same draws, same samples (to float32 rounding: a
     batch of 4 and one of 14 go through different matrix kernels), every chunk seen."""
-    import vision.diffusion
-
     sizes = []
     weight = torch.randn(16, 16, generator=torch.Generator().manual_seed(3)) / 4
 

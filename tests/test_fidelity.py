@@ -24,6 +24,9 @@ from vision.fidelity import (
     train_feature_net,
 )
 from vision.models.feature_cnn import FeatureNet, FeatureNetConfig
+from vision.run_checkpoint import latest_checkpoint
+from vision.runs import read_metrics
+from vision.train import TrainConfig, train
 
 TINY = FeatureNetRecipe(data="digits", widths=(8, 16), feature_dim=16, steps=200, batch_size=64, lr=1e-2, warmup=10)
 
@@ -187,10 +190,6 @@ def test_dit_run_logs_sample_metrics_at_their_cadence_without_changing_training(
 
     from safetensors.torch import load_file
 
-    from vision.run_checkpoint import latest_checkpoint
-    from vision.runs import read_metrics
-    from vision.train import TrainConfig, train
-
     net_path = save_feature_net(*tiny_net, tmp_path / "net")
     small = {"dim": 16, "depth": 1, "heads": 2, "samples_per_class": 1, "sampler": {"steps": 2, "guidance": 2.0}}
     on = TrainConfig(
@@ -225,8 +224,6 @@ def test_dit_run_logs_sample_metrics_at_their_cadence_without_changing_training(
 
 
 def test_sample_metric_options_are_checked(digits, tmp_path):
-    from vision.train import TrainConfig, train
-
     base = {"model": "dit-tiny", "objective": "denoise", "steps": 2, "log_every": 1, "progress": False}
     with pytest.raises(ValueError, match=r"fidelity_every must be 0 .* a positive multiple of log_every = 2"):
         TrainConfig(**{**base, "log_every": 2, "fidelity_every": 3})

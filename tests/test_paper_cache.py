@@ -9,6 +9,7 @@ from paper.codeversion import SourceTree, closure, code_version, function_roots,
 from paper.experiment import Experiment, modes
 from paper.pipeline import run_pipeline
 from paper.registry import EXPERIMENTS
+from paper.runners import theory
 
 
 def _tree(tmp_path: Path) -> SourceTree:
@@ -76,8 +77,6 @@ def test_editing_project_code_reruns_exactly_what_depends_on_it(module, expected
 
 
 def test_runners_of_one_file_do_not_depend_on_each_other():
-    from paper.runners import theory
-
     check_roots, _ = function_roots(theory.theory_check)
     null_roots, _ = function_roots(theory.nulls_vs_d)
     assert "theory.check" in check_roots and "theory.check" not in null_roots

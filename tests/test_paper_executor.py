@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from cli import app
+from paper.cluster import SubmititExecutor, slurm_minutes
 from paper.experiment import Experiment, modes
 from paper.pipeline import run_pipeline
 from paper.uncommitted import UncommittedCode
@@ -20,7 +22,6 @@ def _manifest(results: Path, *parts: str) -> dict:
 
 def test_a_job_array_lands_units_in_the_cache_and_a_failed_unit_reruns_alone(tmp_path, monkeypatch):
     pytest.importorskip("submitit")
-    from paper.cluster import SubmititExecutor
 
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the array's processes import this checkout's code
     work, results, events = tmp_path / "work", tmp_path / "out" / "results", []
@@ -132,14 +133,12 @@ def test_code_changed_while_a_unit_runs_writes_no_manifest(repository, tmp_path)
     [("90", 90), ("1:30", 2), ("2:00:00", 120), ("1-0", 1440), ("1-2:30", 1590), ("0-0:0:30", 1)],
 )
 def test_slurm_times_read_as_slurm_reads_them(text, minutes):
-    from paper.cluster import slurm_minutes
 
     assert slurm_minutes(text) == minutes
 
 
 @pytest.mark.parametrize("text", ["x", "1:2:3:4", "0", "-5", "1-2:3:4:5"])
 def test_a_bad_slurm_time_is_a_clear_error(text):
-    from paper.cluster import slurm_minutes
 
     with pytest.raises(ValueError, match="--slurm-time"):
         slurm_minutes(text)
@@ -154,8 +153,6 @@ def test_a_bad_slurm_time_is_a_clear_error(text):
 )
 def test_executor_options_are_checked(args, message, tmp_path):
     from typer.testing import CliRunner
-
-    from cli import app
 
     result = CliRunner().invoke(app, ["paper", "--out", str(tmp_path), *args])
     assert result.exit_code != 0 and message in result.output

@@ -5,11 +5,16 @@ import json
 from dataclasses import replace
 
 import pytest
+from paper_fixture import write_fixture
 
+import paper.codeversion
 import paper.results
+from common.rows import row_type
 from paper.experiment import Experiment
+from paper.figures import figure_key
+from paper.fingerprint import fingerprint, same_computation, signature, table_digest
 from paper.pipeline import run_pipeline
-from paper.registry import arm_seed_units, seed_units
+from paper.registry import EXPERIMENTS, arm_seed_units, experiments, seed_units
 from paper.results import GZIP_ABOVE, Results, is_cached, read_csv, write_experiment
 
 
@@ -107,8 +112,6 @@ def test_rounding_of_another_machine_keeps_the_results(tmp_path):
 
 def test_a_stored_exact_digest_compares_exactly_and_becomes_a_signature(tmp_path):
     """Results fingerprinted before signatures existed hold the exact digest: kept only by the same bytes."""
-    from paper.fingerprint import table_digest
-
     _run(tmp_path, _entry(runner_v1))
     path = tmp_path / "out/results/e/manifest.json"
     manifest = json.loads(path.read_text())
@@ -146,8 +149,6 @@ def _changed(tables: dict, change) -> dict:
     ],
 )
 def test_a_signature_sees_changed_numbers_and_forgives_rounding(change, same):
-    from paper.fingerprint import same_computation, signature
-
     tables = _tables()
     assert same_computation(signature(_changed(tables, change)), signature(tables)) is same
 
@@ -232,8 +233,6 @@ def test_large_tables_are_gzip_and_read_back_the_same(tmp_path):
 @pytest.mark.slow
 def test_a_split_study_gives_the_tables_of_the_unsplit_one(tmp_path):
     """The init study run as arm x seed units and merged equals the same study run at once (about a minute)."""
-    from paper.registry import EXPERIMENTS
-
     study = EXPERIMENTS["init_vit"]
     config = {**study.config("smoke"), "units": 1}
     whole = _run(tmp_path / "whole", {"e": replace(study, name="e")}, mode="smoke")
@@ -247,10 +246,6 @@ def test_a_split_study_gives_the_tables_of_the_unsplit_one(tmp_path):
 def test_a_simulator_experiment_fingerprint_ignores_the_source_version(monkeypatch):
     """The simulator's runs live in directories named by the code version, but its tables must not carry that name:
     a source change that computes the same numbers keeps the fingerprint."""
-    import paper.codeversion
-    from paper.fingerprint import fingerprint
-    from paper.registry import experiments
-
     experiment = experiments()["sim_objectives"]
     before = fingerprint(experiment, "code-a")
     monkeypatch.setattr(paper.codeversion, "modules_version", lambda modules: "another-source-version")
@@ -261,9 +256,6 @@ def test_a_fingerprint_does_not_depend_on_the_callers_threads():
     """The pipeline's workers run one torch thread; the process that checks a cache may run several: the fingerprint
     runs on one thread either way (float sums change order with the thread count)."""
     import torch
-
-    from paper.fingerprint import fingerprint
-    from paper.registry import experiments
 
     experiment, threads = experiments()["sim_objectives"], torch.get_num_threads()
     try:
@@ -277,9 +269,6 @@ def test_a_fingerprint_does_not_depend_on_the_callers_threads():
 
 def test_a_signature_reads_table_rows_as_the_dicts_they_replace():
     """Runners return typed rows (common.rows): their floats are moments, never part of the structure."""
-    from common.rows import row_type
-    from paper.fingerprint import same_computation, signature
-
     Metric = row_type("Metric", [("seed", int), ("loss", float), ("name", str)])
     plain = [{"seed": s, "loss": 1.0 / (s + 1), "name": "a"} for s in range(3)]
     rows = [Metric.of(r) for r in plain]
@@ -290,10 +279,6 @@ def test_a_signature_reads_table_rows_as_the_dicts_they_replace():
 
 def test_a_figure_drawn_from_an_experiment_with_landed_units_is_keyed_by_its_tables(tmp_path):
     """Standard units land under <experiment>/units/ beside the quick tables: a figure's key reads the tables only."""
-    from paper_fixture import write_fixture
-
-    from paper.figures import figure_key
-
     root = write_fixture(tmp_path / "results")
     before = figure_key(Results(root), "vision_layers")
     unit = root / "vision_classify" / "units" / "seed0"
@@ -304,10 +289,6 @@ def test_a_figure_drawn_from_an_experiment_with_landed_units_is_keyed_by_its_tab
 
 def test_the_nulls_figure_is_redrawn_when_a_trained_form_it_plots_changes(tmp_path):
     """nulls_vs_d plots the toy's and every vision objective's trained forms: their tables are part of its key."""
-    from paper_fixture import write_fixture
-
-    from paper.figures import figure_key
-
     root = write_fixture(tmp_path / "results")
     before = figure_key(Results(root), "nulls_vs_d")
     summary = root / "vision_mae" / "scores.csv"

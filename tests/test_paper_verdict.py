@@ -11,6 +11,7 @@ from paper_fixture import write_fixture
 
 from common.summary import z_text
 from paper.claims import adjust_section, evaluate, verdict_rows
+from paper.margins import RATIO
 from paper.pipeline import derive
 from paper.predictions import SECTIONS, Prediction
 from paper.results import Results, read_csv, write_experiment
@@ -343,8 +344,6 @@ def test_the_ratio_margin_is_the_band_of_one_random_form():
     """RATIO's fixed region covers about 95% of ``||M x|| / ||x^T M||`` for random 64 x 64 Gaussian products
     (a binomial 99.9% band around 0.95 for the draws made)."""
     import numpy as np
-
-    from paper.margins import RATIO
 
     rng = np.random.default_rng(0)
     draws = 1500

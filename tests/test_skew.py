@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from scipy.stats import ks_2samp
 from typer.testing import CliRunner
 
+from checkpoints.analyze import analyze, with_spectrum_null
 from cli import app
+from common.seeding import gaussian
 from theory.factored import FactoredForms
 from theory.report import EXTRA_COLUMNS, SCORE_COLUMNS, dense_score_rows, score_rows
 from theory.scores import symmetry
@@ -22,7 +24,9 @@ from theory.skew import (
     skew_rank,
     skew_share,
     spectrum_rank_draws,
+    spectrum_rank_null,
 )
+from theory.spectrum_null import form_spectrum, haar_frames
 
 
 def _numpy_skew(m: np.ndarray) -> tuple[float, float]:
@@ -106,7 +110,6 @@ def test_the_rank_is_scale_and_orthogonal_basis_invariant():
 
 def test_iid_draws_are_the_skew_ranks_of_gaussian_products():
     """Below full rank, the draws are the ranks of the Gaussian factors drawn in the same order."""
-    from common.seeding import gaussian
 
     drawn = iid_rank_draws(12, 3, 6, torch.Generator().manual_seed(7))
     gen = torch.Generator().manual_seed(7)
@@ -129,7 +132,6 @@ def test_full_rank_draws_have_the_law_of_a_gaussian_product(rank):
 
 
 def test_spectrum_draws_are_the_skew_ranks_of_their_forms():
-    from theory.spectrum_null import haar_frames
 
     sigma = np.array([3.0, 1.0, 0.5])
     drawn = spectrum_rank_draws(sigma, 9, 5, torch.Generator().manual_seed(11))
@@ -183,7 +185,6 @@ def test_scores_extra_writes_the_columns(tmp_path):
 def test_analyze_extra_leaves_cross_attention_blank_and_summarises_the_extras(tmp_path):
     """Cross-attention pairs two spaces: no symmetry, so no skew part either; self-attention rows carry both."""
     transformers = pytest.importorskip("transformers")
-    from checkpoints.analyze import analyze
 
     config = transformers.T5Config(vocab_size=50, d_model=16, d_kv=4, d_ff=24, num_layers=1, num_heads=2)
     transformers.T5ForConditionalGeneration(config).save_pretrained(tmp_path)
@@ -197,9 +198,6 @@ def test_analyze_extra_leaves_cross_attention_blank_and_summarises_the_extras(tm
 
 def test_the_spectrum_null_gives_the_extras_their_own_z():
     """``--null spectrum``: the rank's z against draws of the form's own spectrum, the share's z = -z_s under it."""
-    from checkpoints.analyze import with_spectrum_null
-    from theory.skew import spectrum_rank_null
-    from theory.spectrum_null import form_spectrum
 
     gen = torch.Generator().manual_seed(15)
     forms = FactoredForms(torch.randn(1, 2, 10, 3, generator=gen), torch.randn(1, 2, 10, 3, generator=gen))

@@ -11,8 +11,10 @@ import pytest
 import torch
 from checkpoint_builders import NULL_SAMPLES, SMALL, VISION, TimmStack, assert_rows_match
 
+import tracking
 from checkpoints.analyze import ANALYZE_COLUMNS, analyze
 from tracking import TRACK_COLUMNS, Tracker, track
+from tracking.tracker import unwrap
 
 transformers = pytest.importorskip("transformers")
 SCORES = [c for c in ANALYZE_COLUMNS if c not in ("model", "layer", "head", "family", "stack")]
@@ -60,8 +62,6 @@ class Tokens(torch.utils.data.Dataset):
 
 def test_trainer_callback_rows_equal_analyze_of_the_saved_checkpoint(tmp_path, monkeypatch):
     pytest.importorskip("accelerate")
-    from tracking import WqkCallback
-
     monkeypatch.setenv("WQK_CACHE_DIR", str(tmp_path / "cache"))
     tensorboard = ["tensorboard"] if importlib.util.find_spec("tensorboard") else []  # optional: scalars too
     model = transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=50, **SMALL))
@@ -76,7 +76,9 @@ def test_trainer_callback_rows_equal_analyze_of_the_saved_checkpoint(tmp_path, m
         disable_tqdm=True,
         logging_steps=100,
     )
-    callback = WqkCallback(every=2, null_samples=NULL_SAMPLES, name="final")
+    callback = tracking.WqkCallback(  # tracking imports it, and transformers, on first use
+        every=2, null_samples=NULL_SAMPLES, name="final"
+    )
     trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[callback])
     trainer.train()
     trainer.save_model(str(tmp_path / "final"))
@@ -133,8 +135,6 @@ def test_wrapped_and_compiled_modules_are_unwrapped(tmp_path):
     """torch.compile's OptimizedModule, DataParallel and DistributedDataParallel, alone and nested, unwrap to the model
     (the eager backend wraps as inductor does, without compiling)."""
     import torch.distributed as dist
-
-    from tracking.tracker import unwrap
 
     model = TimmStack()
     compiled = torch.compile(model, backend="eager")

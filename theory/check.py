@@ -46,6 +46,7 @@ from theory.nulls import NullDistribution, sample_null
 from theory.objectives import Autoregressive, Bidirectional, Denoising, MaskedAutoencoding
 from theory.processes import bos_gaussian, gaussian_sequences, reverse_covariance
 from theory.scores import dense_scores, directionality, factored_scores, symmetry
+from theory.symbolic import causal_context_count
 
 COLUMNS = ["claim", "kind", "check", "prediction", "measured", "tolerance", "passed"]
 
@@ -441,8 +442,6 @@ def claim_expectation(seed: int) -> list[ClaimResult]:
 
 
 def claim_roles(seed: int) -> list[ClaimResult]:
-    from theory.symbolic import causal_context_count
-
     worst = 0
     for n in range(1, 65):
         counts = Autoregressive().pattern(n).context_counts()

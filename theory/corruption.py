@@ -22,11 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-
-from theory.objectives.base import ContextChoice, Objective, RolePattern, TargetKind
+from common.lazy import LazyModule
 from theory.processes import Sequences, SequenceSampler
+from theory.roles import ContextChoice, Objective, RolePattern, TargetKind
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = LazyModule("torch")
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ class Corruption:
         return torch.as_tensor(v, dtype=torch.float64)
 
 
-BatchSampler = Callable[[int, torch.Generator], AttentionBatch]
+BatchSampler = Callable[[int, "torch.Generator"], AttentionBatch]
 
 
 def clean_targets(seqs: Sequences, target: TargetKind) -> torch.Tensor:

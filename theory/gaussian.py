@@ -19,7 +19,7 @@ CLS query, or a non-commuting (non-normal) process leave an asymmetric first upd
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
@@ -27,48 +27,16 @@ from theory.corruption import Corruption
 from theory.expected_update import ExpectedUpdate
 from theory.gradients import split_self_cross
 from theory.heads import LinearReadout
-from theory.objectives.base import ContextChoice, Objective, RolePattern
 from theory.processes import check_covariance, check_mean
+from theory.roles import ContextChoice, Objective, RolePattern
+from theory.scenarios import Scenarios
 
 DEFAULT_MAX_SCENARIOS = 4096
-CHUNK = 128  # scenarios evaluated together by the exact formula
-
-
-@dataclass(frozen=True)
-class Scenarios:
-    """``S`` conditionally Gaussian configurations over ``n`` attention positions (module docstring).
-
-    ``cov_xx[s, p, q] = Cov(x~_p, x~_q)``, ``cov_xt[s, p, q] = Cov(x~_p, t_q)`` (raw targets), means,
-    loss weights ``E[1(i in P) | configuration]`` and the context mask.
-    """
-
-    weight: torch.Tensor  # (S,)
-    mean_x: torch.Tensor  # (S, n, d)
-    cov_xx: torch.Tensor  # (S, n, n, d, d)
-    cov_xt: torch.Tensor  # (S, n, n, d, d_t)
-    mean_t: torch.Tensor  # (S, n, d_t)
-    loss: torch.Tensor  # (S, n)
-    context: torch.Tensor  # (S, n, n) bool
 
 
 def _blocks(cov: torch.Tensor) -> torch.Tensor:
     """``[N, d, N, d]`` -> ``[N, N, d, d]`` with ``[p, q] = Cov(x_p, x_q)``."""
     return cov.permute(0, 2, 1, 3)
-
-
-def single_scenario(
-    sig: torch.Tensor, cov_xt: torch.Tensor, pattern: RolePattern, mean_x: torch.Tensor, mean_t: torch.Tensor
-) -> Scenarios:
-    """One configuration of weight 1: a deterministic pattern."""
-    return Scenarios(
-        torch.ones(1, dtype=sig.dtype),
-        mean_x[None],
-        sig[None],
-        cov_xt[None],
-        mean_t[None],
-        pattern.loss.to(sig.dtype)[None],
-        pattern.context[None],
-    )
 
 
 def _pair_expectations(sc: Scenarios, head: LinearReadout, d_h: int) -> torch.Tensor:

@@ -32,6 +32,13 @@ import torch
 from common.gemm import matmul_nt
 from common.io import write_json
 from common.seeding import gaussian
+from theory import null_moments, scores
+from theory.null_moments import (
+    P_FLOOR,
+    closed_form_accurate,
+    normal_two_sided_p,
+    symmetry_null_moments,
+)
 from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
 
 DEFAULT_SAMPLES = 256
@@ -76,8 +83,6 @@ class NullDistribution:
         furthest tail checked against Monte Carlo), else the empirical ``(1 + #{|X - mean| >= |value - mean|}) /
         (n + 1)`` (floored at ``1 / (n + 1)``)."""
         if score in self.closed_form:
-            from theory.null_moments import P_FLOOR, normal_two_sided_p
-
             return normal_two_sided_p(self.z(score, value), P_FLOOR)
         return empirical_p_value(self.samples(score), value)
 
@@ -105,8 +110,6 @@ def empirical_p_value(samples: np.ndarray, value: np.ndarray | float) -> np.ndar
 
 def closed_forms(d: int, rank: int) -> dict[str, tuple[float, float]]:
     """The scores whose null is taken in closed form at ``(d, rank)``, with its ``(mean, sd)``."""
-    from theory.null_moments import closed_form_accurate, symmetry_null_moments  # sympy: imported on first use
-
     return {"symmetry": symmetry_null_moments(d, rank)} if closed_form_accurate(d, rank) else {}
 
 
@@ -114,12 +117,9 @@ def closed_forms(d: int, rank: int) -> dict[str, tuple[float, float]]:
 def code_version() -> str:
     """A hash of the source of the scores, the closed form and the null sampler: part of every cache key."""
     import hashlib
-    from importlib.util import find_spec
-
-    from theory import scores
 
     digest = hashlib.sha256()
-    for module_file in (scores.__file__, find_spec("theory.null_moments").origin, __file__):
+    for module_file in (scores.__file__, null_moments.__file__, __file__):
         digest.update(Path(module_file).read_bytes())
     return digest.hexdigest()[:12]
 

@@ -11,9 +11,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+from common.lazy import LazyModule
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = LazyModule("torch")
 
 
 @dataclass(frozen=True)
@@ -25,7 +32,7 @@ class Sequences:
     label: torch.Tensor | None = None
 
 
-SequenceSampler = Callable[[int, torch.Generator], Sequences]
+SequenceSampler = Callable[[int, "torch.Generator"], Sequences]
 
 
 def check_covariance(cov: torch.Tensor) -> torch.Tensor:

@@ -33,19 +33,15 @@ import torch
 
 from common.io import cache_dir, write_json
 from common.seeding import gaussian
+from theory.nulls import empirical_p_value, lower_times, wishart_factor
+from theory.spectrum_null import DEFAULT_K, haar_frames, numerical_spectrum, participation_ratio, spectrum_key
+from theory.spectrum_null import code_version as spectrum_version
 
 #: The extra scores, each reported with its null z and p (``skew_share_z``, ...).
 EXTRA_NAMES = ("skew_share", "skew_rank")
 #: A skew part below this share of ``||M||^2`` is rounding (float64 products of ``P, Q`` leave ~1e-32): no rank.
 ZERO_SHARE = 1e-24
 _CHUNK_BYTES = 1 << 27  # float64 memory of the random factors per null chunk
-
-
-def participation_ratio(p2: torch.Tensor, p4: torch.Tensor) -> torch.Tensor:
-    """The effective rank ``(sum sigma^2)^2 / sum sigma^4`` of a matrix ``X`` from its power sums ``p2 = sum
-    sigma^2 = ||X||_F^2`` and ``p4 = sum sigma^4 = ||X^T X||_F^2``: the participation ratio of the energies
-    ``sigma^2``, between 1 (one direction) and the rank (a flat spectrum)."""
-    return p2 * p2 / p4
 
 
 def skew_share(symmetry: np.ndarray | torch.Tensor | float):
@@ -92,7 +88,6 @@ def iid_rank_draws(d: int, rank: int, n: int, gen: torch.Generator) -> np.ndarra
     """``n`` draws of the skew rank of ``A B^T``, ``A, B`` i.i.d. ``N(0, 1)`` of shape ``[d, rank]``: factored for
     ``rank < d``, else from ``L H`` (float32 products), which has the law of ``A B^T`` (:func:`theory.nulls.
     random_scores`)."""
-    from theory.nulls import lower_times, wishart_factor
 
     per_draw = 8 * 2 * d * rank if rank < d else 4 * 3 * d * d
     chunk = max(1, min(n, _CHUNK_BYTES // per_draw))
@@ -110,7 +105,6 @@ def iid_rank_draws(d: int, rank: int, n: int, gen: torch.Generator) -> np.ndarra
 def spectrum_rank_draws(sigma: np.ndarray, d: int, n: int, gen: torch.Generator) -> np.ndarray:
     """``n`` draws of the skew rank of ``U diag(sigma) V^T`` with ``U, V`` Haar-random ``d x r`` frames (the
     spectrum-matched null's forms, :mod:`theory.spectrum_null`), from the factors ``U S`` and ``V``."""
-    from theory.spectrum_null import haar_frames
 
     s = torch.from_numpy(np.ascontiguousarray(sigma, dtype=np.float64))
     chunk = max(1, min(n, _CHUNK_BYTES // (8 * 2 * d * len(s))))
@@ -125,7 +119,6 @@ def spectrum_rank_draws(sigma: np.ndarray, d: int, n: int, gen: torch.Generator)
 @functools.cache
 def code_version() -> str:
     """This module's source and the nulls' code versions (their samplers draw the forms): part of every cache key."""
-    from theory.spectrum_null import code_version as spectrum_version
 
     return hashlib.sha256((spectrum_version() + Path(__file__).read_text()).encode()).hexdigest()[:12]
 
@@ -156,7 +149,6 @@ def iid_rank_null(d: int, rank: int, n_samples: int, seed: int = 0) -> np.ndarra
 
 def spectrum_rank_null(sigma: np.ndarray, d: int, n_samples: int, seed: int = 0) -> np.ndarray:
     """The cached spectrum-matched null draws of the skew rank for a ``d x d`` form with singular values ``sigma``."""
-    from theory.spectrum_null import DEFAULT_K, numerical_spectrum, spectrum_key
 
     sigma = numerical_spectrum(sigma, d)
     draw = lambda: spectrum_rank_draws(sigma, d, n_samples, torch.Generator().manual_seed(seed))
@@ -167,7 +159,6 @@ def z_and_p(scores_null, rank_draws: np.ndarray, symmetry: np.ndarray, rank: np.
     """The extra scores' z and p: the share's from ``s``'s null ``scores_null`` (a :class:`theory.nulls.
     NullDistribution`, i.i.d. or spectrum-matched: ``z_share = -z_s``, the same p), the rank's against its draws
     (mean and sd, ddof 1; the empirical two-sided p); NaN where the rank is."""
-    from theory.nulls import empirical_p_value
 
     rank = np.asarray(rank, dtype=np.float64)
     return {

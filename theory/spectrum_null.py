@@ -30,17 +30,24 @@ import torch
 
 from common.io import cache_dir, write_json
 from common.seeding import gaussian
-from theory.null_moments import MIN_EFFECTIVE_RANK
+from theory.null_moments import MIN_EFFECTIVE_RANK, rho, symmetry_moments
+from theory.null_moments import d as d_symbol
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution
 from theory.nulls import code_version as iid_code_version
 from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, scores_from_norms
-from theory.skew import participation_ratio
 
 _CHUNK_BYTES = 1 << 27  # float64 memory of the random frames per sampling chunk
 #: Singular values below this fraction of the largest (times ``d``) are rounding, not rank.
 _RANK_RTOL = 1e-12
 
 Side = str  # "key" (||M x||) or "query" (||x^T M||)
+
+
+def participation_ratio(p2: torch.Tensor, p4: torch.Tensor) -> torch.Tensor:
+    """The effective rank ``(sum sigma^2)^2 / sum sigma^4`` of a matrix ``X`` from its power sums ``p2 = sum
+    sigma^2 = ||X||_F^2`` and ``p4 = sum sigma^4 = ||X^T X||_F^2``: the participation ratio of the energies
+    ``sigma^2``, between 1 (one direction) and the rank (a flat spectrum)."""
+    return p2 * p2 / p4
 
 
 def form_spectrum(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -67,7 +74,7 @@ def numerical_spectrum(sigma: np.ndarray, d: int) -> np.ndarray:
 
 
 def effective_rank(sigma: np.ndarray) -> float:
-    """``1 / rho = (sum sigma^2)^2 / sum sigma^4`` (:func:`theory.skew.participation_ratio`): how many singular
+    """``1 / rho = (sum sigma^2)^2 / sum sigma^4`` (:func:`participation_ratio`): how many singular
     directions carry ``||M||^2``."""
     energy = torch.from_numpy(np.square(np.asarray(sigma, dtype=np.float64)))
     return float(participation_ratio(energy.sum(), energy.square().sum()))
@@ -76,9 +83,6 @@ def effective_rank(sigma: np.ndarray) -> float:
 @functools.cache
 def _second_moment():
     import sympy as sp
-
-    from theory.null_moments import d as d_symbol
-    from theory.null_moments import rho, symmetry_moments
 
     return sp.lambdify((d_symbol, rho), symmetry_moments().second_s, "math")
 

@@ -16,10 +16,15 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from functools import reduce
+from typing import TYPE_CHECKING
 
-import sympy as sp
+from common.lazy import LazyModule
+from theory.roles import Objective
 
-from theory.objectives import Objective
+if TYPE_CHECKING:
+    import sympy as sp
+else:
+    sp = LazyModule("sympy")  # the objectives name SymbolicPattern; sympy loads when a derivation runs
 
 MAX_SIZE = 4  # the rational cancellation takes ~10 s at N = 3, d = 2 and minutes at N = 4, d = 3
 

@@ -43,7 +43,10 @@ import torch.nn.functional as F
 
 from common.io import atomic_write_bytes, cache_dir, provenance, write_json
 from common.seeding import generator
+from common.summary import mean_ci, plus_minus
+from vision.data import load_data
 from vision.models.feature_cnn import FeatureNet, FeatureNetConfig
+from vision.optimization import BatchOrder, lr_at, update
 
 FEATURE_NET_FORMAT = "wqk-feature-net/1"
 PACKAGED = Path(__file__).resolve().parent / "feature_nets"
@@ -142,9 +145,6 @@ def _evaluate_classifier(net: FeatureNet, images: torch.Tensor, labels: torch.Te
 
 def train_feature_net(recipe: FeatureNetRecipe, data=None, progress: bool = False) -> tuple[FeatureNet, dict]:
     """Train a feature net on the training split of ``recipe.data``; return it and its record (held-out accuracy)."""
-    from vision.data import load_data
-    from vision.optimization import BatchOrder, lr_at, update
-
     data = data if data is not None else load_data(recipe.data, recipe.test_fraction, recipe.split_seed)
     config = FeatureNetConfig(data.image_size, data.channels, data.n_classes, recipe.widths, recipe.feature_dim)
     net = FeatureNet(config, generator(recipe.seed, _STREAM_NET))
@@ -236,8 +236,6 @@ def build_feature_net(
     """Train and save a feature net with its sanity figures (:func:`sanity_rows` on the held-out split, seeds
     ``0 .. sanity_seeds - 1``) in its record; or reuse the one at ``out`` (default ``user_dir()/<data>``) if the
     same recipe trained it. Returns the JSON config's path and the record."""
-    from vision.data import load_data
-
     if sanity_seeds < 2:
         raise ValueError(f"sanity_seeds must be >= 2 (a mean with an interval), got {sanity_seeds}")
     stem = Path(out).with_suffix("") if out is not None else user_dir() / Path(recipe.data).stem
@@ -410,8 +408,6 @@ def sanity_rows(
 
 def sanity_summary(rows: list[dict]) -> list[dict]:
     """Per comparison: each metric's mean ± 95% t-interval over seeds."""
-    from common.summary import mean_ci, plus_minus
-
     out = []
     for comparison in dict.fromkeys(r["comparison"] for r in rows):
         picked = [r for r in rows if r["comparison"] == comparison]

@@ -16,10 +16,12 @@ from pathlib import Path
 
 import torch
 
+from common.io import append_csv, atomic_write_text, write_csv
 from common.rows import Row, extended, row_type
 from theory.factored import FactoredForms
 from theory.report import ScoreRow, score_rows
 from vision.tasks import VisionTask, scored_forms
+from vision.tokens import special_token_columns
 
 #: The columns every run's ``metrics.csv`` starts with: which run and form, its scores, the training loss.
 RunRow = row_type(
@@ -85,8 +87,6 @@ def score_table(
     with ``token_inputs`` (attention inputs of a probe batch) the ``<token>_key_norm`` / ``_query_norm``
     columns of the task's ``special_tokens`` for forms ``W_qk`` and ``update`` (:mod:`vision.tokens`).
     """
-    from vision.tokens import special_token_columns
-
     forms_now = scored_forms(task)
     if initial is not None and step > 0:
         forms_now["update"] = forms_now["W_qk"] - initial  # M_t - M_0, factored with rank 2 d_h per head
@@ -155,19 +155,13 @@ class MetricsLog:
 
     def start(self) -> None:
         """A fresh file holding the header only (replacing what an earlier, never checkpointed start left)."""
-        from common.io import write_csv
-
         write_csv(self.path, [], self.columns)
 
     def append(self, rows: Iterable[Mapping]) -> None:
-        from common.io import append_csv
-
         append_csv(self.path, rows, self.columns)
 
     def resume(self, step: int) -> list[dict]:
         """Cut the file back to the rows of steps ``<= step`` and return them (cells as strings)."""
-        from common.io import atomic_write_text
-
         if not self.path.exists():
             self.start()
             return []

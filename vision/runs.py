@@ -12,10 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
+from common.io import write_csv
 from common.summary import combined_z, mean_ci, mean_sd, plus_minus
 from theory.scores import SCORE_NAMES
+from vision.data import load_data
+from vision.figures import plot_layer_scores, plot_metric_curves
 from vision.record import is_metric
-from vision.train import RunResult, TrainConfig, train
+from vision.run_checkpoint import latest_checkpoint, load_weights
+from vision.train import RunResult, TrainConfig, make_task, train
 
 
 def experiment_dir(root: str | Path, cfg: TrainConfig) -> Path:
@@ -31,8 +35,6 @@ def train_grid(
     base: TrainConfig, inits: list[str], seeds: list[int], root: str | Path, data=None, resume: bool = True
 ) -> dict[tuple[str, int], RunResult]:
     """Train every ``(init, seed)``; the data are loaded once and shared."""
-    from vision.data import load_data
-
     data = data if data is not None else load_data(base.data, base.test_fraction, base.split_seed)
     results = {}
     for init in inits:
@@ -46,9 +48,6 @@ def train_grid(
 def finished_task(cfg: TrainConfig, data):
     """The task of a finished run (``cfg``: the run's config, ``cfg.out_dir`` its directory) holding the weights of
     its last checkpoint (the EMA weights when the task keeps them), in eval mode, on the CPU."""
-    from vision.run_checkpoint import latest_checkpoint, load_weights
-    from vision.train import make_task
-
     sidecar = latest_checkpoint(Path(cfg.out_dir) / "ckpt")
     if sidecar is None:
         raise ValueError(f"no checkpoint of a finished run in {cfg.out_dir}")
@@ -149,9 +148,6 @@ def run_experiment(
     every process trains, and only the main one (``RANK`` 0, which wrote the metrics) summarises.
     """
     import os
-
-    from common.io import write_csv
-    from vision.figures import plot_layer_scores, plot_metric_curves
 
     results = train_grid(base, inits, seeds, root, data, resume)
     out = experiment_dir(root, base)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import torch
 
 from common.seeding import generator
+from vision.runs import finished_task
 from vision.train_config import FIDELITY_STREAM
 
 
@@ -29,8 +30,6 @@ def draw_generator(split_seed: int, draw: int) -> torch.Generator:
 def sample_draws(cfg, data, draws: int, ids: Mapping, progress=None) -> list[dict]:
     """One row per draw (``ids``, ``draw``, ``step``, every sample metric) of the finished run of ``cfg`` (its config,
     ``cfg.out_dir`` its directory), scored from its last checkpoint's weights (EMA); ``progress(draw)`` after each."""
-    from vision.runs import finished_task
-
     if not isinstance(draws, int) or isinstance(draws, bool) or draws < 2:
         raise ValueError(f"a spread needs draws >= 2, got {draws!r}")
     task = finished_task(cfg, data)

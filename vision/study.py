@@ -48,10 +48,16 @@ from pathlib import Path
 import numpy as np
 
 from common.intervals import t_interval
+from common.io import provenance, write_csv, write_json
 from common.targets import baseline_target, paper_rule_differences, rule_rows, steps_to_target, value_at
+from vision.data import load_data
+from vision.figures import _curves
+from vision.init import SCHEMES, init_scales, is_scheme
+from vision.recipes import RECIPES
 from vision.record import is_number, logged_rows
-from vision.runs import read_metrics, train_grid
+from vision.runs import metric_names, read_metrics, train_grid
 from vision.study_plots import METRIC_LABELS as METRIC_LABELS  # the study's public names stay importable here
+from vision.study_plots import plot_study_task
 from vision.study_statistics import (
     BUDGETS,
     budget_key,
@@ -61,7 +67,7 @@ from vision.study_statistics import (
     interval_columns,
     paired_difference,
 )
-from vision.train import TrainConfig
+from vision.train import TrainConfig, make_task
 
 
 @dataclass(frozen=True)
@@ -128,8 +134,6 @@ STUDY_TASKS: dict[str, StudyTask] = {
 def recipe_task(name: str, recipe: str, metric: str, higher_is_better: bool, every: int, **task_options) -> StudyTask:
     """A study task that trains a :mod:`vision.recipes` recipe as it is, logging and scoring its sample metrics
     every ``every`` steps; ``task_options`` replace the recipe's (e.g. fewer samples per evaluation)."""
-    from vision.recipes import RECIPES
-
     cfg = RECIPES[recipe]
     own = ("model", "objective", "data", "steps", "log_every", "fidelity_every", "task_options", "threads")
     own += ("progress", "init", "seed", "out_dir", "null_samples", "device")
@@ -228,8 +232,6 @@ class StudyConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        from vision.init import SCHEMES, is_scheme
-
         object.__setattr__(self, "tasks", tuple(self.tasks))
         object.__setattr__(self, "schemes", tuple(self.schemes))
         unknown = [s for s in self.schemes if not is_scheme(s)]
@@ -364,9 +366,6 @@ def task_config(task: StudyTask, cfg: StudyConfig) -> TrainConfig:
 
 def init_scale_ratios(base: TrainConfig, schemes, data) -> dict[str, dict[str, float]]:
     """Per scheme: the std of its q, k, v thirds and output projection over the baseline's (seed 0's init)."""
-    from vision.init import init_scales
-    from vision.train import make_task
-
     scales = {s: init_scales(make_task(replace(base, init=s, seed=0), data).model) for s in schemes}
     ref = scales[base.init]
     return {s: {f"{k}_ratio": v / ref[k] for k, v in sc.items()} for s, sc in scales.items()}
@@ -375,11 +374,6 @@ def init_scale_ratios(base: TrainConfig, schemes, data) -> dict[str, dict[str, f
 def run_study(cfg: StudyConfig) -> dict:
     """Train every task x scheme x seed (reusing finished runs), analyse, write the tables and figures; return
     the report (what ``study.json`` holds)."""
-    from common.io import provenance, write_csv, write_json
-    from vision.data import load_data
-    from vision.figures import _curves
-    from vision.study_plots import plot_study_task
-
     out = Path(cfg.out)
     report = {"config": asdict(cfg), **provenance(), "tasks": [], "files": []}
     run_rows, arm_rows, curve_rows = [], [], []
@@ -415,8 +409,6 @@ def run_study(cfg: StudyConfig) -> dict:
 
 def _curve_rows(task: StudyTask, runs: dict[tuple[str, int], list[dict]]) -> list[dict]:
     """Tidy learning curves: one row per (arm, seed, logged step) with every test and sample metric."""
-    from vision.runs import metric_names
-
     rows = []
     for (scheme, seed), metrics in runs.items():
         names = metric_names(metrics)

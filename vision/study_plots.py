@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from common.figures import PALETTE, pyplot, save_figure
+from vision.figures import _band
 from vision.record import logged_rows
 from vision.study_statistics import BUDGETS, budget_key
 
@@ -24,9 +26,6 @@ METRIC_LABELS = {
 
 def plot_study_task(task: StudyTask, runs, analysis: dict, path: Path) -> Path:
     """Learning curves per arm (seed mean, min-max band, the target dashed) and the paired budget differences."""
-    from common.figures import PALETTE, pyplot, save_figure
-    from vision.figures import _band
-
     plt = pyplot()
     schemes = [a["scheme"] for a in analysis["arms"]]
     # the baseline in black, each arm in an Okabe-Ito colour (the same in both panels; not the pale yellow)

@@ -34,8 +34,10 @@ from torch import nn
 
 from common.io import provenance, write_json
 from common.seeding import generator, stream_seed
+from vision.data import load_data
 from vision.distributed import resolve_device, setup_distributed, shutdown_distributed
 from vision.ema import EMA
+from vision.init import apply_init
 from vision.optimization import BatchOrder, lr_at, parameter_groups, update
 from vision.record import MetricsLog, is_metric, run_columns, score_table
 from vision.run_checkpoint import (
@@ -48,6 +50,7 @@ from vision.run_checkpoint import (
     unflatten_optimizer,
 )
 from vision.tasks import VisionTask, build_task, scored_forms
+from vision.tokens import attention_inputs
 from vision.train_config import (
     ARTIFACTS_STREAM,
     EVAL_STREAM,
@@ -76,8 +79,6 @@ __all__ = [
 # ---- model and task ----------------------------------------------------------------------------------
 def make_task(cfg: TrainConfig, data) -> VisionTask:
     """Build the task with the seed's own init (deterministic even for modules that draw globally), then the scheme."""
-    from vision.init import apply_init
-
     options = dict(cfg.task_options)
     with torch.random.fork_rng(devices=[]):  # the CPU RNG only: modules are built on the CPU
         torch.random.default_generator.manual_seed(stream_seed(cfg.seed, MODEL_STREAM))  # restored on exit
@@ -146,8 +147,6 @@ class Trainer:
     PROBE = 64  # test images whose attention inputs give the special-token norms
 
     def __init__(self, cfg: TrainConfig, data=None) -> None:
-        from vision.data import load_data
-
         self.cfg = cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -338,8 +337,6 @@ class Trainer:
         """Attention inputs on a fixed probe batch (the first test images), for tasks with special tokens."""
         if not getattr(self.task, "special_tokens", None):
             return None
-        from vision.tokens import attention_inputs
-
         x, y = self.test_x[: self.PROBE], self.test_y[: self.PROBE]
         evaluate_probe = lambda: evaluate(self.task, x, y, self.cfg, self.autocast)
         return attention_inputs(self.model, evaluate_probe)

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from common.figures import NULL_COLOR, PALETTE
+from common.summary import mean_ci
 from paper.results import Results, select
 from theory.objectives import color_of
 
@@ -93,8 +94,6 @@ def plain_log(ax) -> None:
 def seed_band(ax, rows: list[dict], column: str, color, **line) -> None:
     """``column`` over training steps: the mean over the rows (seeds) of each step with its 95% band; rows where
     ``column`` is empty (a sample metric between its evaluations) are skipped."""
-    from common.summary import mean_ci
-
     by_step: dict[int, list[float]] = {}
     for r in rows:
         if r.get(column) is not None:

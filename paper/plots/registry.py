@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common.figures import save_figure
+from common.io import write_json
+from paper.codeversion import code_version
 from paper.plots.language import language_control
 from paper.plots.nulls import checkpoints, nulls_vs_d
 from paper.plots.panels import TASK_OBJECTIVE, FigureDataError
@@ -53,8 +55,6 @@ def figure_key(results: Results, name: str) -> str:
     """What a figure is drawn from: its code version and the bytes of every file of the experiments it reads."""
     import hashlib
 
-    from paper.codeversion import code_version
-
     function, needs = FIGURES[name]
     digest = hashlib.sha256(code_version(function).digest.encode())
     for experiment in needs:
@@ -68,8 +68,6 @@ def render_figures(results: Results, directory: str | Path, names: list[str] | N
     """Save every figure whose experiments have results as PNG and PDF, skipping one whose inputs and code are
     those it was last drawn from (``results/figures.json``); returns (paths drawn or kept, {name: why skipped})."""
     import json
-
-    from common.io import write_json
 
     directory = Path(directory)
     index_path = results.root / INDEX

@@ -21,6 +21,7 @@ from paper.plots.panels import (
 )
 from paper.results import Results, select
 from theory.objectives import color_of
+from vision.sample_table import images_of
 
 
 def _form_look(form: str, objective: str) -> tuple[str, str]:
@@ -176,8 +177,6 @@ def init_samples(results: Results):
     """The final samples of every arm of each DiT init study that kept them (one row per arm, one column per class;
     one seed, the same sampling noise in every arm), drawn from the study's ``samples`` table."""
     import numpy as np
-
-    from vision.sample_table import images_of
 
     plt = pyplot()
     studies = [e for e in results.experiments if e.startswith("init_") and results.has(e, "samples")]

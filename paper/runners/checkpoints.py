@@ -37,6 +37,11 @@ PACKAGED = (
 PACKAGED_ROOT = "runs/packaged-models"
 
 
+def is_packaged(path: str | Path) -> bool:
+    """Whether ``path`` is a packaged model extracted under :data:`PACKAGED_ROOT` (scored, not named on a command)."""
+    return Path(path).parent == Path(PACKAGED_ROOT)
+
+
 def fingerprint(path: str | Path) -> dict:
     """What identifies a checkpoint for the cache without reading it: its path, total size and newest mtime."""
     path = Path(path)

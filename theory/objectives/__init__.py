@@ -13,11 +13,11 @@ import importlib
 
 from common.figures import palette_color
 from theory.objectives.autoregressive import Autoregressive
-from theory.objectives.base import ContextChoice, Objective, RolePattern
 from theory.objectives.bidirectional import Bidirectional
 from theory.objectives.classification import Classification
 from theory.objectives.denoising import Denoising, NoiseSchedule
 from theory.objectives.masked_autoencoding import MaskedAutoencoding
+from theory.roles import ContextChoice, Objective, RolePattern
 
 #: The objective modules of this package, in the order tables and figures list them; each defines one class.
 MODULES = ("bidirectional", "autoregressive", "denoising", "classification", "masked_autoencoding", "prefix_lm")

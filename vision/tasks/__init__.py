@@ -40,6 +40,9 @@ import torch
 from torch import nn
 
 from theory.factored import FactoredForms
+from theory.objectives import NoiseSchedule, objective_class
+from vision.models.attention import attention_forms
+from vision.models.vit import vit_config
 
 if TYPE_CHECKING:
     from theory.objectives import Objective
@@ -101,8 +104,6 @@ def scored_forms(task: VisionTask) -> dict[str, FactoredForms]:
     A task whose network has attention stacks of different widths (MAE's narrow decoder) defines
     ``forms()`` itself, still labelling the main stack ``"W_qk"``.
     """
-    from vision.models.attention import attention_forms
-
     own = getattr(task, "forms", None)
     base = own() if callable(own) else {"W_qk": attention_forms(task.model)}
     extra = task.extra_forms()
@@ -142,8 +143,6 @@ def make_objective(name: str, params: dict) -> Objective:
     """
     import dataclasses
 
-    from theory.objectives import NoiseSchedule, objective_class
-
     cls = objective_class(name)
     known = sorted(f.name for f in dataclasses.fields(cls))
     unknown = sorted(set(params) - set(known))
@@ -182,6 +181,4 @@ def vit_task_config(preset: str, objective, expected: type, data, patch: int | N
     """The config of a ViT-family task on ``data``, after checking that it trains the objective it can."""
     if not isinstance(objective, expected):
         raise ValueError(f"this ViT task trains objective {expected.name!r}, not {objective.name!r}")
-    from vision.models.vit import vit_config
-
     return vit_config(preset, data.image_size, data.channels, data.n_classes, patch, **overrides)

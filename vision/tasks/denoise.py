@@ -12,8 +12,9 @@ from theory.factored import FactoredForms
 from theory.objectives import Denoising
 from vision.adaln import modulated_forms
 from vision.diffusion import Sampler, _randn, diffusion_loss, sample, save_image_grid
-from vision.fidelity import FIDELITY_COLUMNS, FidelityReference
+from vision.fidelity import FIDELITY_COLUMNS, FidelityReference, reference_for
 from vision.models.dit import DiT, dit_config, preset_key
+from vision.models.vit import default_patch
 from vision.tasks import TaskBase
 
 
@@ -148,8 +149,6 @@ def build_task(
     against the data's test split in the features of ``fidelity_net`` (a name or path for
     :func:`vision.fidelity.load_feature_net`; default: the data's name, e.g. ``mnist5k``).
     """
-    from vision.models.vit import default_patch
-
     if objective.name != Denoising.name:
         raise ValueError(f"the DiT trains objective 'denoising', not {objective.name!r}")
     if not isinstance(conditional, bool):
@@ -180,8 +179,6 @@ def build_task(
         raise ValueError(f"fidelity_samples must be an integer >= 0 (0 = off), got {fidelity_samples!r}")
     fidelity = None
     if fidelity_samples:
-        from vision.fidelity import reference_for
-
         if fidelity_samples < 10:
             raise ValueError(f"fidelity_samples must be 0 (off) or >= 10 for a covariance, got {fidelity_samples}")
         fidelity = reference_for(fidelity_net or data.name, data.test_images)

@@ -10,11 +10,11 @@ import typer
 from wqk.cli.errors import fail
 from wqk.cli.options import OUTPUT_FILE, Format, Per, choice, split
 from wqk.cli.output import Output
+from wqk.cli.plans import SCORES_TITLE, describe_plan, print_plan
 
 #: ``analyze`` options handed to :func:`checkpoints.analyze.analyze` under their own names, and only when they differ
 #: from their default (so the command runs on a library that does not know them yet): add one here and declare it.
 LIBRARY_KEYWORDS = ("null", "fold_ln", "fold_qk_norm", "extra")
-SCORES_TITLE = "s in [-1, 1] (1 = symmetric); δ, δ_PR < 0 = key-side columns"
 K_HELP = "Directionality threshold: mean + k * std of the row/column norms."
 EXTRA_HELP = (
     "Also score the skew part A = (M - M^T)/2 of each form: skew_share = ||A||^2 / ||M||^2 = (1 - s)/2 and "
@@ -262,14 +262,14 @@ def analyze(
         checkpoint = open_source(sources[0], download=download)
         if describe:
             plan = ana.describe(checkpoint, heads, kv_heads, prefix, family)[1]
-            _describe(out, plan, per, null_samples, fold_ln, fold_qk_norm)
+            describe_plan(out, plan, per, null_samples, fold_ln, fold_qk_norm)
             return
         analysis = _scored(out, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, library)
     except CheckpointError as err:
         fail(err)
     except ValueError as err:  # bad input met while reading
         fail(err)
-    _print_plan(out, analysis.plan, fold_ln, fold_qk_norm)
+    print_plan(out, analysis.plan, fold_ln, fold_qk_norm)
     rows, stack = analysis.rows, ["stack"] if len(analysis.plan.stacks) > 1 else []
     if fmt == "table":
         from theory.report import SHOWN_KEYS, shown_columns
@@ -327,30 +327,6 @@ def _print_summary(out: Output, summary: list, stack: list[str]) -> None:
 
 def _default(ctx: typer.Context, name: str):
     return next(p.default for p in ctx.command.params if p.name == name)
-
-
-def _print_plan(out: Output, plan, fold_ln: bool, fold_qk_norm: bool) -> None:
-    """What is read and how, its notes (with what a folded norm gain holds and leaves out) and warnings."""
-    from checkpoints.norms import fold_notes
-
-    notes = [*plan.notes, *fold_notes(plan, fold_ln, fold_qk_norm)]
-    for line in plan.lines() + [f"note: {n}" for n in notes]:
-        out.note(line)
-    for warning in plan.warnings:
-        out.note(f"warning: {warning}", style="yellow")
-
-
-def _describe(out: Output, plan, per: str, null_samples: int | None, fold_ln: bool, fold_qk_norm: bool) -> None:
-    """The dry run: what would be scored, the nulls it needs, and every attention-looking key skipped."""
-    from checkpoints.analyze import null_shapes
-
-    _print_plan(out, plan, fold_ln, fold_qk_norm)
-    stacks = f" in {len(plan.stacks)} stacks ({', '.join(plan.stacks)})" if len(plan.stacks) > 1 else ""
-    nulls = "; ".join(f"{p}: d={d}, rank={r}, {n} samples" for p, d, r, n in null_shapes(plan, per, null_samples))  # type: ignore[arg-type]
-    out.note(f"would score {plan.n_layers} layers ({per}){stacks}; nulls: {nulls}")
-    out.note("attention-looking keys not scored:" if plan.skipped else "no attention-looking key is skipped")
-    for pattern, n, why in plan.skipped:
-        out.note(f"  {pattern} ({n}): {why}")
 
 
 def _scored(out: Output, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, library: dict):

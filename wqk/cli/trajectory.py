@@ -7,7 +7,7 @@ from typing import Any
 
 from wqk.cli.errors import fail
 from wqk.cli.output import Output
-from wqk.cli.scoring import SCORES_TITLE, _describe, _print_plan
+from wqk.cli.plans import SCORES_TITLE, describe_plan, print_plan
 
 #: Rows a table shows before it keeps the per-layer rows only (as for one checkpoint; ``--csv`` writes them all).
 MAX_SHOWN = 200
@@ -85,7 +85,7 @@ def _scored(out: Output, entries: list, settings: dict, download: bool):
 def _print_plans(out: Output, trajectory, settings: dict) -> None:
     """The first checkpoint's plan in full; of the others, the plan where it reads other forms, and new warnings."""
     first = trajectory.scored[0].plan
-    _print_plan(out, first, settings["fold_ln"], settings["fold_qk_norm"])
+    print_plan(out, first, settings["fold_ln"], settings["fold_qk_norm"])
     shown, said = {_structure(first)}, {*first.notes, *first.warnings}
     for c in trajectory.scored[1:]:
         if _structure(c.plan) not in shown:
@@ -156,4 +156,4 @@ def _describe_series(out: Output, entries: list, settings: dict[str, Any], downl
         title=f"{len(entries)} checkpoints (identical weights are found when read, and scored once)",
     )
     out.note(f"plan of {entries[0].label}:")
-    _describe(out, plan, settings["per"], settings["null_samples"], settings["fold_ln"], settings["fold_qk_norm"])
+    describe_plan(out, plan, settings["per"], settings["null_samples"], settings["fold_ln"], settings["fold_qk_norm"])

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from theory.corruption import Corruption
+from theory.gaussian import head_averaged_update
+
 if TYPE_CHECKING:
     from theory.corruption import Corruption
     from theory.expected_update import ExpectedUpdate
@@ -24,9 +27,6 @@ def expected_first_update(
     head-averaged: ``.mean`` is the whole update, ``.self_pair`` / ``.cross_pair`` its parts, ``.scores()`` their
     scores. ``corruption``: the mask / CLS vectors the objective's inputs use (default: a fixed random draw)."""
     import torch
-
-    from theory.corruption import Corruption
-    from theory.gaussian import head_averaged_update
 
     if corruption is None:
         corruption = Corruption.random(process.covariance.shape[1], torch.Generator().manual_seed(0))

@@ -16,6 +16,12 @@ import torch
 from hypothesis import assume
 from hypothesis import strategies as st
 
+from theory.attribution import DATA_SETTINGS, data_setting
+from theory.check import SWAP_SYMMETRIC
+from theory.factored import FactoredForms, expand_kv_heads
+from theory.objectives import OBJECTIVES
+from theory.spectrum_null import haar_frames
+
 if TYPE_CHECKING:
     from theory.factored import FactoredForms
     from theory.objectives import Objective, RolePattern
@@ -47,8 +53,6 @@ def forms(
     strategy) every head's form is ``U diag(spectrum) V^T`` with Haar-random frames, so ``rank`` is their number.
     Draws where ``kv_heads`` does not divide ``heads``, or ``spectrum`` has more than ``d`` values, are rejected.
     """
-    from theory.factored import FactoredForms, expand_kv_heads
-    from theory.spectrum_null import haar_frames
 
     d, heads, stack = _value(draw, d), _value(draw, heads), tuple(_value(draw, stack))
     kv = heads if kv_heads is None else _value(draw, kv_heads)
@@ -72,11 +76,8 @@ def objectives(*, mask: str | None = None, swap_symmetric: bool = False) -> st.S
     train with ``mask`` (``"causal"`` or ``"symmetric"``), or with ``swap_symmetric`` the instances whose role
     pattern and inputs are the same under the swap of query and key (:data:`theory.check.SWAP_SYMMETRIC`: BERT's
     [MASK] query or a CLS query is not), the premise of claim 4."""
-    from theory.objectives import OBJECTIVES
 
     if swap_symmetric:
-        from theory.check import SWAP_SYMMETRIC
-
         return st.sampled_from(SWAP_SYMMETRIC)
     if mask not in (None, "causal", "symmetric"):
         raise ValueError(f"mask must be None, 'causal' or 'symmetric'; got {mask!r}")
@@ -103,7 +104,6 @@ def processes(
     """A named data process (``kind``: one name, a list to draw from, or None: any) of ``n`` positions of dimension
     ``d``, its random parts (a feature covariance, a transition) from a drawn seed (:func:`theory.attribution.
     data_setting`)."""
-    from theory.attribution import DATA_SETTINGS
 
     kinds = sorted(DATA_SETTINGS) if kind is None else [kind] if isinstance(kind, str) else list(kind)
     unknown = sorted(set(kinds) - set(DATA_SETTINGS))
@@ -114,7 +114,6 @@ def processes(
 
 @st.composite
 def _processes(draw, kinds: list[str], n, d) -> Process:
-    from theory.attribution import data_setting
 
     chosen = draw(st.sampled_from(kinds))
     covariance, mean = data_setting(chosen, _value(draw, n), _value(draw, d), draw(SEEDS))
