@@ -5,7 +5,7 @@ A model type is what a checkpoint's config names: ``model_type`` (transformers),
 or ``general.architecture`` (GGUF). A layout that names no model type (``Layout.any_model``) reads whatever
 type has its keys; every other layout is read only for the types whose record lists it, so a new model type
 is one record here (plus its test), and a new layout is one ``Layout`` plus the records that use it.
-The ``analyze --help`` list and the model tables of the README and docs/architecture.md are generated
+The ``analyze --help`` list and the model table of docs/architecture.md are generated
 from these records (:func:`model_table`, :func:`help_list`), and a test fails when they drift.
 """
 
@@ -267,7 +267,7 @@ def _traits(record: ModelType) -> str:
 
 
 def model_table() -> str:
-    """The Markdown table of every model type: family, layouts, traits (the README's and the docs' copy)."""
+    """The Markdown table of every model type: family, layouts, traits (docs/architecture.md's copy)."""
     lines = ["| family | model type | layouts | notes |", "|---|---|---|---|"]
     for family in FAMILIES[:-1]:
         for record in (r for r in MODEL_TYPES if r.family == family):
@@ -302,6 +302,6 @@ if __name__ == "__main__":
     import sys
     from pathlib import Path
 
-    for path in sys.argv[1:] or ("README.md", "docs/architecture.md"):
+    for path in sys.argv[1:] or ("docs/architecture.md",):
         file = Path(path)
         file.write_text(with_table(file.read_text()))
