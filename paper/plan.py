@@ -110,11 +110,11 @@ def load_registry(spec: str, checkpoint_paths: list[str] | None = None) -> dict[
     return getattr(importlib.import_module(module), function)(checkpoint_paths)
 
 
-def is_valid(task: Task, experiment: Experiment) -> bool:
+def is_valid(task: Task, experiment: Experiment, record: bool = True) -> bool:
     """Whether ``task``'s results are cached and still valid: same cache key and tables present, and the same
     source (code version) or, the source having changed, the same fingerprint as the one stored
     (:func:`paper.fingerprint.same_computation`). A result kept by its fingerprint has its manifest's code version
-    brought up to date (the next check is free)."""
+    brought up to date (the next check is free), unless ``record`` is False (a listing writes nothing)."""
 
     manifest = read_manifest(task.directory)
     if manifest is None or not is_cached(task.directory, task.key):
@@ -125,6 +125,8 @@ def is_valid(task: Task, experiment: Experiment) -> bool:
     new = fingerprint(experiment, task.code) if stored is not None else None
     if new is None or not same_computation(new, stored):
         return False
+    if not record:
+        return True
     # a kept result stays anchored to the signature of the run that made it (an exact digest becomes a signature)
     kept = new if isinstance(stored, str) else stored
     write_json(
@@ -163,11 +165,13 @@ def plan(
     command: str = "",
     checkpoint_paths: tuple[str, ...] = (),
     registry_spec: str = REGISTRY,
+    record: bool = True,
 ) -> list[Plan]:
     """Each experiment's units and which of them still run (longest expected experiment first). Valid results of a
     mode that :data:`~paper.experiment.STANDS_IN` for ``mode`` are reused in its place (``--quick`` reads committed
     ``--standard`` results, even of an entry without a quick config); otherwise an entry without a config for
-    ``mode`` (or its :data:`~paper.experiment.FALLBACK`) is not part of it."""
+    ``mode`` (or its :data:`~paper.experiment.FALLBACK`) is not part of it. ``record``: whether a result kept by
+    its fingerprint gets its manifest's code version brought up to date (:func:`is_valid`)."""
     common = {
         "results": str(results),
         "work": str(work),
@@ -185,7 +189,7 @@ def plan(
             if other in experiment.configs:
                 tasks = _tasks(experiment, other, common)
                 # every unit valid: the merge step merges them again where the merged tables are stale
-                if all(is_valid(t, experiment) for t in tasks):
+                if all(is_valid(t, experiment, record) for t in tasks):
                     chosen = Plan(experiment, other, tasks, [])
                     break
         if chosen is None and own is None:
@@ -194,7 +198,7 @@ def plan(
             tasks = _tasks(experiment, own, common)
             # merge_units merges complete ones; the rest run seed by seed, so that a run stopped part way leaves
             # whole seeds (every arm of each) to compare
-            todo = sorted((t for t in tasks if not is_valid(t, experiment)), key=_first_seed)
+            todo = sorted((t for t in tasks if not is_valid(t, experiment, record)), key=_first_seed)
             chosen = Plan(experiment, own, tasks, todo)
         out.append(chosen)
     return sorted(out, key=lambda p: -p.experiment.cost)

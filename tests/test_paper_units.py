@@ -14,6 +14,7 @@ from paper.experiment import Experiment
 from paper.figures import figure_key
 from paper.fingerprint import fingerprint, same_computation, signature, table_digest
 from paper.pipeline import run_pipeline
+from paper.plan import plan
 from paper.registry import EXPERIMENTS, arm_seed_units, experiments, seed_units
 from paper.results import GZIP_ABOVE, Results, is_cached, read_csv, write_experiment
 
@@ -319,3 +320,14 @@ def test_a_changed_merge_merges_the_cached_units_again_in_every_mode(tmp_path):
     assert quick.ran == [] and _manifest(tmp_path)["mode"] == "standard"
     rows = read_csv(tmp_path / "out" / "results" / "e" / "table.csv")
     assert [r["twice"] for r in rows] == [2 * r["value"] for r in rows]
+
+
+def test_a_listing_checks_fingerprints_and_writes_nothing(tmp_path):
+    """plan(record=False), as `paper --list` calls it: a result kept by its fingerprint is listed as cached and its
+    manifest is left as it was (the next real run brings the code version up to date)."""
+    _run(tmp_path, _entry(runner_v1))
+    stored = _manifest(tmp_path)
+    plans = plan(_entry(runner_v2), "quick", tmp_path / "out" / "results", tmp_path / "work", record=False)
+    assert plans[0].cached and _manifest(tmp_path) == stored
+    _run(tmp_path, _entry(runner_v2))
+    assert _manifest(tmp_path)["code_version"] != stored["code_version"]

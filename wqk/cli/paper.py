@@ -129,7 +129,7 @@ def paper(
     if executor == "local" and any(slurm.values()):
         fail(f"{', '.join(k for k, given in slurm.items() if given)}: only with --executor slurm")
     if list_:
-        plans = plan(experiments(paths), mode, out / "results", work)
+        plans = plan(experiments(paths), mode, out / "results", work, record=False)  # a listing writes nothing
         show.table(
             [
                 {
