@@ -134,7 +134,7 @@ def child(checkpoint: str, mode: str, out: str) -> None:
     for _, d, rank, n in shapes:
         null_distribution(d, rank, 2.0, n, 0)
     t2 = time.perf_counter()
-    rows = score(ckpt, plan, "both") if mode == "new" else reference_rows(ckpt, plan)
+    rows = score(ckpt, plan, per="both") if mode == "new" else reference_rows(ckpt, plan)
     t3 = time.perf_counter()
     rates.append(gemm_rates(plan.d_model))
     load.append(os.getloadavg()[0])

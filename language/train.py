@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from language.model import TextConfig, TextTransformer
+from language.tasks import LANGUAGE_TASKS
 from language.tokens import MASK, SPECIALS
 from theory.objectives import objective_class
 from theory.report import score_rows
@@ -25,8 +26,6 @@ from vision.init import apply_init, attention_modules, thirds
 from vision.models.attention import attention_forms
 from vision.optimization import update
 
-#: The control's two objectives and the registered objective each one is (:mod:`theory.objectives`).
-OBJECTIVES = {"mlm": "bidirectional", "causal": "autoregressive"}
 _MODEL, _INIT, _DATA, _EVAL = range(4)
 
 
@@ -67,8 +66,8 @@ class LMConfig:
     null_samples: int = 256
 
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {self.objective!r}")
+        if self.objective not in LANGUAGE_TASKS:
+            raise ValueError(f"objective must be one of {tuple(LANGUAGE_TASKS)}, got {self.objective!r}")
         if self.init not in INITS:
             raise ValueError(f"init must be one of {list(INITS)}, got {self.init!r}")
         if self.steps < 1 or self.log_every < 1 or not 0 < self.mask_rate < 1:
@@ -102,7 +101,7 @@ def mask_tokens(ids: torch.Tensor, rate: float, vocab: int, generator: torch.Gen
 
 def is_causal(cfg: LMConfig) -> bool:
     """Whether the objective attends causally: its registered objective's own mask is not swap-symmetric."""
-    return objective_class(OBJECTIVES[cfg.objective]).own_mask != "symmetric"
+    return objective_class(LANGUAGE_TASKS[cfg.objective].objective).own_mask != "symmetric"
 
 
 def loss_of(model: TextTransformer, ids: torch.Tensor, cfg: LMConfig, generator: torch.Generator) -> torch.Tensor:

@@ -27,6 +27,7 @@ from paper.sections import row_name, section_verdicts
 from paper.study_report import gate_text, sampling_noise_text, study_table
 from paper.summary import at_last_step
 from paper.verdict import RULE, VERDICTS
+from vision.task_records import VISION_TASKS
 
 TEMPLATE = Path(__file__).with_name("template.md")
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
@@ -322,12 +323,8 @@ def compare_table(results: Results) -> str:
 
 def vision_tables(results: Results) -> str:
     parts = []
-    for task, title in (
-        ("classify", "ViT classification"),
-        ("mae", "masked autoencoding"),
-        ("causal", "causal next-patch ViT"),
-    ):
-        experiment = f"vision_{task}"
+    for task in (t for t in VISION_TASKS.values() if t.model == "vit"):  # DiT's table is a piece of its own
+        experiment, title = f"vision_{task.name}", task.title
         if not results.has(experiment, "summary"):
             parts.append(f"*(not measured: {experiment})*")
             continue

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 import wqk
 from checkpoints import trajectory_plot
 from checkpoints.analyze import ANALYZE_COLUMNS, all_forms
+from checkpoints.score_options import ScoreOptions
 from checkpoints.trajectory import (
     TRAJECTORY_COLUMNS,
     analyze_series,
@@ -268,15 +269,14 @@ def test_the_spectrum_null_band_is_that_of_the_nulls_the_z_scores_use(run_dir, t
     save_file(weights, str(tmp_path / "step_6.safetensors"))
     shutil.copyfile(run_dir / "ckpt" / "step_0000006.json", tmp_path / "step_6.json")
     n = int(NULL_SAMPLES)
-    (scored,) = analyze_series(
-        series_entries([tmp_path / "step_6.safetensors"]), "layer", null_samples=n, null="spectrum"
-    ).scored
+    options = ScoreOptions(per="layer", null_samples=n, null="spectrum")
+    (scored,) = analyze_series(series_entries([tmp_path / "step_6.safetensors"]), options).scored
     a, b = all_forms(scored.checkpoint, scored.plan).factors("layer")
     null = factored_spectrum_null(a[0], b[0], 2.0, n, 0)
     stack = scored.plan.stacks[0]
     for row in scored.rows:  # the z of both layers' rows is against this null
         assert row["symmetry_z"] == pytest.approx(float(null.z("symmetry", row["symmetry"])))
-    bands = null_bands(scored, "layer", null_samples=n, null="spectrum")
+    bands = null_bands(scored, options)
     for name, stats in null.summary().items():
         assert bands[(stack, name)] == pytest.approx((stats["q025"], stats["q975"]))
-    assert bands != null_bands(scored, "layer", null_samples=n)  # not the i.i.d. null's band
+    assert bands != null_bands(scored, ScoreOptions.of(options, null="iid"))  # not the i.i.d. null's band

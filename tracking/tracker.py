@@ -20,10 +20,10 @@ from torch import nn
 from checkpoints.analyze import AnalyzeRow, iter_rows
 from checkpoints.detect import Plan, plan_checkpoint
 from checkpoints.loading import Checkpoint
+from checkpoints.score_options import ScoreOptions
 from common.io import append_csv
 from common.rows import row_type
-from theory.report import PerChoice, check_per
-from theory.scores import DEFAULT_K, SCORE_NAMES
+from theory.scores import SCORE_NAMES
 
 #: Default interval of :class:`tracking.WqkCallback` (optimizer steps between two recordings).
 DEFAULT_EVERY = 100
@@ -119,17 +119,16 @@ class Tracker:
 
     ``csv``: rows are appended there (header once); ``tensorboard``: a log directory or a writer with
     ``add_scalar`` (per-layer scores and z-scores as ``wqk/<stack>/layer<l>/<score>``). Detection options
-    (``heads``, ``kv_heads``, ``prefix``, ``family``, ``config``) are those of ``cli.py analyze``.
+    (``heads``, ``kv_heads``, ``prefix``, ``family``, ``config``) are those of ``cli.py analyze``; the scoring
+    options are ``options`` with the keywords ``scoring`` (``per``, ``k``, ``null_samples``, ``null``, ...:
+    :class:`checkpoints.score_options.ScoreOptions`).
     """
 
     def __init__(
         self,
         csv: str | Path | None = None,
         *,
-        per: PerChoice = "both",
-        k: float = DEFAULT_K,
-        null_samples: int | None = None,
-        null_seed: int = 0,
+        options: ScoreOptions | None = None,
         heads: int | None = None,
         kv_heads: int | None = None,
         prefix: str | None = None,
@@ -137,10 +136,10 @@ class Tracker:
         config: Mapping[str, Any] | None = None,
         name: str | None = None,
         tensorboard: Any = None,
+        **scoring: Any,
     ) -> None:
-        check_per(per)
         self.csv = Path(csv) if csv is not None else None
-        self.per, self.k, self.null_samples, self.null_seed = per, k, null_samples, null_seed
+        self.options = ScoreOptions.of(options, **scoring)
         self.detect = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "family": family}
         self.config, self.name = config, name
         self._tensorboard = tensorboard
@@ -163,7 +162,7 @@ class Tracker:
         live.refresh()
         rows = [
             TrackRow(step=int(step), **row)
-            for layer_rows in iter_rows(live.checkpoint, live.plan, self.per, self.k, self.null_samples, self.null_seed)
+            for layer_rows in iter_rows(live.checkpoint, live.plan, self.options)
             for row in layer_rows
         ]
         if self.csv is not None:

@@ -39,8 +39,9 @@ def analyze(
 
     ``model``: a live ``torch.nn.Module`` (its parameters are read in memory, its ``config`` gives the head counts),
     a checkpoint path, or a hub id read from the local Hugging Face cache (fetched only with ``download``).
-    ``extra``: also the skew part's share and effective rank with their nulls (``--extra``). Further keywords go to
-    :func:`checkpoints.analyze.analyze` unchanged.
+    ``extra``: also the skew part's share and effective rank with their nulls (``--extra``). Further keywords are
+    the other scoring options of :class:`checkpoints.score_options.ScoreOptions` (``null``, ``null_seed``,
+    ``precision``, ``fold_ln``, ``fold_qk_norm``); a bad one raises ValueError, an unknown one TypeError.
 
     A trajectory: a list of paths or hub ids (``NAME@REV``), a run directory of ``step_N`` checkpoints, or a hub id
     with ``revisions`` (``["step1000", "step2000"]`` or ``"step1000,step2000"``) give the rows of each checkpoint
@@ -50,9 +51,12 @@ def analyze(
     from checkpoints.analyze import analyze as run
     from checkpoints.analyze import analyze_columns
     from checkpoints.hub import open_source
+    from checkpoints.score_options import ScoreOptions
 
+    options = ScoreOptions.of(per=per, k=k, null_samples=null_samples, extra=extra, **keywords)  # type: ignore[arg-type]
+    detect = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "family": family}
     if hasattr(model, "state_dict") and callable(model.state_dict):
-        source, heads = _live(model, heads)
+        source, detect["heads"] = _live(model, heads)
     elif _trajectory(model, revisions):
         if extra:
             raise ValueError("extra scores one checkpoint at a time; a series of checkpoints takes the standard scores")
@@ -60,13 +64,12 @@ def analyze(
 
         sources = [model] if isinstance(model, str | Path) else list(model)
         chosen = revisions.split(",") if isinstance(revisions, str) else list(revisions)
-        options = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "k": k, "null_samples": null_samples}
         series = series_entries(sources, [r.strip() for r in chosen if r.strip()])
-        trajectory = analyze_series(series, per, **options, family=family, download=download, **keywords)  # type: ignore[arg-type]
+        trajectory = analyze_series(series, options, **detect, download=download)
         return _frame(trajectory.rows, TRAJECTORY_COLUMNS)
     else:
         source = open_source(model if isinstance(model, Path) else str(model), download=download)
-    analysis = run(source, per, heads, kv_heads, prefix, k, null_samples, family=family, extra=extra, **keywords)  # type: ignore[arg-type]
+    analysis = run(source, options, **detect)
     return _frame(analysis.rows, analyze_columns(extra))
 
 

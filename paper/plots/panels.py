@@ -17,22 +17,6 @@ from paper.results import Results, select
 from theory.objectives import color_of
 
 SCORES = (("symmetry", "symmetry s"), ("directionality", "directionality δ"), ("directionality_pr", "δ_PR"))
-#: The objective each vision task trains (for its colour).
-TASK_OBJECTIVE = {
-    "classify": "classification",
-    "mae": "masked_autoencoding",
-    "causal": "autoregressive",
-    "dit": "denoising",
-}
-TASK_LABEL = {"classify": "ViT classification", "mae": "MAE", "causal": "causal ViT", "dit": "DiT denoising"}
-#: The training objective of a checkpoint family (analyze's ``family`` column), for its colour.
-FAMILY_OBJECTIVE = {
-    "encoder": "bidirectional",
-    "decoder": "autoregressive",
-    "diffusion": "denoising",
-    "vision-supervised": "classification",
-    "vision-self-supervised": "masked_autoencoding",
-}
 SCHEME_COLORS = {
     "default": PALETTE[0],
     "symmetric": PALETTE[5],

@@ -15,11 +15,12 @@ from common.io import write_json
 from paper.codeversion import code_version
 from paper.plots.language import language_control
 from paper.plots.nulls import checkpoints, nulls_vs_d
-from paper.plots.panels import TASK_OBJECTIVE, FigureDataError
+from paper.plots.panels import FigureDataError
 from paper.plots.theory import attribution, grid_cells, self_cross, theory_vs_sim
 from paper.plots.toy import claim7_bos, denoising_data, masking, parameterisation, toy_training, toy_wqk
 from paper.plots.vision import init_curves, init_samples, init_steps, vision_layers
 from paper.results import MissingResult, Results
+from vision.task_records import VISION_TASKS
 
 #: The init studies (the digits ones, and the MNIST ones of the fidelity slots).
 STUDIES = ("init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist")
@@ -43,7 +44,7 @@ FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "init_samples": (init_samples, STUDIES),
     "grid": (grid_cells, ("sim_grid",)),
     # the nulls against d, with the trained forms of the toy and of every vision objective as points
-    "nulls_vs_d": (nulls_vs_d, ("nulls", "sim_objectives", *(f"vision_{t}" for t in TASK_OBJECTIVE))),
+    "nulls_vs_d": (nulls_vs_d, ("nulls", "sim_objectives", *(f"vision_{t}" for t in VISION_TASKS))),
     "checkpoints": (checkpoints, ("checkpoints",)),
     "language_control": (language_control, ("language_control",)),
 }

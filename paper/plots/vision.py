@@ -9,8 +9,6 @@ from paper.plots.panels import (
     METRIC_LABELS,
     SCHEME_COLORS,
     SCORES,
-    TASK_LABEL,
-    TASK_OBJECTIVE,
     FigureDataError,
     errorbars,
     need,
@@ -22,6 +20,7 @@ from paper.plots.panels import (
 from paper.results import Results, select
 from theory.objectives import color_of
 from vision.sample_table import images_of
+from vision.task_records import VISION_TASKS
 
 
 def _form_look(form: str, objective: str) -> tuple[str, str]:
@@ -38,7 +37,7 @@ def vision_layers(results: Results):
 
     plt = pyplot()
     tasks = [
-        t for t in TASK_OBJECTIVE if results.has(f"vision_{t}", "summary") and results.rows(f"vision_{t}", "summary")
+        t for t in VISION_TASKS if results.has(f"vision_{t}", "summary") and results.rows(f"vision_{t}", "summary")
     ]
     if not tasks:
         raise FigureDataError("no rows of vision_*/summary.csv")
@@ -57,7 +56,7 @@ def vision_layers(results: Results):
             ax = axes[row, col]
             null_band(ax, results, experiment, score, label=False, task=task, form="W_qk")
             for j, form in enumerate(forms):
-                color, marker = _form_look(form, TASK_OBJECTIVE[task])
+                color, marker = _form_look(form, VISION_TASKS[task].objective)
                 series = sorted(select(rows, form=form, quantity=score), key=lambda r: r["layer"])
                 if series:
                     x = [r["layer"] + 0.1 * j for r in series]
@@ -72,7 +71,9 @@ def vision_layers(results: Results):
             if row == 0:
                 n = rows[0]["n"] if rows else 0
                 ax.set_title(
-                    f"{TASK_LABEL[task]} (step {last}, {n} seeds)", fontsize=9, color=color_of(TASK_OBJECTIVE[task])
+                    f"{VISION_TASKS[task].label} (step {last}, {n} seeds)",
+                    fontsize=9,
+                    color=color_of(VISION_TASKS[task].objective),
                 )
                 ax.legend(fontsize=6, loc="best")
     fig.suptitle("vision: per-layer scores (mean, 95% CI); gray: null 95% of W_qk", fontsize=10)

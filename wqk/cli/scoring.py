@@ -8,13 +8,10 @@ from typing import Annotated
 import typer
 
 from wqk.cli.errors import fail
-from wqk.cli.options import OUTPUT_FILE, Format, Per, choice, split
+from wqk.cli.options import OUTPUT_FILE, Format, Per, split
 from wqk.cli.output import Output
 from wqk.cli.plans import SCORES_TITLE, describe_plan, print_plan
 
-#: ``analyze`` options handed to :func:`checkpoints.analyze.analyze` under their own names, and only when they differ
-#: from their default (so the command runs on a library that does not know them yet): add one here and declare it.
-LIBRARY_KEYWORDS = ("null", "fold_ln", "fold_qk_norm", "extra")
 K_HELP = "Directionality threshold: mean + k * std of the row/column norms."
 EXTRA_HELP = (
     "Also score the skew part A = (M - M^T)/2 of each form: skew_share = ||A||^2 / ||M||^2 = (1 - s)/2 and "
@@ -111,7 +108,6 @@ def null(
 
 
 def analyze(
-    ctx: typer.Context,
     sources: Annotated[
         list[str] | None,
         typer.Argument(
@@ -194,7 +190,6 @@ def analyze(
         str,
         typer.Option(
             metavar="iid|spectrum",
-            callback=choice(("iid", "spectrum"), "{option} must be iid or spectrum; got {value!r}"),
             help="Null of the z-scores: iid (Gaussian factors of the form's d and rank) or spectrum (random forms "
             "with each head's or layer's own singular values: only the alignment the scores measure is random; one "
             "null per form, slower, cached on disk).",
@@ -231,9 +226,22 @@ def analyze(
     """Scores of a checkpoint's attention layers and heads (the help text is :func:`_analyze_help`)."""
     from checkpoints import analyze as ana
     from checkpoints.hub import cache_dir, cached_models, open_source
-    from checkpoints.loading import CheckpointError
+    from checkpoints.loading import Checkpoint, CheckpointError, open_checkpoint
+    from checkpoints.score_options import ScoreOptions
 
     out = Output(fmt)
+    try:  # every scoring option is checked here, in one place, before anything is read
+        options = ScoreOptions(
+            per=per,  # type: ignore[arg-type]
+            k=k,
+            null=null,  # type: ignore[arg-type]
+            null_samples=null_samples,
+            fold_ln=fold_ln,
+            fold_qk_norm=fold_qk_norm,
+            extra=extra,
+        )
+    except ValueError as err:
+        fail(err)
     if list_cache:
         models = cached_models()
         out.table(
@@ -245,8 +253,6 @@ def analyze(
         return
     if not sources:
         fail("Missing argument 'PATH_OR_NAME': a checkpoint path or a hub id (or --list-cache)")
-    library = {p.name: ctx.params[p.name] for p in ctx.command.params if p.name in LIBRARY_KEYWORDS}
-    library = {name: value for name, value in library.items() if value != _default(ctx, name)}
     series = _series(sources, split(revisions) or [])
     if series is not None:
         from wqk.cli.trajectory import analyze_trajectory
@@ -254,17 +260,17 @@ def analyze(
         if extra:
             fail("--extra scores one checkpoint at a time; a series of checkpoints takes the standard scores")
 
-        settings = {"per": per, "heads": heads, "kv_heads": kv_heads, "prefix": prefix, "k": k, "family": family}
-        settings |= {"null_samples": null_samples, "null": null, "fold_ln": fold_ln, "fold_qk_norm": fold_qk_norm}
-        analyze_trajectory(out, series, describe, csv, plot, settings, download)
+        plan_options = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "family": family}
+        analyze_trajectory(out, series, describe, csv, plot, download, options, plan_options)
         return
     try:
         checkpoint = open_source(sources[0], download=download)
+        checkpoint = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
         if describe:
             plan = ana.describe(checkpoint, heads, kv_heads, prefix, family)[1]
             describe_plan(out, plan, per, null_samples, fold_ln, fold_qk_norm)
             return
-        analysis = _scored(out, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, library)
+        analysis = _scored(out, checkpoint, options, heads, kv_heads, prefix, family)
     except CheckpointError as err:
         fail(err)
     except ValueError as err:  # bad input met while reading
@@ -290,10 +296,12 @@ def analyze(
         write_csv(csv, rows, ana.analyze_columns(extra))
         out.note(f"wrote {csv}")
     if plot is not None:
+        from checkpoints.bands import null_bands
         from checkpoints.plot import plot_scores
 
-        nulls = ana.stack_nulls(analysis.plan, per, k, null_samples)  # type: ignore[arg-type]
-        plot_scores(rows, nulls, plot, f"{analysis.plan.model} ({analysis.plan.family})")
+        bands = null_bands(checkpoint, analysis.plan, options)  # the null the z-scores use
+        title = f"{analysis.plan.model} ({analysis.plan.family}); null: {options.null}"
+        plot_scores(rows, bands, plot, title)
         out.note(f"wrote {plot}")
 
 
@@ -325,30 +333,19 @@ def _print_summary(out: Output, summary: list, stack: list[str]) -> None:
         out.table(over, [*stack, "over"], keys=stack, title="each stack's summary is over")
 
 
-def _default(ctx: typer.Context, name: str):
-    return next(p.default for p in ctx.command.params if p.name == name)
-
-
-def _scored(out: Output, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, library: dict):
+def _scored(out: Output, checkpoint, options, heads, kv_heads, prefix, family):
     """:func:`checkpoints.analyze.analyze` with a progress display on a terminal."""
     from rich.progress import Progress
 
     from checkpoints.analyze import analyze as run
+    from checkpoints.score_options import Hooks
 
     with Progress(console=out.stderr, transient=True, disable=not out.stderr.is_terminal) as progress:
         task = progress.add_task("nulls", total=None)
-        return run(
-            checkpoint,
-            per,  # type: ignore[arg-type]
-            heads,
-            kv_heads,
-            prefix,
-            k,
-            null_samples,
-            family=family,
+        hooks = Hooks(
             on_null=lambda d, r, n: progress.update(
                 task, description=f"null d={d} rank={r} ({n} samples, then cached)"
             ),
             on_layer=lambda done, total: progress.update(task, description="layers", completed=done, total=total),
-            **library,
         )
+        return run(checkpoint, options, heads=heads, kv_heads=kv_heads, prefix=prefix, family=family, hooks=hooks)
