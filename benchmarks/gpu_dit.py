@@ -1,13 +1,13 @@
 """DiT on one GPU, in one short script: training throughput and MFU of DiT-S/2 and DiT-B/4, and exact resume.
 
 1. **Throughput.** For each preset (default ``DiT-S/2,DiT-B/4`` on 32 x 32 x 4 latents of 1,000 classes) the
-   trainer's own step, ``vision.train.Trainer.train_step``, is timed on synthetic data (one batch of uniform images
+   trainer's own step, ``wqk.vision.train.Trainer.train_step``, is timed on synthetic data (one batch of uniform images
    in [-1, 1] with random labels): set the learning rate, index the batch, draw the task's randomness
    (``DenoiseTask.draw``: label drops, timesteps, noise, on the run's CPU generator) and move it to the device,
    ``DenoiseTask.training_loss`` (eps-prediction MSE) under bf16 autocast (``--dtype fp32``: none) and, with
    ``--compile``, through ``torch.compile``; backward, gradient clipping, AdamW and the EMA update. Scoring,
    evaluation and checkpoints are not timed, and the adaLN-modulated forms are off (``form_timesteps=[]``).
-   FLOPs are counted analytically by ``vision.models.dit.forward_flops`` (matmuls only, 2 per multiply-add, checked
+   FLOPs are counted analytically by ``wqk.vision.models.dit.forward_flops`` (matmuls only, 2 per multiply-add, checked
    against torch's FLOP counter in tests/test_dit.py); a training step is 3x the forward (backward = 2x).
    MFU = images/s x 3 x forward FLOPs per image / the chip's dense bf16 peak (looked up by device name, e.g.
    989 TFLOP/s for H100 SXM and H200; ``--peak-tflops`` for others).
@@ -37,10 +37,10 @@ import torch
 # Run as a script, this file's folder comes first on sys.path, and benchmarks/vision.py would shadow `vision`.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from vision.data import ImageData
-from vision.models.dit import dit_config, forward_flops, preset_key
-from vision.run_checkpoint import latest_checkpoint
-from vision.train import TrainConfig, Trainer
+from wqk.vision.data import ImageData
+from wqk.vision.models.dit import dit_config, forward_flops, preset_key
+from wqk.vision.run_checkpoint import latest_checkpoint
+from wqk.vision.train import TrainConfig, Trainer
 
 #: Dense bf16 peaks (TFLOP/s, without sparsity) by a substring of torch.cuda.get_device_name().
 BF16_PEAKS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10": 125.0}

@@ -1,7 +1,7 @@
 """Time to a working model: the DiT recipe's wall time to sample-quality targets, the ViT's to a test accuracy.
 
 **DiT** (``--recipe``, default ``dit-mnist``): for each seed the recipe trains through the trainer's own step
-(``vision.train.Trainer.train_step``) and, every ``--eval-every`` steps, draws the sample metrics exactly as a run
+(``wqk.vision.train.Trainer.train_step``) and, every ``--eval-every`` steps, draws the sample metrics exactly as a run
 logs them (``Trainer.test_metrics(samples=True)``: the EMA weights, the recipe's sampler and sample count, the split
 seed's draws). Per target (``sample_fid <= 60``, ``<= 30``, ``sample_accuracy >= 0.85`` by default) it prints the
 first evaluated step that reaches it, the training seconds to that step (train steps only) and the wall seconds
@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
 from benchmarks.vision import vit_mnist_config
-from vision.recipes import recipe_config
-from vision.train import Trainer
+from wqk.vision.recipes import recipe_config
+from wqk.vision.train import Trainer
 
 DIT_TARGETS = ("sample_fid<=60", "sample_fid<=30", "sample_accuracy>=0.85")
 

@@ -29,7 +29,7 @@ import torch
 # Run as a script, this file's folder comes first on sys.path and its name would shadow packages.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from tracking import DEFAULT_EVERY, Tracker
+from wqk.tracking import DEFAULT_EVERY, Tracker
 
 
 def models(args, gen: torch.Generator) -> dict:
@@ -39,7 +39,7 @@ def models(args, gen: torch.Generator) -> dict:
     spec.loader.exec_module(bench)
     ours, theirs, steps = bench.vit_pair(args, gen)
     return {
-        "ours (vision.models.vit)": (ours, steps["ours"]),
+        "ours (wqk.vision.models.vit)": (ours, steps["ours"]),
         "transformers ViTForImageClassification": (theirs, steps["transformers"]),
     }
 

@@ -10,7 +10,7 @@ its count is also shown without those copies.
 Run: python benchmarks/vision.py [--dim 192 --depth 6 --heads 3 --image-size 32 --patch 4 --batch 32]
 On a CPU shared with other jobs, --threads 1 gives steadier numbers (busy cores stall multi-threaded kernels).
 
-``--only recipe`` times ``vision.train.Trainer.train_step`` of ``cli.py train --recipe dit-mnist`` (its model, batch
+``--only recipe`` times ``wqk.vision.train.Trainer.train_step`` of ``cli.py train --recipe dit-mnist`` (its model, batch
 and data) with 1 and with 2 intra-op threads in alternating rounds, and one sample-metric evaluation (500 DDIM
 samples with guidance, scored) at 2 threads, and prints the 2-thread / 1-thread speed ratio and the recipe's
 projected wall time on two free cores (steps x step time + its evaluations). Print the load average beside it.
@@ -42,15 +42,15 @@ from torch import nn
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import vision.diffusion
+import wqk.vision.diffusion
 from benchmarks.sim import sgemm_rate
-from common.seeding import generator
-from vision.models.dit import DiT, DiTConfig
-from vision.models.vit import ViT, vit_config
-from vision.recipes import recipe_config
-from vision.study import STUDY_TASKS
-from vision.train import TrainConfig, Trainer
-from vision.train_config import FIDELITY_STREAM
+from wqk.common.seeding import generator
+from wqk.vision.models.dit import DiT, DiTConfig
+from wqk.vision.models.vit import ViT, vit_config
+from wqk.vision.recipes import recipe_config
+from wqk.vision.study import STUDY_TASKS
+from wqk.vision.train import TrainConfig, Trainer
+from wqk.vision.train_config import FIDELITY_STREAM
 
 
 def n_params(model: nn.Module) -> int:
@@ -235,14 +235,14 @@ def recipe_timing(args) -> None:
 
 def sampling_timing(args) -> None:
     """The dit-mnist recipe's sample-metric evaluation (500 samples, guided, scored) in alternating rounds: the
-    network over the whole doubled batch vs in chunks of ``vision.diffusion.CPU_FORWARD_CHUNK`` images, with the
+    network over the whole doubled batch vs in chunks of ``wqk.vision.diffusion.CPU_FORWARD_CHUNK`` images, with the
     recipe's DDIM and with DPM-Solver++(2M) at ``--solver-steps`` (the same model: timing does not depend on its
     weights). Prints ms per sample and the ratios to the whole-batch DDIM evaluation."""
     import os
     from dataclasses import replace
 
     trainer = Trainer(replace(recipe_config("dit-mnist"), progress=False, out_dir="/tmp/unused", threads=1))
-    task, chunk = trainer.task, vision.diffusion.CPU_FORWARD_CHUNK
+    task, chunk = trainer.task, wqk.vision.diffusion.CPU_FORWARD_CHUNK
     recipe = task.sampler
     solver = replace(recipe, method="dpm++2m", steps=args.solver_steps, spacing="log-snr")
     sides = {
@@ -254,7 +254,7 @@ def sampling_timing(args) -> None:
     trainer.model.eval()
     for _ in range(args.rounds):
         for name, (sampler, size) in sides.items():
-            task.sampler, vision.diffusion.CPU_FORWARD_CHUNK = sampler, size
+            task.sampler, wqk.vision.diffusion.CPU_FORWARD_CHUNK = sampler, size
             start = time.perf_counter()
             with torch.no_grad(), trainer.ema.swapped_in(trainer.model):
                 task.sample_metrics(generator(0, FIDELITY_STREAM))

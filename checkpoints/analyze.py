@@ -1,9 +1,9 @@
 """Describe, score and summarise the attention of a checkpoint on disk (``cli.py analyze``).
 
 Layers are scored one at a time while a background thread reads the next, so a 7B model needs the
-memory of two layers, not of the model. Scores use the float32 products of :mod:`theory.scores`
+memory of two layers, not of the model. Scores use the float32 products of :mod:`wqk.theory.scores`
 (reductions in float64; within 1e-6 of the float64 reference on ``s``). Rows are those of
-:func:`theory.report.score_rows` plus ``model``, ``family`` (the objective family) and ``stack`` (which
+:func:`wqk.theory.report.score_rows` plus ``model``, ``family`` (the objective family) and ``stack`` (which
 attention of the model: ``self``, ``encoder`` / ``decoder`` / ``cross``, an MMDiT stream, ...); ``layer`` is
 the block's number in its stack as the model numbers it (a hybrid model's attention layers keep their gaps; a
 hierarchical model's blocks are counted through its stages). The summary is the paper's convention: median
@@ -11,7 +11,7 @@ and interquartile range over layers of the per-layer scores, with the median nul
 
 Cross-attention (and SegFormer's reduced keys) pairs two spaces: its symmetry columns, and the skew part's
 extra scores, are left empty (NaN), never a pretended symmetry; directionality, delta_PR and their nulls are
-reported. ``extra=True`` adds the extra scores of :mod:`theory.skew` (the skew part's share and effective rank).
+reported. ``extra=True`` adds the extra scores of :mod:`wqk.theory.skew` (the skew part's share and effective rank).
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from checkpoints.detect import Plan, Unit, plan_checkpoint
-from checkpoints.loading import Checkpoint, open_checkpoint
-from checkpoints.norms import folded
-from checkpoints.score_options import Hooks, ScoreOptions
-from common.rows import ABSENT, row_type
-from theory.factored import FactoredForms
-from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
-from theory.report import EXTRA_COLUMNS, PerChoice, ScoreRow, check_per, score_rows, with_extras
-from theory.scores import DEFAULT_K, SCORE_NAMES
-from theory.skew import EXTRA_NAMES, spectrum_rank_null, z_and_p
-from theory.spectrum_null import factored_spectrum_null, form_spectrum
+from wqk.checkpoints.detect import Plan, Unit, plan_checkpoint
+from wqk.checkpoints.loading import Checkpoint, open_checkpoint
+from wqk.checkpoints.norms import folded
+from wqk.checkpoints.score_options import Hooks, ScoreOptions
+from wqk.common.rows import ABSENT, row_type
+from wqk.theory.factored import FactoredForms
+from wqk.theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
+from wqk.theory.report import EXTRA_COLUMNS, PerChoice, ScoreRow, check_per, score_rows, with_extras
+from wqk.theory.scores import DEFAULT_K, SCORE_NAMES
+from wqk.theory.skew import EXTRA_NAMES, spectrum_rank_null, z_and_p
+from wqk.theory.spectrum_null import factored_spectrum_null, form_spectrum
 
 #: A score row of a checkpoint: which model, its objective family, and which attention stack of it.
 AnalyzeRow = row_type(
@@ -113,7 +113,7 @@ def layer_forms(
     ckpt: Checkpoint, plan: Plan, layer: int, fold_ln: bool = False, fold_qk_norm: bool = False
 ) -> FactoredForms:
     """Read unit ``layer``'s weights (one attention of one block) through its layout's adapter: ``[1, H, d, d_h]``;
-    with the norm gains folded in where asked (:mod:`checkpoints.norms`)."""
+    with the norm gains folded in where asked (:mod:`wqk.checkpoints.norms`)."""
     unit = plan.units[layer]
     weights = [ckpt.get(key) for key in unit.keys]
     forms = unit.layout.adapter(*weights, n_heads=unit.heads.n_heads, n_kv_heads=unit.heads.n_kv_heads)
@@ -194,8 +194,8 @@ def with_spectrum_null(
     forms: FactoredForms, rows: list[ScoreRow], k: float, samples: dict[str, int], seed: int
 ) -> list[ScoreRow]:
     """``rows`` of one layer (``forms`` ``[1, H, d, d_h]``) with z and p against each form's spectrum-matched null
-    (:mod:`theory.spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``; the
-    extra scores' too where the rows carry them (:func:`theory.skew.z_and_p`)."""
+    (:mod:`wqk.theory.spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``;
+    the extra scores' too where the rows carry them (:func:`wqk.theory.skew.z_and_p`)."""
     factors = {p: forms.factors(p) for p in ("head", "layer") if p in samples}
     out = []
     for row in rows:
@@ -338,9 +338,9 @@ def analyze(
     ``heads``, ``kv_heads``, ``prefix``, ``family``, then :func:`score` as ``options`` with ``changes`` say.
 
     ``fold_ln``: score ``diag(gamma) W_q W_k^T diag(gamma)`` with the pre-attention norm's gain; ``fold_qk_norm``:
-    ``W_q^h diag(g_q g_k) W_k^h^T`` with the q/k RMSNorm gains (:mod:`checkpoints.norms` says what each leaves out).
+    ``W_q^h diag(g_q g_k) W_k^h^T`` with the q/k RMSNorm gains (:mod:`wqk.checkpoints.norms` says what each leaves out).
     ``null="spectrum"``: each form's z and p against its spectrum-matched null instead of the i.i.d. one.
-    ``extra``: rows also carry the skew part's share and effective rank with their nulls (:mod:`theory.skew`).
+    ``extra``: rows also carry the skew part's share and effective rank with their nulls (:mod:`wqk.theory.skew`).
     """
     o = ScoreOptions.of(options, **changes)  # a bad option fails before the checkpoint is opened
     ckpt, plan = describe(path, heads, kv_heads, prefix, family)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from checkpoints.analyze import layer_forms, stack_nulls, unit_nulls
-from checkpoints.detect import Plan
-from checkpoints.loading import Checkpoint
-from checkpoints.score_options import ScoreOptions
-from theory.spectrum_null import factored_spectrum_null
+from wqk.checkpoints.analyze import layer_forms, stack_nulls, unit_nulls
+from wqk.checkpoints.detect import Plan
+from wqk.checkpoints.loading import Checkpoint
+from wqk.checkpoints.score_options import ScoreOptions
+from wqk.theory.spectrum_null import factored_spectrum_null
 
 #: ``(stack, "head" | "layer") -> {score: (2.5%, 97.5%)}``.
 Bands = dict[tuple[str, str], dict[str, tuple[float, float]]]

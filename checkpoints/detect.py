@@ -20,14 +20,14 @@ from collections.abc import Mapping
 from itertools import takewhile
 from typing import Any
 
-from checkpoints.heads import resolve_heads
-from checkpoints.keys import ADALN, attention_keys_listing, key_warnings, refuse_packed, skipped_keys
-from checkpoints.layouts import Layout
-from checkpoints.loading import Checkpoint, CheckpointError
-from checkpoints.model_types import FAMILIES, class_family, trained_family
-from checkpoints.model_types import model_type as model_type_record
-from checkpoints.plan import Plan, Stack, Unit, describe_stack, stack_order
-from checkpoints.stacks import (
+from wqk.checkpoints.heads import resolve_heads
+from wqk.checkpoints.keys import ADALN, attention_keys_listing, key_warnings, refuse_packed, skipped_keys
+from wqk.checkpoints.layouts import Layout
+from wqk.checkpoints.loading import Checkpoint, CheckpointError
+from wqk.checkpoints.model_types import FAMILIES, class_family, trained_family
+from wqk.checkpoints.model_types import model_type as model_type_record
+from wqk.checkpoints.plan import Plan, Stack, Unit, describe_stack, stack_order
+from wqk.checkpoints.stacks import (
     by_model_type,
     check_complete,
     config_kind,

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from checkpoints.detect import plan_checkpoint
-from checkpoints.loading import Checkpoint, CheckpointError, open_checkpoint
+from wqk.checkpoints.detect import plan_checkpoint
+from wqk.checkpoints.loading import Checkpoint, CheckpointError, open_checkpoint
 
 #: ``org/name`` (or a bare legacy ``name``), then an optional ``/path/inside/the/repo`` and ``@revision``.
 HUB_ID = re.compile(r"^(?P<repo>[\w.-]+(?:/[\w.-]+)?)(?P<file>(?:/[\w.-]+)*)(?:@(?P<revision>[\w./-]+))?$")

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
-from theory.objectives import color_of
-from theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
+from wqk.common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
+from wqk.theory.objectives import color_of
+from wqk.theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
 
 if TYPE_CHECKING:
-    from checkpoints.analyze import AnalyzeRow
-    from checkpoints.bands import Bands
+    from wqk.checkpoints.analyze import AnalyzeRow
+    from wqk.checkpoints.bands import Bands
 
 _LABEL = {"head": "per head M_h", "layer": "per layer M"}
 
@@ -22,7 +22,7 @@ def plot_scores(rows: Sequence[AnalyzeRow], bands: Bands, out: str | Path, title
     """Every score against layer, one row of panels per stack (``encoder``, ``cross``, ...).
 
     ``bands`` maps ``(stack, "head" | "layer")`` to each score's 95% band of the null the z-scores use
-    (:func:`checkpoints.bands.null_bands`); a stack without one (an i.i.d. null where its layers differ in shape,
+    (:func:`wqk.checkpoints.bands.null_bands`); a stack without one (an i.i.d. null where its layers differ in shape,
     Swin's stages) is drawn without the band, and the z columns carry the null.
     A score not defined for a stack (symmetry of cross-attention) is marked so, never drawn.
     """

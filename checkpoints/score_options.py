@@ -1,5 +1,5 @@
 """How a checkpoint's forms are scored: one :class:`ScoreOptions`, validated once, from the command line, the Python
-API and the tracker alike to :func:`checkpoints.analyze.score`, trajectories and the null bands of the figures."""
+API and the tracker alike to :func:`wqk.checkpoints.analyze.score`, trajectories and the null bands of the figures."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-from theory.report import PerChoice, check_per
-from theory.scores import DEFAULT_K, Precision
+from wqk.theory.report import PerChoice, check_per
+from wqk.theory.scores import DEFAULT_K, Precision
 
 #: The nulls z and p are taken against: ``iid`` (Gaussian factors of the form's ``d`` and rank, one per shape) or
-#: ``spectrum`` (each form's own singular values with Haar-random bases, :mod:`theory.spectrum_null`).
+#: ``spectrum`` (each form's own singular values with Haar-random bases, :mod:`wqk.theory.spectrum_null`).
 NULL_CHOICES = ("iid", "spectrum")
 NullChoice = Literal["iid", "spectrum"]
 
@@ -24,9 +24,9 @@ class ScoreOptions:
 
     ``per``: rows per head, per layer or both. ``k``: the directionality threshold. ``null``: of
     :data:`NULL_CHOICES`. ``null_samples``: random forms per null (None: as many as the shape affords,
-    :func:`checkpoints.analyze.default_null_samples`); ``null_seed`` their seed. ``precision``: of the scores'
-    products (:mod:`theory.scores`). ``fold_ln`` / ``fold_qk_norm``: fold the norm gains in (:mod:`checkpoints.norms`).
-    ``extra``: also the skew part's scores (:mod:`theory.skew`).
+    :func:`wqk.checkpoints.analyze.default_null_samples`); ``null_seed`` their seed. ``precision``: of the scores'
+    products (:mod:`wqk.theory.scores`). ``fold_ln`` / ``fold_qk_norm``: fold the norm gains in
+    (:mod:`wqk.checkpoints.norms`). ``extra``: also the skew part's scores (:mod:`wqk.theory.skew`).
     """
 
     per: PerChoice = "both"

@@ -24,13 +24,13 @@ from pathlib import Path
 
 import torch
 
-from checkpoints.analyze import AnalyzeRow, SummaryRow, describe, layer_forms, score, summarize
-from checkpoints.bands import null_bands as checkpoint_bands
-from checkpoints.detect import Plan
-from checkpoints.hub import HubId, open_source
-from checkpoints.loading import Checkpoint, CheckpointError
-from checkpoints.score_options import Hooks, ScoreOptions
-from common.rows import ABSENT, row_type
+from wqk.checkpoints.analyze import AnalyzeRow, SummaryRow, describe, layer_forms, score, summarize
+from wqk.checkpoints.bands import null_bands as checkpoint_bands
+from wqk.checkpoints.detect import Plan
+from wqk.checkpoints.hub import HubId, open_source
+from wqk.checkpoints.loading import Checkpoint, CheckpointError
+from wqk.checkpoints.score_options import Hooks, ScoreOptions
+from wqk.common.rows import ABSENT, row_type
 
 _LABELS = [("checkpoint", str), ("step", int, ABSENT)]
 #: An analyze row of one checkpoint of a series: which checkpoint, its training step (absent when unknown), and
@@ -274,7 +274,7 @@ def analyze_series(
     hooks: Hooks = Hooks(),
 ) -> Trajectory:
     """Open and plan every checkpoint (so a bad one fails before any is scored), fingerprint them, and score each
-    distinct one as ``options`` say (:func:`checkpoints.analyze.score`); ``hooks.on_stage(what)`` says which
+    distinct one as ``options`` say (:func:`wqk.checkpoints.analyze.score`); ``hooks.on_stage(what)`` says which
     checkpoint is hashed or scored next."""
     options = ScoreOptions.of(options)
     if not entries:
@@ -301,7 +301,7 @@ def analyze_series(
 
 def null_bands(scored: ScoredCheckpoint, options: ScoreOptions) -> dict[tuple[str, str], tuple[float, float]]:
     """``(stack, score) -> (2.5%, 97.5%)`` of the null whose z the summarised forms carry (per layer where scored,
-    as :func:`summarize` takes them), for a trajectory figure (:func:`checkpoints.bands.null_bands`)."""
+    as :func:`summarize` takes them), for a trajectory figure (:func:`wqk.checkpoints.bands.null_bands`)."""
     form = "layer" if options.per != "head" else "head"
     bands = checkpoint_bands(scored.checkpoint, scored.plan, ScoreOptions.of(options, per=form))
     return {(stack, name): band for (stack, _), by_score in bands.items() for name, band in by_score.items()}

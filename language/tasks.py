@@ -1,9 +1,9 @@
-"""The language control's two tasks, one record each (:class:`vision.task_records.TaskRecord`): the training
+"""The language control's two tasks, one record each (:class:`wqk.vision.task_records.TaskRecord`): the training
 (which objective), the figures and the report (labels), the paper's family medians (which family)."""
 
 from __future__ import annotations
 
-from vision.task_records import TaskRecord
+from wqk.vision.task_records import TaskRecord
 
 LANGUAGE_TASKS = {
     t.name: t

@@ -4,7 +4,7 @@ held-out loss over training and its ``W_qk`` scores per layer at the end.
 Inits (:data:`INITS`): ``default`` (N(0, 0.02), BERT's and GPT-2's), ``paper-symmetric`` (the paper's arm:
 ``W_k`` drawn again at torch's ``nn.Linear`` default scale, uniform in +-1/sqrt(d), about 2.6x the baseline's
 std at d = 128, and ``W_q`` a copy of it: symmetric, with the scale confound) and ``symmetric`` (``W_q = c W_k``
-at the baseline's std exactly, :func:`vision.init.symmetric`). Every arm of a seed sees the same batches, masks
+at the baseline's std exactly, :func:`wqk.vision.init.symmetric`). Every arm of a seed sees the same batches, masks
 and evaluation draws.
 """
 
@@ -17,14 +17,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from language.model import TextConfig, TextTransformer
-from language.tasks import LANGUAGE_TASKS
-from language.tokens import MASK, SPECIALS
-from theory.objectives import objective_class
-from theory.report import score_rows
-from vision.init import apply_init, attention_modules, thirds
-from vision.models.attention import attention_forms
-from vision.optimization import update
+from wqk.language.model import TextConfig, TextTransformer
+from wqk.language.tasks import LANGUAGE_TASKS
+from wqk.language.tokens import MASK, SPECIALS
+from wqk.theory.objectives import objective_class
+from wqk.theory.report import score_rows
+from wqk.vision.init import apply_init, attention_modules, thirds
+from wqk.vision.models.attention import attention_forms
+from wqk.vision.optimization import update
 
 _MODEL, _INIT, _DATA, _EVAL = range(4)
 

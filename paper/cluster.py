@@ -1,6 +1,6 @@
 """Units as the tasks of a Slurm job array, through ``submitit`` (``cli.py paper --executor slurm``).
 
-Each task runs :func:`paper.execute.run_in_worker` on one unit, in the repository the command was given from (a
+Each task runs :func:`wqk.paper.execute.run_in_worker` on one unit, in the repository the command was given from (a
 filesystem the cluster's nodes share), and writes that unit's results directory as the local executor does; the
 command waits, reporting each unit as queued, running, done or failed with its log, and then merges. A unit that
 fails leaves every finished one in the cache: running the command again submits only the units still missing.
@@ -13,8 +13,8 @@ import shutil
 import time
 from pathlib import Path
 
-from paper.execute import OnEvent, Outcome, run_in_worker
-from paper.plan import Task
+from wqk.paper.execute import OnEvent, Outcome, run_in_worker
+from wqk.paper.plan import Task
 
 #: Slurm states of a task that has started and not ended (the rest before the end: queued).
 RUNNING_STATES = ("RUNNING", "COMPLETING", "SUSPENDED")

@@ -4,10 +4,10 @@ reverse and by the project's rule, and the trained forms' ``s`` per layer beside
 
 from __future__ import annotations
 
-from language.tasks import LANGUAGE_TASKS
-from paper.margins import PAPER_MEDIANS
-from paper.markdown import fmt, md_table, value_text
-from paper.results import MissingResult, Results, select
+from wqk.language.tasks import LANGUAGE_TASKS
+from wqk.paper.margins import PAPER_MEDIANS
+from wqk.paper.markdown import fmt, md_table, value_text
+from wqk.paper.results import MissingResult, Results, select
 
 EXPERIMENT = "language_control"
 

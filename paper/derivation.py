@@ -1,8 +1,8 @@
 """Step 4 of the pipeline, derive: each experiment's summaries from its tables, then every verdict.
 
-An experiment's summaries (:data:`paper.experiment.Experiment.derive`, :mod:`paper.derive`) are derived again only
-where its tables, the code of its derive function or the library versions changed (:func:`derivation_key`,
-recorded in :data:`DERIVED_KEY`); ``verdicts.csv`` (:mod:`paper.claims`) and ``sections.csv`` every time.
+An experiment's summaries (:data:`wqk.paper.experiment.Experiment.derive`, :mod:`wqk.paper.derive`) are derived again
+only where its tables, the code of its derive function or the library versions changed (:func:`derivation_key`,
+recorded in :data:`DERIVED_KEY`); ``verdicts.csv`` (:mod:`wqk.paper.claims`) and ``sections.csv`` every time.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from common.io import write_csv, write_json
-from paper.claims import VERDICT_COLUMNS, verdict_rows
-from paper.codeversion import code_version
-from paper.plan import library_versions
-from paper.preregistration import mark_exploratory
-from paper.registry import derivations as known
-from paper.results import Results, read_manifest, table_name, write_tables
-from paper.sections import SECTION_COLUMNS, section_rows
+from wqk.common.io import write_csv, write_json
+from wqk.paper.claims import VERDICT_COLUMNS, verdict_rows
+from wqk.paper.codeversion import code_version
+from wqk.paper.plan import library_versions
+from wqk.paper.preregistration import mark_exploratory
+from wqk.paper.registry import derivations as known
+from wqk.paper.results import Results, read_manifest, table_name, write_tables
+from wqk.paper.sections import SECTION_COLUMNS, section_rows
 
 #: The record of an experiment's last derivation: ``{"key": ..., "tables": [...]}`` (:func:`derivation_key`).
 DERIVED_KEY = "derived.key"
@@ -51,7 +51,7 @@ def derive(results_dir: Path, derivations: dict[str, Callable] | None = None) ->
     """Compute every experiment's summaries from its tables (reused where :func:`derivation_key` is that of the
     last derivation), then every verdict (``verdicts.csv``) and each section's (``sections.csv``).
 
-    ``derivations``: name -> derive function (default :func:`paper.registry.derivations`)."""
+    ``derivations``: name -> derive function (default :func:`wqk.paper.registry.derivations`)."""
 
     functions = known() if derivations is None else derivations
     results = Results(results_dir)

@@ -1,7 +1,7 @@
 """Step 2 of the pipeline, execute: run the planned units, each writing its own results directory.
 
 Every executor runs :func:`run_unit` on each task, somewhere: :class:`LocalExecutor` in this process or a pool of
-local worker processes (``--executor local``, the default), :class:`paper.cluster.SubmititExecutor` as the tasks of
+local worker processes (``--executor local``, the default), :class:`wqk.paper.cluster.SubmititExecutor` as the tasks of
 a Slurm job array (``--executor slurm``). A unit's results are the same files whatever ran them; its manifest
 (written last) says which executor, host and device did.
 """
@@ -14,12 +14,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from common.io import provenance
-from paper.experiment import Context, Experiment
-from paper.fingerprint import fingerprint, signature
-from paper.plan import Task, config_size, library_versions, load_registry
-from paper.results import write_experiment
-from paper.uncommitted import OUTPUTS, exploratory_why
+from wqk.common.io import provenance
+from wqk.paper.experiment import Context, Experiment
+from wqk.paper.fingerprint import fingerprint, signature
+from wqk.paper.plan import Task, config_size, library_versions, load_registry
+from wqk.paper.results import write_experiment
+from wqk.paper.uncommitted import OUTPUTS, exploratory_why
 
 #: ``on_event(unit label, kind, text)``; kind is queued / start / note / done / failed.
 OnEvent = Callable[[str, str, str], None]
@@ -56,7 +56,7 @@ def run_unit(
     job: str | None = None,
 ) -> float:
     """Run one unit and write its results directory (manifest last); returns the wall time in seconds. The
-    manifest is refused where the code became dirty since the plan (:mod:`paper.uncommitted`)."""
+    manifest is refused where the code became dirty since the plan (:mod:`wqk.paper.uncommitted`)."""
 
     experiment = registry[task.name]
     start, cpu = time.perf_counter(), time.process_time()

@@ -1,15 +1,15 @@
 """Step 3 of the pipeline, merge: a split experiment's units, once all are cached, into the experiment's tables.
 
-The merged tables are the experiment's :attr:`~paper.experiment.Experiment.merge` of its units' (rows in unit
+The merged tables are the experiment's :attr:`~wqk.paper.experiment.Experiment.merge` of its units' (rows in unit
 order) and a ``units`` table of each unit's wall and CPU time; the manifest's cache key is that of the units'
-keys (:attr:`paper.plan.Plan.merged_key`), so a unit run again is merged again. An experiment with a unit still
+keys (:attr:`wqk.paper.plan.Plan.merged_key`), so a unit run again is merged again. An experiment with a unit still
 missing is left waiting.
 """
 
 from __future__ import annotations
 
-from paper.plan import Plan, config_size
-from paper.results import Results, is_cached, read_manifest, table_name, write_experiment
+from wqk.paper.plan import Plan, config_size
+from wqk.paper.results import Results, is_cached, read_manifest, table_name, write_experiment
 
 #: What a merged manifest keeps of each unit's: where it ran and what it was.
 UNIT_FIELDS = ("cache_key", "provenance", "executor", "job", "host", "device", "exploratory_why")
@@ -23,7 +23,7 @@ def missing_units(plan: Plan) -> list[str]:
 def merge_units(plan: Plan, exploratory: str = "") -> bool:
     """Merge a split experiment's units into its own tables once every unit is cached; returns whether the
     experiment's results are complete. The merge is exploratory (``exploratory``: why) where a unit is, or where
-    the code merging them is (:mod:`paper.uncommitted`)."""
+    the code merging them is (:mod:`wqk.paper.uncommitted`)."""
     tasks = plan.tasks
     if not plan.split:
         return True

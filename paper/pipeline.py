@@ -1,17 +1,17 @@
 """``cli.py paper``: run or reuse every experiment, merge, derive, render; five steps in a line, each reading only
-what the step before it wrote (the results store, :mod:`paper.results`):
+what the step before it wrote (the results store, :mod:`wqk.paper.results`):
 
-1. **plan** (:mod:`paper.plan`): every experiment's units, and those whose cached result is not valid (config and
+1. **plan** (:mod:`wqk.paper.plan`): every experiment's units, and those whose cached result is not valid (config and
    library versions, and the same source or the same fingerprint), longest experiment first, seed by seed;
-2. **execute** (:mod:`paper.execute`): an executor runs those units, each writing its own results directory:
+2. **execute** (:mod:`wqk.paper.execute`): an executor runs those units, each writing its own results directory:
    local worker processes (``--executor local``, ``--jobs`` at a time) or the tasks of a Slurm job array
-   (``--executor slurm``, :mod:`paper.cluster`);
-3. **merge** (:mod:`paper.merge`): a split experiment's units, once all are cached, into its own tables;
-4. **derive** (:mod:`paper.derivation`): each experiment's summaries (where its tables or derive code changed),
-   then ``results/verdicts.csv`` (:mod:`paper.claims`);
-5. **render** (:mod:`paper.render`): ``figures/NAME.png`` and ``.pdf``, and ``report.md``, from the tables.
+   (``--executor slurm``, :mod:`wqk.paper.cluster`);
+3. **merge** (:mod:`wqk.paper.merge`): a split experiment's units, once all are cached, into its own tables;
+4. **derive** (:mod:`wqk.paper.derivation`): each experiment's summaries (where its tables or derive code changed),
+   then ``results/verdicts.csv`` (:mod:`wqk.paper.claims`);
+5. **render** (:mod:`wqk.paper.render`): ``figures/NAME.png`` and ``.pdf``, and ``report.md``, from the tables.
 
-No result from uncommitted code lands in the repository (:mod:`paper.uncommitted`): the check runs before the
+No result from uncommitted code lands in the repository (:mod:`wqk.paper.uncommitted`): the check runs before the
 execute step, whenever anything is to be written, and again as each unit writes its manifest.
 """
 
@@ -21,15 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from paper.derivation import DERIVED_KEY, derive
-from paper.execute import Executor, LocalExecutor, OnEvent
-from paper.experiment import Experiment
-from paper.merge import merge_units, missing_units
-from paper.plan import REGISTRY, Plan, load_registry, plan
-from paper.registry import derivations
-from paper.render import render
-from paper.results import is_cached
-from paper.uncommitted import exploratory_why
+from wqk.paper.derivation import DERIVED_KEY, derive
+from wqk.paper.execute import Executor, LocalExecutor, OnEvent
+from wqk.paper.experiment import Experiment
+from wqk.paper.merge import merge_units, missing_units
+from wqk.paper.plan import REGISTRY, Plan, load_registry, plan
+from wqk.paper.registry import derivations
+from wqk.paper.render import render
+from wqk.paper.results import is_cached
+from wqk.paper.uncommitted import exploratory_why
 
 __all__ = ["DERIVED_KEY", "PipelineResult", "derive", "render", "run_pipeline"]
 
@@ -65,10 +65,10 @@ def run_pipeline(
 ) -> PipelineResult:
     """The whole pipeline into ``out`` (``results/``, ``figures/``, ``report.md``); see the module docstring.
 
-    ``registry``: the experiments (default :data:`paper.plan.REGISTRY`): a ``module:function`` that builds them,
+    ``registry``: the experiments (default :data:`wqk.paper.plan.REGISTRY`): a ``module:function`` that builds them,
     which every worker process calls too, or a dict (tests), run in this process only (``jobs = 1``, the local
-    executor). ``executor``: default :class:`paper.execute.LocalExecutor` of ``jobs`` processes. ``allow_dirty``:
-    write results from uncommitted code, marked exploratory (:mod:`paper.uncommitted`)."""
+    executor). ``executor``: default :class:`wqk.paper.execute.LocalExecutor` of ``jobs`` processes. ``allow_dirty``:
+    write results from uncommitted code, marked exploratory (:mod:`wqk.paper.uncommitted`)."""
 
     out = Path(out)
     if isinstance(registry, dict):

@@ -2,7 +2,7 @@
 
 A unit's result is kept while it is valid (:func:`is_valid`: its cache key, and the same source or the same
 fingerprint); the others are the plan's ``todo``, ordered seed by seed. A :class:`Task` is plain data, so that any
-executor (:mod:`paper.execute`) can hand it to another process or another machine.
+executor (:mod:`wqk.paper.execute`) can hand it to another process or another machine.
 """
 
 from __future__ import annotations
@@ -10,18 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.io import write_json
-from paper.codeversion import code_version
-from paper.experiment import STANDS_IN, Experiment, cache_key, config_hash
-from paper.fingerprint import fingerprint, same_computation
-from paper.results import MANIFEST, is_cached, read_manifest
+from wqk.common.io import write_json
+from wqk.paper.codeversion import code_version
+from wqk.paper.experiment import STANDS_IN, Experiment, cache_key, config_hash
+from wqk.paper.fingerprint import fingerprint, same_computation
+from wqk.paper.results import MANIFEST, is_cached, read_manifest
 
 #: The folder of a split experiment's units inside its results directory.
 UNITS = "units"
 #: Libraries whose version is part of every cache key (a new torch may change the numbers).
 LIBRARIES = ("torch", "numpy", "scipy")
 #: Where a worker process finds the registry it runs from: ``module:function(checkpoint_paths) -> registry``.
-REGISTRY = "paper.registry:experiments"
+REGISTRY = "wqk.paper.registry:experiments"
 
 
 def library_versions() -> dict[str, str]:
@@ -54,7 +54,7 @@ class Task:
     checkpoint_paths: tuple[str, ...] = ()
     unit: str = "all"  # "all": the experiment is one unit, its results are the experiment's
     registry: str = REGISTRY  # how a worker rebuilds the registry (:func:`load_registry`)
-    allow_dirty: bool = False  # write a result from uncommitted code (:mod:`paper.uncommitted`)
+    allow_dirty: bool = False  # write a result from uncommitted code (:mod:`wqk.paper.uncommitted`)
     exploratory: str = ""  # why this unit's result is exploratory ("" : it is not)
 
     @property
@@ -113,7 +113,7 @@ def load_registry(spec: str, checkpoint_paths: list[str] | None = None) -> dict[
 def is_valid(task: Task, experiment: Experiment, record: bool = True) -> bool:
     """Whether ``task``'s results are cached and still valid: same cache key and tables present, and the same
     source (code version) or, the source having changed, the same fingerprint as the one stored
-    (:func:`paper.fingerprint.same_computation`). A result kept by its fingerprint has its manifest's code version
+    (:func:`wqk.paper.fingerprint.same_computation`). A result kept by its fingerprint has its manifest's code version
     brought up to date (the next check is free), unless ``record`` is False (a listing writes nothing)."""
 
     manifest = read_manifest(task.directory)
@@ -168,9 +168,9 @@ def plan(
     record: bool = True,
 ) -> list[Plan]:
     """Each experiment's units and which of them still run (longest expected experiment first). Valid results of a
-    mode that :data:`~paper.experiment.STANDS_IN` for ``mode`` are reused in its place (``--quick`` reads committed
+    mode that :data:`~wqk.paper.experiment.STANDS_IN` for ``mode`` are reused in its place (``--quick`` reads committed
     ``--standard`` results, even of an entry without a quick config); otherwise an entry without a config for
-    ``mode`` (or its :data:`~paper.experiment.FALLBACK`) is not part of it. ``record``: whether a result kept by
+    ``mode`` (or its :data:`~wqk.paper.experiment.FALLBACK`) is not part of it. ``record``: whether a result kept by
     its fingerprint gets its manifest's code version brought up to date (:func:`is_valid`)."""
     common = {
         "results": str(results),

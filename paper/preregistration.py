@@ -1,14 +1,14 @@
 """The frozen registry: every prediction, its margin, its family role and its interval rule in one file with its hash.
 
 ``paper/preregistration.json`` is the registry as :func:`registry_record` writes it from
-:mod:`paper.predictions` (a test fails while the two differ: a prediction changed without a new freeze).
+:mod:`wqk.paper.predictions` (a test fails while the two differ: a prediction changed without a new freeze).
 ``paper/freezes.json`` lists the freezes: the commit that holds the registry file, its hash, and the hash of each
 prediction's definition. A verdict row's prediction is frozen at the first freeze whose definition of it is
 today's; its data are **confirmatory** when every run behind them was made from a commit that descends from that
 freeze, and **exploratory** otherwise (made before the freeze, or from uncommitted code: a ``-dirty`` commit).
 
-Freezing is two commits: commit the registry file (``python -m paper.preregistration write``), then record that
-commit (``python -m paper.preregistration freeze``) and commit the record.
+Freezing is two commits: commit the registry file (``python -m wqk.paper.preregistration write``), then record that
+commit (``python -m wqk.paper.preregistration freeze``) and commit the record.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from dataclasses import asdict
 from functools import cache
 from pathlib import Path
 
-from common.io import atomic_write_text
-from paper.predictions import CONFIRMATORY, ROLES, SECTIONS, Prediction
-from paper.resolution import MIN_BLOCK_SHARE
-from paper.verdict import ALPHA
+from wqk.common.io import atomic_write_text
+from wqk.paper.predictions import CONFIRMATORY, ROLES, SECTIONS, Prediction
+from wqk.paper.resolution import MIN_BLOCK_SHARE
+from wqk.paper.verdict import ALPHA
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "preregistration.json"
 FREEZES = HERE / "freezes.json"
 
-#: The interval rule of each kind of quantity (:mod:`common.intervals`; the Method section names them).
+#: The interval rule of each kind of quantity (:mod:`wqk.common.intervals`; the Method section names them).
 RULES = {"mean": "t", "difference": "t", "ratio": "log-t", "rate": "cluster-bootstrap"}
 
 
@@ -198,4 +198,4 @@ if __name__ == "__main__":
     elif sys.argv[1:] == ["freeze"]:
         print(f"recorded the freeze at {record_freeze()['commit'][:12]}")
     else:
-        sys.exit("usage: python -m paper.preregistration write|freeze")
+        sys.exit("usage: python -m wqk.paper.preregistration write|freeze")

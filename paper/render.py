@@ -1,14 +1,14 @@
-"""Step 5 of the pipeline, render: the figures (:mod:`paper.figures`) and the report (:mod:`paper.report`), drawn
-from the result tables alone."""
+"""Step 5 of the pipeline, render: the figures (:mod:`wqk.paper.figures`) and the report (:mod:`wqk.paper.report`),
+drawn from the result tables alone."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from common.io import atomic_write_text
-from paper.figures import render_figures
-from paper.report import render_report
-from paper.results import Results
+from wqk.common.io import atomic_write_text
+from wqk.paper.figures import render_figures
+from wqk.paper.report import render_report
+from wqk.paper.results import Results
 
 
 def render(out: Path) -> tuple[list[Path], dict[str, str], Path]:

@@ -1,7 +1,7 @@
 """The report: ``paper/template.md`` with every ``{{ key }}`` filled from the result tables.
 
 The template holds the prose; :func:`report_context` builds every inserted piece (tables, verdicts, numbers)
-from :class:`paper.results.Results` alone, each number formatted by :func:`fmt`, so that every number of the
+from :class:`wqk.paper.results.Results` alone, each number formatted by :func:`fmt`, so that every number of the
 report can be found in a result table (``tests/test_paper_report.py`` parses the report and checks).
 """
 
@@ -12,22 +12,22 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from common.summary import z_text
-from paper.answers import QUESTIONS, answer_text
-from paper.control_report import control_piece
-from paper.experiment import MODES, STANDS_IN
-from paper.first_page import answers_page
-from paper.margins import PAPER_MEDIANS
-from paper.markdown import fmt, md_table, value_text
-from paper.predictions import CHECK, SECTIONS, UNTESTABLE
-from paper.preregistration import REGISTRY, file_hash, freezes, result_commits
-from paper.results import MissingResult, Results, select
-from paper.runners.checkpoints import is_packaged
-from paper.sections import row_name, section_verdicts
-from paper.study_report import gate_text, sampling_noise_text, study_table
-from paper.summary import at_last_step
-from paper.verdict import RULE, VERDICTS
-from vision.task_records import VISION_TASKS
+from wqk.common.summary import z_text
+from wqk.paper.answers import QUESTIONS, answer_text
+from wqk.paper.control_report import control_piece
+from wqk.paper.experiment import MODES, STANDS_IN
+from wqk.paper.first_page import answers_page
+from wqk.paper.margins import PAPER_MEDIANS
+from wqk.paper.markdown import fmt, md_table, value_text
+from wqk.paper.predictions import CHECK, SECTIONS, UNTESTABLE
+from wqk.paper.preregistration import REGISTRY, file_hash, freezes, result_commits
+from wqk.paper.results import MissingResult, Results, select
+from wqk.paper.runners.checkpoints import is_packaged
+from wqk.paper.sections import row_name, section_verdicts
+from wqk.paper.study_report import gate_text, sampling_noise_text, study_table
+from wqk.paper.summary import at_last_step
+from wqk.paper.verdict import RULE, VERDICTS
+from wqk.vision.task_records import VISION_TASKS
 
 TEMPLATE = Path(__file__).with_name("template.md")
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")

@@ -22,7 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from common.io import atomic_write_bytes, write_json
+from wqk.common.io import atomic_write_bytes, write_json
 
 MANIFEST = "manifest.json"
 #: A CSV table of more bytes than this is written gzip-compressed (``name.csv.gz``; small tables stay plain text,

@@ -1,6 +1,6 @@
 """No result from uncommitted code lands in the repository, unless asked for, and then marked exploratory.
 
-The code that counts is every tracked file of the project's packages (:data:`paper.codeversion.PROJECT_PACKAGES`)
+The code that counts is every tracked file of the project's packages (:data:`wqk.paper.codeversion.PROJECT_PACKAGES`)
 with changes not committed, staged or not; the pipeline's own outputs (``paper/results``, ``paper/figures``,
 ``paper/report.md``), the docs and untracked files do not count (an untracked module changes no result until
 tracked code imports it). A result *lands* when it is written inside the repository where git does not ignore
@@ -13,7 +13,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from paper.codeversion import PROJECT_PACKAGES, ROOT
+from wqk.paper.codeversion import PROJECT_PACKAGES, ROOT
 
 #: What the pipeline writes into the repository: not a change to the code a result's provenance names.
 OUTPUTS = ("paper/results", "paper/figures", "paper/report.md")

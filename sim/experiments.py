@@ -2,12 +2,12 @@
 can show (section 8).
 
 ``python cli.py experiment NAME[,NAME...]`` (or ``all``), or :func:`run_experiment` from Python, runs the arms of
-each experiment (8 seeds each, the defaults of :mod:`sim.config` unless the arm says otherwise) and writes, under
+each experiment (8 seeds each, the defaults of :mod:`wqk.sim.config` unless the arm says otherwise) and writes, under
 ``OUT/NAME/``, a long tidy ``summary.csv`` (one row per arm x step x layer x form x block x quantity: seed mean,
 95% t-interval, the seeds' null z combined (Stouffer) where the quantity has a null, the number of seeds and of
 positive seeds), ``experiment.json`` (every arm's configuration and run directory, the reported steps,
 provenance) and ``scores.png``. Arms with the same configuration share one run directory (``OUT/runs/<config
-hash>``, each a resumable :mod:`sim.train` run directory with its own ``metrics.csv``), so experiments that reuse
+hash>``, each a resumable :mod:`wqk.sim.train` run directory with its own ``metrics.csv``), so experiments that reuse
 an arm do not train it twice and an interrupted experiment resumes.
 
 Experiments of issue 10 (each with bidirectional and denoising controls):
@@ -29,16 +29,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.figures import pyplot, save_figure
-from common.io import provenance, write_csv, write_json
-from common.rows import Row, table
-from common.summary import combined_z, mean_ci, plus_minus
-from sim.analysis import attention_to, bos_dominance
-from sim.config import DEFAULTS, SimConfig, default_config
-from sim.record import MetricRow
-from sim.train import Simulation, intra_op_threads, run
-from theory.objectives import color_of
-from theory.scores import SCORE_NAMES
+from wqk.common.figures import pyplot, save_figure
+from wqk.common.io import provenance, write_csv, write_json
+from wqk.common.rows import Row, table
+from wqk.common.summary import combined_z, mean_ci, plus_minus
+from wqk.sim.analysis import attention_to, bos_dominance
+from wqk.sim.config import DEFAULTS, SimConfig, default_config
+from wqk.sim.record import MetricRow
+from wqk.sim.train import Simulation, intra_op_threads, run
+from wqk.theory.objectives import color_of
+from wqk.theory.scores import SCORE_NAMES
 
 SHORT = {"symmetry": "s", "directionality": "delta", "directionality_pr": "delta_pr"}
 #: Per-seed quantities of the metrics rows summarised (scores carry their null z).

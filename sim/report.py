@@ -2,7 +2,7 @@
 
 A summary row aggregates the per-seed rows of one ``(objective, layer, form)`` at the final step:
 mean and 95% t-interval over seeds of ``s`` and ``delta``, the seeds' null z-scores combined
-(Stouffer, ``common.summary.combined_z``), the final loss and,
+(Stouffer, ``wqk.common.summary.combined_z``), the final loss and,
 with a BOS (or CLS) token, the mean ratio ``||M x_BOS|| / ||x_BOS^T M||`` (> 1: a key-side BOS direction).
 """
 
@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
-from common.rows import row_type
-from common.summary import combined_z, mean_ci, plus_minus, z_text
-from sim.record import FORMS, MetricRow, PositionRow
-from theory.objectives import color_of
+from wqk.common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
+from wqk.common.rows import row_type
+from wqk.common.summary import combined_z, mean_ci, plus_minus, z_text
+from wqk.sim.record import FORMS, MetricRow, PositionRow
+from wqk.theory.objectives import color_of
 
 #: The number columns of ``metrics.csv`` and ``positions.csv`` (parsed as floats when read back).
 NUMERIC = frozenset(MetricRow.columns(float) + PositionRow.columns(float))

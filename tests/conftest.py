@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
-from vision.data import load_data
+from wqk.vision.data import load_data
 
 _common = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("default", max_examples=40, derandomize=True, **_common)

@@ -2,13 +2,14 @@
 ``tests.paper_unit_registry:registry``, as a worker rebuilds it): the ViT classifier at smoke size, one unit per
 seed, where a seed fails while a file ``fail-seedN`` is in the work directory (a unit made to fail)."""
 
-from paper.experiment import Experiment
-from paper.registry import EXPERIMENTS, seed_units
-from paper.runners.vision import vision_task
+from wqk.paper.experiment import Experiment
+from wqk.paper.registry import EXPERIMENTS, seed_units
+from wqk.paper.runners.vision import vision_task
 
 
 def classify_or_fail(config: dict, ctx) -> dict:
-    """:func:`paper.runners.vision.vision_task`, failing for a seed that ``fail-seedN`` in the work directory names."""
+    """:func:`wqk.paper.runners.vision.vision_task`, failing for a seed that ``fail-seedN`` in the work directory
+    names."""
     for seed in config["seed_list"]:
         if (ctx.work / f"fail-seed{seed}").exists():
             raise RuntimeError(f"seed {seed} made to fail")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from sim.tasks import stack
-from sim.train import Simulation
+from wqk.sim.tasks import stack
+from wqk.sim.train import Simulation
 
 
 def losses_on_one_batch(sim: Simulation, steps: int) -> torch.Tensor:

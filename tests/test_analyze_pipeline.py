@@ -9,10 +9,10 @@ import time
 import pytest
 import torch
 
-from checkpoints.analyze import iter_rows, layer_forms, null_shapes
-from checkpoints.detect import plan_checkpoint
-from checkpoints.loading import Checkpoint
-from theory.report import score_rows
+from wqk.checkpoints.analyze import iter_rows, layer_forms, null_shapes
+from wqk.checkpoints.detect import plan_checkpoint
+from wqk.checkpoints.loading import Checkpoint
+from wqk.theory.report import score_rows
 
 D, H, L = 32, 4, 5
 NULL_SAMPLES = 16

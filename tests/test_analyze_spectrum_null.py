@@ -10,10 +10,10 @@ import pytest
 from checkpoint_builders import NULL_SAMPLES, SMALL
 from typer.testing import CliRunner
 
-from checkpoints.analyze import all_forms, analyze, describe
-from cli import app
-from theory.scores import SCORE_NAMES
-from theory.spectrum_null import factored_spectrum_null
+from wqk.checkpoints.analyze import all_forms, analyze, describe
+from wqk.cli import app
+from wqk.theory.scores import SCORE_NAMES
+from wqk.theory.spectrum_null import factored_spectrum_null
 
 transformers = pytest.importorskip("transformers")
 runner = CliRunner()

@@ -1,14 +1,14 @@
-"""Random translations of the classifier's training images (vision.augment): pixels move where the shift says,
+"""Random translations of the classifier's training images (wqk.vision.augment): pixels move where the shift says,
 the border is repeated, the draws are the task's (so a run stays exact on resume), and no shift draws nothing."""
 
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from theory.objectives import Classification
-from vision.augment import draw_shifts, translate
-from vision.data import load_data
-from vision.tasks.classify import build_classify_task
+from wqk.theory.objectives import Classification
+from wqk.vision.augment import draw_shifts, translate
+from wqk.vision.data import load_data
+from wqk.vision.tasks.classify import build_classify_task
 
 
 @settings(max_examples=40, deadline=None)

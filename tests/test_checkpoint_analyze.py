@@ -10,7 +10,7 @@ import torch
 from checkpoint_builders import NULL_SAMPLES, SMALL, H, L
 from typer.testing import CliRunner
 
-from checkpoints.analyze import (
+from wqk.checkpoints.analyze import (
     ANALYZE_COLUMNS,
     _converted,
     _page_in,
@@ -20,7 +20,7 @@ from checkpoints.analyze import (
     null_shapes,
     summarize,
 )
-from cli import app
+from wqk.cli import app
 
 transformers = pytest.importorskip("transformers")
 runner = CliRunner()

@@ -20,10 +20,10 @@ from checkpoint_builders import (
     split_heads_hf,
 )
 
-from checkpoints.analyze import describe, layer_forms, score
-from checkpoints.detect import CheckpointError
-from checkpoints.score_options import Hooks
-from theory.factored import FactoredForms
+from wqk.checkpoints.analyze import describe, layer_forms, score
+from wqk.checkpoints.detect import CheckpointError
+from wqk.checkpoints.score_options import Hooks
+from wqk.theory.factored import FactoredForms
 
 transformers = pytest.importorskip("transformers")
 

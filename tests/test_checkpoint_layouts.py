@@ -33,9 +33,9 @@ from checkpoint_builders import (
     split_heads_hf,
 )
 
-from checkpoints.adapters import bigcode_fused, blocked_gqa, falcon_grouped, neox_interleaved
-from checkpoints.analyze import analyze, describe, layer_forms
-from theory.factored import FactoredForms
+from wqk.checkpoints.adapters import bigcode_fused, blocked_gqa, falcon_grouped, neox_interleaved
+from wqk.checkpoints.analyze import analyze, describe, layer_forms
+from wqk.theory.factored import FactoredForms
 
 transformers = pytest.importorskip("transformers")
 

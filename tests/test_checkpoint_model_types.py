@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from checkpoint_builders import D, H, L, write_gguf
 
-from checkpoints.analyze import describe
-from checkpoints.layouts import LAYOUTS
-from checkpoints.model_types import FAMILIES, MODEL_TYPES, help_list, model_table, types_of, with_table
-from cli import app
+from wqk.checkpoints.analyze import describe
+from wqk.checkpoints.layouts import LAYOUTS
+from wqk.checkpoints.model_types import FAMILIES, MODEL_TYPES, help_list, model_table, types_of, with_table
+from wqk.cli import app
 from wqk.cli.scoring import analyze
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,7 +34,7 @@ def test_model_types_are_registered_once_and_every_layout_is_reachable():
 def test_the_docs_model_table_is_the_registrys():
     text = (ROOT / "docs/architecture.md").read_text()
     assert with_table(text) == text, (
-        "docs/architecture.md's model table differs from the registry: run python -m checkpoints.model_types"
+        "docs/architecture.md's model table differs from the registry: run python -m wqk.checkpoints.model_types"
     )
     assert model_table() in text
 

@@ -16,9 +16,9 @@ import pytest
 import torch
 from checkpoint_builders import SMALL, D, H, L
 
-from checkpoints.analyze import analyze, describe, layer_forms
-from checkpoints.loading import CheckpointError
-from cli import app
+from wqk.checkpoints.analyze import analyze, describe, layer_forms
+from wqk.checkpoints.loading import CheckpointError
+from wqk.cli import app
 
 transformers = pytest.importorskip("transformers")
 

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import checkpoints.analyze as ana
-import checkpoints.plot
 import wqk
-from checkpoints.analyze import all_forms, describe
-from checkpoints.score_options import ScoreOptions
-from cli import app
-from theory.nulls import null_distribution
-from theory.spectrum_null import factored_spectrum_null
+import wqk.checkpoints.analyze as ana
+import wqk.checkpoints.plot
+from wqk.checkpoints.analyze import all_forms, describe
+from wqk.checkpoints.score_options import ScoreOptions
+from wqk.cli import app
+from wqk.theory.nulls import null_distribution
+from wqk.theory.spectrum_null import factored_spectrum_null
 
 transformers = pytest.importorskip("transformers")
 SAMPLES = 16
@@ -22,7 +22,7 @@ SAMPLES = 16
 
 @pytest.fixture
 def calls(monkeypatch, tmp_path):
-    """The options each call of ``checkpoints.analyze.analyze`` got."""
+    """The options each call of ``wqk.checkpoints.analyze.analyze`` got."""
     seen = []
     run = ana.analyze
 
@@ -92,7 +92,7 @@ def test_a_bad_option_is_one_clear_error(bert):
 def test_plot_draws_the_band_of_the_null_the_scores_use(null, bert, tmp_path, monkeypatch):
     monkeypatch.setenv("WQK_CACHE_DIR", str(tmp_path / "nulls"))
     drawn = []
-    monkeypatch.setattr(checkpoints.plot, "plot_scores", lambda rows, bands, out, title: drawn.append(bands))
+    monkeypatch.setattr(wqk.checkpoints.plot, "plot_scores", lambda rows, bands, out, title: drawn.append(bands))
     args = ["analyze", str(bert), "--null-samples", str(SAMPLES), "--null", null, "--plot", str(tmp_path / "p.png")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output

@@ -19,8 +19,8 @@ from checkpoint_builders import D, H, TimmStack, write_gguf
 from safetensors.torch import save_file
 from typer.testing import CliRunner
 
-from cli import SYMBOLIC_MAX_SIZE, app
-from theory.symbolic import MAX_SIZE
+from wqk.cli import SYMBOLIC_MAX_SIZE, app
+from wqk.theory.symbolic import MAX_SIZE
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cli import app
+from wqk.cli import app
 from wqk.cli.output import Output, cell, once_per, render, short
 
 transformers = pytest.importorskip("transformers")

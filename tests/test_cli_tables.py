@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from checkpoints.analyze import SummaryRow, summarize
-from cli import app
-from sim import experiments as sim_experiments
-from sim.report import (
+from wqk.checkpoints.analyze import SummaryRow, summarize
+from wqk.cli import app
+from wqk.cli.output import cell, short
+from wqk.sim import experiments as sim_experiments
+from wqk.sim.report import (
     BLOCK_DISPLAY_COLUMNS,
     BLOCK_DISPLAY_KEYS,
     DISPLAY_COLUMNS,
@@ -26,9 +27,8 @@ from sim.report import (
     OBJECTIVE_COLUMNS,
     OBJECTIVE_KEYS,
 )
-from theory.report import SHOWN_KEYS, shown_columns
-from vision.study import STUDY_KEYS
-from wqk.cli.output import cell, short
+from wqk.theory.report import SHOWN_KEYS, shown_columns
+from wqk.vision.study import STUDY_KEYS
 
 WIDTHS = (60, 80, 200)
 transformers = pytest.importorskip("transformers")

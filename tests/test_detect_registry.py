@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from checkpoints.detect import _family, _rotary_warning
-from checkpoints.layouts import LAYOUTS
+from wqk.checkpoints.detect import _family, _rotary_warning
+from wqk.checkpoints.layouts import LAYOUTS
 
 FALCON = next(layout for layout in LAYOUTS if layout.name == "falcon")
 

@@ -9,17 +9,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from theory.attribution import skew_fraction
-from theory.check import SWAP_SYMMETRIC
-from theory.corruption import Corruption, objective_batch, objective_sampler
-from theory.expected_update import PARTS, ExpectedUpdate, max_abs_z
-from theory.gaussian import gaussian_update, head_averaged_update
-from theory.heads import AveragedHead, LinearReadout, SoftmaxReadout
-from theory.montecarlo import monte_carlo_update
-from theory.objectives import OBJECTIVES as REGISTERED
-from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
-from theory.objectives.prefix_lm import PrefixLM
-from theory.processes import (
+from wqk.testing import expected_first_update, objectives, oracles, processes
+from wqk.theory.attribution import skew_fraction
+from wqk.theory.check import SWAP_SYMMETRIC
+from wqk.theory.corruption import Corruption, objective_batch, objective_sampler
+from wqk.theory.expected_update import PARTS, ExpectedUpdate, max_abs_z
+from wqk.theory.gaussian import gaussian_update, head_averaged_update
+from wqk.theory.heads import AveragedHead, LinearReadout, SoftmaxReadout
+from wqk.theory.montecarlo import monte_carlo_update
+from wqk.theory.objectives import OBJECTIVES as REGISTERED
+from wqk.theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
+from wqk.theory.objectives.prefix_lm import PrefixLM
+from wqk.theory.processes import (
     Sequences,
     ar1_covariance,
     bos_gaussian,
@@ -32,7 +33,6 @@ from theory.processes import (
     separable_covariance,
     stationary_distribution,
 )
-from wqk.testing import expected_first_update, objectives, oracles, processes
 
 OBJECTIVES = {
     "bidirectional-bert": Bidirectional(mask_ratio=0.4),
@@ -273,7 +273,7 @@ def _denoising_by_hand(objective, x, batch, corruption, expect) -> None:
         expect(f"seq {s}: loss and context everywhere", bool(loss[s].all()) and bool(context[s].all()))
 
 
-#: Registered objective -> its corruption model checked by hand (theory.corruption).
+#: Registered objective -> its corruption model checked by hand (wqk.theory.corruption).
 BY_HAND = {
     "bidirectional": _bidirectional_by_hand,
     "autoregressive": _autoregressive_by_hand,

@@ -8,10 +8,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.factored import FactoredForms, expand_kv_heads
-from theory.scores import dense_scores
 from wqk.testing import forms as random_forms
 from wqk.testing import oracles
+from wqk.theory.factored import FactoredForms, expand_kv_heads
+from wqk.theory.scores import dense_scores
 
 
 def test_from_linear_matches_the_logits_of_separate_projections():

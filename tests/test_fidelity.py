@@ -8,8 +8,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vision.data import load_data
-from vision.fidelity import (
+from wqk.vision.data import load_data
+from wqk.vision.fidelity import (
     PACKAGED,
     FeatureNetRecipe,
     FidelityReference,
@@ -23,10 +23,10 @@ from vision.fidelity import (
     save_feature_net,
     train_feature_net,
 )
-from vision.models.feature_cnn import FeatureNet, FeatureNetConfig
-from vision.run_checkpoint import latest_checkpoint
-from vision.runs import read_metrics
-from vision.train import TrainConfig, train
+from wqk.vision.models.feature_cnn import FeatureNet, FeatureNetConfig
+from wqk.vision.run_checkpoint import latest_checkpoint
+from wqk.vision.runs import read_metrics
+from wqk.vision.train import TrainConfig, train
 
 TINY = FeatureNetRecipe(data="digits", widths=(8, 16), feature_dim=16, steps=200, batch_size=64, lr=1e-2, warmup=10)
 

@@ -3,12 +3,12 @@
 import pytest
 import torch
 
-from vision.init import GATES_OPEN, SCHEMES, apply_init, is_scheme
-from vision.models.dit import DiT, DiTConfig
-from vision.models.vit import ViT, ViTConfig
-from vision.record import GATE_COLUMN, is_metric
-from vision.runs import read_metrics
-from vision.train import TrainConfig, train
+from wqk.vision.init import GATES_OPEN, SCHEMES, apply_init, is_scheme
+from wqk.vision.models.dit import DiT, DiTConfig
+from wqk.vision.models.vit import ViT, ViTConfig
+from wqk.vision.record import GATE_COLUMN, is_metric
+from wqk.vision.runs import read_metrics
+from wqk.vision.train import TrainConfig, train
 
 
 def _dit(seed: int = 0) -> DiT:

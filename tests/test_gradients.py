@@ -5,7 +5,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.gradients import (
+from wqk.testing import attention_problems, objectives, oracles
+from wqk.theory.gradients import (
     attention_output,
     factor_gradients,
     first_order_update,
@@ -15,9 +16,8 @@ from theory.gradients import (
     split_self_cross,
     tie_residual,
 )
-from theory.objectives import Autoregressive, Bidirectional, Classification, RolePattern
-from theory.scores import symmetry
-from wqk.testing import attention_problems, objectives, oracles
+from wqk.theory.objectives import Autoregressive, Bidirectional, Classification, RolePattern
+from wqk.theory.scores import symmetry
 
 
 def cases():

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from checkpoints.analyze import analyze
-from checkpoints.hub import HubId, cache_dir, cached_models, open_source, resolve
-from checkpoints.loading import CheckpointError
-from cli import app
-from paper.runners.checkpoints import checkpoints, fingerprint
 from tests.checkpoint_builders import write_gguf
 from tests.hub_cache import add_to_cache
+from wqk.checkpoints.analyze import analyze
+from wqk.checkpoints.hub import HubId, cache_dir, cached_models, open_source, resolve
+from wqk.checkpoints.loading import CheckpointError
+from wqk.cli import app
 from wqk.cli.paper import checkpoint_paths
+from wqk.paper.runners.checkpoints import checkpoints, fingerprint
 
 transformers = pytest.importorskip("transformers")
 

@@ -3,7 +3,7 @@ function or under ``if TYPE_CHECKING``): no cycle, the package floors of docs/ar
 functions only where a command defers a heavy library (:data:`DEFERRED`, each with its reason).
 
 Imports under ``if TYPE_CHECKING`` never run: they count for the floors, not for cycles. Modules loaded by a name
-held in a string (``theory.objectives.MODULES``, ``vision.tasks.BUILDERS``) are not edges of this graph.
+held in a string (``wqk.theory.objectives.MODULES``, ``wqk.vision.tasks.BUILDERS``) are not edges of this graph.
 """
 
 from __future__ import annotations
@@ -18,16 +18,19 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Every directory of Python modules the graph covers (the packages, the tests, the benchmark scripts) and cli.py.
 SOURCES = ("common", "theory", "sim", "vision", "checkpoints", "language", "tracking", "paper", "wqk", "tests")
 SCRIPTS = ("benchmarks",)  # run as scripts: ``python benchmarks/x.py`` imports its siblings by their bare name
+#: The folders the wheel maps under ``wqk`` (``wqk.theory`` is ``theory/``).
+PACKAGES = ("common", "theory", "sim", "vision", "checkpoints", "language", "tracking", "paper")
 
 #: Modules (``pkg.*``: every module under ``pkg``) that may import project modules inside functions, and why.
 DEFERRED = {
     "wqk.cli.*": "each command imports its package when it runs: `cli.py --help` reads no torch, and huge pages "
-    "(common.hugepages) are asked for before torch is first imported",
+    "(wqk.common.hugepages) are asked for before torch is first imported",
     "wqk.api": "`import wqk` (and so the command line, which lives in the wqk package) stays torch-free until a "
     "function of the API is called",
-    "paper.runners.*": "each runner imports the packages it runs in its body: the registry, which imports every "
+    "wqk.paper.runners.*": "each runner imports the packages it runs in its body: the registry, which imports every "
     "runner and which `cli.py paper` and each of its workers load, does not load every runner's packages",
-    "tracking": "WqkCallback needs transformers (the `tracking` extra): `from tracking import track` works without it",
+    "wqk.tracking": "WqkCallback needs transformers (the `tracking` extra): `from wqk.tracking import track` works "
+    "without it",
     "benchmarks.analyze": "asks for huge pages before torch is first imported, as the command line does",
 }
 
@@ -49,6 +52,8 @@ def _module_files() -> dict[str, Path]:
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
+            if top in PACKAGES:  # installed under the one import name: theory/x.py is wqk.theory.x
+                parts.insert(0, "wqk")
             files[".".join(parts)] = path
     return files
 
@@ -171,16 +176,18 @@ def _floors() -> dict[str, int]:
 
 
 def _package(module: str) -> str:
-    return module.split(".")[0]
+    """The floor's name of a module: ``theory`` for ``wqk.theory.x``, ``wqk`` for ``wqk.cli.x``, ``tests``..."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "wqk" and len(parts) > 1 and parts[1] in PACKAGES else parts[0]
 
 
 def test_the_graph_is_read_from_every_module():
     """The scan sees the imports it must (a guard against a parser that finds nothing)."""
-    assert {"theory.roles", "theory.objectives", "wqk.cli.scoring", "tests.test_import_graph"} <= set(MODULES)
+    assert {"wqk.theory.roles", "wqk.theory.objectives", "wqk.cli.scoring", "tests.test_import_graph"} <= set(MODULES)
     pairs = {(e.source, e.target, e.where) for e in EDGES}
-    assert ("theory.objectives.bidirectional", "theory.corruption", "top") in pairs
-    assert ("wqk.cli.scoring", "checkpoints.analyze", "function") in pairs
-    assert ("theory.roles", "theory.corruption", "typing") in pairs
+    assert ("wqk.theory.objectives.bidirectional", "wqk.theory.corruption", "top") in pairs
+    assert ("wqk.cli.scoring", "wqk.checkpoints.analyze", "function") in pairs
+    assert ("wqk.theory.roles", "wqk.theory.corruption", "typing") in pairs
 
 
 def test_no_import_cycle():

@@ -7,9 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from theory.factored import FactoredForms
-from theory.report import score_rows
-from vision.init import (
+from wqk.theory.factored import FactoredForms
+from wqk.theory.report import score_rows
+from wqk.vision.init import (
     MATCHED_SCALE,
     OWN_SCALE,
     SCHEMES,
@@ -19,9 +19,9 @@ from vision.init import (
     init_structure,
     thirds,
 )
-from vision.models.attention import Attention, attention_forms
-from vision.models.dit import build_dit
-from vision.models.vit import ViT, ViTConfig, vit_config
+from wqk.vision.models.attention import Attention, attention_forms
+from wqk.vision.models.dit import build_dit
+from wqk.vision.models.vit import ViT, ViTConfig, vit_config
 
 ARM_IDS = list(MATCHED_SCALE)  # the schemes at the baseline's scale; mimetic and conditioned set their own
 TIED_QUERY_BIAS = ["symmetric", "symmetric-indefinite", "self-similar"]
@@ -175,7 +175,7 @@ def test_applies_to_every_attention_of_a_vit_and_rejects_unknown_schemes():
         apply_init(vit, "directional", torch.Generator(), strenght=0.3)
     with pytest.raises(ValueError, match="takes no parameters"):
         apply_init(vit, "symmetric", torch.Generator(), strength=0.3)
-    with pytest.raises(ValueError, match=r"no vision\.models\.attention\.Attention"):
+    with pytest.raises(ValueError, match=r"no wqk\.vision\.models\.attention\.Attention"):
         apply_init(nn.Linear(3, 3), "symmetric", torch.Generator())
 
 

@@ -6,7 +6,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vision.fidelity import kernel_distance, polynomial_mmd2
+from wqk.vision.fidelity import kernel_distance, polynomial_mmd2
 
 
 def _reference(x: np.ndarray, y: np.ndarray) -> float:

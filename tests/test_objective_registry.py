@@ -9,20 +9,20 @@ import sympy as sp
 import torch
 from sim_training import losses_on_one_batch
 
-from checkpoints.model_types import FAMILY_RECORDS, family_objective, trained_family
-from common.figures import palette_color
-from language.tasks import LANGUAGE_TASKS
-from sim.config import DEFAULTS, MAIN_OBJECTIVES, SIM_OBJECTIVES, default_config
-from sim.tasks import TASKS, build_task
-from sim.train import Simulation
-from theory import objectives
-from theory.corruption import Corruption, objective_batch
-from theory.gaussian import gaussian_update
-from theory.heads import LinearReadout
-from theory.objectives import ALIASES, OBJECTIVES, Objective, color_of, get_objective
-from theory.processes import Sequences, gaussian_sequences
-from vision.task_records import VISION_TASKS
-from vision.tasks import BUILDERS
+from wqk.checkpoints.model_types import FAMILY_RECORDS, family_objective, trained_family
+from wqk.common.figures import palette_color
+from wqk.language.tasks import LANGUAGE_TASKS
+from wqk.sim.config import DEFAULTS, MAIN_OBJECTIVES, SIM_OBJECTIVES, default_config
+from wqk.sim.tasks import TASKS, build_task
+from wqk.sim.train import Simulation
+from wqk.theory import objectives
+from wqk.theory.corruption import Corruption, objective_batch
+from wqk.theory.gaussian import gaussian_update
+from wqk.theory.heads import LinearReadout
+from wqk.theory.objectives import ALIASES, OBJECTIVES, Objective, color_of, get_objective
+from wqk.theory.processes import Sequences, gaussian_sequences
+from wqk.vision.task_records import VISION_TASKS
+from wqk.vision.tasks import BUILDERS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "theory" / "objectives"
@@ -146,7 +146,7 @@ MODEL_TYPE_DISPATCH = [
 ]
 MODEL_TYPES = Path("checkpoints/model_types.py")
 ROLES = Path("theory/roles.py")
-#: The simulator's settings are named by the objective each trains (``sim.config.DEFAULTS``), and its tables of
+#: The simulator's settings are named by the objective each trains (``wqk.sim.config.DEFAULTS``), and its tables of
 #: per-setting choices are keyed by those names: config names, not yet records of their own.
 SIM_SETTINGS = {Path(p) for p in ("sim/config.py", "sim/experiments.py", "sim/grid.py", "sim/tasks.py")}
 

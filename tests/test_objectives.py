@@ -7,7 +7,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.objectives import (
+from wqk.testing import oracles
+from wqk.theory.objectives import (
     ALIASES,
     Autoregressive,
     Bidirectional,
@@ -18,7 +19,6 @@ from theory.objectives import (
     RolePattern,
     get_objective,
 )
-from wqk.testing import oracles
 
 
 @given(st.integers(1, 12))

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from checkpoint_builders import D, H, L, write_gguf
 
-from checkpoints.analyze import MIN_NULL_SAMPLES, describe
-from checkpoints.model_types import model_type
-from paper.registry import checkpoint_experiment
-from paper.runners.checkpoints import Packaged, fingerprint, packaged_models
+from wqk.checkpoints.analyze import MIN_NULL_SAMPLES, describe
+from wqk.checkpoints.model_types import model_type
+from wqk.paper.registry import checkpoint_experiment
+from wqk.paper.runners.checkpoints import Packaged, fingerprint, packaged_models
 
 pytest.importorskip("gguf")
 

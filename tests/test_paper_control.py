@@ -6,13 +6,13 @@ import math
 import pytest
 from paper_fixture import LANGUAGE_TAU, UNIGRAM, language_tables, write_fixture
 
-from common.io import write_csv
-from language.control import step_rows
-from paper.claims import VERDICT_COLUMNS
-from paper.control_report import control_piece
-from paper.derive import control_summary
-from paper.pipeline import derive
-from paper.results import Results, read_csv, select
+from wqk.common.io import write_csv
+from wqk.language.control import step_rows
+from wqk.paper.claims import VERDICT_COLUMNS
+from wqk.paper.control_report import control_piece
+from wqk.paper.derive import control_summary
+from wqk.paper.pipeline import derive
+from wqk.paper.results import Results, read_csv, select
 
 
 def _curves(arms: dict[str, list[float]], objective: str = "mlm", seeds: int = 2) -> list[dict]:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from cli import app
-from paper.cluster import SubmititExecutor, slurm_minutes
-from paper.experiment import Experiment, modes
-from paper.pipeline import run_pipeline
-from paper.uncommitted import UncommittedCode
+from wqk.cli import app
+from wqk.paper.cluster import SubmititExecutor, slurm_minutes
+from wqk.paper.experiment import Experiment, modes
+from wqk.paper.pipeline import run_pipeline
+from wqk.paper.uncommitted import UncommittedCode
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def repository(tmp_path, monkeypatch) -> Path:
     _git(root.parent, "init", "-q", str(root))
     _git(root, "add", "-A")
     _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
-    monkeypatch.setattr("paper.uncommitted.ROOT", root)
+    monkeypatch.setattr("wqk.paper.uncommitted.ROOT", root)
     return root
 
 

@@ -5,13 +5,13 @@ import pytest
 from matplotlib.collections import PolyCollection
 from paper_fixture import write_fixture
 
-from common.figures import pyplot
-from paper.figures import FIGURES, FigureDataError, render_figures
-from paper.pipeline import derive
-from paper.plots.panels import METRIC_LABELS
-from paper.results import MissingResult, Results, write_experiment
-from vision.study import METRIC_LABELS as STUDY_LABELS
-from vision.study import STUDY_TASKS
+from wqk.common.figures import pyplot
+from wqk.paper.figures import FIGURES, FigureDataError, render_figures
+from wqk.paper.pipeline import derive
+from wqk.paper.plots.panels import METRIC_LABELS
+from wqk.paper.results import MissingResult, Results, write_experiment
+from wqk.vision.study import METRIC_LABELS as STUDY_LABELS
+from wqk.vision.study import STUDY_TASKS
 
 
 def test_no_results_skips_every_figure_with_its_reason(tmp_path):

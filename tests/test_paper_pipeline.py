@@ -7,15 +7,15 @@ import pytest
 from checkpoint_builders import SMALL
 from paper_fixture import write_fixture
 
-from cli import app
-from paper.figures import FIGURES, OPTIONAL_FIGURES
-from paper.pipeline import DERIVED_KEY, derive, render, run_pipeline
-from paper.registry import EXPERIMENTS, checkpoint_experiment, experiments
-from paper.results import Results, read_csv, write_tables
-from paper.runners.sim import arm_configs
-from paper.runners.vision import study_task
-from vision.init import is_scheme
-from vision.train import TrainConfig
+from wqk.cli import app
+from wqk.paper.figures import FIGURES, OPTIONAL_FIGURES
+from wqk.paper.pipeline import DERIVED_KEY, derive, render, run_pipeline
+from wqk.paper.registry import EXPERIMENTS, checkpoint_experiment, experiments
+from wqk.paper.results import Results, read_csv, write_tables
+from wqk.paper.runners.sim import arm_configs
+from wqk.paper.runners.vision import study_task
+from wqk.vision.init import is_scheme
+from wqk.vision.train import TrainConfig
 
 
 @pytest.fixture(scope="module")
@@ -167,7 +167,7 @@ def test_checkpoints_get_a_table_and_a_figure_grouped_by_family(tmp_path, monkey
     """--checkpoints: real (tiny) models scored by the pipeline, summarised per model and family, drawn, reported;
     a packaged model (under the packaged root) is named as shipped and left out of the command line."""
     transformers = pytest.importorskip("transformers")
-    monkeypatch.setattr("paper.runners.checkpoints.PACKAGED_ROOT", str(tmp_path / "packaged"))
+    monkeypatch.setattr("wqk.paper.runners.checkpoints.PACKAGED_ROOT", str(tmp_path / "packaged"))
     bert, gpt2 = tmp_path / "packaged" / "Tiny-BERT", tmp_path / "gpt2"
     transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=50, **SMALL)).save_pretrained(bert)
     config = transformers.GPT2Config(vocab_size=50, n_embd=SMALL["hidden_size"], n_layer=2, n_head=2, n_positions=16)

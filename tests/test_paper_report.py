@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 from paper_fixture import write_fixture
 
-from common.summary import z_text
-from paper.answers import QUESTIONS, answer_text, learned_text
-from paper.figures import FIGURES, render_figures
-from paper.pipeline import DERIVED_KEY, derive
-from paper.predictions import SECTIONS
-from paper.report import PLACEHOLDER, TEMPLATE, anchor, fill, render_report, report_context, reproduce_command
-from paper.results import Results, read_csv, write_experiment
-from paper.sections import section_verdicts
-from paper.verdict import RULE
+from wqk.common.summary import z_text
+from wqk.paper.answers import QUESTIONS, answer_text, learned_text
+from wqk.paper.figures import FIGURES, render_figures
+from wqk.paper.pipeline import DERIVED_KEY, derive
+from wqk.paper.predictions import SECTIONS
+from wqk.paper.report import PLACEHOLDER, TEMPLATE, anchor, fill, render_report, report_context, reproduce_command
+from wqk.paper.results import Results, read_csv, write_experiment
+from wqk.paper.sections import section_verdicts
+from wqk.paper.verdict import RULE
 
 NUMBER = re.compile(r"(?<![\w.])[-+]?\d+(?:\.(\d+))?(?:e[-+]?\d+)?")
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paper.runners.nulls import null_rows, ratio_row, spectrum_rows
-from paper.runners.sim import final_spectrum_rows as sim_spectrum_rows
-from paper.runners.vision import _per_layer
-from paper.runners.vision import final_spectrum_rows as vision_spectrum_rows
-from sim.analysis import bos_dominance
-from sim.config import default_config
-from sim.train import run
-from theory.scores import SCORE_NAMES
-from vision.runs import read_metrics
-from vision.train import TrainConfig, train
+from wqk.paper.runners.nulls import null_rows, ratio_row, spectrum_rows
+from wqk.paper.runners.sim import final_spectrum_rows as sim_spectrum_rows
+from wqk.paper.runners.vision import _per_layer
+from wqk.paper.runners.vision import final_spectrum_rows as vision_spectrum_rows
+from wqk.sim.analysis import bos_dominance
+from wqk.sim.config import default_config
+from wqk.sim.train import run
+from wqk.theory.scores import SCORE_NAMES
+from wqk.vision.runs import read_metrics
+from wqk.vision.train import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -7,16 +7,16 @@ from dataclasses import replace
 import pytest
 from paper_fixture import write_fixture
 
-import paper.codeversion
-import paper.results
-from common.rows import row_type
-from paper.experiment import Experiment
-from paper.figures import figure_key
-from paper.fingerprint import fingerprint, same_computation, signature, table_digest
-from paper.pipeline import run_pipeline
-from paper.plan import plan
-from paper.registry import EXPERIMENTS, arm_seed_units, experiments, seed_units
-from paper.results import GZIP_ABOVE, Results, is_cached, read_csv, write_experiment
+import wqk.paper.codeversion
+import wqk.paper.results
+from wqk.common.rows import row_type
+from wqk.paper.experiment import Experiment
+from wqk.paper.figures import figure_key
+from wqk.paper.fingerprint import fingerprint, same_computation, signature, table_digest
+from wqk.paper.pipeline import run_pipeline
+from wqk.paper.plan import plan
+from wqk.paper.registry import EXPERIMENTS, arm_seed_units, experiments, seed_units
+from wqk.paper.results import GZIP_ABOVE, Results, is_cached, read_csv, write_experiment
 
 
 def runner_v1(config: dict, ctx) -> dict:
@@ -171,14 +171,14 @@ def test_units_are_cached_one_by_one_and_merged_when_all_are_present(tmp_path):
 
 
 def test_a_unit_killed_while_writing_leaves_no_result_and_reruns(tmp_path, monkeypatch):
-    real = paper.results.write_json
+    real = wqk.paper.results.write_json
 
     def dies_on_the_manifest(path, obj):
         if path.name == "manifest.json":
             raise RuntimeError("killed while writing")
         real(path, obj)
 
-    monkeypatch.setattr(paper.results, "write_json", dies_on_the_manifest)
+    monkeypatch.setattr(wqk.paper.results, "write_json", dies_on_the_manifest)
     first = _run(tmp_path, _entry(runner_v2))
     assert "killed" in first.failed["e"]
     directory = tmp_path / "out/results/e"
@@ -249,7 +249,7 @@ def test_a_simulator_experiment_fingerprint_ignores_the_source_version(monkeypat
     a source change that computes the same numbers keeps the fingerprint."""
     experiment = experiments()["sim_objectives"]
     before = fingerprint(experiment, "code-a")
-    monkeypatch.setattr(paper.codeversion, "modules_version", lambda modules: "another-source-version")
+    monkeypatch.setattr(wqk.paper.codeversion, "modules_version", lambda modules: "another-source-version")
     assert fingerprint(experiment, "code-b") == before
 
 
@@ -269,7 +269,7 @@ def test_a_fingerprint_does_not_depend_on_the_callers_threads():
 
 
 def test_a_signature_reads_table_rows_as_the_dicts_they_replace():
-    """Runners return typed rows (common.rows): their floats are moments, never part of the structure."""
+    """Runners return typed rows (wqk.common.rows): their floats are moments, never part of the structure."""
     Metric = row_type("Metric", [("seed", int), ("loss", float), ("name", str)])
     plain = [{"seed": s, "loss": 1.0 / (s + 1), "name": "a"} for s in range(3)]
     rows = [Metric.of(r) for r in plain]

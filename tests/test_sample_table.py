@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from paper.experiment import Context
-from paper.registry import EXPERIMENTS
-from paper.runners.vision import study_runs
-from vision.sample_table import image_rows, images_of
+from wqk.paper.experiment import Context
+from wqk.paper.registry import EXPERIMENTS
+from wqk.paper.runners.vision import study_runs
+from wqk.vision.sample_table import image_rows, images_of
 
 
 def test_images_round_trip_at_eight_bits_with_labels_and_indices():

@@ -7,16 +7,16 @@ import numpy as np
 import pytest
 from paper_fixture import STEPS, write_fixture
 
-from paper.derive import sampling_summary
-from paper.pipeline import derive
-from paper.results import Results
-from paper.study_report import gate_text, sampling_noise_text
-from paper.summary import sd_row
-from vision.data import load_data
-from vision.fidelity import FIDELITY_COLUMNS
-from vision.runs import read_metrics
-from vision.sampling_noise import sample_draws
-from vision.train import TrainConfig, train
+from wqk.paper.derive import sampling_summary
+from wqk.paper.pipeline import derive
+from wqk.paper.results import Results
+from wqk.paper.study_report import gate_text, sampling_noise_text
+from wqk.paper.summary import sd_row
+from wqk.vision.data import load_data
+from wqk.vision.fidelity import FIDELITY_COLUMNS
+from wqk.vision.runs import read_metrics
+from wqk.vision.sampling_noise import sample_draws
+from wqk.vision.train import TrainConfig, train
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tolerance import kernel_tolerance
 
-import theory.scores as scores
-from theory.scores import dense_scores, directionality, factored_scores, pr_directionality, symmetry
+import wqk.theory.scores as scores
 from wqk.testing import oracles
+from wqk.theory.scores import dense_scores, directionality, factored_scores, pr_directionality, symmetry
 
 seeds = st.integers(0, 2**31 - 1)
 dims = st.integers(2, 24)

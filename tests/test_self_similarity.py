@@ -8,7 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.self_similarity import self_similarity
+from wqk.theory.self_similarity import self_similarity
 
 
 def dense(m: torch.Tensor) -> dict[str, float]:

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.data import (
+from wqk.sim.data import (
     DataConfig,
     TokenChain,
     TopicDocuments,

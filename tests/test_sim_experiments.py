@@ -12,12 +12,12 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from sim.analysis import attention_to
-from sim.config import default_config
-from sim.experiments import COLUMNS, EXPERIMENTS, run_experiment
-from sim.first_update import batch_updates, cosine, predictions
-from sim.grid import (
+from wqk.cli import app
+from wqk.sim.analysis import attention_to
+from wqk.sim.config import default_config
+from wqk.sim.experiments import COLUMNS, EXPERIMENTS, run_experiment
+from wqk.sim.first_update import batch_updates, cosine, predictions
+from wqk.sim.grid import (
     AXES,
     agreement_rates,
     agreement_rows,
@@ -27,7 +27,7 @@ from sim.grid import (
     run_grid,
     select_cells,
 )
-from sim.train import Simulation
+from wqk.sim.train import Simulation
 
 
 def read(path) -> list[dict]:

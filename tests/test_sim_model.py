@@ -8,24 +8,24 @@ import pytest
 import torch
 from tolerance import kernel_tolerance
 
-from sim.analysis import bos_dominance
-from sim.compare import attention_batch, loss_normaliser, make_head
-from sim.config import ModelConfig, default_config
-from sim.coordinates import input_coordinates
-from sim.model import SeedBatchedAttention, TableInputs, pair_split
-from sim.record import SeedScoreRow
-from sim.tasks import stack
-from sim.train import Simulation
-from theory.montecarlo import monte_carlo_update
-from theory.report import score_rows
-from theory.scores import dense_scores
+from wqk.sim.analysis import bos_dominance
+from wqk.sim.compare import attention_batch, loss_normaliser, make_head
+from wqk.sim.config import ModelConfig, default_config
+from wqk.sim.coordinates import input_coordinates
+from wqk.sim.model import SeedBatchedAttention, TableInputs, pair_split
+from wqk.sim.record import SeedScoreRow
+from wqk.sim.tasks import stack
+from wqk.sim.train import Simulation
 from wqk.testing import oracles
+from wqk.theory.montecarlo import monte_carlo_update
+from wqk.theory.report import score_rows
+from wqk.theory.scores import dense_scores
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising", "mae")
 
 
 def small(objective: str, **kw):
-    """A tiny float64 config of ``objective`` (defaults of sim.config, shrunk)."""
+    """A tiny float64 config of ``objective`` (defaults of wqk.sim.config, shrunk)."""
     base = {
         "n": 10,
         "seeds": 3,
@@ -94,7 +94,7 @@ def test_pair_split_sums_to_the_autograd_gradient_of_m(objective: str) -> None:
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_autograd_gradient_equals_the_theory_closed_form(objective: str) -> None:
-    """One head, at the model's own M: the simulator's dL/dM (autograd) equals theory.gradients' closed form."""
+    """One head, at the model's own M: the simulator's dL/dM (autograd) equals wqk.theory.gradients' closed form."""
     sim = Simulation(small(objective, model__heads=1, model__d_head=8))
     raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
     capture: dict = {}

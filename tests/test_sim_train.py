@@ -13,12 +13,12 @@ import torch
 from scipy import stats
 from sim_training import losses_on_one_batch
 
-from sim.config import SimConfig, configs_from_options, default_config
-from sim.optim import ElementwiseOptimizer
-from sim.record import METRIC_COLUMNS
-from sim.report import load_metrics, summarize
-from sim.tasks import stack
-from sim.train import Simulation, run
+from wqk.sim.config import SimConfig, configs_from_options, default_config
+from wqk.sim.optim import ElementwiseOptimizer
+from wqk.sim.record import METRIC_COLUMNS
+from wqk.sim.report import load_metrics, summarize
+from wqk.sim.tasks import stack
+from wqk.sim.train import Simulation, run
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
 

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from scipy.stats import ks_2samp
 from typer.testing import CliRunner
 
-from checkpoints.analyze import analyze, with_spectrum_null
-from cli import app
-from common.seeding import gaussian
-from theory.factored import FactoredForms
-from theory.report import EXTRA_COLUMNS, SCORE_COLUMNS, dense_score_rows, score_rows
-from theory.scores import symmetry
-from theory.skew import (
+from wqk.checkpoints.analyze import analyze, with_spectrum_null
+from wqk.cli import app
+from wqk.common.seeding import gaussian
+from wqk.theory.factored import FactoredForms
+from wqk.theory.report import EXTRA_COLUMNS, SCORE_COLUMNS, dense_score_rows, score_rows
+from wqk.theory.scores import symmetry
+from wqk.theory.skew import (
     dense_skew_rank,
     iid_rank_draws,
     iid_rank_null,
@@ -26,7 +26,7 @@ from theory.skew import (
     spectrum_rank_draws,
     spectrum_rank_null,
 )
-from theory.spectrum_null import form_spectrum, haar_frames
+from wqk.theory.spectrum_null import form_spectrum, haar_frames
 
 
 def _numpy_skew(m: np.ndarray) -> tuple[float, float]:

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import ks_2samp
 
-from theory import spectrum_null as module
-from theory.factored import FactoredForms
-from theory.nulls import sample_null
-from theory.scores import SCORE_NAMES, dense_scores, factored_scores
-from theory.spectrum_null import (
+from wqk.theory import spectrum_null as module
+from wqk.theory.factored import FactoredForms
+from wqk.theory.nulls import sample_null
+from wqk.theory.scores import SCORE_NAMES, dense_scores, factored_scores
+from wqk.theory.spectrum_null import (
     band,
     effective_rank,
     factored_spectrum_null,

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-import vision.train
-from common.intervals import log_ratio_interval, t_interval
-from common.targets import baseline_target, steps_to_target, value_at
-from vision.fidelity import FeatureNetRecipe, save_feature_net, train_feature_net
-from vision.study import (
+import wqk.vision.train
+from wqk.common.intervals import log_ratio_interval, t_interval
+from wqk.common.targets import baseline_target, steps_to_target, value_at
+from wqk.vision.fidelity import FeatureNetRecipe, save_feature_net, train_feature_net
+from wqk.vision.study import (
     StudyConfig,
     StudyTask,
     analyze_task,
@@ -55,7 +55,7 @@ def test_baseline_target_is_the_median_at_the_chosen_step():
 
 
 def test_step_ratio_is_the_log_ratio_t_interval_and_differences_the_paired_t():
-    """The study's comparisons use common.intervals' rules (and name them), with the exact sign-flip p beside."""
+    """The study's comparisons use wqk.common.intervals' rules (and name them), with the exact sign-flip p beside."""
 
     arm, base = [80, 90, None, 70, 120], [100, 100, 100, 100, 100]
     final_arm, final_base = [0.9, 0.8, 0.85, 0.95, 0.7], [0.8, 0.8, 0.8, 0.8, 0.8]
@@ -163,7 +163,7 @@ def test_tiny_study_runs_end_to_end(tmp_path):
         raise AssertionError("a finished run was trained again")
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(vision.train.Trainer, "train_step", no_training)
+    mp.setattr(wqk.vision.train.Trainer, "train_step", no_training)
     try:
         again = run_study(cfg)
     finally:

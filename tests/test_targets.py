@@ -1,11 +1,11 @@
-"""The target rules an init is compared by (common.targets), and the init studies' summary of the paper's rule."""
+"""The target rules an init is compared by (wqk.common.targets), and the init studies' summary of the paper's rule."""
 
 import math
 
 import pytest
 
-from common.targets import RULES, paper_rule_differences, rule_rows, run_curves
-from paper.derive import study_summary
+from wqk.common.targets import RULES, paper_rule_differences, rule_rows, run_curves
+from wqk.paper.derive import study_summary
 
 STEPS = [0, 10, 20, 30]
 

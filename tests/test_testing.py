@@ -12,8 +12,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.objectives import OBJECTIVES
 from wqk.testing import attention_problems, forms, objectives, oracles, processes
+from wqk.theory.objectives import OBJECTIVES
 
 
 @given(forms(d=st.integers(3, 8), rank=2, heads=st.sampled_from([2, 4]), kv_heads=2, stack=(2, 3)))

@@ -11,10 +11,10 @@ import pytest
 import torch
 from checkpoint_builders import NULL_SAMPLES, SMALL, VISION, TimmStack, assert_rows_match
 
-import tracking
-from checkpoints.analyze import ANALYZE_COLUMNS, analyze
-from tracking import TRACK_COLUMNS, Tracker, track
-from tracking.tracker import unwrap
+from wqk import tracking
+from wqk.checkpoints.analyze import ANALYZE_COLUMNS, analyze
+from wqk.tracking import TRACK_COLUMNS, Tracker, track
+from wqk.tracking.tracker import unwrap
 
 transformers = pytest.importorskip("transformers")
 SCORES = [c for c in ANALYZE_COLUMNS if c not in ("model", "layer", "head", "family", "stack")]
@@ -28,7 +28,7 @@ def _read(path) -> list[dict]:
 def _same_rows(tracked: list[dict], analyzed: list[dict]) -> None:
     """Rows of the tracker (strings from the CSV, or dicts) equal the analysis rows, column by column.
 
-    Both score in float32 (theory.scores): a live parameter and the same tensor read back from disk may sit in
+    Both score in float32 (wqk.theory.scores): a live parameter and the same tensor read back from disk may sit in
     memory differently, so the products round differently, ~1e-7 relative. A z-score divides that error by the
     null's sd, which at these small shapes turns 1e-7 into up to ~2e-6 (measured: 1.6e-6 on a delta_PR z near
     0, in about 1 run in 8 of the Trainer test), so z columns get 1e-4; a wrong reading moves the scores by

@@ -8,18 +8,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import common.io
-from checkpoints.analyze import all_forms, describe
-from cli import app
-from common.io import write_csv
-from theory.scores import dense_scores
-from vision.distributed import resolve_device
-from vision.models.attention import attention_forms
-from vision.recipes import RECIPES
-from vision.record import RUN_COLUMNS, MetricsLog
-from vision.run_checkpoint import latest_checkpoint, load_weights
-from vision.runs import summarize
-from vision.train import EMA, BatchOrder, TrainConfig, Trainer, lr_at, train
+import wqk.common.io
+from wqk.checkpoints.analyze import all_forms, describe
+from wqk.cli import app
+from wqk.common.io import write_csv
+from wqk.theory.scores import dense_scores
+from wqk.vision.distributed import resolve_device
+from wqk.vision.models.attention import attention_forms
+from wqk.vision.recipes import RECIPES
+from wqk.vision.record import RUN_COLUMNS, MetricsLog
+from wqk.vision.run_checkpoint import latest_checkpoint, load_weights
+from wqk.vision.runs import summarize
+from wqk.vision.train import EMA, BatchOrder, TrainConfig, Trainer, lr_at, train
 
 SMALL = {
     "vit": {"dim": 16, "depth": 2, "heads": 2},
@@ -190,7 +190,7 @@ def test_metrics_log_is_append_only_and_equals_one_write_of_all_rows(tmp_path, d
     """Every log only appends (each earlier file is a prefix of the final one), and the final bytes are what
     writing all rows at once gives with the old header rule (RUN_COLUMNS, token norms, sorted test metrics)."""
     seen, rewrites = [], []
-    original, atomic = MetricsLog.append, common.io.atomic_write_bytes
+    original, atomic = MetricsLog.append, wqk.common.io.atomic_write_bytes
 
     def spy(self, rows):
         seen.append(self.path.read_text())
@@ -201,7 +201,7 @@ def test_metrics_log_is_append_only_and_equals_one_write_of_all_rows(tmp_path, d
         atomic(path, data)
 
     monkeypatch.setattr(MetricsLog, "append", spy)
-    monkeypatch.setattr(common.io, "atomic_write_bytes", count)
+    monkeypatch.setattr(wqk.common.io, "atomic_write_bytes", count)
     result = train(small_config(tmp_path), digits)
     final = (tmp_path / "run" / "metrics.csv").read_text()
     assert len(seen) == 4 and all(final.startswith(before) for before in seen)  # steps 0, 2, 4, 6

@@ -15,10 +15,11 @@ from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
 import wqk
-from checkpoints import trajectory_plot
-from checkpoints.analyze import ANALYZE_COLUMNS, all_forms
-from checkpoints.score_options import ScoreOptions
-from checkpoints.trajectory import (
+from tests.hub_cache import add_to_cache
+from wqk.checkpoints import trajectory_plot
+from wqk.checkpoints.analyze import ANALYZE_COLUMNS, all_forms
+from wqk.checkpoints.score_options import ScoreOptions
+from wqk.checkpoints.trajectory import (
     TRAJECTORY_COLUMNS,
     analyze_series,
     null_bands,
@@ -27,10 +28,9 @@ from checkpoints.trajectory import (
     series_entries,
     step_in_name,
 )
-from cli import app
-from tests.hub_cache import add_to_cache
-from theory.nulls import null_distribution
-from theory.spectrum_null import factored_spectrum_null
+from wqk.cli import app
+from wqk.theory.nulls import null_distribution
+from wqk.theory.spectrum_null import factored_spectrum_null
 
 NULL_SAMPLES = "32"
 TINY_RUN = ["--set", "dim=16", "--set", "depth=2", "--set", "heads=2", "--steps", "6", "--log-every", "3"]

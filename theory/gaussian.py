@@ -1,11 +1,11 @@
 """Exact ``E[dL/dM]`` at ``M = 0`` for Gaussian clean data (Isserlis/Wick with means), per objective.
 
-For clean data with covariance ``[N, d, N, d]`` and mean ``[N, d]``, the corruption of :mod:`theory.corruption`
-and the linear MSE head of :mod:`theory.heads`: random patterns are averaged by enumerating every pattern (each
+For clean data with covariance ``[N, d, N, d]`` and mean ``[N, d]``, the corruption of :mod:`wqk.theory.corruption`
+and the linear MSE head of :mod:`wqk.theory.heads`: random patterns are averaged by enumerating every pattern (each
 objective's ``gaussian_scenarios``; bidirectional: ``3^N`` replacement configurations, MAE: all visible subsets,
-denoising: every timestep); more than ``max_scenarios`` is an error (use :mod:`theory.montecarlo`). ``d_h``
+denoising: every timestep); more than ``max_scenarios`` is an error (use :mod:`wqk.theory.montecarlo`). ``d_h``
 enters only as the scale ``1 / sqrt(d_h)``. ``context="causal" | "symmetric"`` swaps the mask while keeping
-corruption and targets (used by :mod:`theory.attribution`). Not covered exactly: cross-entropy heads, several
+corruption and targets (used by :mod:`wqk.theory.attribution`). Not covered exactly: cross-entropy heads, several
 layers, and ``M != 0``.
 
 What it shows (``cli.py theory predict``, ``theory check`` claim 4): at initialisation ``beta_ij``
@@ -23,13 +23,13 @@ from dataclasses import replace
 
 import torch
 
-from theory.corruption import Corruption
-from theory.expected_update import ExpectedUpdate
-from theory.gradients import split_self_cross
-from theory.heads import LinearReadout
-from theory.processes import check_covariance, check_mean
-from theory.roles import ContextChoice, Objective, RolePattern
-from theory.scenarios import Scenarios
+from wqk.theory.corruption import Corruption
+from wqk.theory.expected_update import ExpectedUpdate
+from wqk.theory.gradients import split_self_cross
+from wqk.theory.heads import LinearReadout
+from wqk.theory.processes import check_covariance, check_mean
+from wqk.theory.roles import ContextChoice, Objective, RolePattern
+from wqk.theory.scenarios import Scenarios
 
 DEFAULT_MAX_SCENARIOS = 4096
 

@@ -4,7 +4,7 @@ A score means nothing without its null: ``s`` of a random product has mean about
 ``delta`` of a random matrix spreads widely at small ``d``. Every reported score carries a z-score
 and a p-value against the null of its own ``(d, r, k)``.
 
-- ``s``: where :func:`theory.null_moments.closed_form_accurate` holds, its null is the closed-form normal
+- ``s``: where :func:`wqk.theory.null_moments.closed_form_accurate` holds, its null is the closed-form normal
   law ``N(1/d, Var s)`` (exact mean and variance from Wick and Haar moments): z and p need no samples.
   Elsewhere, and for ``delta`` and ``delta_PR`` always, z and p come from samples.
 - Samples are drawn cheaply: in float32 (the scores' ``precision="float32"`` path), from factors ``A, B``
@@ -29,17 +29,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.gemm import matmul_nt
-from common.io import write_json
-from common.seeding import gaussian
-from theory import null_moments, scores
-from theory.null_moments import (
+from wqk.common.gemm import matmul_nt
+from wqk.common.io import write_json
+from wqk.common.seeding import gaussian
+from wqk.theory import null_moments, scores
+from wqk.theory.null_moments import (
     P_FLOOR,
     closed_form_accurate,
     normal_two_sided_p,
     symmetry_null_moments,
 )
-from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
+from wqk.theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
 
 DEFAULT_SAMPLES = 256
 _CHUNK_BYTES = 1 << 27  # float32 memory of the random matrices per sampling chunk

@@ -3,7 +3,7 @@
 Covariances are ``[N, d, N, d]`` (``Cov(x_p[a], x_q[b])`` at ``[p, a, q, b]``): separable (position x feature),
 a stationary vector AR(1) (reversible iff ``A S`` is symmetric), a fixed BOS token; samplers return
 :class:`Sequences`. Chains: stationary law, a cyclic (irreversible) drift, a random reversible walk.
-The simulator's data (:mod:`sim.data`) builds on these.
+The simulator's data (:mod:`wqk.sim.data`) builds on these.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from common.lazy import LazyModule
+from wqk.common.lazy import LazyModule
 
 if TYPE_CHECKING:
     import torch

@@ -2,7 +2,7 @@
 
 These rows are what ``cli.py scores`` prints and writes, and what the simulator, the vision trainer
 and the checkpoint analyser put in their ``metrics.csv``. With ``extra``, rows also carry the extra scores of
-:mod:`theory.skew` (the skew part's share and effective rank) and their nulls, in optional columns after the others.
+:mod:`wqk.theory.skew` (the skew part's share and effective rank) and their nulls, in optional columns after the others.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Literal
 import numpy as np
 import torch
 
-from common.io import load_arrays
-from common.rows import Row, extended, row_type, table
-from theory.factored import FactoredForms
-from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
-from theory.scores import DEFAULT_K, SCORE_NAMES, Precision, Scores, dense_scores
-from theory.skew import EXTRA_NAMES, dense_skew_rank, iid_rank_null, skew_rank, skew_share, z_and_p
+from wqk.common.io import load_arrays
+from wqk.common.rows import Row, extended, row_type, table
+from wqk.theory.factored import FactoredForms
+from wqk.theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
+from wqk.theory.scores import DEFAULT_K, SCORE_NAMES, Precision, Scores, dense_scores
+from wqk.theory.skew import EXTRA_NAMES, dense_skew_rank, iid_rank_null, skew_rank, skew_share, z_and_p
 
 PerChoice = Literal["head", "layer", "both"]
 #: The scores, their null z-scores, their p-values: the value columns of every score table.
@@ -62,7 +62,7 @@ class NullRow(Row):
 
 
 def null_table(null: NullDistribution) -> list[NullRow]:
-    """:meth:`theory.nulls.NullDistribution.summary` as one row per score."""
+    """:meth:`wqk.theory.nulls.NullDistribution.summary` as one row per score."""
     return [NullRow(score=name, **stats) for name, stats in null.summary().items()]
 
 
@@ -82,11 +82,12 @@ def with_null(
     skew_ranks: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Scores plus z-score and p-value against the null of each item's ``(d, rank, k)``; with ``skew_ranks`` (the
-    forms' :func:`theory.skew.skew_rank`), the extra scores too (:func:`theory.skew.z_and_p`).
+    forms' :func:`wqk.theory.skew.skew_rank`), the extra scores too (:func:`wqk.theory.skew.z_and_p`).
 
     ``rank`` is the factors' inner size (``d_h``, or ``H_kv d_h`` per layer), also where it exceeds ``d``:
     the null of ``A B^T`` with ``A, B`` of shape ``d x r`` depends on ``r`` beyond ``d``. The p-value is the
-    closed-form normal one where :class:`theory.nulls.NullDistribution` has it (``s`` at large shapes), else empirical.
+    closed-form normal one where :class:`wqk.theory.nulls.NullDistribution` has it (``s`` at large shapes), else
+    empirical.
     """
     cols = {name: getattr(scores, name).detach().cpu().numpy() for name in SCORE_NAMES}
     names = SCORE_NAMES
@@ -144,7 +145,7 @@ def score_rows(
     extra: bool = False,
 ) -> list[Row]:
     """Score rows (:class:`ScoreRow`) of a factored stack (``precision`` of the scores' products:
-    :mod:`theory.scores`). A stack with more leading axes than the layer (``[S, L, H]`` forms) takes a ``row``
+    :mod:`wqk.theory.scores`). A stack with more leading axes than the layer (``[S, L, H]`` forms) takes a ``row``
     type that names them before ``head`` (``seed, layer, head, ...``): each row carries its index on every one.
     ``extra``: rows also carry the extra scores (:data:`EXTRA_COLUMNS`, factored and in float64)."""
     check_per(per)

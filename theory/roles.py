@@ -13,15 +13,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal, Protocol, runtime_checkable
 
-from common.lazy import LazyModule
+from wqk.common.lazy import LazyModule
 
 if TYPE_CHECKING:
     import torch
 
-    from theory.corruption import AttentionBatch, Corruption
-    from theory.processes import Sequences, SequenceSampler
-    from theory.scenarios import Scenarios
-    from theory.symbolic import SymbolicPattern
+    from wqk.theory.corruption import AttentionBatch, Corruption
+    from wqk.theory.processes import Sequences, SequenceSampler
+    from wqk.theory.scenarios import Scenarios
+    from wqk.theory.symbolic import SymbolicPattern
 else:
     torch = LazyModule("torch")
 
@@ -72,7 +72,7 @@ class RolePattern:
 class Objective(Protocol):
     """One training objective, every part of it in one module of this package (docs/architecture.md section 4).
 
-    ``sim_name`` / ``sim_task`` name the simulator's task (resolved in :mod:`sim.tasks`, which theory never
+    ``sim_name`` / ``sim_task`` name the simulator's task (resolved in :mod:`wqk.sim.tasks`, which theory never
     imports); ``aliases`` are the short names of the vision command line (the first also the simulator's where
     ``sim_name`` is it); ``label`` and ``color`` are how tables and figures show it.
     """
@@ -109,7 +109,7 @@ class Objective(Protocol):
         target: TargetKind,
         resample: SequenceSampler | None,
     ) -> AttentionBatch:
-        """The attention batch the objective makes of clean sequences (:mod:`theory.corruption`)."""
+        """The attention batch the objective makes of clean sequences (:mod:`wqk.theory.corruption`)."""
 
     def gaussian_scenarios(
         self,
@@ -119,10 +119,10 @@ class Objective(Protocol):
         timesteps: Sequence[int] | None,
         max_scenarios: int,
     ) -> Iterator[Scenarios]:
-        """The conditionally Gaussian configurations whose terms :func:`theory.gaussian.gaussian_update` sums."""
+        """The conditionally Gaussian configurations whose terms :func:`wqk.theory.gaussian.gaussian_update` sums."""
 
     def symbolic_pattern(self, n: int) -> SymbolicPattern:
-        """The role pattern with random masks as 0/1 sympy symbols (:mod:`theory.symbolic`)."""
+        """The role pattern with random masks as 0/1 sympy symbols (:mod:`wqk.theory.symbolic`)."""
 
     @property
     def title(self) -> str:

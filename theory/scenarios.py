@@ -1,8 +1,8 @@
 """The conditionally Gaussian configurations an objective's random role patterns make of Gaussian clean data.
 
 Each objective's ``gaussian_scenarios`` yields :class:`Scenarios` (one draw of its random parts each, with its
-probability); :func:`theory.gaussian.gaussian_update` sums the exact expectation over them. Torch is imported on first
-use, so the objective registry that names this module stays cheap to import.
+probability); :func:`wqk.theory.gaussian.gaussian_update` sums the exact expectation over them. Torch is imported on
+first use, so the objective registry that names this module stays cheap to import.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from common.lazy import LazyModule
-from theory.roles import RolePattern
+from wqk.common.lazy import LazyModule
+from wqk.theory.roles import RolePattern
 
 if TYPE_CHECKING:
     import torch

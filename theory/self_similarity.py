@@ -1,7 +1,7 @@
 """Self-similarity of a bilinear form ``M = A B^T``: whether a token prefers itself (``x^T M x > 0``), apart from
 symmetry.
 
-The symmetry ``s(M)`` (:mod:`theory.scores`) says how much of ``||M||^2`` is symmetric; it cannot tell a positive
+The symmetry ``s(M)`` (:mod:`wqk.theory.scores`) says how much of ``||M||^2`` is symmetric; it cannot tell a positive
 semidefinite form from a symmetric indefinite one (both ``s = 1``), and a form can be self-similar at ``s = 0``
 (positive semidefinite plus a skew part of equal energy: ``x^T K x = 0`` for skew ``K``). Two scores, defined here
 once, measure self-similarity itself:
@@ -19,7 +19,7 @@ once, measure self-similarity itself:
 
 Both are invariant to ``M -> c M`` for ``c > 0`` and to ``M -> O M O^T`` for orthogonal ``O`` (a rotation of the
 token space), and both come from the factors without the ``d x d`` product: ``tr(A B^T) = sum(A * B)``, the singular
-values from the QR factors of ``A`` and ``B`` (as :meth:`theory.factored.FactoredForms.svd`), and the eigenvalues of
+values from the QR factors of ``A`` and ``B`` (as :meth:`wqk.theory.factored.FactoredForms.svd`), and the eigenvalues of
 ``S = C J C^T`` (``C = [A, B]``, ``J = [[0, I], [I, 0]] / 2``) from the ``2r x 2r`` matrix ``R J R^T`` of
 ``C = Q R``. Everything is in float64.
 """

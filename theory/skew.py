@@ -31,11 +31,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.io import cache_dir, write_json
-from common.seeding import gaussian
-from theory.nulls import empirical_p_value, lower_times, wishart_factor
-from theory.spectrum_null import DEFAULT_K, haar_frames, numerical_spectrum, participation_ratio, spectrum_key
-from theory.spectrum_null import code_version as spectrum_version
+from wqk.common.io import cache_dir, write_json
+from wqk.common.seeding import gaussian
+from wqk.theory.nulls import empirical_p_value, lower_times, wishart_factor
+from wqk.theory.spectrum_null import DEFAULT_K, haar_frames, numerical_spectrum, participation_ratio, spectrum_key
+from wqk.theory.spectrum_null import code_version as spectrum_version
 
 #: The extra scores, each reported with its null z and p (``skew_share_z``, ...).
 EXTRA_NAMES = ("skew_share", "skew_rank")
@@ -86,7 +86,7 @@ def dense_skew_rank(m: torch.Tensor | np.ndarray) -> torch.Tensor:
 
 def iid_rank_draws(d: int, rank: int, n: int, gen: torch.Generator) -> np.ndarray:
     """``n`` draws of the skew rank of ``A B^T``, ``A, B`` i.i.d. ``N(0, 1)`` of shape ``[d, rank]``: factored for
-    ``rank < d``, else from ``L H`` (float32 products), which has the law of ``A B^T`` (:func:`theory.nulls.
+    ``rank < d``, else from ``L H`` (float32 products), which has the law of ``A B^T`` (:func:`wqk.theory.nulls.
     random_scores`)."""
 
     per_draw = 8 * 2 * d * rank if rank < d else 4 * 3 * d * d
@@ -104,7 +104,7 @@ def iid_rank_draws(d: int, rank: int, n: int, gen: torch.Generator) -> np.ndarra
 
 def spectrum_rank_draws(sigma: np.ndarray, d: int, n: int, gen: torch.Generator) -> np.ndarray:
     """``n`` draws of the skew rank of ``U diag(sigma) V^T`` with ``U, V`` Haar-random ``d x r`` frames (the
-    spectrum-matched null's forms, :mod:`theory.spectrum_null`), from the factors ``U S`` and ``V``."""
+    spectrum-matched null's forms, :mod:`wqk.theory.spectrum_null`), from the factors ``U S`` and ``V``."""
 
     s = torch.from_numpy(np.ascontiguousarray(sigma, dtype=np.float64))
     chunk = max(1, min(n, _CHUNK_BYTES // (8 * 2 * d * len(s))))
@@ -156,7 +156,7 @@ def spectrum_rank_null(sigma: np.ndarray, d: int, n_samples: int, seed: int = 0)
 
 
 def z_and_p(scores_null, rank_draws: np.ndarray, symmetry: np.ndarray, rank: np.ndarray) -> dict[str, np.ndarray]:
-    """The extra scores' z and p: the share's from ``s``'s null ``scores_null`` (a :class:`theory.nulls.
+    """The extra scores' z and p: the share's from ``s``'s null ``scores_null`` (a :class:`wqk.theory.nulls.
     NullDistribution`, i.i.d. or spectrum-matched: ``z_share = -z_s``, the same p), the rank's against its draws
     (mean and sd, ddof 1; the empirical two-sided p); NaN where the rank is."""
 

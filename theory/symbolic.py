@@ -8,7 +8,7 @@ every draw. ``python cli.py theory derive --objective NAME --n N --d D [--latex]
 
 Also: role counts per position (for the causal mask in closed form for general ``N``), the
 tie-preservation condition derived through ``M = W_q W_k^T``, and the expected update at ``M = 0``
-for small Gaussian problems (Isserlis), which the tests compare with :mod:`theory.gaussian`.
+for small Gaussian problems (Isserlis), which the tests compare with :mod:`wqk.theory.gaussian`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import TYPE_CHECKING
 
-from common.lazy import LazyModule
-from theory.roles import Objective
+from wqk.common.lazy import LazyModule
+from wqk.theory.roles import Objective
 
 if TYPE_CHECKING:
     import sympy as sp

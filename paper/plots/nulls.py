@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from checkpoints.model_types import family_objective
-from common.figures import NULL_COLOR, pyplot
-from paper.plots.panels import SCORES, need
-from paper.results import Results, select
-from paper.summary import at_last_step
-from theory.objectives import color_of
-from vision.task_records import VISION_TASKS
+from wqk.checkpoints.model_types import family_objective
+from wqk.common.figures import NULL_COLOR, pyplot
+from wqk.paper.plots.panels import SCORES, need
+from wqk.paper.results import Results, select
+from wqk.paper.summary import at_last_step
+from wqk.theory.objectives import color_of
+from wqk.vision.task_records import VISION_TASKS
 
 
 def nulls_vs_d(results: Results):

@@ -1,7 +1,8 @@
 """What the paper's figures share: score and task labels, colours, the data-access guard and the drawn pieces (a
-line with its band, points with error bars, the null band), all fed by result tables (:class:`paper.results.Results`).
+line with its band, points with error bars, the null band), all fed by result tables
+(:class:`wqk.paper.results.Results`).
 
-Colours: one per objective in every figure (its ``color``, :func:`theory.objectives.color_of`, Okabe-Ito), the null
+Colours: one per objective in every figure (its ``color``, :func:`wqk.theory.objectives.color_of`, Okabe-Ito), the null
 band gray. Bands are 95% intervals over seeds; with one seed a figure has lines without bands.
 """
 
@@ -11,10 +12,10 @@ import math
 
 import numpy as np
 
-from common.figures import NULL_COLOR, PALETTE
-from common.summary import mean_ci
-from paper.results import Results, select
-from theory.objectives import color_of
+from wqk.common.figures import NULL_COLOR, PALETTE
+from wqk.common.summary import mean_ci
+from wqk.paper.results import Results, select
+from wqk.theory.objectives import color_of
 
 SCORES = (("symmetry", "symmetry s"), ("directionality", "directionality δ"), ("directionality_pr", "δ_PR"))
 SCHEME_COLORS = {

@@ -3,8 +3,8 @@ steps to target and final samples."""
 
 from __future__ import annotations
 
-from common.figures import PALETTE, pyplot
-from paper.plots.panels import (
+from wqk.common.figures import PALETTE, pyplot
+from wqk.paper.plots.panels import (
     FORM_STYLE,
     METRIC_LABELS,
     SCHEME_COLORS,
@@ -17,10 +17,10 @@ from paper.plots.panels import (
     seed_band,
     unit_range,
 )
-from paper.results import Results, select
-from theory.objectives import color_of
-from vision.sample_table import images_of
-from vision.task_records import VISION_TASKS
+from wqk.paper.results import Results, select
+from wqk.theory.objectives import color_of
+from wqk.vision.sample_table import images_of
+from wqk.vision.task_records import VISION_TASKS
 
 
 def _form_look(form: str, objective: str) -> tuple[str, str]:

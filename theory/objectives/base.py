@@ -1,7 +1,7 @@
 """The parts most objectives share (:class:`Defaults`, :class:`NextToken`) and shared mask helpers.
 
-What every objective provides is :class:`theory.roles.Objective`; the role pattern it is defined by is
-:class:`theory.roles.RolePattern`.
+What every objective provides is :class:`wqk.theory.roles.Objective`; the role pattern it is defined by is
+:class:`wqk.theory.roles.RolePattern`.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from common.lazy import LazyModule
-from theory.corruption import AttentionBatch, Corruption, clean_targets
-from theory.processes import Sequences, SequenceSampler
-from theory.roles import RolePattern, TargetKind
-from theory.scenarios import Scenarios, single_scenario
+from wqk.common.lazy import LazyModule
+from wqk.theory.corruption import AttentionBatch, Corruption, clean_targets
+from wqk.theory.processes import Sequences, SequenceSampler
+from wqk.theory.roles import RolePattern, TargetKind
+from wqk.theory.scenarios import Scenarios, single_scenario
 
 if TYPE_CHECKING:
     import sympy
@@ -41,7 +41,7 @@ class Defaults:
 
     def clean_pattern(self, n: int) -> tuple[int, RolePattern] | None:
         """``(shift, pattern)`` when the objective reads clean inputs and predicts ``x_{i + shift}`` under a fixed
-        pattern (what :func:`theory.symbolic.expected_update_symbolic` covers); None otherwise."""
+        pattern (what :func:`wqk.theory.symbolic.expected_update_symbolic` covers); None otherwise."""
         return None
 
 

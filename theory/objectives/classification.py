@@ -6,12 +6,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from theory.corruption import AttentionBatch, Corruption, clean_targets
-from theory.objectives.base import Defaults, constant_symbols, full_context, torch
-from theory.processes import Sequences, SequenceSampler
-from theory.roles import RolePattern, TargetKind
-from theory.scenarios import Scenarios, single_scenario
-from theory.symbolic import SymbolicPattern
+from wqk.theory.corruption import AttentionBatch, Corruption, clean_targets
+from wqk.theory.objectives.base import Defaults, constant_symbols, full_context, torch
+from wqk.theory.processes import Sequences, SequenceSampler
+from wqk.theory.roles import RolePattern, TargetKind
+from wqk.theory.scenarios import Scenarios, single_scenario
+from wqk.theory.symbolic import SymbolicPattern
 
 
 @dataclass(frozen=True)

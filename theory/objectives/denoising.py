@@ -7,12 +7,12 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from theory.corruption import AttentionBatch, Corruption, vector_targets
-from theory.objectives.base import Defaults, constant_symbols, full_context, torch
-from theory.processes import Sequences, SequenceSampler
-from theory.roles import RolePattern, TargetKind
-from theory.scenarios import CHUNK, Scenarios
-from theory.symbolic import SymbolicPattern
+from wqk.theory.corruption import AttentionBatch, Corruption, vector_targets
+from wqk.theory.objectives.base import Defaults, constant_symbols, full_context, torch
+from wqk.theory.processes import Sequences, SequenceSampler
+from wqk.theory.roles import RolePattern, TargetKind
+from wqk.theory.scenarios import CHUNK, Scenarios
+from wqk.theory.symbolic import SymbolicPattern
 
 
 @dataclass(frozen=True)

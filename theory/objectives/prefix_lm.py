@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from theory.objectives.base import NextToken, constant_symbols, torch
-from theory.roles import RolePattern
-from theory.symbolic import SymbolicPattern
+from wqk.theory.objectives.base import NextToken, constant_symbols, torch
+from wqk.theory.roles import RolePattern
+from wqk.theory.symbolic import SymbolicPattern
 
 
 @dataclass(frozen=True)

@@ -105,9 +105,9 @@ def paper(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.text import Text
 
-    from paper.pipeline import run_pipeline
-    from paper.plan import plan
-    from paper.registry import experiments
+    from wqk.paper.pipeline import run_pipeline
+    from wqk.paper.plan import plan
+    from wqk.paper.registry import experiments
 
     show = Output(fmt)
     chosen = [m for m, flag in (("quick", quick), ("standard", standard), ("full", full), ("smoke", smoke)) if flag]
@@ -225,7 +225,7 @@ def paper(
 
 def checkpoint_paths(sources: list[str]) -> list[str]:
     """``--checkpoints``' paths, with ``cache`` standing for every cached model that ``analyze`` reads."""
-    from checkpoints.hub import cache_dir, cached_models
+    from wqk.checkpoints.hub import cache_dir, cached_models
 
     paths: list[str] = []
     for source in sources:
@@ -247,6 +247,6 @@ def slurm_executor(work: Path, partition: str | None, time: str, gpus: int, para
         import submitit  # noqa: F401
     except ImportError:
         fail("--executor slurm needs submitit: pip install 'wqk-toolkit[cluster]' (or pip install submitit)")
-    from paper.cluster import SubmititExecutor, slurm_minutes
+    from wqk.paper.cluster import SubmititExecutor, slurm_minutes
 
     return SubmititExecutor(work / "slurm", "slurm", partition, slurm_minutes(time), gpus, parallelism)

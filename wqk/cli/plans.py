@@ -10,7 +10,7 @@ SCORES_TITLE = "s in [-1, 1] (1 = symmetric); δ, δ_PR < 0 = key-side columns"
 
 def print_plan(out: Output, plan, fold_ln: bool, fold_qk_norm: bool) -> None:
     """What is read and how, its notes (with what a folded norm gain holds and leaves out) and warnings."""
-    from checkpoints.norms import fold_notes
+    from wqk.checkpoints.norms import fold_notes
 
     notes = [*plan.notes, *fold_notes(plan, fold_ln, fold_qk_norm)]
     for line in plan.lines() + [f"note: {n}" for n in notes]:
@@ -21,7 +21,7 @@ def print_plan(out: Output, plan, fold_ln: bool, fold_qk_norm: bool) -> None:
 
 def describe_plan(out: Output, plan, per: str, null_samples: int | None, fold_ln: bool, fold_qk_norm: bool) -> None:
     """The dry run: what would be scored, the nulls it needs, and every attention-looking key skipped."""
-    from checkpoints.analyze import null_shapes
+    from wqk.checkpoints.analyze import null_shapes
 
     print_plan(out, plan, fold_ln, fold_qk_norm)
     stacks = f" in {len(plan.stacks)} stacks ({', '.join(plan.stacks)})" if len(plan.stacks) > 1 else ""

@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
 def _analyze_help() -> str:
     """``analyze --help``: the model types read, by family, from the model-type registry."""
-    from checkpoints.model_types import help_list
+    from wqk.checkpoints.model_types import help_list
 
     return (
         "Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.\n\n"
@@ -68,8 +68,8 @@ def scores(
     Factor arrays are W_q^h, W_k^h of shape [d, d_h], [H, d, d_h] or [L, H, d, d_h] (M_h = W_q^h W_k^h^T,
     rows = query side). The per-layer form is the sum over heads.
     """
-    from common.io import write_csv
-    from theory.report import SHOWN_KEYS, score_columns, score_file, shown_columns
+    from wqk.common.io import write_csv
+    from wqk.theory.report import SHOWN_KEYS, score_columns, score_file, shown_columns
 
     out = Output(fmt)
     try:
@@ -92,8 +92,8 @@ def null(
     fmt: Format = "table",
 ) -> None:
     """Null distributions of both scores for M = A B^T with Gaussian A, B of shape [d, rank]."""
-    from theory.nulls import null_distribution
-    from theory.report import NullRow, null_table
+    from wqk.theory.nulls import null_distribution
+    from wqk.theory.report import NullRow, null_table
 
     try:
         rows = null_table(null_distribution(d, rank, k, samples, seed))
@@ -224,10 +224,10 @@ def analyze(
     fmt: Format = "table",
 ) -> None:
     """Scores of a checkpoint's attention layers and heads (the help text is :func:`_analyze_help`)."""
-    from checkpoints import analyze as ana
-    from checkpoints.hub import cache_dir, cached_models, open_source
-    from checkpoints.loading import Checkpoint, CheckpointError, open_checkpoint
-    from checkpoints.score_options import ScoreOptions
+    from wqk.checkpoints import analyze as ana
+    from wqk.checkpoints.hub import cache_dir, cached_models, open_source
+    from wqk.checkpoints.loading import Checkpoint, CheckpointError, open_checkpoint
+    from wqk.checkpoints.score_options import ScoreOptions
 
     out = Output(fmt)
     try:  # every scoring option is checked here, in one place, before anything is read
@@ -278,7 +278,7 @@ def analyze(
     print_plan(out, analysis.plan, fold_ln, fold_qk_norm)
     rows, stack = analysis.rows, ["stack"] if len(analysis.plan.stacks) > 1 else []
     if fmt == "table":
-        from theory.report import SHOWN_KEYS, shown_columns
+        from wqk.theory.report import SHOWN_KEYS, shown_columns
 
         shown = rows if len(rows) <= 200 else [r for r in rows if r["head"] == "all"] or rows[:200]
         columns, title = stack + shown_columns(extra), f"{analysis.plan.model}: {SCORES_TITLE}"
@@ -291,13 +291,13 @@ def analyze(
         out.table(rows, ana.analyze_columns(extra), keys=ana.ANALYZE_KEYS, title=title)
         out.table(analysis.summary, ana.SummaryRow.columns(), keys=ana.SUMMARY_KEYS, title=SUMMARY_TITLE)
     if csv is not None:
-        from common.io import write_csv
+        from wqk.common.io import write_csv
 
         write_csv(csv, rows, ana.analyze_columns(extra))
         out.note(f"wrote {csv}")
     if plot is not None:
-        from checkpoints.bands import null_bands
-        from checkpoints.plot import plot_scores
+        from wqk.checkpoints.bands import null_bands
+        from wqk.checkpoints.plot import plot_scores
 
         bands = null_bands(checkpoint, analysis.plan, options)  # the null the z-scores use
         title = f"{analysis.plan.model} ({analysis.plan.family}); null: {options.null}"
@@ -306,8 +306,9 @@ def analyze(
 
 
 def _series(sources: list[str], revisions: list[str]):
-    """The checkpoints of a trajectory (:func:`checkpoints.trajectory.series_entries`), or None for one checkpoint."""
-    from checkpoints.trajectory import is_series, series_entries
+    """The checkpoints of a trajectory (:func:`wqk.checkpoints.trajectory.series_entries`), or None for one
+    checkpoint."""
+    from wqk.checkpoints.trajectory import is_series, series_entries
 
     try:
         return series_entries(sources, revisions) if is_series(sources, revisions) else None
@@ -321,7 +322,7 @@ SUMMARY_TITLE = "summary: median and interquartile range over layers (the paper'
 def _print_summary(out: Output, summary: list, stack: list[str]) -> None:
     """The summary table, and what each stack's summary is over (its layers, or heads where only heads were
     scored): in the title where one line says it, else in a table of its own, one row per stack."""
-    from checkpoints.analyze import SUMMARY_KEYS, SummaryRow
+    from wqk.checkpoints.analyze import SUMMARY_KEYS, SummaryRow
     from wqk.cli.output import once_per
 
     keys = [k for k in SUMMARY_KEYS if stack or k != "stack"]
@@ -334,11 +335,11 @@ def _print_summary(out: Output, summary: list, stack: list[str]) -> None:
 
 
 def _scored(out: Output, checkpoint, options, heads, kv_heads, prefix, family):
-    """:func:`checkpoints.analyze.analyze` with a progress display on a terminal."""
+    """:func:`wqk.checkpoints.analyze.analyze` with a progress display on a terminal."""
     from rich.progress import Progress
 
-    from checkpoints.analyze import analyze as run
-    from checkpoints.score_options import Hooks
+    from wqk.checkpoints.analyze import analyze as run
+    from wqk.checkpoints.score_options import Hooks
 
     with Progress(console=out.stderr, transient=True, disable=not out.stderr.is_terminal) as progress:
         task = progress.add_task("nulls", total=None)

@@ -1,7 +1,7 @@
 """The simulator's commands: ``simulate``, ``compare-theory``, ``first-update``, ``experiment``, ``grid``.
 
-``simulate``'s config options are generated from :data:`sim.config.OPTION_FIELDS`: each option's type is its
-config field's, its default (per objective) is read from :data:`sim.config.DEFAULTS`, and only its words and
+``simulate``'s config options are generated from :data:`wqk.sim.config.OPTION_FIELDS`: each option's type is its
+config field's, its default (per objective) is read from :data:`wqk.sim.config.DEFAULTS`, and only its words and
 range are declared here.
 """
 
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sim.config import COMPARE_DEFAULTS, OPTION_FIELDS, DataConfig, ModelConfig, SimConfig, default_text
 from wqk.cli.errors import fail
 from wqk.cli.options import OUTPUT_DIR, SEED_THREADS, Format, Objective, in_open_unit_interval, key_values, positive
 from wqk.cli.output import Output
+from wqk.sim.config import COMPARE_DEFAULTS, OPTION_FIELDS, DataConfig, ModelConfig, SimConfig, default_text
 
 if TYPE_CHECKING:
-    from sim.report import SimSummaryRow
+    from wqk.sim.report import SimSummaryRow
 
 #: ``simulate``'s config options in help order: (what it sets, click settings: a range, a check, flag names).
 SIM_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -123,8 +123,8 @@ def simulate(
     scores.png under --out. Why the defaults are what they are: sim/config.py. Siblings: `experiment` (named
     multi-arm experiments), `compare-theory` (first steps vs the theory's expected update).
     """
-    from sim.config import configs_from_options
-    from sim.simulate import simulate as run_simulation
+    from wqk.sim.config import configs_from_options
+    from wqk.sim.simulate import simulate as run_simulation
 
     show = Output(fmt)
     try:
@@ -133,7 +133,7 @@ def simulate(
     except (ValueError, TypeError) as err:
         fail(str(err))
     if fmt != "table":  # a pipe gets every summary row (layers, forms, blocks) with its full values
-        from sim.report import SUMMARY_KEYS, SimSummaryRow
+        from wqk.sim.report import SUMMARY_KEYS, SimSummaryRow
 
         show.table(result.summary, SimSummaryRow.columns(), keys=SUMMARY_KEYS)
     else:
@@ -144,7 +144,8 @@ def simulate(
 
 def _print_summary(show: Output, summary: list[SimSummaryRow]) -> None:
     """The final per-layer scores, each objective's loss, and layer 0's blocks, formatted for reading."""
-    from sim.report import (
+    from wqk.cli.output import once_per
+    from wqk.sim.report import (
         BLOCK_DISPLAY_COLUMNS,
         BLOCK_DISPLAY_KEYS,
         DISPLAY_COLUMNS,
@@ -154,7 +155,6 @@ def _print_summary(show: Output, summary: list[SimSummaryRow]) -> None:
         format_blocks,
         format_summary,
     )
-    from wqk.cli.output import once_per
 
     shown = format_summary(summary)
     show.table(
@@ -217,9 +217,9 @@ def compare_theory(
     next to the relative error sampling alone produces: near it, the first updates are what the theory predicts.
     One softmax layer without residual or MLP (the theory's head).
     """
-    from sim.compare import COMPARE_KEYS, CompareRow
-    from sim.compare import compare_theory as compare
-    from sim.config import configs_from_options
+    from wqk.sim.compare import COMPARE_KEYS, CompareRow
+    from wqk.sim.compare import compare_theory as compare
+    from wqk.sim.config import configs_from_options
 
     show = Output(fmt)
     try:
@@ -268,8 +268,8 @@ def first_update(
     parameterisation and optimiser trained (-lr (G W_k W_k^T + W_q W_q^T G) for separate factors, sign-like for
     Adam). Prints s and delta_PR predicted / measured, their cosine, and the cosine the batch noise allows.
     """
-    from sim.config import configs_from_options
-    from sim.first_update import FIRST_UPDATE_KEYS, compare_first_update
+    from wqk.sim.config import configs_from_options
+    from wqk.sim.first_update import FIRST_UPDATE_KEYS, compare_first_update
 
     parts = [x.strip() for x in steps.split(",") if x.strip()]
     if not parts or not all(x.isdigit() and int(x) >= 1 for x in parts):
@@ -321,7 +321,7 @@ def experiment(
     combined null z), experiment.json and scores.png. Arms with the same configuration share one run, so
     experiments that reuse an arm do not train it twice, and an interrupted experiment resumes.
     """
-    from sim.experiments import ARM_KEYS, EXPERIMENTS, SHOWN_COLUMNS, SHOWN_KEYS, format_experiment, run_experiment
+    from wqk.sim.experiments import ARM_KEYS, EXPERIMENTS, SHOWN_COLUMNS, SHOWN_KEYS, format_experiment, run_experiment
 
     show = Output(fmt)
     if list_ or not names:
@@ -368,7 +368,7 @@ def grid(
     steps: Annotated[int, typer.Option(min=4, help="Training steps per cell (the first 3 are all recorded).")] = 200,
     mc_sequences: Annotated[
         int, typer.Option(min=2, help="Monte Carlo sequences per seed for the prediction.")
-    ] = 1024,  # sim.grid.DEFAULT_MC_SEQUENCES (not imported here: sim.grid imports torch)
+    ] = 1024,  # wqk.sim.grid.DEFAULT_MC_SEQUENCES (not imported here: wqk.sim.grid imports torch)
     out: Annotated[
         Path, typer.Option(**OUTPUT_DIR, help="Directory of the grid's tables, figure and cell runs.")
     ] = Path("runs/grid"),
@@ -384,8 +384,8 @@ def grid(
     about 8 minutes on two cores at the defaults; pick a subset with the axis options. Writes grid.csv,
     agreement.csv, rates.csv, grid.json and grid.png under --out (cells already run are reused).
     """
-    from sim.grid import run_grid, select_cells
     from wqk.cli.options import split
+    from wqk.sim.grid import run_grid, select_cells
 
     show = Output(fmt)
     try:

@@ -10,7 +10,7 @@ from wqk.cli.output import Output
 from wqk.cli.plans import SCORES_TITLE, describe_plan, print_plan
 
 if TYPE_CHECKING:
-    from checkpoints.score_options import ScoreOptions
+    from wqk.checkpoints.score_options import ScoreOptions
 
 #: Rows a table shows before it keeps the per-layer rows only (as for one checkpoint; ``--csv`` writes them all).
 MAX_SHOWN = 200
@@ -26,11 +26,11 @@ def analyze_trajectory(
     options: ScoreOptions,
     plan_options: dict[str, Any],
 ) -> None:
-    """Score every checkpoint of ``entries`` (:class:`checkpoints.trajectory.SeriesEntry`) once per distinct set of
+    """Score every checkpoint of ``entries`` (:class:`wqk.checkpoints.trajectory.SeriesEntry`) once per distinct set of
     attention weights as ``options`` say; print the plan, the duplicates, the rows and the summary per checkpoint;
     write ``csv`` and ``plot``. ``plan_options``: ``heads``, ``kv_heads``, ``prefix``, ``family`` of
-    :func:`checkpoints.trajectory.analyze_series`."""
-    from checkpoints.trajectory import null_bands
+    :func:`wqk.checkpoints.trajectory.analyze_series`."""
+    from wqk.checkpoints.trajectory import null_bands
 
     if describe:
         return _describe_series(out, entries, options, plan_options, download)
@@ -49,13 +49,13 @@ def analyze_trajectory(
             )
     _tables(out, trajectory)
     if csv is not None:
-        from checkpoints.trajectory import TRAJECTORY_COLUMNS
-        from common.io import write_csv
+        from wqk.checkpoints.trajectory import TRAJECTORY_COLUMNS
+        from wqk.common.io import write_csv
 
         write_csv(csv, trajectory.rows, TRAJECTORY_COLUMNS)
         out.note(f"wrote {csv}")
     if plot is not None:
-        from checkpoints.trajectory_plot import plot_trajectory
+        from wqk.checkpoints.trajectory_plot import plot_trajectory
 
         first, last = trajectory.scored[0], trajectory.scored[-1]
         families = ", ".join(dict.fromkeys(c.plan.family for c in trajectory.scored))
@@ -65,11 +65,11 @@ def analyze_trajectory(
 
 
 def _scored(out: Output, entries: list, options: ScoreOptions, plan_options: dict[str, Any], download: bool):
-    """:func:`checkpoints.trajectory.analyze_series` with a progress display on a terminal."""
+    """:func:`wqk.checkpoints.trajectory.analyze_series` with a progress display on a terminal."""
     from rich.progress import Progress
 
-    from checkpoints.score_options import Hooks
-    from checkpoints.trajectory import analyze_series
+    from wqk.checkpoints.score_options import Hooks
+    from wqk.checkpoints.trajectory import analyze_series
 
     with Progress(console=out.stderr, transient=True, disable=not out.stderr.is_terminal) as progress:
         task = progress.add_task("checkpoints", total=None)
@@ -115,9 +115,9 @@ def _structure(plan) -> tuple:
 
 def _tables(out: Output, trajectory) -> None:
     """The rows (per-layer rows only where there are many, in a table) and the summary per checkpoint."""
-    from checkpoints.analyze import ANALYZE_KEYS
-    from checkpoints.trajectory import TRAJECTORY_COLUMNS
-    from theory.report import SHOWN_COLUMNS, SHOWN_KEYS
+    from wqk.checkpoints.analyze import ANALYZE_KEYS
+    from wqk.checkpoints.trajectory import TRAJECTORY_COLUMNS
+    from wqk.theory.report import SHOWN_COLUMNS, SHOWN_KEYS
 
     rows, summary = trajectory.rows, trajectory.summary
     stacks = len({r["stack"] for r in rows}) > 1
@@ -148,8 +148,8 @@ def _describe_series(
 ) -> None:
     """The dry run of a trajectory: the checkpoints, their steps and what each is read from; the first one's plan.
     Every checkpoint is opened (headers only), so that one not cached or unreadable is found here too."""
-    from checkpoints.analyze import describe
-    from checkpoints.hub import open_source
+    from wqk.checkpoints.analyze import describe
+    from wqk.checkpoints.hub import open_source
 
     try:
         first, *_ = [open_source(e.source, download=download) for e in entries]

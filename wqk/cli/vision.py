@@ -101,9 +101,9 @@ def train(
     """
     import os
 
-    from theory.objectives import ALIASES
-    from vision.init import SCHEMES
-    from vision.train import TrainConfig
+    from wqk.theory.objectives import ALIASES
+    from wqk.vision.init import SCHEMES
+    from wqk.vision.train import TrainConfig
 
     show = Output(fmt)
     inits = [i.strip() for i in init.split(",") if i.strip()]
@@ -133,23 +133,23 @@ def train(
         if recipe is None:
             base = TrainConfig(**{field: value for field, (_, value) in fields.items()})
         else:
-            from vision.recipes import recipe_config
+            from wqk.vision.recipes import recipe_config
 
             # typer may vendor its own click: compare the source's name, not the enum
             given = {n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"}
             base = recipe_config(recipe, **{f: value for f, (option, value) in fields.items() if option in given})
             seeds = seeds if "seeds" in given else 1  # a recipe is one run unless --seeds asks for more
-        from vision.runs import run_experiment
+        from wqk.vision.runs import run_experiment
 
         result = run_experiment(base, inits, list(range(seed_start, seed_start + seeds)), out, resume=resume)
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
-    from vision.train import shutdown_distributed
+    from wqk.vision.train import shutdown_distributed
 
     shutdown_distributed()  # after success only: a failed process exits, and torchrun stops its peers
     if int(os.environ.get("RANK", "0")):
         return
-    from vision.runs import summary_tables
+    from wqk.vision.runs import summary_tables
 
     for title, rows, keys in summary_tables(result):
         show.table(rows, list(dict.fromkeys(k for row in rows for k in row)), keys=keys, title=title)
@@ -205,7 +205,7 @@ def study(
     Writes study.json, study_runs.csv, study_arms.csv, study_curves.csv and a figure per task. Finished runs are
     reused. Sizes and cost: vision/study.py (vit-mnist + dit-mnist, 6 schemes x 5 seeds: ~80 min of one core).
     """
-    from vision.study import STUDY_KEYS, StudyConfig, run_study, study_tasks, summary_tables
+    from wqk.vision.study import STUDY_KEYS, StudyConfig, run_study, study_tasks, summary_tables
 
     show = Output(fmt)
     try:
@@ -256,7 +256,7 @@ def fidelity_net(
     """
     import torch
 
-    from vision.fidelity import FeatureNetRecipe, build_feature_net, sanity_summary
+    from wqk.vision.fidelity import FeatureNetRecipe, build_feature_net, sanity_summary
 
     show = Output(fmt)
     if threads:

@@ -1,7 +1,7 @@
 """The expected first update: the theory's exact ``E[dL/dM]`` at ``M = 0``, averaged over the value/readout init
 (docs/theory.md section 3, claim 4), the reference a claim about objectives and data processes is tested against.
 
-Not an independent oracle (it is the library's :func:`theory.gaussian.head_averaged_update`, itself tested against
+Not an independent oracle (it is the library's :func:`wqk.theory.gaussian.head_averaged_update`, itself tested against
 Monte Carlo in tests/test_expectation.py): it answers "what does the theory predict for this objective on this
 data", which a property test then checks a claim against.
 """
@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from theory.corruption import Corruption
-from theory.gaussian import head_averaged_update
+from wqk.theory.corruption import Corruption
+from wqk.theory.gaussian import head_averaged_update
 
 if TYPE_CHECKING:
-    from theory.corruption import Corruption
-    from theory.expected_update import ExpectedUpdate
-    from theory.objectives import Objective
     from wqk.testing.strategies import Process
+    from wqk.theory.corruption import Corruption
+    from wqk.theory.expected_update import ExpectedUpdate
+    from wqk.theory.objectives import Objective
 
 
 def expected_first_update(

@@ -1,7 +1,7 @@
 """Hypothesis strategies for claims about ``W_qk``: random factored forms, the registered objectives, the named
 Gaussian data processes, and whole attention problems. Every size argument takes a value or a strategy.
 
-Forms are float64 :class:`theory.factored.FactoredForms`; a draw is reproducible from hypothesis's own seed (the
+Forms are float64 :class:`wqk.theory.factored.FactoredForms`; a draw is reproducible from hypothesis's own seed (the
 tensors come from a ``torch.Generator`` seeded by a drawn integer), so a failing example replays and shrinks.
 """
 
@@ -16,15 +16,15 @@ import torch
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from theory.attribution import DATA_SETTINGS, data_setting
-from theory.check import SWAP_SYMMETRIC
-from theory.factored import FactoredForms, expand_kv_heads
-from theory.objectives import OBJECTIVES
-from theory.spectrum_null import haar_frames
+from wqk.theory.attribution import DATA_SETTINGS, data_setting
+from wqk.theory.check import SWAP_SYMMETRIC
+from wqk.theory.factored import FactoredForms, expand_kv_heads
+from wqk.theory.objectives import OBJECTIVES
+from wqk.theory.spectrum_null import haar_frames
 
 if TYPE_CHECKING:
-    from theory.factored import FactoredForms
-    from theory.objectives import Objective, RolePattern
+    from wqk.theory.factored import FactoredForms
+    from wqk.theory.objectives import Objective, RolePattern
 
 SEEDS = st.integers(0, 2**31 - 1)
 
@@ -72,9 +72,9 @@ def forms(
 
 
 def objectives(*, mask: str | None = None, swap_symmetric: bool = False) -> st.SearchStrategy[Objective]:
-    """The registered objectives (each class's example instance, :data:`theory.objectives.OBJECTIVES`), those that
+    """The registered objectives (each class's example instance, :data:`wqk.theory.objectives.OBJECTIVES`), those that
     train with ``mask`` (``"causal"`` or ``"symmetric"``), or with ``swap_symmetric`` the instances whose role
-    pattern and inputs are the same under the swap of query and key (:data:`theory.check.SWAP_SYMMETRIC`: BERT's
+    pattern and inputs are the same under the swap of query and key (:data:`wqk.theory.check.SWAP_SYMMETRIC`: BERT's
     [MASK] query or a CLS query is not), the premise of claim 4."""
 
     if swap_symmetric:
@@ -88,7 +88,7 @@ def objectives(*, mask: str | None = None, swap_symmetric: bool = False) -> st.S
 @dataclass(frozen=True)
 class Process:
     """A Gaussian law of sequences: ``covariance [N, d, N, d]``, ``mean [N, d]`` (or None: zero), and its ``kind``
-    (:data:`theory.attribution.DATA_SETTINGS`: exchangeable, reversible, irreversible, ar1-random, bos)."""
+    (:data:`wqk.theory.attribution.DATA_SETTINGS`: exchangeable, reversible, irreversible, ar1-random, bos)."""
 
     kind: str
     covariance: torch.Tensor
@@ -102,7 +102,7 @@ def processes(
     d: int | st.SearchStrategy[int] = st.integers(2, 4),
 ) -> st.SearchStrategy[Process]:
     """A named data process (``kind``: one name, a list to draw from, or None: any) of ``n`` positions of dimension
-    ``d``, its random parts (a feature covariance, a transition) from a drawn seed (:func:`theory.attribution.
+    ``d``, its random parts (a feature covariance, a transition) from a drawn seed (:func:`wqk.theory.attribution.
     data_setting`)."""
 
     kinds = sorted(DATA_SETTINGS) if kind is None else [kind] if isinstance(kind, str) else list(kind)
