@@ -32,7 +32,7 @@ from theory.factored import FactoredForms
 from theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from theory.report import PerChoice, ScoreRow, check_per, score_rows
 from theory.scores import DEFAULT_K, SCORE_NAMES, Precision
-from theory.spectrum_null import factored_spectrum_null
+from theory.sequential_spectrum_null import factored_sequential_null
 
 #: A score row of a checkpoint: which model, its objective family, and which attention stack of it.
 AnalyzeRow = row_type(
@@ -191,14 +191,14 @@ def with_spectrum_null(
     forms: FactoredForms, rows: list[ScoreRow], k: float, samples: dict[str, int], seed: int
 ) -> list[ScoreRow]:
     """``rows`` of one layer (``forms`` ``[1, H, d, d_h]``) with z and p against each form's spectrum-matched null
-    (:mod:`theory.spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``."""
+    (:mod:`theory.sequential_spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``."""
     factors = {p: forms.factors(p) for p in ("head", "layer") if p in samples}
     out = []
     for row in rows:
         per = "layer" if row["head"] == "all" else "head"
         index = (row["layer"],) if per == "layer" else (row["layer"], row["head"])
         a, b = (x[index] for x in factors[per])
-        spectrum = factored_spectrum_null(a, b, k, samples[per], seed)
+        spectrum = factored_sequential_null(a, b, k, samples[per], seed)
         z = {f"{n}_z": float(spectrum.z(n, row[n])) for n in SCORE_NAMES}
         out.append(row.replace(**z, **{f"{n}_p": float(spectrum.p_value(n, row[n])) for n in SCORE_NAMES}))
     return out

@@ -44,7 +44,7 @@ from checkpoints.loading import Checkpoint, CheckpointError
 from common.rows import ABSENT, row_type
 from theory.report import PerChoice
 from theory.scores import DEFAULT_K
-from theory.spectrum_null import factored_spectrum_null
+from theory.sequential_spectrum_null import factored_sequential_null
 
 _LABELS = [("checkpoint", str), ("step", int, ABSENT)]
 #: An analyze row of one checkpoint of a series: which checkpoint, its training step (absent when unknown), and
@@ -343,6 +343,6 @@ def null_bands(
         n = _unit_nulls(unit, form, null_samples)[0][3]
         a, b = forms.factors(form)
         for a_i, b_i in zip(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]), strict=True):
-            for name, stats in factored_spectrum_null(a_i, b_i, k, n, null_seed).summary().items():
+            for name, stats in factored_sequential_null(a_i, b_i, k, n, null_seed).summary().items():
                 bands.setdefault((unit.stack, name), []).append((stats["q025"], stats["q975"]))
     return {key: tuple(float(x) for x in np.median(np.array(v), axis=0)) for key, v in bands.items()}  # type: ignore[misc]

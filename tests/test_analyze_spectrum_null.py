@@ -47,14 +47,14 @@ def test_spectrum_z_of_a_random_checkpoint_is_within_noise_of_zero(random_dir):
 def test_each_row_is_against_its_own_forms_null(random_dir):
     """A head row's z is against that head's spectrum null, a layer row's against the layer form's (float32 scores)."""
     from checkpoints.analyze import all_forms, describe
-    from theory.spectrum_null import factored_spectrum_null
+    from theory.sequential_spectrum_null import factored_sequential_null
 
     forms = all_forms(*describe(random_dir))
     rows = analyze(random_dir, null_samples=SAMPLES, null="spectrum").rows
     for row in rows:
         per, index = ("layer", (row["layer"],)) if row["head"] == "all" else ("head", (row["layer"], row["head"]))
         a, b = (x[index] for x in forms.factors(per))
-        null = factored_spectrum_null(a, b, n_samples=SAMPLES)
+        null = factored_sequential_null(a, b, n_samples=SAMPLES)
         for name in SCORE_NAMES:
             assert row[f"{name}_z"] == pytest.approx(float(null.z(name, row[name])), rel=1e-9, abs=1e-9)
 

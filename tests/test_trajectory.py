@@ -256,7 +256,7 @@ def test_the_spectrum_null_band_is_that_of_the_nulls_the_z_scores_use(run_dir, t
     their 2.5% and 97.5% quantiles: with two identical layers, the band of that one form's null."""
     from checkpoints.analyze import all_forms
     from checkpoints.trajectory import analyze_series, null_bands
-    from theory.spectrum_null import factored_spectrum_null
+    from theory.sequential_spectrum_null import factored_sequential_null
 
     weights = load_file(str(run_dir / "ckpt" / "step_0000006.safetensors"))
     weights["encoder.blocks.1.attn.qkv.weight"] = weights["encoder.blocks.0.attn.qkv.weight"].clone()
@@ -267,7 +267,7 @@ def test_the_spectrum_null_band_is_that_of_the_nulls_the_z_scores_use(run_dir, t
         series_entries([tmp_path / "step_6.safetensors"]), "layer", null_samples=n, null="spectrum"
     ).scored
     a, b = all_forms(scored.checkpoint, scored.plan).factors("layer")
-    null = factored_spectrum_null(a[0], b[0], 2.0, n, 0)
+    null = factored_sequential_null(a[0], b[0], 2.0, n, 0)
     stack = scored.plan.stacks[0]
     for row in scored.rows:  # the z of both layers' rows is against this null
         assert row["symmetry_z"] == pytest.approx(float(null.z("symmetry", row["symmetry"])))
