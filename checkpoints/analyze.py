@@ -191,7 +191,8 @@ def with_spectrum_null(
     forms: FactoredForms, rows: list[ScoreRow], k: float, samples: dict[str, int], seed: int
 ) -> list[ScoreRow]:
     """``rows`` of one layer (``forms`` ``[1, H, d, d_h]``) with z and p against each form's spectrum-matched null
-    (:mod:`theory.sequential_spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``."""
+    (:mod:`theory.sequential_spectrum_null`): the per-head form's for a head row, the per-layer form's for
+    ``head = "all"``."""
     factors = {p: forms.factors(p) for p in ("head", "layer") if p in samples}
     out = []
     for row in rows:
