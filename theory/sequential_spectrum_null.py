@@ -26,10 +26,12 @@ most :data:`SD_RTOL` of it and that of its 2.5% and 97.5% quantiles at most :dat
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,7 +50,6 @@ from theory.spectrum_null import (
 from theory.spectrum_null import (
     effective_rank,
     form_spectrum,
-    haar_frames,
     numerical_spectrum,
     symmetry_moments_of_spectrum,
 )
@@ -106,10 +107,12 @@ def _u_statistic_se(kernel: np.ndarray) -> float:
     return math.sqrt(max(4 * (n - 2) * zeta_1 + 2 * zeta_2, 0.0) / (n * (n - 1)))
 
 
-def _woodruff(draws: np.ndarray, p: float, se_cdf: float) -> float:
-    """Standard error of the ``p`` quantile from that of the distribution function at it (Woodruff's interval)."""
-    lo, hi = np.quantile(draws, [max(p - se_cdf, 0.0), min(p + se_cdf, 1.0)])
-    return float(hi - lo) / 2
+def _woodruff(draws: np.ndarray, ps: tuple[float, ...], se_cdf: list[float]) -> list[float]:
+    """Standard errors of the ``ps`` quantiles from those of the distribution function at them (Woodruff's interval:
+    half the distance between the quantiles at ``p -+ se``)."""
+    probs = [x for p, se in zip(ps, se_cdf, strict=True) for x in (max(p - se, 0.0), min(p + se, 1.0))]
+    bounds = np.quantile(draws, probs)
+    return [float(bounds[2 * i + 1] - bounds[2 * i]) / 2 for i in range(len(ps))]
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,7 @@ class SequentialSpectrumNull:
     #: exact ``(mean, sd)`` of ``s``; its law is the normal's where ``frames.symmetry`` is empty
     symmetry_moments: tuple[float, float]
     closed_form: dict[str, tuple[float, float]] = field(default_factory=dict)
-    _pairs: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _pairs: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def pairs(self, score: str) -> np.ndarray:
         """The ``[N, N]`` matrix of :func:`pair_values` of a paired score (computed once)."""
@@ -142,14 +145,17 @@ class SequentialSpectrumNull:
             raise ValueError(f"unknown score {score!r}; expected one of {SCORE_NAMES}")
         if score == "symmetry":
             return self.frames.symmetry
-        return _off_diagonal(self.pairs(score))
+        if (score, "draws") not in self._pairs:
+            self._pairs[score, "draws"] = _off_diagonal(self.pairs(score))
+        return self._pairs[score, "draws"]
 
     def mean_std(self, score: str) -> tuple[float, float]:
         """Exact mean (``1/d``; 0 for ``delta`` and ``delta_PR``, whose law is symmetric); the sd of ``s`` exact,
         the others' from every pair of frames."""
         if score == "symmetry":
             return self.symmetry_moments
-        return 0.0, float(np.sqrt(np.mean(np.square(self.samples(score)))))
+        n = len(self.frames)
+        return 0.0, float(np.sqrt(np.square(self.pairs(score)).sum() / (n * (n - 1))))  # the diagonal is 0
 
     def z(self, score: str, value: np.ndarray | float) -> np.ndarray:
         mean, std = self.mean_std(score)
@@ -196,18 +202,16 @@ def monte_carlo_errors(null: SequentialSpectrumNull) -> dict[str, dict[str, floa
         if sd <= 0:  # no spread (delta of a form whose norms never clear the threshold): nothing to estimate
             out[score] = {"sd": 0.0, **{f"q{round(1000 * p):03d}": 0.0 for p in _QUANTILES}}
             continue
-        errors = {}
         if score == "symmetry":
-            errors["sd"] = 0.0
-            for p in _QUANTILES:
-                errors[f"q{round(1000 * p):03d}"] = _woodruff(draws, p, math.sqrt(p * (1 - p) / n)) / sd
+            se_cdf = [math.sqrt(p * (1 - p) / n) for p in _QUANTILES]
+            errors = {"sd": 0.0}
         else:
             values = null.pairs(score)
-            errors["sd"] = _u_statistic_se(np.square(values)) / (2 * sd * sd)
-            for p in _QUANTILES:
-                q = float(np.quantile(draws, p))
-                kernel = ((values <= q).astype(float) + (q >= values.T)) / 2
-                errors[f"q{round(1000 * p):03d}"] = _woodruff(draws, p, _u_statistic_se(kernel)) / sd
+            errors = {"sd": _u_statistic_se(np.square(values)) / (2 * sd * sd)}
+            quantiles = np.quantile(draws, _QUANTILES)
+            se_cdf = [_u_statistic_se(((values <= q).astype(float) + (q >= values.T)) / 2) for q in quantiles]
+        for p, se in zip(_QUANTILES, _woodruff(draws, _QUANTILES, se_cdf), strict=True):
+            errors[f"q{round(1000 * p):03d}"] = se / sd
         out[score] = errors
     return out
 
@@ -227,8 +231,8 @@ def shortfall(null: SequentialSpectrumNull, sd_rtol: float = SD_RTOL, quantile_t
 
 # ---- drawing frames -----------------------------------------------------------------------------------------
 
-#: Memory of the frames kept for the next form of the same shape (squared frames, all shapes together).
-_KEPT_BYTES = 1 << 28
+#: Memory of the frames kept for the next form of the same shape (all shapes together).
+_KEPT_BYTES = 1 << 29
 #: float64 memory of the frames generated at once.
 _CHUNK_BYTES = 1 << 27
 
@@ -237,29 +241,50 @@ _CHUNK_BYTES = 1 << 27
 class FrameBlock:
     """One block of Haar frames ``U [d, r]``, reduced to what any spectrum's scores need: the squares ``U_ik^2``
     (``[n, r, d]`` float32: the squared row norms of ``U S`` are ``sigma^2`` times them) and, where ``s`` is drawn,
-    ``W o W^T`` of the top block ``W = U[:r]`` (``[n, r, r]``: ``tr(S W S W) = sigma^T (W o W^T) sigma``)."""
+    ``W o W^T`` of the top block ``W = U[:r]`` (``[n, r, r]`` float32: ``tr(S W S W) = sigma^T (W o W^T) sigma``)."""
 
     squares: torch.Tensor
     cross: torch.Tensor | None
 
     def draws(self, sigma: torch.Tensor, k: float) -> FrameDraws:
-        sq = (sigma.square().float() @ self.squares).double()  # [n, d]: squared row norms of U S
+        s32 = sigma.float()
+        sq = (s32.square() @ self.squares).double()  # [n, d]: squared row norms of U S (sums of squares: >= 0)
         log_p4 = torch.log(sq.square().sum(-1))
         sym = np.empty(0)
         if self.cross is not None:
-            sym = (torch.einsum("i,nij,j->n", sigma, self.cross, sigma) / sigma.square().sum()).numpy()
-        return FrameDraws(_excess(sq.clamp_min(0).sqrt(), k).numpy(), log_p4.numpy(), sym)
+            sym = ((self.cross @ s32) @ s32 / s32.square().sum()).double().numpy()
+        return FrameDraws(_excess(sq.sqrt(), k).numpy(), log_p4.numpy(), sym)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one intra-op thread inside the block. The null's operations are small (a batch of LAPACK calls
+    on ``r x r`` matrices, products of a few million multiply-adds): split over threads they wait at a barrier per
+    call, which on a loaded machine costs several to a hundred times the work (docs/benchmarks.md, "spectrum-matched
+    nulls")."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def haar_frames_transposed(n: int, d: int, r: int, gen: torch.Generator) -> torch.Tensor:
     """``n`` Haar frames ``U [d, r]``, returned transposed ``[n, r, d]`` (float32). ``r <= d / 2``: ``U = G L^-T``
     with ``G^T G = L L^T`` (a float32 Gram, condition number below about 34: no digit a null needs is lost;
-    the Cholesky in float64), two products at the GEMM rate; else float64 Householder QR."""
+    the Cholesky in float64), two products at the GEMM rate. Else the Householder QR of ``G`` with the signs set
+    by ``R``'s diagonal (:func:`theory.spectrum_null.haar_frames`), in float32 (orthonormal to float32 rounding)."""
     if 2 * r > d:
-        return haar_frames(n, d, r, gen).transpose(-2, -1).float()
+        g = gaussian((n, d, r), gen)
+        with one_thread():
+            q, upper = torch.linalg.qr(g)
+        return (q * torch.sign(upper.diagonal(dim1=-2, dim2=-1)).unsqueeze(-2)).transpose(-2, -1)
     gt = gaussian((n, r, d), gen)  # G^T
-    lower = torch.linalg.cholesky(matmul_nt(gt, gt).double())
-    l_inv = torch.linalg.solve_triangular(lower, torch.eye(r, dtype=torch.float64).expand(n, r, r), upper=False)
+    gram = matmul_nt(gt, gt).double()
+    with one_thread():
+        lower = torch.linalg.cholesky(gram)
+        l_inv = torch.linalg.solve_triangular(lower, torch.eye(r, dtype=torch.float64).expand(n, r, r), upper=False)
     return matmul_nt(l_inv.float(), gt.transpose(-2, -1))  # L^-1 G^T = U^T
 
 
@@ -267,8 +292,9 @@ def frame_block(d: int, r: int, n: int, seed: int, index: int, symmetry: bool) -
     """Block ``index`` of ``n`` frames of shape ``(d, r)`` (its own seeded stream: every form of the shape, and
     every block count, sees the same frames); kept in memory for the next form while :data:`_KEPT_BYTES` allow."""
     key = (d, r, n, seed, index)
-    kept = _BLOCKS.get(key)
+    kept = _BLOCKS.pop(key, None)
     if kept is not None and (kept.cross is not None or not symmetry):
+        _BLOCKS[key] = kept  # now the most recently used
         return kept
     gen = generator(seed, d, r, index)
     chunk = max(1, _CHUNK_BYTES // (8 * d * r))
@@ -277,15 +303,26 @@ def frame_block(d: int, r: int, n: int, seed: int, index: int, symmetry: bool) -
         ut = haar_frames_transposed(min(chunk, n - start), d, r, gen)
         squares.append(ut.square())
         if symmetry:
-            w = ut[..., :r].transpose(-2, -1).double()  # the top r x r block of U
+            w = ut[..., :r].transpose(-2, -1)  # the top r x r block of U
             cross.append(w * w.transpose(-2, -1))
     block = FrameBlock(torch.cat(squares), torch.cat(cross) if symmetry else None)
-    size = 4 * n * r * d
-    if size <= _KEPT_BYTES:
-        while _BLOCKS and sum(4 * b.squares.numel() for b in _BLOCKS.values()) + size > _KEPT_BYTES:
-            _BLOCKS.pop(next(iter(_BLOCKS)))  # the oldest first
-        _BLOCKS[key] = block
+    _keep(key, block)
     return block
+
+
+def _keep(key: tuple[int, ...], block: FrameBlock) -> None:
+    """Keep ``block`` while :data:`_KEPT_BYTES` allow. Room is made by dropping the blocks of the shapes used least
+    recently, then those of this shape with a higher index (each form reads its shape's blocks from index 0 on:
+    the low ones are read most)."""
+    size = lambda b: b.squares.nbytes + (b.cross.nbytes if b.cross is not None else 0)
+    _BLOCKS.pop(key, None)
+    while sum(map(size, _BLOCKS.values())) + size(block) > _KEPT_BYTES:
+        others = [k for k in _BLOCKS if k[:-1] != key[:-1]]
+        higher = [k for k in _BLOCKS if k[:-1] == key[:-1] and k[-1] > key[-1]]
+        if not others and not higher:
+            return
+        del _BLOCKS[others[0] if others else max(higher, key=lambda k: k[-1])]
+    _BLOCKS[key] = block
 
 
 _BLOCKS: dict[tuple[int, ...], FrameBlock] = {}
@@ -301,9 +338,9 @@ def sample_sequential_null(
     quantile_tol: float = QUANTILE_TOL,
 ) -> SequentialSpectrumNull:
     """Draw frames in blocks of :data:`BATCH` until :func:`shortfall` is at most 1 or ``2 n_samples`` frames are
-    drawn (no cache). A standard error falls as ``1 / sqrt(N)``: after each check the draw goes on to the frames
-    that the largest ratio predicts (``N ratio^2``, at least one block more and at most twice as many: an early
-    estimate of a standard error is itself noisy), then checks again."""
+    drawn (no cache), checked from two blocks on. A standard error falls as ``1 / sqrt(N)``: after each check the
+    draw goes on to the frames that the largest ratio predicts (``N ratio^2``, at least one block more and at most
+    twice as many: an early estimate of a standard error is itself noisy), then checks again."""
     sigma = numerical_spectrum(sigma, d)
     if n_samples < 2:
         raise ValueError(f"need n_samples >= 2; got {n_samples}")
@@ -312,7 +349,7 @@ def sample_sequential_null(
     normal = effective_rank(sigma) >= MIN_EFFECTIVE_RANK
     closed = {"symmetry": moments} if normal else {}
     parts: list[FrameDraws] = []
-    cap, target = 2 * n_samples, BATCH
+    cap, target = 2 * n_samples, 2 * BATCH
     while True:
         while sum(map(len, parts)) < min(target, cap):
             n = min(BATCH, cap - BATCH * len(parts))
@@ -357,7 +394,8 @@ def sequential_spectrum_null(
         closed = {"symmetry": moments} if effective_rank(sigma) >= MIN_EFFECTIVE_RANK else {}
         null = SequentialSpectrumNull(d, len(sigma), k, seed, frames, moments, closed)
     else:
-        null = sample_sequential_null(sigma, d, k, n_samples, seed)
+        with one_thread():
+            null = sample_sequential_null(sigma, d, k, n_samples, seed)
         record = {"d": d, "k": k, "seed": seed, "code_version": code_version(), "sigma": sigma.tolist()}
         frames = {f: getattr(null.frames, f).tolist() for f in ("excess", "log_p4", "symmetry")}
         write_json(path, {**record, **frames})
@@ -369,4 +407,6 @@ def factored_sequential_null(
     a: torch.Tensor, b: torch.Tensor, k: float = DEFAULT_K, n_samples: int = DEFAULT_SAMPLES, seed: int = 0
 ) -> SequentialSpectrumNull:
     """The sequential spectrum-matched null of one factored form ``A B^T`` (``A, B`` of shape ``[d, r]``)."""
-    return sequential_spectrum_null(form_spectrum(a, b), a.shape[-2], k, n_samples, seed)
+    with one_thread():
+        sigma = form_spectrum(a, b)
+    return sequential_spectrum_null(sigma, a.shape[-2], k, n_samples, seed)
