@@ -348,19 +348,20 @@ def sample_sequential_null(
     moments = symmetry_moments_of_spectrum(sigma, d)
     normal = effective_rank(sigma) >= MIN_EFFECTIVE_RANK
     closed = {"symmetry": moments} if normal else {}
-    parts: list[FrameDraws] = []
-    cap, target = 2 * n_samples, 2 * BATCH
-    while True:
-        while sum(map(len, parts)) < min(target, cap):
-            n = min(BATCH, cap - BATCH * len(parts))
-            parts.append(frame_block(d, len(s), n, seed, len(parts), not normal).draws(s, k))
-        null = SequentialSpectrumNull(d, len(s), k, seed, FrameDraws.concat(parts), moments, closed)
-        drawn = len(null.frames)
-        ratio = shortfall(null, sd_rtol, quantile_tol) if drawn < cap else 0.0
-        if ratio <= 1:
-            return null
-        predicted = math.ceil(drawn * min(ratio * ratio, 2.0) / BATCH) * BATCH
-        target = min(max(drawn + BATCH, predicted), 2 * drawn)
+    with one_thread():  # small operations: see one_thread
+        parts: list[FrameDraws] = []
+        cap, target = 2 * n_samples, 2 * BATCH
+        while True:
+            while sum(map(len, parts)) < min(target, cap):
+                n = min(BATCH, cap - BATCH * len(parts))
+                parts.append(frame_block(d, len(s), n, seed, len(parts), not normal).draws(s, k))
+            null = SequentialSpectrumNull(d, len(s), k, seed, FrameDraws.concat(parts), moments, closed)
+            drawn = len(null.frames)
+            ratio = shortfall(null, sd_rtol, quantile_tol) if drawn < cap else 0.0
+            if ratio <= 1:
+                return null
+            predicted = math.ceil(drawn * min(ratio * ratio, 2.0) / BATCH) * BATCH
+            target = min(max(drawn + BATCH, predicted), 2 * drawn)
 
 
 # ---- cache --------------------------------------------------------------------------------------------------
@@ -394,8 +395,7 @@ def sequential_spectrum_null(
         closed = {"symmetry": moments} if effective_rank(sigma) >= MIN_EFFECTIVE_RANK else {}
         null = SequentialSpectrumNull(d, len(sigma), k, seed, frames, moments, closed)
     else:
-        with one_thread():
-            null = sample_sequential_null(sigma, d, k, n_samples, seed)
+        null = sample_sequential_null(sigma, d, k, n_samples, seed)
         record = {"d": d, "k": k, "seed": seed, "code_version": code_version(), "sigma": sigma.tolist()}
         frames = {f: getattr(null.frames, f).tolist() for f in ("excess", "log_p4", "symmetry")}
         write_json(path, {**record, **frames})
