@@ -42,7 +42,7 @@ from common.gemm import matmul_nt
 from common.io import cache_dir, write_json
 from common.seeding import gaussian, generator
 from theory.null_moments import MIN_EFFECTIVE_RANK, P_FLOOR, normal_two_sided_p
-from theory.nulls import DEFAULT_SAMPLES
+from theory.nulls import DEFAULT_SAMPLES, NullDistribution
 from theory.scores import DEFAULT_K, SCORE_NAMES, _excess
 from theory.spectrum_null import (
     code_version as joint_code_version,
@@ -61,7 +61,6 @@ BATCH = 64
 SD_RTOL = 0.05
 #: ... and that of its 2.5% and 97.5% quantiles at most this many null sds (what 256 joint draws give a normal law).
 QUANTILE_TOL = 0.15
-_Z_975 = 1.959963984540054
 _QUANTILES = (0.025, 0.975)
 _PAIRED = ("directionality", "directionality_pr")
 
@@ -157,10 +156,6 @@ class SequentialSpectrumNull:
         n = len(self.frames)
         return 0.0, float(np.sqrt(np.square(self.pairs(score)).sum() / (n * (n - 1))))  # the diagonal is 0
 
-    def z(self, score: str, value: np.ndarray | float) -> np.ndarray:
-        mean, std = self.mean_std(score)
-        return (np.asarray(value, dtype=np.float64) - mean) / std
-
     def p_value(self, score: str, value: np.ndarray | float) -> np.ndarray:
         """Two-sided p-value: the normal's where ``s`` is closed-form (floored at ``2 Phi(-4)``), else
         ``(1 + N pi) / (N + 1)`` with ``pi`` the fraction of draws at least as far from the exact mean and ``N`` the
@@ -174,17 +169,9 @@ class SequentialSpectrumNull:
         n = len(self.frames)
         return ((1 + n * share) / (n + 1)).reshape(dev.shape)
 
-    def summary(self) -> dict[str, dict[str, float]]:
-        """Mean, sd, 2.5%, 50% and 97.5% quantiles of each score's null (the normal law's where closed-form)."""
-        out = {}
-        for name in SCORE_NAMES:
-            mean, std = self.mean_std(name)
-            if name in self.closed_form:
-                q = (mean - _Z_975 * std, mean, mean + _Z_975 * std)
-            else:
-                q = tuple(np.quantile(self.samples(name), [0.025, 0.5, 0.975]))
-            out[name] = {"mean": mean, "std": std, "q025": q[0], "median": q[1], "q975": q[2]}
-        return {name: {key: float(v) for key, v in stats.items()} for name, stats in out.items()}
+    # the same reading of mean_std, closed_form and samples as the joint null's
+    summary = NullDistribution.summary
+    z = NullDistribution.z
 
 
 def monte_carlo_errors(null: SequentialSpectrumNull) -> dict[str, dict[str, float]]:
