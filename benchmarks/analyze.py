@@ -9,7 +9,7 @@ layer after layer (no read-ahead), as it was before the float32 path, with the s
 Printed beside the times: the scoring pass's flop count (the Gram or dense products of every form),
 its achieved rate as a fraction of the machine's GEMM rate (the best of a d x d float32 product timed in
 the same process before and after the pass, through ``torch.matmul``, i.e. MKL's sgemm, and through oneDNN's
-kernel, ``common.gemm.onednn_nt``; the scores take the one faster on this CPU (``common.gemm``), and the
+kernel, ``wqk.common.gemm.onednn_nt``; the scores take the one faster on this CPU (``wqk.common.gemm``), and the
 faster of the two measured is the reference rate), the speed-up over the float64 reference and the
 largest difference of every score from it.
 
@@ -37,7 +37,7 @@ def write_checkpoint(path: Path, d: int, n_layers: int, n_heads: int, per_shard:
     import torch
     from safetensors.torch import save_file
 
-    from common.io import write_json
+    from wqk.common.io import write_json
 
     gen = torch.Generator().manual_seed(seed)
     weight_map = {}
@@ -67,7 +67,7 @@ def write_checkpoint(path: Path, d: int, n_layers: int, n_heads: int, per_shard:
 
 
 def product_flops(d: int, r: int) -> int:
-    """Flops of the products that score one form ``A B^T`` (``A, B`` of shape ``d x r``; theory.scores).
+    """Flops of the products that score one form ``A B^T`` (``A, B`` of shape ``d x r``; wqk.theory.scores).
 
     ``r >= d``: ``A B^T`` itself, ``2 d^2 r``. ``r < d``: three Grams and ``A G_B``, ``B G_A``, ``5 * 2 d r^2``.
     """
@@ -84,16 +84,16 @@ def scoring_flops(plan) -> int:
 
 def null_flops(shapes) -> int:
     """Product flops of drawing the nulls ``(per, d, rank, n)``: per draw the factored products (``rank < d``) or
-    the triangular ``L H`` (``rank >= d``, ``d^3``: half of a ``d x d`` product; theory.nulls.random_scores)."""
+    the triangular ``L H`` (``rank >= d``, ``d^3``: half of a ``d x d`` product; wqk.theory.nulls.random_scores)."""
     return sum(n * (product_flops(d, r) if r < d else d**3) for _, d, r, n in shapes)
 
 
 def gemm_rates(d: int, repeats: int = 3) -> dict[str, float]:
     """Best flop rate in this process of a ``d x d`` float32 product: ``torch.matmul`` (MKL's sgemm on
-    x86) and oneDNN's kernel (:func:`common.gemm.onednn_nt`); the scores take the faster on this CPU."""
+    x86) and oneDNN's kernel (:func:`wqk.common.gemm.onednn_nt`); the scores take the faster on this CPU."""
     import torch
 
-    from common.gemm import onednn_nt
+    from wqk.common.gemm import onednn_nt
 
     sys.path.append(str(Path(__file__).parent))  # appended: this folder's sim.py must not shadow the package
     from gemm import best_seconds  # benchmarks/gemm.py
@@ -105,8 +105,8 @@ def gemm_rates(d: int, repeats: int = 3) -> dict[str, float]:
 
 def reference_rows(ckpt, plan) -> list[dict]:
     """The scoring pass before the float32 path: float64 products, each layer read when its turn comes."""
-    from checkpoints.analyze import layer_forms, null_shapes
-    from theory.report import score_rows
+    from wqk.checkpoints.analyze import layer_forms, null_shapes
+    from wqk.theory.report import score_rows
 
     rows = []
     for layer in range(plan.n_layers):
@@ -118,12 +118,12 @@ def reference_rows(ckpt, plan) -> list[dict]:
 
 def child(checkpoint: str, mode: str, out: str) -> None:
     """One timed analysis in this process (``mode``: ``new`` or ``reference``); prints a JSON line."""
-    from common.hugepages import enable_huge_pages
+    from wqk.common.hugepages import enable_huge_pages
 
     enable_huge_pages()  # as cli.py does, before torch is imported
-    from checkpoints.analyze import describe, null_shapes, score, summarize
-    from common.io import jsonable
-    from theory.nulls import null_distribution
+    from wqk.checkpoints.analyze import describe, null_shapes, score, summarize
+    from wqk.common.io import jsonable
+    from wqk.theory.nulls import null_distribution
 
     load = [os.getloadavg()[0]]
     rates = [gemm_rates(int(json.loads((Path(checkpoint) / "config.json").read_text())["hidden_size"]))]
@@ -134,7 +134,7 @@ def child(checkpoint: str, mode: str, out: str) -> None:
     for _, d, rank, n in shapes:
         null_distribution(d, rank, 2.0, n, 0)
     t2 = time.perf_counter()
-    rows = score(ckpt, plan, "both") if mode == "new" else reference_rows(ckpt, plan)
+    rows = score(ckpt, plan, per="both") if mode == "new" else reference_rows(ckpt, plan)
     t3 = time.perf_counter()
     rates.append(gemm_rates(plan.d_model))
     load.append(os.getloadavg()[0])
@@ -181,7 +181,7 @@ def measure(checkpoint: Path, cache: Path, mode: str, rows_file: Path) -> dict:
 
 def max_differences(rows: list[dict], reference: list[dict]) -> dict[str, float]:
     """Largest ``|new - reference|`` of every score and z-score over all rows (same layers and heads)."""
-    from theory.scores import SCORE_NAMES
+    from wqk.theory.scores import SCORE_NAMES
 
     key = lambda r: (r["layer"], str(r["head"]))
     ref = {key(r): r for r in reference}

@@ -1,10 +1,10 @@
-"""float32 products: torch.matmul (MKL's sgemm on x86) vs oneDNN's kernel (common.gemm.onednn_nt), same process.
+"""float32 products: torch.matmul (MKL's sgemm on x86) vs oneDNN's kernel (wqk.common.gemm.onednn_nt), same process.
 
 The shapes are those the scores use on a 7B-shaped model (d = 4096, d_h = 128): the per-layer form
 ``A B^T`` (``4096 x 4096 x 4096``) with contiguous operands and, as ``analyze`` meets it, as the product of
 two transposed stored weights (``W_q^T W_k``), a head's Gram ``A^T A`` and its ``G_B A^T``; plus the null
 sampler's triangular block. Each side is timed best of ``--repeats``, alternating, and the ratio printed,
-with the kernel :func:`common.gemm.matmul_nt` takes on this CPU.
+with the kernel :func:`wqk.common.gemm.matmul_nt` takes on this CPU.
 
     python benchmarks/gemm.py [--repeats 5] [--threads 2]
 """
@@ -16,7 +16,7 @@ import time
 
 import torch
 
-from common.gemm import cpu_flags, cpu_vendor, onednn_available, onednn_nt, onednn_preferred
+from wqk.common.gemm import cpu_flags, cpu_vendor, onednn_available, onednn_nt, onednn_preferred
 
 SHAPES = {  # name: (m, k, n) of x [m, k] @ w^T, w [n, k]; stored transposed where the name says so
     "per-layer A B^T": (4096, 4096, 4096),
@@ -54,7 +54,7 @@ def main() -> None:
     print(
         f"CPU vendor {cpu_vendor() or 'unknown'}, AVX-512: {'avx512f' in cpu_flags()}; "
         f"oneDNN available: {onednn_available()}; "
-        f"{torch.get_num_threads()} threads; common.gemm.matmul_nt takes {route} for large float32 products"
+        f"{torch.get_num_threads()} threads; wqk.common.gemm.matmul_nt takes {route} for large float32 products"
     )
     print(f"{'product':20} {'m x k x n':>18} {'matmul GFLOP/s':>15} {'oneDNN GFLOP/s':>15} {'oneDNN/matmul':>14}")
     for name, (m, k, n) in SHAPES.items():

@@ -1,13 +1,13 @@
 """DiT on one GPU, in one short script: training throughput and MFU of DiT-S/2 and DiT-B/4, and exact resume.
 
 1. **Throughput.** For each preset (default ``DiT-S/2,DiT-B/4`` on 32 x 32 x 4 latents of 1,000 classes) the
-   trainer's own step, ``vision.train.Trainer.train_step``, is timed on synthetic data (one batch of uniform images
+   trainer's own step, ``wqk.vision.train.Trainer.train_step``, is timed on synthetic data (one batch of uniform images
    in [-1, 1] with random labels): set the learning rate, index the batch, draw the task's randomness
    (``DenoiseTask.draw``: label drops, timesteps, noise, on the run's CPU generator) and move it to the device,
    ``DenoiseTask.training_loss`` (eps-prediction MSE) under bf16 autocast (``--dtype fp32``: none) and, with
    ``--compile``, through ``torch.compile``; backward, gradient clipping, AdamW and the EMA update. Scoring,
    evaluation and checkpoints are not timed, and the adaLN-modulated forms are off (``form_timesteps=[]``).
-   FLOPs are counted analytically by ``vision.models.dit.forward_flops`` (matmuls only, 2 per multiply-add, checked
+   FLOPs are counted analytically by ``wqk.vision.models.dit.forward_flops`` (matmuls only, 2 per multiply-add, checked
    against torch's FLOP counter in tests/test_dit.py); a training step is 3x the forward (backward = 2x).
    MFU = images/s x 3 x forward FLOPs per image / the chip's dense bf16 peak (looked up by device name, e.g.
    989 TFLOP/s for H100 SXM and H200; ``--peak-tflops`` for others).
@@ -37,14 +37,17 @@ import torch
 # Run as a script, this file's folder comes first on sys.path, and benchmarks/vision.py would shadow `vision`.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+from wqk.vision.data import ImageData
+from wqk.vision.models.dit import dit_config, forward_flops, preset_key
+from wqk.vision.run_checkpoint import latest_checkpoint
+from wqk.vision.train import TrainConfig, Trainer
+
 #: Dense bf16 peaks (TFLOP/s, without sparsity) by a substring of torch.cuda.get_device_name().
 BF16_PEAKS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "L4": 121.0, "A10": 125.0}
 
 
 def synthetic_data(batch: int, image_size: int, channels: int, n_classes: int):
     """One batch of uniform images in [-1, 1] with random labels (and a small test split, used by the resume run)."""
-    from vision.data import ImageData
-
     gen = torch.Generator().manual_seed(0)
     images = torch.rand(batch + 8, channels, image_size, image_size, generator=gen) * 2 - 1
     labels = torch.randint(max(n_classes, 1), (batch + 8,), generator=gen)
@@ -74,9 +77,6 @@ def peak_tflops(device: torch.device, given: float | None) -> float | None:
 
 def throughput(cfg, data, preset: str, steps: int, warmup: int, peak: float | None) -> dict:
     """Images/s, achieved TFLOP/s and MFU of the trainer's step for one preset."""
-    from vision.models.dit import forward_flops
-    from vision.train import Trainer
-
     trainer = Trainer(cfg, data)
     device, config = trainer.device, trainer.task.model.config
     timed(trainer.train_step, warmup, device)  # compilation happens here
@@ -107,9 +107,6 @@ def throughput(cfg, data, preset: str, steps: int, warmup: int, peak: float | No
 def resume_check(cfg, data, steps: int) -> dict:
     """Train ``steps`` steps at once, and again interrupted at ``steps // 2`` and resumed; compare the final weights."""
     from safetensors.torch import load_file
-
-    from vision.run_checkpoint import latest_checkpoint
-    from vision.train import Trainer
 
     if cfg.device != "cpu" and torch.cuda.is_available():
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
@@ -155,9 +152,6 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--smoke", action="store_true", help="tiny model, 3 steps, on CPU if no GPU: checks the script")
     args = parser.parse_args()
-
-    from vision.models.dit import dit_config, preset_key
-    from vision.train import TrainConfig
 
     presets = [p.strip() for p in args.presets.split(",") if p.strip()]
     if args.smoke:

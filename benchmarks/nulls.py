@@ -1,11 +1,11 @@
 """The closed-form null of ``s`` against large Monte Carlo, and what a null draw costs, old sampler vs new.
 
-Accuracy (``--accuracy``): for each ``(d, r)`` of a grid, exact draws of ``s`` (``theory.nulls.symmetry_draws``,
-``O(min(d, r)^3)`` each) are compared with the closed form ``N(1/d, sd^2)`` of ``theory.null_moments``:
+Accuracy (``--accuracy``): for each ``(d, r)`` of a grid, exact draws of ``s`` (``wqk.theory.nulls.symmetry_draws``,
+``O(min(d, r)^3)`` each) are compared with the closed form ``N(1/d, sd^2)`` of ``wqk.theory.null_moments``:
 the Monte Carlo mean and sd against the formula, and the two-sided tails ``P(|s - 1/d| >= z sd)`` at
 ``z = 3, 4`` against the normal's (with their 95% Wilson intervals). A cell meets the criterion when the
 sd is within 1% and the tail ratio at ``z = 3``, with its interval, within 20%
-(``theory.null_moments.ACCURACY_CRITERION``).
+(``wqk.theory.null_moments.ACCURACY_CRITERION``).
 
 Cost (``--cost``): seconds per null draw (all three scores) of the old sampler (float64 factors, dense
 ``A B^T`` for ``r >= d``) and of the new one (float32, Bartlett ``L H`` for ``r >= d``), same process.
@@ -23,9 +23,9 @@ import time
 import numpy as np
 import torch
 
-from theory.null_moments import ACCURACY_CRITERION, MIN_EFFECTIVE_RANK, symmetry_null_moments
-from theory.nulls import random_scores, symmetry_draws
-from theory.scores import factored_scores
+from wqk.theory.null_moments import ACCURACY_CRITERION, MIN_EFFECTIVE_RANK, symmetry_null_moments
+from wqk.theory.nulls import random_scores, symmetry_draws
+from wqk.theory.scores import factored_scores
 
 #: (d, r): small d, r > d, per-head ranks, GQA ranks (Qwen2-0.5B d = 896, H_kv d_h = 128).
 GRID = [

@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from theory.scores import dense_scores, factored_scores
+from wqk.theory.scores import dense_scores, factored_scores
 
 
 def best_of(fn, repeats: int) -> tuple[float, object]:

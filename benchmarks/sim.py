@@ -34,16 +34,16 @@ from pathlib import Path
 # Run as a script, this file's folder comes first on sys.path and its name would shadow the package `sim`.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from common.hugepages import enable_huge_pages  # noqa: E402 (after the sys.path fix above)
+from wqk.common.hugepages import enable_huge_pages
 
 enable_huge_pages()  # as cli.py does, before torch is imported
 
-import torch  # noqa: E402
-from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from sim.config import default_config  # noqa: E402
-from sim.tasks import stack  # noqa: E402
-from sim.train import Simulation  # noqa: E402
+from wqk.sim.config import default_config
+from wqk.sim.tasks import stack
+from wqk.sim.train import Simulation
 
 MATMULS = {"bmm", "mm", "addmm", "baddbmm"}
 

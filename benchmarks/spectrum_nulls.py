@@ -26,11 +26,11 @@ from pathlib import Path
 # Run as a script, this file's folder comes first on sys.path and would shadow the packages.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-import torch  # noqa: E402
+import torch
 
-from checkpoints.analyze import all_forms, describe  # noqa: E402
-from theory import sequential_spectrum_null as seq  # noqa: E402
-from theory.spectrum_null import form_spectrum, sample_spectrum_null  # noqa: E402
+from wqk.checkpoints.analyze import all_forms, describe
+from wqk.theory import sequential_spectrum_null as seq
+from wqk.theory.spectrum_null import form_spectrum, sample_spectrum_null
 
 
 def spectra(paths: list[str]) -> dict[tuple[str, str], tuple[int, list]]:
@@ -74,8 +74,8 @@ def analyze_cold_and_warm(paths: list[str], rounds: int) -> None:
     """``analyze --null spectrum`` of every path from empty caches, then from the disk cache it left."""
     import tempfile
 
-    from checkpoints.analyze import analyze
-    from theory.nulls import null_distribution
+    from wqk.checkpoints.analyze import analyze
+    from wqk.theory.nulls import null_distribution
 
     def run(cache: str) -> None:
         os.environ["WQK_CACHE_DIR"] = cache
@@ -111,7 +111,7 @@ def main() -> None:
     args = parser.parse_args()
     paths = args.paths
     if not paths:
-        from paper.runners.checkpoints import packaged_models
+        from wqk.paper.runners.checkpoints import packaged_models
 
         paths = packaged_models()
     if not paths:

@@ -1,7 +1,7 @@
 """Time to a working model: the DiT recipe's wall time to sample-quality targets, the ViT's to a test accuracy.
 
 **DiT** (``--recipe``, default ``dit-mnist``): for each seed the recipe trains through the trainer's own step
-(``vision.train.Trainer.train_step``) and, every ``--eval-every`` steps, draws the sample metrics exactly as a run
+(``wqk.vision.train.Trainer.train_step``) and, every ``--eval-every`` steps, draws the sample metrics exactly as a run
 logs them (``Trainer.test_metrics(samples=True)``: the EMA weights, the recipe's sampler and sample count, the split
 seed's draws). Per target (``sample_fid <= 60``, ``<= 30``, ``sample_accuracy >= 0.85`` by default) it prints the
 first evaluated step that reaches it, the training seconds to that step (train steps only) and the wall seconds
@@ -32,7 +32,11 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402 (after the sys.path fix above)
+import torch
+
+from benchmarks.vision import vit_mnist_config
+from wqk.vision.recipes import recipe_config
+from wqk.vision.train import Trainer
 
 DIT_TARGETS = ("sample_fid<=60", "sample_fid<=30", "sample_accuracy>=0.85")
 
@@ -117,10 +121,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.seeds < 1 or args.eval_every < 1 or args.vit_eval_every < 1 or args.threads < 1:
         parser.error("--seeds, --eval-every, --vit-eval-every and --threads must be >= 1")
-
-    from benchmarks.vision import vit_mnist_config
-    from vision.recipes import recipe_config
-    from vision.train import Trainer
 
     print(f"torch {torch.__version__}, {args.threads} threads, load average {os.getloadavg()}")
     report: dict[str, list[dict]] = {}

@@ -29,6 +29,8 @@ import torch
 # Run as a script, this file's folder comes first on sys.path and its name would shadow packages.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+from wqk.tracking import DEFAULT_EVERY, Tracker
+
 
 def models(args, gen: torch.Generator) -> dict:
     """Our ViT and transformers' with their training steps, exactly as benchmarks/vision.py builds them."""
@@ -37,7 +39,7 @@ def models(args, gen: torch.Generator) -> dict:
     spec.loader.exec_module(bench)
     ours, theirs, steps = bench.vit_pair(args, gen)
     return {
-        "ours (vision.models.vit)": (ours, steps["ours"]),
+        "ours (wqk.vision.models.vit)": (ours, steps["ours"]),
         "transformers ViTForImageClassification": (theirs, steps["transformers"]),
     }
 
@@ -51,8 +53,6 @@ def timed(fn, n: int = 1) -> float:
 
 def measure(name: str, model, step, args, out: Path) -> None:
     """Step time, warm track time, overhead at ``--every``, the in-loop check and the first call, printed."""
-    from tracking import Tracker
-
     tracker = Tracker(out / f"{name.split()[0]}.csv")
     counter = iter(range(10**9))
     first = timed(lambda: tracker(model, next(counter)))
@@ -78,8 +78,6 @@ def measure(name: str, model, step, args, out: Path) -> None:
 
 
 def main() -> None:
-    from tracking import DEFAULT_EVERY
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--every", type=int, default=DEFAULT_EVERY, help="steps between two track calls")
     parser.add_argument("--dim", type=int, default=192, help="width (ViT-Ti's, as benchmarks/vision.py)")

@@ -10,7 +10,7 @@ its count is also shown without those copies.
 Run: python benchmarks/vision.py [--dim 192 --depth 6 --heads 3 --image-size 32 --patch 4 --batch 32]
 On a CPU shared with other jobs, --threads 1 gives steadier numbers (busy cores stall multi-threaded kernels).
 
-``--only recipe`` times ``vision.train.Trainer.train_step`` of ``cli.py train --recipe dit-mnist`` (its model, batch
+``--only recipe`` times ``wqk.vision.train.Trainer.train_step`` of ``cli.py train --recipe dit-mnist`` (its model, batch
 and data) with 1 and with 2 intra-op threads in alternating rounds, and one sample-metric evaluation (500 DDIM
 samples with guidance, scored) at 2 threads, and prints the 2-thread / 1-thread speed ratio and the recipe's
 projected wall time on two free cores (steps x step time + its evaluations). Print the load average beside it.
@@ -41,6 +41,16 @@ from torch import nn
 # The repository root goes first instead: this checkout's packages (and benchmarks.sim's sgemm rate) are imported.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import wqk.vision.diffusion
+from benchmarks.sim import sgemm_rate
+from wqk.common.seeding import generator
+from wqk.vision.models.dit import DiT, DiTConfig
+from wqk.vision.models.vit import ViT, vit_config
+from wqk.vision.recipes import recipe_config
+from wqk.vision.study import STUDY_TASKS
+from wqk.vision.train import TrainConfig, Trainer
+from wqk.vision.train_config import FIDELITY_STREAM
 
 
 def n_params(model: nn.Module) -> int:
@@ -80,8 +90,6 @@ def vit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str
     """Our ViT (CLS token, learned positions, exact GELU as in ``transformers``) and ViTForImageClassification."""
     from transformers import ViTConfig as HFViTConfig
     from transformers import ViTForImageClassification
-
-    from vision.models.vit import ViT, vit_config
 
     ours = ViT(
         vit_config(
@@ -124,8 +132,6 @@ def vit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str
 def dit_pair(args, gen: torch.Generator) -> tuple[nn.Module, nn.Module, dict[str, Callable[[], None]]]:
     """Our DiT and diffusers' DiTTransformer2DModel, eps prediction (no learned sigma), class-conditional."""
     from diffusers import DiTTransformer2DModel
-
-    from vision.models.dit import DiT, DiTConfig
 
     cfg = DiTConfig(
         image_size=args.image_size,
@@ -198,11 +204,6 @@ def recipe_timing(args) -> None:
     import os
     from dataclasses import replace
 
-    from common.seeding import generator
-    from vision.recipes import recipe_config
-    from vision.train import Trainer
-    from vision.train_config import FIDELITY_STREAM
-
     cfg = replace(recipe_config("dit-mnist"), progress=False, out_dir="/tmp/unused", threads=1)
     trainer = Trainer(cfg)
     steps = {}
@@ -234,20 +235,14 @@ def recipe_timing(args) -> None:
 
 def sampling_timing(args) -> None:
     """The dit-mnist recipe's sample-metric evaluation (500 samples, guided, scored) in alternating rounds: the
-    network over the whole doubled batch vs in chunks of ``vision.diffusion.CPU_FORWARD_CHUNK`` images, with the
+    network over the whole doubled batch vs in chunks of ``wqk.vision.diffusion.CPU_FORWARD_CHUNK`` images, with the
     recipe's DDIM and with DPM-Solver++(2M) at ``--solver-steps`` (the same model: timing does not depend on its
     weights). Prints ms per sample and the ratios to the whole-batch DDIM evaluation."""
     import os
     from dataclasses import replace
 
-    import vision.diffusion
-    from common.seeding import generator
-    from vision.recipes import recipe_config
-    from vision.train import Trainer
-    from vision.train_config import FIDELITY_STREAM
-
     trainer = Trainer(replace(recipe_config("dit-mnist"), progress=False, out_dir="/tmp/unused", threads=1))
-    task, chunk = trainer.task, vision.diffusion.CPU_FORWARD_CHUNK
+    task, chunk = trainer.task, wqk.vision.diffusion.CPU_FORWARD_CHUNK
     recipe = task.sampler
     solver = replace(recipe, method="dpm++2m", steps=args.solver_steps, spacing="log-snr")
     sides = {
@@ -259,7 +254,7 @@ def sampling_timing(args) -> None:
     trainer.model.eval()
     for _ in range(args.rounds):
         for name, (sampler, size) in sides.items():
-            task.sampler, vision.diffusion.CPU_FORWARD_CHUNK = sampler, size
+            task.sampler, wqk.vision.diffusion.CPU_FORWARD_CHUNK = sampler, size
             start = time.perf_counter()
             with torch.no_grad(), trainer.ema.swapped_in(trainer.model):
                 task.sample_metrics(generator(0, FIDELITY_STREAM))
@@ -278,9 +273,6 @@ def sampling_timing(args) -> None:
 def vit_mnist_config(task_name: str = "vit-mnist", **overrides):
     """A study task's run as a TrainConfig: by default the init study's ``vit-mnist`` (vit-tiny, 4 x 4 patches on
     28 x 28 MNIST, batch 64); ``vit-mnist-long`` is the standard classifier (batch 128, shifts, 3,000 steps)."""
-    from vision.study import STUDY_TASKS
-    from vision.train import TrainConfig
-
     task = STUDY_TASKS[task_name]
     fields = {
         "model": task.model,
@@ -302,8 +294,6 @@ def step_profile(name: str, trainer, args) -> None:
 
     from torch.profiler import ProfilerActivity, profile
     from torch.utils.flop_counter import FlopCounterMode
-
-    from benchmarks.sim import sgemm_rate
 
     for _ in range(args.warmup):
         trainer.train_step()
@@ -334,9 +324,6 @@ def step_profile(name: str, trainer, args) -> None:
 def profile_steps(args) -> None:
     """Profiles of the ``dit-mnist`` recipe's step and the ``vit-mnist`` study run's step, at ``--threads``."""
     from dataclasses import replace
-
-    from vision.recipes import recipe_config
-    from vision.train import Trainer
 
     threads = args.threads or 2
     for name, cfg in (

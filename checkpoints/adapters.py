@@ -7,7 +7,7 @@ written as an einops pattern over the stored tensor: ``d`` the model width, ``h`
 ``g`` key heads, ``dh`` the head size, ``three`` the q | k | v blocks. Biases and the value third
 of a fused weight are never read: they are not part of ``W_q W_k^T``.
 
-Where a model keeps these weights, and which of its attentions they are, is :mod:`checkpoints.layouts`.
+Where a model keeps these weights, and which of its attentions they are, is :mod:`wqk.checkpoints.layouts`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from einops import rearrange
 
-from theory.factored import FactoredForms
+from wqk.theory.factored import FactoredForms
 
 
 def separate_qk(q_weight: torch.Tensor, k_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:

@@ -20,14 +20,14 @@ from collections.abc import Mapping
 from itertools import takewhile
 from typing import Any
 
-from checkpoints.heads import resolve_heads
-from checkpoints.keys import ADALN, attention_keys_listing, key_warnings, refuse_packed, skipped_keys
-from checkpoints.layouts import Layout
-from checkpoints.loading import Checkpoint, CheckpointError
-from checkpoints.model_types import FAMILIES
-from checkpoints.model_types import model_type as model_type_record
-from checkpoints.plan import Plan, Stack, Unit, describe_stack, stack_order
-from checkpoints.stacks import (
+from wqk.checkpoints.heads import resolve_heads
+from wqk.checkpoints.keys import ADALN, attention_keys_listing, key_warnings, refuse_packed, skipped_keys
+from wqk.checkpoints.layouts import Layout
+from wqk.checkpoints.loading import Checkpoint, CheckpointError
+from wqk.checkpoints.model_types import FAMILIES, class_family, trained_family
+from wqk.checkpoints.model_types import model_type as model_type_record
+from wqk.checkpoints.plan import Plan, Stack, Unit, describe_stack, stack_order
+from wqk.checkpoints.stacks import (
     by_model_type,
     check_complete,
     config_kind,
@@ -50,21 +50,14 @@ ROTARY_CONFIG_KEYS = (
     "rope_dimension_count",
     "axes_dims_rope",
 )
-#: Our own trainer's objectives (``vision.train`` sidecars) -> family.
-_OBJECTIVE_FAMILY = {
-    "classify": "vision-supervised",
-    "mae": "vision-self-supervised",
-    "causal": "vision-self-supervised",
-    "denoise": "diffusion",
-}
 
 
 def _rotary_warning(layout: Layout, config: Mapping[str, Any]) -> str | None:
     present = [k for k in ROTARY_CONFIG_KEYS if k in config]
     model_type = config.get("model_type")
-    if model_type == "falcon" and not config.get("alibi"):
-        present = present or ["falcon without alibi"]
     record = model_type_record(str(model_type or ""))
+    if record is not None and record.rotary_unless_alibi and not config.get("alibi"):
+        present = present or [f"{record.name} without alibi"]
     usual = record is not None and record.rotary
     if not present and not usual and (config_kind(config) or not layout.rotary):
         return None
@@ -107,10 +100,12 @@ def _family(stacks: list[Stack], keys: list[str], config: Mapping[str, Any], fam
     if record is not None:
         return record.family, [record.caveat] if record.caveat else []
     run = config.get("config")
-    if isinstance(run, Mapping) and run.get("objective") in _OBJECTIVE_FAMILY:
-        return _OBJECTIVE_FAMILY[run["objective"]], []
-    if kind.endswith("Transformer2DModel"):
-        return "diffusion", []
+    trained = trained_family(str(run.get("objective"))) if isinstance(run, Mapping) else None
+    if trained is not None:
+        return trained, []
+    by_class = class_family(kind)
+    if by_class is not None:
+        return by_class, []
     if any(s.layout.name == "timm-vit" for s in stacks) and any(ADALN.search(k) for k in keys):
         return "diffusion", []
     return "unknown", [

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checkpoints.loading import CheckpointError, HeadCounts, config_head_counts
-from checkpoints.plan import Stack
-from checkpoints.stacks import config_scope
+from wqk.checkpoints.loading import CheckpointError, HeadCounts, config_head_counts
+from wqk.checkpoints.plan import Stack
+from wqk.checkpoints.stacks import config_scope
 
 #: Standard ViT / DiT widths -> heads (ViT-Ti/S/B/L/H/g, DiT-S/B/L/XL), for fused files without a config.
 PRESET_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1152: 16, 1280: 16, 1408: 16}

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from checkpoints.loading import Checkpoint, CheckpointError, open_checkpoint
+from wqk.checkpoints.detect import plan_checkpoint
+from wqk.checkpoints.loading import Checkpoint, CheckpointError, open_checkpoint
 
 #: ``org/name`` (or a bare legacy ``name``), then an optional ``/path/inside/the/repo`` and ``@revision``.
 HUB_ID = re.compile(r"^(?P<repo>[\w.-]+(?:/[\w.-]+)?)(?P<file>(?:/[\w.-]+)*)(?:@(?P<revision>[\w./-]+))?$")
@@ -157,8 +158,6 @@ class CachedModel:
 
 def cached_models(cache: Path | None = None) -> list[CachedModel]:
     """Every model repository in the cache, planned without reading a tensor (``analyze --list-cache``)."""
-    from checkpoints.detect import plan_checkpoint
-
     cache = cache or cache_dir()
     out = []
     for folder in sorted(cache.glob("models--*")):

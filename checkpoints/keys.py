@@ -9,8 +9,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from checkpoints.loading import CheckpointError
-from checkpoints.plan import Stack, describe_stack
+from wqk.checkpoints.loading import CheckpointError
+from wqk.checkpoints.plan import Stack, describe_stack
 
 ATTENTION_LOOKING = re.compile(
     r"attn|attention|query|key|qkv|q_proj|k_proj|v_proj|to_q|to_k|c_attn|(^|\.)w[qkvo]\.|SelfAttention|EncDecAttention"
@@ -125,7 +125,7 @@ PACKED = re.compile(r"\.(?:qweight|qzeros|weight_packed|SCB)$|\.quant_state\.")
 
 
 def refuse_packed(keys: list[str], config: Mapping[str, Any]) -> None:
-    """Packed integer weights are not the weights (FP8 is read, :mod:`checkpoints.fp8`): refuse with what to do."""
+    """Packed integer weights are not the weights (FP8 is read, :mod:`wqk.checkpoints.fp8`): refuse with what to do."""
     packed = sorted({key_pattern(k) for k in keys if PACKED.search(k)})
     if packed:
         method = (config.get("quantization_config") or {}).get("quant_method")

@@ -1,12 +1,12 @@
 """Where published checkpoints keep each attention's ``W_q, W_k``: one :class:`Layout` per key pattern.
 
-A layout names the keys of one layer's weights, the :class:`~checkpoints.adapters.Reader` that turns them
+A layout names the keys of one layer's weights, the :class:`~wqk.checkpoints.adapters.Reader` that turns them
 into forms, which attention of a model it reads (``stack``: ``self``, ``cross``, an MMDiT stream, ...) and
 whether its queries and keys act on the same space (``cross = False``). Cross-attention (``d_dec x d_enc``:
 queries from one stream, keys from another) has a form ``W_q W_k^T`` whose rows and columns index different
 spaces: its symmetry is not defined and is never reported; its directionality (row norms on the query side
 against column norms on the key side) and norms are. Which model types use a layout is said by their records
-(:mod:`checkpoints.model_types`), not here.
+(:mod:`wqk.checkpoints.model_types`), not here.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from checkpoints.adapters import (
+from wqk.checkpoints.adapters import (
     BIGCODE,
     BLOCKED,
     BLOCKED_GQA,
@@ -28,7 +28,7 @@ from checkpoints.adapters import (
     SEPARATE,
     Reader,
 )
-from theory.factored import FactoredForms
+from wqk.theory.factored import FactoredForms
 
 
 def _replace(key: str, rule: tuple[str, ...]) -> str:
@@ -91,7 +91,7 @@ class Layout:
     caveat: str | None = None  # what the scored W_q W_k^T leaves out, said in the plan's warnings
     more: tuple[tuple[str, str], ...] = ()  # (suffix, replacement) of further keys the adapter reads, in order
     supersedes: frozenset[str] = frozenset()  # layouts whose match at the same prefix is part of this one
-    # Norm gains, for folding (checkpoints.norms): key templates of the gain of the norm feeding this attention,
+    # Norm gains, for folding (wqk.checkpoints.norms): key templates of the gain of the norm feeding this attention,
     # tried in order ({prefix}, {layer}, {previous} = layer - 1, {root} = prefix without encoder./decoder.;
     # None: not known for this layout), and (suffix, replacement) rules giving the q and k RMSNorm gains' keys.
     pre_norm: tuple[str, ...] | None = None

@@ -6,7 +6,7 @@ Formats: ``.safetensors`` (single, or sharded through its ``*.index.json``), ``.
 one of those next to a ``config.json`` (a diffusers pipeline directory is read from ``transformer/``).
 A single file without a ``config.json`` takes its config from a JSON of the same stem, if any.
 Only the tensors an adapter asks for are ever read (memory maps, never a whole-file load). Float8 weights
-(FP8 checkpoints) are read times the scale stored beside them (:mod:`checkpoints.fp8`).
+(FP8 checkpoints) are read times the scale stored beside them (:mod:`wqk.checkpoints.fp8`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from checkpoints.fp8 import FLOAT8, SCALE_SUFFIXES, block_size, dequantized
+from wqk.checkpoints.fp8 import FLOAT8, SCALE_SUFFIXES, block_size, dequantized
 
 #: File names that say nothing about the model: name it after the directory instead.
 _GENERIC_STEMS = {"model", "pytorch_model", "diffusion_pytorch_model", "consolidated", "weights", "checkpoint"}
@@ -80,7 +80,7 @@ class Checkpoint:
         return list(self.shapes)
 
     def get(self, key: str) -> torch.Tensor:
-        """Read one tensor (dequantised for GGUF; float8 times its stored scale, :mod:`checkpoints.fp8`), in its
+        """Read one tensor (dequantised for GGUF; float8 times its stored scale, :mod:`wqk.checkpoints.fp8`), in its
         stored dtype otherwise."""
         if key not in self.shapes:
             raise CheckpointError(f"{self.path} has no tensor {key!r}")
@@ -335,7 +335,7 @@ def _model_name(path: Path) -> str:
 
 
 def _config_file(path: Path) -> Path | None:
-    """``config.json`` next to the weights, else a JSON sidecar of the same stem (``vision.train``'s
+    """``config.json`` next to the weights, else a JSON sidecar of the same stem (``wqk.vision.train``'s
     ``step_K.json`` beside ``step_K.safetensors``, which states the head counts)."""
     folder = path if path.is_dir() else path.parent
     if (folder / "config.json").exists():

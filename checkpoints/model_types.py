@@ -5,7 +5,7 @@ A model type is what a checkpoint's config names: ``model_type`` (transformers),
 or ``general.architecture`` (GGUF). A layout that names no model type (``Layout.any_model``) reads whatever
 type has its keys; every other layout is read only for the types whose record lists it, so a new model type
 is one record here (plus its test), and a new layout is one ``Layout`` plus the records that use it.
-The ``analyze --help`` list and the model tables of the README and docs/architecture.md are generated
+The ``analyze --help`` list and the model table of docs/architecture.md are generated
 from these records (:func:`model_table`, :func:`help_list`), and a test fails when they drift.
 """
 
@@ -13,18 +13,54 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: Families: models grouped by training objective (the ``family`` column).
-FAMILIES = (
-    "encoder",
-    "decoder",
-    "encoder-decoder",
-    "vision-supervised",
-    "vision-self-supervised",
-    "vision-language",
-    "segmentation",
-    "diffusion",
-    "unknown",
+from wqk.theory.objectives import ALIASES
+
+
+@dataclass(frozen=True)
+class Family:
+    """Models grouped by training objective (the ``family`` column): the objective of :mod:`wqk.theory.objectives` its
+    models train (for its colour), where one does, and the objectives whose runs of our own vision trainer
+    (``wqk.vision.train`` sidecars, which name no model type) belong to it."""
+
+    name: str
+    objective: str | None = None
+    trained: tuple[str, ...] = ()
+
+
+FAMILY_RECORDS = (
+    Family("encoder", "bidirectional"),
+    Family("decoder", "autoregressive"),
+    Family("encoder-decoder"),
+    Family("vision-supervised", "classification", trained=("classification",)),
+    Family("vision-self-supervised", "masked_autoencoding", trained=("masked_autoencoding", "autoregressive")),
+    Family("vision-language"),
+    Family("segmentation"),
+    Family("diffusion", "denoising", trained=("denoising",)),
+    Family("unknown"),
 )
+FAMILIES = tuple(f.name for f in FAMILY_RECORDS)
+_FAMILY = {f.name: f for f in FAMILY_RECORDS}
+#: Diffusers transformer classes not listed by name are read by the ending of their class name.
+CLASS_SUFFIX_FAMILIES = (("Transformer2DModel", "diffusion"),)
+
+
+def family_objective(family: str) -> str | None:
+    """The objective a family's models train (for its colour), or None (a family of several, or not known)."""
+    record = _FAMILY.get(family)
+    return record.objective if record is not None else None
+
+
+def trained_family(objective: str) -> str | None:
+    """The family of a run of our vision trainer with ``objective`` (a name or an alias), or None."""
+    name = ALIASES.get(objective, objective)
+    return next((f.name for f in FAMILY_RECORDS if name in f.trained), None)
+
+
+def class_family(kind: str) -> str | None:
+    """The family of a diffusers class not listed by name, from the ending of its name, or None."""
+    return next((family for suffix, family in CLASS_SUFFIX_FAMILIES if kind.endswith(suffix)), None)
+
+
 #: Module names of the two towers of a vision-language model (CLIP / SigLIP; LLaVA-style: a vision encoder
 #: feeding a language model) and the tower each names; its config is ``{tower}_config``. Named by module, not
 #: by model type: a tower is found wherever a checkpoint nests one.
@@ -51,6 +87,7 @@ class ModelType:
     caveat: str | None = None  # how the family is read, said in the plan's notes
     encoder_alone: bool = False  # an ``*EncoderModel`` architecture of this type is an encoder
     gain_plus_one: bool = False  # its transformers RMSNorms scale by ``1 + weight`` (GGUF stores ``1 + weight``)
+    rotary_unless_alibi: bool = False  # rotary positions where the config does not ask for ALiBi (``alibi``)
 
     @property
     def latent(self) -> bool:
@@ -112,7 +149,7 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("fuyu", _DEC, ("gpt-neox",), caveat=f"model type 'fuyu' is {_LM_TOWER}"),
     ModelType("gptj", _DEC, ("gpt-j",), rotary=True),
     ModelType("bloom", _DEC, ("bloom",)),
-    ModelType("falcon", _DEC, ("falcon",)),
+    ModelType("falcon", _DEC, ("falcon",), rotary_unless_alibi=True),
     ModelType("phi3", _DEC, ("phi3",), rotary=True),
     ModelType("llama", _DEC, ("llama-style", "meta-llama", "gguf"), rotary=True),
     ModelType("mistral", _DEC, _LLAMA, rotary=True),
@@ -267,7 +304,7 @@ def _traits(record: ModelType) -> str:
 
 
 def model_table() -> str:
-    """The Markdown table of every model type: family, layouts, traits (the README's and the docs' copy)."""
+    """The Markdown table of every model type: family, layouts, traits (docs/architecture.md's copy)."""
     lines = ["| family | model type | layouts | notes |", "|---|---|---|---|"]
     for family in FAMILIES[:-1]:
         for record in (r for r in MODEL_TYPES if r.family == family):
@@ -285,7 +322,7 @@ def help_list() -> str:
     return "; ".join(groups)
 
 
-TABLE_BEGIN = "<!-- model types: generated by `python -m checkpoints.model_types`; do not edit by hand -->"
+TABLE_BEGIN = "<!-- model types: generated by `python -m wqk.checkpoints.model_types`; do not edit by hand -->"
 TABLE_END = "<!-- end of model types -->"
 
 
@@ -302,6 +339,6 @@ if __name__ == "__main__":
     import sys
     from pathlib import Path
 
-    for path in sys.argv[1:] or ("README.md", "docs/architecture.md"):
+    for path in sys.argv[1:] or ("docs/architecture.md",):
         file = Path(path)
         file.write_text(with_table(file.read_text()))

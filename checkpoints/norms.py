@@ -11,7 +11,7 @@ so folding it would change the scores of the form and no logit. Left out: the pe
 ``fold_qk_norm``: the q / k RMSNorm gains, per head ``W_q^h diag(g_q g_k) W_k^h^T`` (``g_q`` on the query
 side, ``g_k`` on the key side); left out: ``1 / rms(q_h)`` and ``1 / rms(k_h)`` of each token's query and key
 head, positive factors per token and head (per token only where the norm spans all heads, as OLMo 2's does).
-Multi-head latent attention folds its latents' norm gains always (:func:`checkpoints.adapters.latent_qk`).
+Multi-head latent attention folds its latents' norm gains always (:func:`wqk.checkpoints.adapters.latent_qk`).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import re
 
 import torch
 
-from checkpoints.layouts import Layout
-from checkpoints.loading import Checkpoint, CheckpointError
-from checkpoints.model_types import model_type
-from checkpoints.plan import Plan, Unit
-from theory.factored import FactoredForms, expand_kv_heads
+from wqk.checkpoints.layouts import Layout
+from wqk.checkpoints.loading import Checkpoint, CheckpointError
+from wqk.checkpoints.model_types import model_type
+from wqk.checkpoints.plan import Plan, Unit
+from wqk.theory.factored import FactoredForms, expand_kv_heads
 
 
 def _gain(ckpt: Checkpoint, plan: Plan, layout: Layout, key: str) -> torch.Tensor:

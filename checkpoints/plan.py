@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from checkpoints.layouts import Layout
-from checkpoints.loading import HeadCounts
+from wqk.checkpoints.layouts import Layout
+from wqk.checkpoints.loading import HeadCounts
 
 #: Order of the stacks in a plan (and in the rows).
 STACK_ORDER = (

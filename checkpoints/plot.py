@@ -7,24 +7,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
-from theory.nulls import NullDistribution
-from theory.objectives import color_of
-from theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
+from wqk.common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
+from wqk.theory.objectives import color_of
+from wqk.theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
 
 if TYPE_CHECKING:
-    from checkpoints.analyze import AnalyzeRow
+    from wqk.checkpoints.analyze import AnalyzeRow
+    from wqk.checkpoints.bands import Bands
 
 _LABEL = {"head": "per head M_h", "layer": "per layer M"}
 
 
-def plot_scores(
-    rows: Sequence[AnalyzeRow], nulls: dict[tuple[str, str], NullDistribution | None], out: str | Path, title: str
-) -> None:
+def plot_scores(rows: Sequence[AnalyzeRow], bands: Bands, out: str | Path, title: str) -> None:
     """Every score against layer, one row of panels per stack (``encoder``, ``cross``, ...).
 
-    ``nulls`` maps ``(stack, "head" | "layer")`` to the null of that stack's forms, or None where its
-    layers differ in shape (Swin's stages): the band is then left out and the z columns carry the null.
+    ``bands`` maps ``(stack, "head" | "layer")`` to each score's 95% band of the null the z-scores use
+    (:func:`wqk.checkpoints.bands.null_bands`); a stack without one (an i.i.d. null where its layers differ in shape,
+    Swin's stages) is drawn without the band, and the z columns carry the null.
     A score not defined for a stack (symmetry of cross-attention) is marked so, never drawn.
     """
     from matplotlib.ticker import MaxNLocator
@@ -51,11 +50,9 @@ def plot_scores(
                 items = [r for r in mine if (r["head"] == "all") == (per == "layer")]
                 if not items:
                     continue
-                null = nulls.get((stack, per))
-                if null is not None:
-                    band = null.summary()[name]
-                    label = f"null 95%, {per}, rank {null.rank}"
-                    ax.axhspan(band["q025"], band["q975"], color=style["color"], alpha=0.15, label=label)
+                band = bands.get((stack, per), {}).get(name)
+                if band is not None:
+                    ax.axhspan(*band, color=style["color"], alpha=0.15, label=f"null 95%, {per}")
                 x, y = [r["layer"] for r in items], [r[name] for r in items]
                 if per == "head":
                     ax.scatter(x, y, label=_LABEL[per], **style)

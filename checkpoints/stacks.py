@@ -8,11 +8,11 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from checkpoints.keys import key_pattern
-from checkpoints.layouts import LAYOUTS
-from checkpoints.loading import CheckpointError
-from checkpoints.model_types import TOWER_MODULES, model_type, stores_in
-from checkpoints.plan import Stack, describe_stack
+from wqk.checkpoints.keys import key_pattern
+from wqk.checkpoints.layouts import LAYOUTS
+from wqk.checkpoints.loading import CheckpointError
+from wqk.checkpoints.model_types import TOWER_MODULES, model_type, stores_in
+from wqk.checkpoints.plan import Stack, describe_stack
 
 
 def find_stacks(keys: list[str]) -> list[Stack]:

@@ -18,33 +18,19 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import torch
 
-from checkpoints.analyze import (
-    AnalyzeRow,
-    NullChoice,
-    SummaryRow,
-    _unit_nulls,
-    check_null,
-    describe,
-    layer_forms,
-    score,
-    stack_nulls,
-    summarize,
-)
-from checkpoints.detect import Plan
-from checkpoints.hub import HubId, open_source
-from checkpoints.loading import Checkpoint, CheckpointError
-from common.rows import ABSENT, row_type
-from theory.report import PerChoice
-from theory.scores import DEFAULT_K
-from theory.sequential_spectrum_null import factored_sequential_null
+from wqk.checkpoints.analyze import AnalyzeRow, SummaryRow, describe, layer_forms, score, summarize
+from wqk.checkpoints.bands import null_bands as checkpoint_bands
+from wqk.checkpoints.detect import Plan
+from wqk.checkpoints.hub import HubId, open_source
+from wqk.checkpoints.loading import Checkpoint, CheckpointError
+from wqk.checkpoints.score_options import Hooks, ScoreOptions
+from wqk.common.rows import ABSENT, row_type
 
 _LABELS = [("checkpoint", str), ("step", int, ABSENT)]
 #: An analyze row of one checkpoint of a series: which checkpoint, its training step (absent when unknown), and
@@ -278,71 +264,44 @@ class Trajectory:
 
 def analyze_series(
     entries: Sequence[SeriesEntry],
-    per: PerChoice = "both",
+    options: ScoreOptions | None = None,
+    *,
     heads: int | None = None,
     kv_heads: int | None = None,
     prefix: str | None = None,
     family: str | None = None,
     download: bool = False,
-    on_stage: Callable[[str], None] | None = None,
-    **scoring: Any,
+    hooks: Hooks = Hooks(),
 ) -> Trajectory:
     """Open and plan every checkpoint (so a bad one fails before any is scored), fingerprint them, and score each
-    distinct one. ``scoring``: the keywords of :func:`checkpoints.analyze.score` (``k``, ``null_samples``,
-    ``null``, ``fold_ln``, ``fold_qk_norm``, the hooks ``on_null`` and ``on_layer``, ...); ``on_stage(what)`` says
-    which checkpoint is hashed or scored next."""
-    check_null(scoring.get("null", "iid"))
+    distinct one as ``options`` say (:func:`wqk.checkpoints.analyze.score`); ``hooks.on_stage(what)`` says which
+    checkpoint is hashed or scored next."""
+    options = ScoreOptions.of(options)
     if not entries:
         raise CheckpointError("no checkpoint to analyze")
     opened = []
     for entry in entries:
         source = open_source(entry.source, download=download)
         opened.append((entry, *describe(source, heads, kv_heads, prefix, family)))
-    folds = scoring.get("fold_ln", False), scoring.get("fold_qk_norm", False)
     groups: dict[str, list[tuple[SeriesEntry, Checkpoint, Plan]]] = {}
     for entry, ckpt, plan in opened:
-        if on_stage is not None:
-            on_stage(f"hashing {entry.label}")
-        groups.setdefault(fingerprint(ckpt, plan, *folds), []).append((entry, ckpt, plan))
+        if hooks.on_stage is not None:
+            hooks.on_stage(f"hashing {entry.label}")
+        groups.setdefault(fingerprint(ckpt, plan, options.fold_ln, options.fold_qk_norm), []).append(
+            (entry, ckpt, plan)
+        )
     scored = []
     for digest, [(entry, ckpt, plan), *same] in groups.items():
-        if on_stage is not None:
-            on_stage(f"scoring {entry.label}")
-        rows = score(ckpt, plan, per, **scoring)
+        if hooks.on_stage is not None:
+            hooks.on_stage(f"scoring {entry.label}")
+        rows = score(ckpt, plan, options, hooks=hooks)
         scored.append(ScoredCheckpoint(entry, ckpt, plan, tuple(e.label for e, _, _ in same), digest, rows))
     return Trajectory(scored)
 
 
-def null_bands(
-    scored: ScoredCheckpoint,
-    per: PerChoice,
-    k: float = DEFAULT_K,
-    null_samples: int | None = None,
-    null: NullChoice = "iid",
-    null_seed: int = 0,
-    fold_ln: bool = False,
-    fold_qk_norm: bool = False,
-) -> dict[tuple[str, str], tuple[float, float]]:
+def null_bands(scored: ScoredCheckpoint, options: ScoreOptions) -> dict[tuple[str, str], tuple[float, float]]:
     """``(stack, score) -> (2.5%, 97.5%)`` of the null whose z the summarised forms carry (per layer where scored,
-    as :func:`summarize` takes them), for a trajectory figure.
-
-    ``null="iid"``: the stack's one null (none where its layers differ in shape). ``"spectrum"``: each form has its
-    own null; the band is the median over the stack's forms of their quantiles (the nulls come from the cache the
-    scoring filled).
-    """
-    form = "layer" if per != "head" else "head"
-    out: dict[tuple[str, str], tuple[float, float]] = {}
-    if null == "iid":
-        for (stack, p), found in stack_nulls(scored.plan, form, k, null_samples, null_seed).items():
-            if found is not None and p == form:
-                out |= {(stack, n): (b["q025"], b["q975"]) for n, b in found.summary().items()}
-        return out
-    bands: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for i, unit in enumerate(scored.plan.units):
-        forms = layer_forms(scored.checkpoint, scored.plan, i, fold_ln, fold_qk_norm).map(lambda x: x.float())
-        n = _unit_nulls(unit, form, null_samples)[0][3]
-        a, b = forms.factors(form)
-        for a_i, b_i in zip(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]), strict=True):
-            for name, stats in factored_sequential_null(a_i, b_i, k, n, null_seed).summary().items():
-                bands.setdefault((unit.stack, name), []).append((stats["q025"], stats["q975"]))
-    return {key: tuple(float(x) for x in np.median(np.array(v), axis=0)) for key, v in bands.items()}  # type: ignore[misc]
+    as :func:`summarize` takes them), for a trajectory figure (:func:`wqk.checkpoints.bands.null_bands`)."""
+    form = "layer" if options.per != "head" else "head"
+    bands = checkpoint_bands(scored.checkpoint, scored.plan, ScoreOptions.of(options, per=form))
+    return {(stack, name): band for (stack, _), by_score in bands.items() for name, band in by_score.items()}

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
-from theory.objectives import color_of
-from theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
+from wqk.common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
+from wqk.theory.objectives import color_of
+from wqk.theory.scores import SCORE_LABELS, SCORE_NAMES, UNIT_RANGE
 
 
 def plot_trajectory(
@@ -20,8 +20,8 @@ def plot_trajectory(
     """Each score's median over layers (line) and interquartile range (shaded) per checkpoint, one row of panels
     per stack, against the step (where every checkpoint's step is known; else in the series' order, named).
 
-    ``summary``: rows of :attr:`checkpoints.trajectory.Trajectory.summary`; ``bands``: per checkpoint,
-    ``(stack, score) -> (2.5%, 97.5%)`` of the null its z uses (:func:`checkpoints.trajectory.null_bands`), drawn in
+    ``summary``: rows of :attr:`wqk.checkpoints.trajectory.Trajectory.summary`; ``bands``: per checkpoint,
+    ``(stack, score) -> (2.5%, 97.5%)`` of the null its z uses (:func:`wqk.checkpoints.trajectory.null_bands`), drawn in
     gray (one band where it is the same for every checkpoint; left out where a stack's layers have no common null).
     """
     checkpoints = list(dict.fromkeys(r["checkpoint"] for r in summary))

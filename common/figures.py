@@ -1,7 +1,7 @@
 """One way to make and save figures: a headless pyplot, a colour-blind-safe palette, atomic PNG/PDF writes.
 
 Colours are Okabe & Ito's palette (distinguishable under the common colour-vision deficiencies); every
-figure that shows an objective draws it in the objective's own colour (``theory.objectives.color_of``), so a
+figure that shows an objective draws it in the objective's own colour (``wqk.theory.objectives.color_of``), so a
 reader learns it once.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from common.io import atomic_write_bytes
+from wqk.common.io import atomic_write_bytes
 
 #: Okabe-Ito: black, orange, sky blue, bluish green, yellow, blue, vermillion, reddish purple.
 PALETTE = ("#000000", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.summary import t_quantile
+from wqk.common.summary import t_quantile
 
 #: The rules' names, as a summary or verdict row records them (``rule``).
 T, LOG_T = "t", "log-t"

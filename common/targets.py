@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from common.rows import missing
+from wqk.common.rows import missing
 
 RULES = ("paper", "null", "reverse", "ours")
 

@@ -1,7 +1,7 @@
 """The positive control's measures: does an init reach the default's held-out loss in fewer steps?
 
 Per objective, from held-out loss curves logged at the same steps, each arm and seed by the target rules of
-:mod:`common.targets` (the paper's, its null and its reverse, and the project's), against the default run of the
+:mod:`wqk.common.targets` (the paper's, its null and its reverse, and the project's), against the default run of the
 same seed.
 """
 
@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from common.targets import rule_rows, run_curves
+from wqk.common.targets import rule_rows, run_curves
 
 
 def step_rows(curves: list[dict], baseline: str = "default") -> list[dict]:

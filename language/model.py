@@ -1,6 +1,6 @@
 """A pre-LN transformer over token ids, bidirectional (BERT-style encoder) or causal (GPT-style decoder), built on
-the toolkit's :class:`vision.models.attention.Attention` so that its ``W_qk`` is scored and initialised by the same
-code as the vision models' (:func:`vision.models.attention.attention_forms`, :mod:`vision.init`)."""
+the toolkit's :class:`wqk.vision.models.attention.Attention` so that its ``W_qk`` is scored and initialised by the same
+code as the vision models' (:func:`wqk.vision.models.attention.attention_forms`, :mod:`wqk.vision.init`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from vision.models.attention import Attention
+from wqk.vision.models.attention import Attention
 
 #: BERT's and GPT-2's init: every weight N(0, 0.02), biases zero, LayerNorms at identity.
 INIT_STD = 0.02

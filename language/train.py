@@ -4,7 +4,7 @@ held-out loss over training and its ``W_qk`` scores per layer at the end.
 Inits (:data:`INITS`): ``default`` (N(0, 0.02), BERT's and GPT-2's), ``paper-symmetric`` (the paper's arm:
 ``W_k`` drawn again at torch's ``nn.Linear`` default scale, uniform in +-1/sqrt(d), about 2.6x the baseline's
 std at d = 128, and ``W_q`` a copy of it: symmetric, with the scale confound) and ``symmetric`` (``W_q = c W_k``
-at the baseline's std exactly, :func:`vision.init.symmetric`). Every arm of a seed sees the same batches, masks
+at the baseline's std exactly, :func:`wqk.vision.init.symmetric`). Every arm of a seed sees the same batches, masks
 and evaluation draws.
 """
 
@@ -17,13 +17,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from language.model import TextConfig, TextTransformer
-from language.tokens import MASK, SPECIALS
-from vision.init import apply_init, attention_modules, thirds
-from vision.optimization import update
+from wqk.language.model import TextConfig, TextTransformer
+from wqk.language.tasks import LANGUAGE_TASKS
+from wqk.language.tokens import MASK, SPECIALS
+from wqk.theory.objectives import objective_class
+from wqk.theory.report import score_rows
+from wqk.vision.init import apply_init, attention_modules, thirds
+from wqk.vision.models.attention import attention_forms
+from wqk.vision.optimization import update
 
-#: The control's two objectives and the registered objective each one is (:mod:`theory.objectives`).
-OBJECTIVES = {"mlm": "bidirectional", "causal": "autoregressive"}
 _MODEL, _INIT, _DATA, _EVAL = range(4)
 
 
@@ -64,8 +66,8 @@ class LMConfig:
     null_samples: int = 256
 
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {self.objective!r}")
+        if self.objective not in LANGUAGE_TASKS:
+            raise ValueError(f"objective must be one of {tuple(LANGUAGE_TASKS)}, got {self.objective!r}")
         if self.init not in INITS:
             raise ValueError(f"init must be one of {list(INITS)}, got {self.init!r}")
         if self.steps < 1 or self.log_every < 1 or not 0 < self.mask_rate < 1:
@@ -99,9 +101,7 @@ def mask_tokens(ids: torch.Tensor, rate: float, vocab: int, generator: torch.Gen
 
 def is_causal(cfg: LMConfig) -> bool:
     """Whether the objective attends causally: its registered objective's own mask is not swap-symmetric."""
-    from theory.objectives import objective_class
-
-    return objective_class(OBJECTIVES[cfg.objective]).own_mask != "symmetric"
+    return objective_class(LANGUAGE_TASKS[cfg.objective].objective).own_mask != "symmetric"
 
 
 def loss_of(model: TextTransformer, ids: torch.Tensor, cfg: LMConfig, generator: torch.Generator) -> torch.Tensor:
@@ -138,9 +138,6 @@ def evaluate(model: TextTransformer, test: np.ndarray, cfg: LMConfig) -> float:
 def train_lm(cfg: LMConfig, train: np.ndarray, test: np.ndarray, vocab: int) -> dict:
     """Train one model; returns ``{"curve": rows (step, train_loss, test_loss), "scores": per-layer W_qk rows,
     "config": cfg}``."""
-    from theory.report import score_rows
-    from vision.models.attention import attention_forms
-
     if min(len(train), len(test)) <= cfg.length + 1:
         raise ValueError(f"need more than {cfg.length + 1} tokens in train and test; got {len(train)}, {len(test)}")
     model = build(cfg, vocab)

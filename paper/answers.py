@@ -7,10 +7,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from paper.markdown import fmt
-from paper.results import Results
-from paper.sections import row_name, section_verdicts
-from paper.verdict import VERDICTS
+from wqk.paper.markdown import fmt
+from wqk.paper.results import Results
+from wqk.paper.sections import row_name, section_verdicts
+from wqk.paper.verdict import VERDICTS
 
 #: The sections that answer a project question (the claims are the paper's own).
 QUESTIONS = ("qa", "qb", "qc", "control")

@@ -1,6 +1,6 @@
-"""Every verdict of the report, computed here by one rule (:mod:`paper.verdict`) from the registry of predictions
-(:mod:`paper.predictions`): each prediction's measured rows, the region of no effect each is judged against,
-whether it can decide at all (:mod:`paper.resolution`), Holm within its section and the section's checks.
+"""Every verdict of the report, computed here by one rule (:mod:`wqk.paper.verdict`) from the registry of predictions
+(:mod:`wqk.paper.predictions`): each prediction's measured rows, the region of no effect each is judged against,
+whether it can decide at all (:mod:`wqk.paper.resolution`), Holm within its section and the section's checks.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 
 import numpy as np
 
-from common.intervals import LOG_T, T
-from common.rows import Row, table
-from paper.predictions import (
+from wqk.common.intervals import LOG_T, T
+from wqk.common.rows import Row, table
+from wqk.paper.predictions import (
     CHECK,
     EXACT,
     HYPOTHESIS,
@@ -22,10 +22,10 @@ from paper.predictions import (
     WHOLE,
     Prediction,
 )
-from paper.resolution import block_note, degenerate_note, spacing_note
-from paper.results import MissingResult, Results, select
-from paper.summary import paired_difference, paired_values, with_key_query_ratios
-from paper.verdict import (
+from wqk.paper.resolution import block_note, degenerate_note, spacing_note
+from wqk.paper.results import MissingResult, Results, select
+from wqk.paper.summary import paired_difference, paired_values, with_key_query_ratios
+from wqk.paper.verdict import (
     ALPHA,
     BOUNDS,
     check_verdict,

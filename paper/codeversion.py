@@ -4,7 +4,7 @@ A runner's *roots* are what its function body uses: the modules it imports (at a
 project modules of the objects it names, and the helpers of its own module it calls (followed function by
 function, so two runners in one file do not depend on each other). From the roots the closure follows every
 ``import`` anywhere in a module's file (lazy imports inside functions included) and every string constant that
-names a project module (``"vision.tasks.classify:build_classify_task"``, the form registries import by name),
+names a project module (``"wqk.vision.tasks.classify:build_classify_task"``, the form registries import by name),
 and the parent packages of each module (importing ``a.b`` runs ``a/__init__.py``). The closure is static and
 errs on the side of too much: a change to any file a runner could execute changes its version, and a change
 to a file it cannot reach leaves it alone.
@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-#: The packages whose source is part of a code version (the project's own; libraries are versioned apart).
+#: The folders of the packages whose source is part of a code version (the project's own; libraries are
+#: versioned apart), imported as ``wqk.<folder>`` (docs/architecture.md, "Installing beside other packages").
 PROJECT_PACKAGES = ("common", "theory", "sim", "vision", "checkpoints", "language", "paper")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,14 +34,23 @@ class SourceTree:
     """Where the project's modules live, and how their source is read (tests point it at a copy)."""
 
     root: Path = ROOT
-    packages: tuple[str, ...] = PROJECT_PACKAGES
+    packages: tuple[str, ...] = tuple(f"wqk.{p}" for p in PROJECT_PACKAGES)
+
+    def package_of(self, module: str) -> str | None:
+        """The package of :attr:`packages` that ``module`` is or is inside, None for another module."""
+        return next((p for p in self.packages if module == p or module.startswith(f"{p}.")), None)
 
     def is_project(self, module: str) -> bool:
-        return module.split(".")[0] in self.packages
+        return self.package_of(module) is not None
 
     def path_of(self, module: str) -> Path | None:
-        """The file of ``module`` (``a/b.py`` or ``a/b/__init__.py``), None if there is none."""
-        base = self.root.joinpath(*module.split("."))
+        """The file of ``module`` (``a/b.py`` or ``a/b/__init__.py``, the package ``x.a`` being the folder
+        ``a/``), None if there is none."""
+        package = self.package_of(module)
+        if package is None:
+            return None
+        inner = module[len(package) + 1 :].split(".") if module != package else []
+        base = self.root.joinpath(package.rpartition(".")[2], *inner)
         for path in (base.with_suffix(".py"), base / "__init__.py"):
             if path.is_file():
                 return path
@@ -57,7 +67,8 @@ def _module_pattern(tree: SourceTree) -> re.Pattern:
 
 
 def _resolve(tree: SourceTree, name: str) -> str | None:
-    """The longest prefix of the dotted ``name`` that is a project module (``sim.train.run`` -> ``sim.train``)."""
+    """The longest prefix of the dotted ``name`` that is a project module (``wqk.sim.train.run`` ->
+    ``wqk.sim.train``)."""
     parts = name.split(".")
     for end in range(len(parts), 0, -1):
         candidate = ".".join(parts[:end])

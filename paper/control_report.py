@@ -4,13 +4,12 @@ reverse and by the project's rule, and the trained forms' ``s`` per layer beside
 
 from __future__ import annotations
 
-from paper.margins import PAPER_MEDIANS
-from paper.markdown import fmt, md_table, value_text
-from paper.results import MissingResult, Results, select
+from wqk.language.tasks import LANGUAGE_TASKS
+from wqk.paper.margins import PAPER_MEDIANS
+from wqk.paper.markdown import fmt, md_table, value_text
+from wqk.paper.results import MissingResult, Results, select
 
 EXPERIMENT = "language_control"
-OBJECTIVE_NAMES = {"mlm": "BERT-style (MLM)", "causal": "GPT-style (causal)"}
-FAMILY = {"mlm": "encoder", "causal": "decoder"}
 
 
 def setting_line(results: Results) -> str:
@@ -42,7 +41,7 @@ def arms_table(results: Results) -> str:
         q = {r["quantity"]: r for r in select(summary, objective=objective, arm=arm, layer=None)}
         body.append(
             [
-                OBJECTIVE_NAMES.get(objective, objective),
+                _label(objective),
                 arm,
                 value_text(q["test_loss"]),
                 value_text(q["loss_minus_unigram"]),
@@ -72,7 +71,7 @@ def savings_table(results: Results) -> str:
     budget) with its standard deviation."""
     body = [
         [
-            OBJECTIVE_NAMES.get(r["objective"], r["objective"]),
+            _label(r["objective"]),
             r["arm"],
             r["rule"],
             f"{fmt(r['reached'])}/{fmt(r['seeds'])}",
@@ -87,16 +86,16 @@ def layers_table(results: Results) -> str:
     """Per objective, the default arm's s and δ_PR of W_qk per layer at the end, and the paper's family median."""
     summary = select(results.table(EXPERIMENT, "summary"), arm="default")
     body = []
-    for objective in OBJECTIVE_NAMES:
+    for objective in LANGUAGE_TASKS:
         for layer in sorted({r["layer"] for r in select(summary, objective=objective) if r.get("layer") is not None}):
             q = {r["quantity"]: r for r in select(summary, objective=objective, layer=layer)}
             body.append(
                 [
-                    OBJECTIVE_NAMES[objective],
+                    LANGUAGE_TASKS[objective].label,
                     fmt(layer),
                     value_text(q["symmetry"]),
                     value_text(q["directionality_pr"]),
-                    fmt(PAPER_MEDIANS[FAMILY[objective]]["symmetry"], 2),
+                    fmt(PAPER_MEDIANS[LANGUAGE_TASKS[objective].family]["symmetry"], 2),
                 ]
             )
     return md_table(["model", "layer", "s", "δ_PR", "paper's median s (family)"], body)
@@ -167,3 +166,8 @@ def control_piece(results: Results) -> str:
             layers_table(results),
         )
     )
+
+
+def _label(task: str) -> str:
+    """The report's name of a language task (the name itself where it is not one)."""
+    return LANGUAGE_TASKS[task].label if task in LANGUAGE_TASKS else task

@@ -1,8 +1,8 @@
-"""The summaries each kind of experiment derives from its tables (:data:`paper.experiment.Experiment.derive`).
+"""The summaries each kind of experiment derives from its tables (:data:`wqk.paper.experiment.Experiment.derive`).
 
-Each function maps an experiment's tables to new tables (``summary`` in the long format of :mod:`paper.summary`,
+Each function maps an experiment's tables to new tables (``summary`` in the long format of :mod:`wqk.paper.summary`,
 ``models`` for checkpoints); they are pure functions of the tables, rerun when the tables or their code change
-(:func:`paper.pipeline.derivation_key`).
+(:func:`wqk.paper.derivation.derivation_key`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import math
 
 import numpy as np
 
-from common.rows import missing
-from paper.experiment import Tables
-from paper.results import select
-from paper.summary import (
+from wqk.common.rows import missing
+from wqk.common.targets import paper_rule_differences, rule_rows, run_curves
+from wqk.paper.experiment import Tables
+from wqk.paper.results import select
+from wqk.paper.summary import (
     interval_row,
     paired_difference,
     proportion_row,
@@ -24,6 +25,9 @@ from paper.summary import (
     summary_row,
     with_key_query_ratios,
 )
+from wqk.vision.fidelity import FIDELITY_COLUMNS
+from wqk.vision.record import GATE_COLUMN
+from wqk.vision.study_statistics import compare_arm
 
 #: The "rule" of a count (how many seeds reached a target, their median steps): a description without an interval.
 COUNT = "count"
@@ -69,10 +73,8 @@ def sim_summary(tables: Tables) -> Tables:
 def vision_summary(tables: Tables) -> Tables:
     """Per task, layer and form at the first logged step after 0 and the last: every score and metric over seeds
     (``summary``); per task at the last step, ``<metric>_sd``: each sample metric's standard deviation over the seeds
-    (``spread``: one value per run, :func:`paper.summary.sd_row`; set against one model's sampling noise,
+    (``spread``: one value per run, :func:`wqk.paper.summary.sd_row`; set against one model's sampling noise,
     ``dit_sampling_noise``)."""
-    from vision.fidelity import FIDELITY_COLUMNS
-
     rows = with_key_query_ratios(tables["scores"])
     steps = steps_of(rows, "task")
     keep = lambda r: r["step"] in (steps[r["task"]]["early"], steps[r["task"]]["last"])
@@ -116,9 +118,7 @@ def study_summary(tables: Tables, baseline: str = "default") -> Tables:
 
 def gate_rows(gates: list[dict]) -> list[dict]:
     """Per task, scheme and logged step of a DiT study, the RMS of the adaLN-Zero attention gates averaged over the
-    layers (:data:`vision.record.GATE_COLUMN`): its mean over seeds with the 95% t-interval."""
-    from vision.record import GATE_COLUMN
-
+    layers (:data:`wqk.vision.record.GATE_COLUMN`): its mean over seeds with the 95% t-interval."""
     groups: dict[tuple, dict[int, list[float]]] = {}
     for r in gates:
         by_seed = groups.setdefault((r["task"], r["scheme"], r["step"]), {})
@@ -132,9 +132,7 @@ def gate_rows(gates: list[dict]) -> list[dict]:
 def sampling_summary(tables: Tables) -> Tables:
     """Per task, model (init, seed) and step of ``dit_sampling_noise``: each sample metric's mean over the draws (95%
     t-interval) and ``<metric>_sd``, its standard deviation over the draws (the sampling noise of one logged value)
-    with the chi-square 95% interval (:func:`paper.summary.sd_row`)."""
-    from vision.fidelity import FIDELITY_COLUMNS
-
+    with the chi-square 95% interval (:func:`wqk.paper.summary.sd_row`)."""
     groups: dict[tuple, list[dict]] = {}
     for r in tables["draws"]:
         groups.setdefault((r["task"], r["init"], r["seed"], r["step"]), []).append(r)
@@ -148,9 +146,7 @@ def sampling_summary(tables: Tables) -> Tables:
 
 
 def _study_rules(tables: Tables, study: dict, baseline: str) -> dict[str, list[dict]]:
-    """Per task, the target rules of :mod:`common.targets` on every run's logged values of the study's metric."""
-    from common.targets import rule_rows, run_curves
-
+    """Per task, the target rules of :mod:`wqk.common.targets` on every run's logged values of the study's metric."""
     metric = study.get("metric")
     if not metric or not tables.get("curves"):
         return {}
@@ -161,10 +157,8 @@ def _study_rules(tables: Tables, study: dict, baseline: str) -> dict[str, list[d
 
 def paper_rule_rows(ids: dict, rules: list[dict], arm: str, baseline: str) -> list[dict]:
     """Summary rows of the paper's rule for ``arm`` against ``baseline`` beside its null and its reverse, paired by
-    seed (:func:`common.targets.paper_rule_differences`, from the :func:`common.targets.rule_rows` of one
+    seed (:func:`wqk.common.targets.paper_rule_differences`, from the :func:`wqk.common.targets.rule_rows` of one
     comparison): ``saving_vs_null`` and ``reverse_vs_null``."""
-    from common.targets import paper_rule_differences
-
     differences = paper_rule_differences(rules, arm, baseline)
     return [
         summary_row(ids, quantity, list(by_seed.values()), paired=True) for quantity, by_seed in differences.items()
@@ -177,7 +171,6 @@ def control_summary(tables: Tables, baseline: str = "default") -> Tables:
     the project's target over the default's, t interval on the log ratio over the seeds where both reached it, as
     in the init studies) and ``final_diff`` (final held-out loss); per objective and arm, ``test_loss`` at the end and
     ``loss_minus_unigram`` (the final held-out loss minus that of a model that sees no context)."""
-    from vision.study_statistics import compare_arm
 
     def per_seed(objective, arm, rule, column="saving"):
         """seed -> the rule's value (None: the target was never reached)."""
@@ -260,7 +253,7 @@ def cluster_interval(clusters: list[list[float]], draws: int = GRID_BOOTSTRAP, s
 
 def grid_summary(tables: Tables) -> Tables:
     """The grid's agreement rates: every comparison (per rule, prediction, simulated phase and score, as
-    :mod:`sim.grid` counts them, Wilson 95% CIs; ``cells = all``), and apart for the tied cells (``W_q = W_k``
+    :mod:`wqk.sim.grid` counts them, Wilson 95% CIs; ``cells = all``), and apart for the tied cells (``W_q = W_k``
     gives s = 1 and δ_PR = 0 in theory and simulation alike: they agree by construction) and the others, with a
     cluster bootstrap over cells."""
     out = []

@@ -7,8 +7,8 @@ figures and the report read (means with CIs over seeds, combined z); it is cheap
 change to a summary never retrains anything.
 
 A result stays valid while its config and library versions are the same (:func:`cache_key`) and its code does
-the same thing: the source of every module the runner can reach is unchanged (:mod:`paper.codeversion`), or, if
-the source changed, the runner's *fingerprint* (:mod:`paper.fingerprint`: the hash of its tables on a tiny
+the same thing: the source of every module the runner can reach is unchanged (:mod:`wqk.paper.codeversion`), or, if
+the source changed, the runner's *fingerprint* (:mod:`wqk.paper.fingerprint`: the hash of its tables on a tiny
 config, seconds) equals the one stored with the result. A long experiment is split into *units*
 (``units(config) -> {name: config}``, each a config of the same runner: seed groups, arm x seeds) that are cached
 one by one and merged (``merge(config, {unit: tables}) -> tables``) once all are present.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.io import jsonable
+from wqk.common.io import jsonable
 
 #: Sizes: ``smoke`` checks that the pipeline runs (seconds per experiment; numbers meaningless),
 #: ``quick`` is the committed CPU run (<= 20 minutes on 2 cores), ``standard`` the working scale on these CPUs
@@ -68,7 +68,7 @@ class Context:
 
 @dataclass(frozen=True)
 class Experiment:
-    """One registry entry (see :mod:`paper.registry`)."""
+    """One registry entry (see :mod:`wqk.paper.registry`)."""
 
     name: str
     title: str

@@ -1,8 +1,8 @@
 """What a runner does: a signature of its tables on a tiny config, run from an empty scratch directory.
 
-A result whose code's source changed stays valid when this fingerprint is unchanged (:mod:`paper.pipeline`): a
+A result whose code's source changed stays valid when this fingerprint is unchanged (:mod:`wqk.paper.pipeline`): a
 refactor that computes the same numbers keeps hours of training, a change of any number on the tiny config
-invalidates them. The tiny config is the experiment's ``smoke`` config (:attr:`paper.experiment.Experiment.
+invalidates them. The tiny config is the experiment's ``smoke`` config (:attr:`wqk.paper.experiment.Experiment.
 fingerprint`), always run on one CPU thread (whatever device the results came from): a float sum's order depends on
 the thread count. Another CPU still rounds differently (its float32 kernels block their sums otherwise), so the
 signature (:func:`signature`) keeps the tables' structure (every key, string, integer, NaN) exactly and each
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from paper.experiment import Context, Experiment, Tables
+from wqk.paper.experiment import Context, Experiment, Tables
 
 _MEMO: dict[tuple[str, str], dict | None] = {}
 

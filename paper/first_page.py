@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from paper.answers import scale_text
-from paper.markdown import fmt
-from paper.results import Results
+from wqk.paper.answers import scale_text
+from wqk.paper.markdown import fmt
+from wqk.paper.results import Results
 
 
 @dataclass(frozen=True)

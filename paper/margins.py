@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from paper.verdict import Margin
+from wqk.paper.verdict import Margin
 
 S_GAP = Margin.around(
     0.0,

@@ -1,4 +1,4 @@
-"""The report's sections and what each predicts (the registry of predictions; :mod:`paper.claims` evaluates them).
+"""The report's sections and what each predicts (the registry of predictions; :mod:`wqk.paper.claims` evaluates them).
 
 A section is a claim of docs/theory.md section 4 (``claim1`` ... ``claim9``), the theory-vs-simulation grid
 (``grid``), a question of the project (``qa``: DiT symmetry under denoising, ``qb``: vision objectives per
@@ -6,16 +6,16 @@ layer, ``qc``: init speed-up) or the paper's positive control on language (``con
 the claims as the paper does: comparisons between objectives on the same data and backbone as per-seed paired
 differences (``minus``), scores of the blocks that carry meaning beside the whole form, the direction of an
 update at the step the claim names. Each has its region of no effect fixed before the data, with why
-(:mod:`paper.margins`), and a role: a hypothesis (in its section's Holm family) or a check that a model learned
+(:mod:`wqk.paper.margins`), and a role: a hypothesis (in its section's Holm family) or a check that a model learned
 its task (it gates the section). Claims 1-6 are the deterministic checks of ``theory check``. The registry is
-frozen in ``paper/preregistration.json`` (:mod:`paper.preregistration`).
+frozen in ``paper/preregistration.json`` (:mod:`wqk.paper.preregistration`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from paper.margins import (
+from wqk.paper.margins import (
     CONTEXT,
     DELTA_GAP,
     DELTA_PR_GAP,
@@ -28,7 +28,7 @@ from paper.margins import (
     SAVING_GAP,
     STEP_RATIO,
 )
-from paper.verdict import (
+from wqk.paper.verdict import (
     NULL_BAND,
     Margin,
 )
@@ -40,9 +40,13 @@ STEP_CHOICES = ("last", "early")
 NULL_KEYS = ("arm", "task", "form", "layer", "step", "block")
 #: A row's role: a hypothesis (Holm-adjusted within its section), a check that a model learned its task (it gates
 #: the section's hypotheses: failed, they are "not at a working scale"), a deterministic check of claims 1-6, or a
-#: row measured at a resolution that cannot decide (:mod:`paper.resolution`), listed outside the family.
+#: row measured at a resolution that cannot decide (:mod:`wqk.paper.resolution`), listed outside the family.
 HYPOTHESIS, CHECK, EXACT, UNTESTABLE = "hypothesis", "check", "exact", "not testable"
 ROLES = (HYPOTHESIS, CHECK, EXACT, UNTESTABLE)
+#: The experiments whose seeds were first run under the frozen registry (claims 7 and 8 on fresh seeds): only their
+#: data can be confirmatory. Another experiment run again after a freeze repeats seeds whose numbers were seen
+#: before it, and stays exploratory.
+CONFIRMATORY = ("sim_claim7_confirm", "sim_objectives_confirm", "sim_optimizer_basis_confirm")
 #: Experiments whose predictions are made per layer (their verdict rows are named with the layer).
 PER_LAYER = ("vision_", "language_")
 WHOLE = "all"  # the block label of the whole form in the simulator's tables
@@ -53,7 +57,7 @@ class Prediction:
     label: str  # what is predicted, in words
     experiment: str
     quantity: str
-    direction: str  # above | below | inside (paper.verdict.DIRECTIONS)
+    direction: str  # above | below | inside (wqk.paper.verdict.DIRECTIONS)
     where: dict = field(default_factory=dict)  # selects the summary rows
     margin: Margin = NULL_BAND  # the region of no effect
     minus: tuple[str, dict] | None = None  # (experiment, where overrides): a paired difference, this - that

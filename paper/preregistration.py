@@ -1,14 +1,14 @@
 """The frozen registry: every prediction, its margin, its family role and its interval rule in one file with its hash.
 
 ``paper/preregistration.json`` is the registry as :func:`registry_record` writes it from
-:mod:`paper.predictions` (a test fails while the two differ: a prediction changed without a new freeze).
+:mod:`wqk.paper.predictions` (a test fails while the two differ: a prediction changed without a new freeze).
 ``paper/freezes.json`` lists the freezes: the commit that holds the registry file, its hash, and the hash of each
 prediction's definition. A verdict row's prediction is frozen at the first freeze whose definition of it is
 today's; its data are **confirmatory** when every run behind them was made from a commit that descends from that
 freeze, and **exploratory** otherwise (made before the freeze, or from uncommitted code: a ``-dirty`` commit).
 
-Freezing is two commits: commit the registry file (``python -m paper.preregistration write``), then record that
-commit (``python -m paper.preregistration freeze``) and commit the record.
+Freezing is two commits: commit the registry file (``python -m wqk.paper.preregistration write``), then record that
+commit (``python -m wqk.paper.preregistration freeze``) and commit the record.
 """
 
 from __future__ import annotations
@@ -22,16 +22,16 @@ from dataclasses import asdict
 from functools import cache
 from pathlib import Path
 
-from common.io import atomic_write_text
-from paper.predictions import ROLES, SECTIONS, Prediction
-from paper.resolution import MIN_BLOCK_SHARE
-from paper.verdict import ALPHA
+from wqk.common.io import atomic_write_text
+from wqk.paper.predictions import CONFIRMATORY, ROLES, SECTIONS, Prediction
+from wqk.paper.resolution import MIN_BLOCK_SHARE
+from wqk.paper.verdict import ALPHA
 
 HERE = Path(__file__).parent
 REGISTRY = HERE / "preregistration.json"
 FREEZES = HERE / "freezes.json"
 
-#: The interval rule of each kind of quantity (:mod:`common.intervals`; the Method section names them).
+#: The interval rule of each kind of quantity (:mod:`wqk.common.intervals`; the Method section names them).
 RULES = {"mean": "t", "difference": "t", "ratio": "log-t", "rate": "cluster-bootstrap"}
 
 
@@ -80,6 +80,7 @@ def registry_record() -> dict:
         "alpha_one_sided": ALPHA,
         "interval_rules": RULES,
         "roles": list(ROLES),
+        "confirmatory_experiments": list(CONFIRMATORY),
         "min_block_share": MIN_BLOCK_SHARE,
         "sections": [
             {
@@ -132,10 +133,11 @@ def frozen_at(prediction: str, hashes: dict[str, str] | None = None) -> dict | N
     return next((f for f in freezes() if today and f["predictions"].get(prediction) == today), None)
 
 
-def exploratory(commits: list[str], freeze: dict | None) -> bool | None:
-    """Whether data made from ``commits`` are exploratory under ``freeze``: any commit dirty or not descending from
-    the freeze commit (True), all descending (False), or unknown (None: no freeze, no git)."""
-    if any(c.endswith("-dirty") for c in commits):
+def exploratory(commits: list[str], freeze: dict | None, fresh: bool = True) -> bool | None:
+    """Whether data made from ``commits`` are exploratory under ``freeze``: seeds not registered as fresh (``fresh``
+    False: their numbers were seen before any freeze), any commit dirty or not descending from the freeze commit
+    (True), all descending (False), or unknown (None: no freeze, no git)."""
+    if not fresh or any(c.endswith("-dirty") for c in commits):
         return True
     if freeze is None or not commits:
         return None
@@ -166,7 +168,8 @@ def mark_exploratory(rows: list, results) -> list:
         names = [prediction.experiment, *([prediction.minus[0]] if prediction.minus else [])]
         commits = [c for name in names if results.has(name) for c in result_commits(results, name)]
         freeze = frozen_at(prediction_id(row["section"], row["label"]), hashes)
-        out.append(row.replace(exploratory=exploratory(commits, freeze)))
+        fresh = all(name in CONFIRMATORY for name in names)
+        out.append(row.replace(exploratory=exploratory(commits, freeze, fresh)))
     return out
 
 
@@ -195,4 +198,4 @@ if __name__ == "__main__":
     elif sys.argv[1:] == ["freeze"]:
         print(f"recorded the freeze at {record_freeze()['commit'][:12]}")
     else:
-        sys.exit("usage: python -m paper.preregistration write|freeze")
+        sys.exit("usage: python -m wqk.paper.preregistration write|freeze")

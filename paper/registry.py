@@ -1,8 +1,8 @@
 """The registry: every experiment the paper runs, with its config per mode (smoke / quick / standard / full).
 
 Adding an experiment is one entry here (name, runner, configs, derive), one figure function in
-:mod:`paper.figures` (:data:`paper.figures.FIGURES`) and one section in the report template (with its
-predictions in :mod:`paper.predictions`).
+:mod:`wqk.paper.figures` (:data:`wqk.paper.figures.FIGURES`) and one section in the report template (with its
+predictions in :mod:`wqk.paper.predictions`).
 
 Sizes (the ``quick`` mode is the committed CPU run, about 16 minutes of two cores measured from an empty cache; ``full``
 is the same pipeline at GPU sizes: vision runs use CUDA when present, the simulator runs on the CPU):
@@ -22,7 +22,7 @@ committed as they land; an entry without a standard config runs its quick one, a
 standard results): the vision objectives on MNIST 5k at 28 x 28 (``vit-tiny``, batch 128, lr 2e-3, 3000 steps:
 classification, its training images shifted by up to 2 pixels, reaches 0.97; MAE and causal on the same backbone
 and budget), the DiT on the ``dit-mnist-fast`` recipe,
-the init studies on ``vit-mnist-long`` and ``dit-mnist-fast`` (:data:`vision.study.STANDARD_TASKS`; DiT arms
+the init studies on ``vit-mnist-long`` and ``dit-mnist-fast`` (:data:`wqk.vision.study.STANDARD_TASKS`; DiT arms
 with their attention gates open at init too), 5 seeds each, scores and sample metrics every 5% of the budget;
 ``dit_sampling_noise`` (standard and full) draws the samples of the standard DiT's seed 0 sixteen times, the sampling
 noise of one logged sample metric beside the seeds' spread.
@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from paper.derive import (
+from wqk.checkpoints.analyze import MIN_NULL_SAMPLES
+from wqk.paper.derive import (
     check_summary,
     checkpoint_summary,
     compare_summary,
@@ -44,12 +45,13 @@ from paper.derive import (
     study_summary,
     vision_summary,
 )
-from paper.experiment import Experiment, modes
-from paper.runners.checkpoints import checkpoints, fingerprint, packaged_models
-from paper.runners.language import language_analysis, language_runs
-from paper.runners.sim import compare_theory, sim_arms, sim_grid
-from paper.runners.theory import nulls_vs_d, predictions, theory_check
-from paper.runners.vision import sampling_noise, study_analysis, study_runs, vision_task
+from wqk.paper.experiment import Experiment, modes
+from wqk.paper.runners.checkpoints import checkpoints, fingerprint, packaged_models
+from wqk.paper.runners.language import language_analysis, language_runs
+from wqk.paper.runners.sim import compare_theory, sim_arms, sim_grid
+from wqk.paper.runners.theory import nulls_vs_d, predictions, theory_check
+from wqk.paper.runners.vision import sampling_noise, study_analysis, study_runs, vision_task
+from wqk.vision.recipes import RECIPES
 
 SIM_SIZES = {
     "smoke": {"seeds": 2, "steps": 4, "record_every": 2, "null_samples": 32},
@@ -61,7 +63,7 @@ SIM_SIZES = {
 def _sim(
     name: str, arms: str, title: str, cost: float, matrices: bool = False, quick_seeds: int = 8, first_seed: int = 0
 ) -> Experiment:
-    """An entry over ``sim.experiments.EXPERIMENTS[arms]`` (or the default simulations: ``objectives``), its seeds
+    """An entry over ``wqk.sim.experiments.EXPERIMENTS[arms]`` (or the default simulations: ``objectives``), its seeds
     from ``first_seed`` on."""
     sizes = {**SIM_SIZES, "quick": {**SIM_SIZES["quick"], "seeds": quick_seeds}}
     if first_seed:
@@ -84,9 +86,7 @@ CLASSIFY_AUGMENT = {"shift": 2}
 
 
 def _recipe_train(name: str, **overrides) -> dict:
-    """A :mod:`vision.recipes` recipe as a vision runner's ``train`` config (run-specific fields left out)."""
-    from vision.recipes import RECIPES
-
+    """A :mod:`wqk.vision.recipes` recipe as a vision runner's ``train`` config (run-specific fields left out)."""
     run = ("init", "seed", "threads", "progress", "out_dir", "device")
     return {**{k: v for k, v in RECIPES[name].to_dict().items() if k not in run}, **overrides}
 
@@ -228,7 +228,7 @@ def _mnist_study(
     return entry
 
 
-#: ``sim.grid`` at 8 seeds x 200 steps takes about 8 minutes of two cores (its docstring): quick is a quarter of it.
+#: ``wqk.sim.grid`` at 8 seeds x 200 steps takes about 8 minutes of two cores (its docstring): quick is a quarter of it.
 GRID_SIZES = {
     "smoke": {"seeds": 2, "steps": 4, "mc_sequences": 32, "max_cells": 3},
     "quick": {"seeds": 4, "steps": 100, "mc_sequences": 256, "max_cells": None},
@@ -493,8 +493,6 @@ EXPERIMENTS: dict[str, Experiment] = {
 def checkpoint_experiment(paths: list[str], null_samples: int | None = None) -> Experiment:
     """The optional ``checkpoints`` experiment for ``--checkpoints PATH ...`` (keyed by each file's size and mtime);
     ``--smoke`` draws the fewest null samples analyze allows (its numbers are not read)."""
-    from checkpoints.analyze import MIN_NULL_SAMPLES
-
     config = {"checkpoints": [fingerprint(p) for p in paths], "null_samples": null_samples}
     return Experiment(
         "checkpoints",
@@ -510,7 +508,7 @@ def checkpoint_experiment(paths: list[str], null_samples: int | None = None) -> 
 
 def experiments(checkpoint_paths: list[str] | None = None) -> dict[str, Experiment]:
     """The registry to run: every entry, and the checkpoint entry over the paths given and the pretrained models
-    that installed packages ship (:data:`paper.runners.checkpoints.PACKAGED`, the ``weights`` extra)."""
+    that installed packages ship (:data:`wqk.paper.runners.checkpoints.PACKAGED`, the ``weights`` extra)."""
     out = dict(EXPERIMENTS)
     paths = [*(checkpoint_paths or []), *packaged_models()]
     if paths:

@@ -1,7 +1,7 @@
 """The report: ``paper/template.md`` with every ``{{ key }}`` filled from the result tables.
 
 The template holds the prose; :func:`report_context` builds every inserted piece (tables, verdicts, numbers)
-from :class:`paper.results.Results` alone, each number formatted by :func:`fmt`, so that every number of the
+from :class:`wqk.paper.results.Results` alone, each number formatted by :func:`fmt`, so that every number of the
 report can be found in a result table (``tests/test_paper_report.py`` parses the report and checks).
 """
 
@@ -12,19 +12,22 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from common.summary import z_text
-from paper.answers import QUESTIONS, answer_text
-from paper.control_report import control_piece
-from paper.experiment import MODES, STANDS_IN
-from paper.first_page import answers_page
-from paper.margins import PAPER_MEDIANS
-from paper.markdown import fmt, md_table, value_text
-from paper.predictions import CHECK, SECTIONS, UNTESTABLE
-from paper.results import MissingResult, Results, select
-from paper.sections import row_name, section_verdicts
-from paper.study_report import gate_text, sampling_noise_text, study_table
-from paper.summary import at_last_step
-from paper.verdict import VERDICTS
+from wqk.common.summary import z_text
+from wqk.paper.answers import QUESTIONS, answer_text
+from wqk.paper.control_report import control_piece
+from wqk.paper.experiment import MODES, STANDS_IN
+from wqk.paper.first_page import answers_page
+from wqk.paper.margins import PAPER_MEDIANS
+from wqk.paper.markdown import fmt, md_table, value_text
+from wqk.paper.predictions import CHECK, SECTIONS, UNTESTABLE
+from wqk.paper.provenance import commit_text, registry_text
+from wqk.paper.results import MissingResult, Results, select
+from wqk.paper.runners.checkpoints import is_packaged
+from wqk.paper.sections import row_name, section_verdicts
+from wqk.paper.study_report import gate_text, sampling_noise_text, study_table
+from wqk.paper.summary import at_last_step
+from wqk.paper.verdict import RULE, VERDICTS
+from wqk.vision.task_records import VISION_TASKS
 
 TEMPLATE = Path(__file__).with_name("template.md")
 PLACEHOLDER = re.compile(r"\{\{\s*([\w.]+)\s*\}\}")
@@ -320,12 +323,8 @@ def compare_table(results: Results) -> str:
 
 def vision_tables(results: Results) -> str:
     parts = []
-    for task, title in (
-        ("classify", "ViT classification"),
-        ("mae", "masked autoencoding"),
-        ("causal", "causal next-patch ViT"),
-    ):
-        experiment = f"vision_{task}"
+    for task in (t for t in VISION_TASKS.values() if t.model == "vit"):  # DiT's table is a piece of its own
+        experiment, title = f"vision_{task.name}", task.title
         if not results.has(experiment, "summary"):
             parts.append(f"*(not measured: {experiment})*")
             continue
@@ -424,10 +423,8 @@ def checkpoints_piece(results: Results) -> str:
         ],
         body,
     )
-    from paper.runners.checkpoints import PACKAGED_ROOT
-
     given = results.manifest("checkpoints")["config"]["checkpoints"]
-    packaged = [Path(c["path"]).name for c in given if Path(c["path"]).parent == Path(PACKAGED_ROOT)]
+    packaged = [Path(c["path"]).name for c in given if is_packaged(c["path"])]
     shipped = (
         f" {', '.join(packaged)}: pretrained weights that installed packages ship (the `weights` extra; "
         'docs/architecture.md, "Real weights", gives each one\'s package, format and license), read offline; '
@@ -547,49 +544,6 @@ def mode_text(results: Results) -> str:
     return ", ".join(modes) if modes else "n/a"
 
 
-def commit_text(results: Results) -> str:
-    """The git commits the results were made from, and the runs made from a tree with uncommitted changes (no
-    commit reproduces those: their verdicts are exploratory)."""
-    from paper.preregistration import result_commits
-
-    made: dict[str, list[str]] = {}
-    for e in results.experiments:
-        for commit in result_commits(results, e):
-            made.setdefault(commit, []).append(e)
-    clean = sorted(c for c in made if not c.endswith("-dirty"))
-    dirty = sorted(c for c in made if c.endswith("-dirty"))
-    text = ", ".join(f"`{c[:12]}`" for c in clean) or "n/a"
-    if dirty:
-        runs = sum(len(made[c]) for c in dirty)
-        experiments = ", ".join(sorted({e for c in dirty for e in made[c]}))
-        bases = ", ".join(f"`{c.removesuffix('-dirty')[:12]}`" for c in dirty)
-        text += (
-            f"; {runs} runs ({experiments}) were made from uncommitted changes on top of {bases}: no commit "
-            "reproduces them exactly, and their verdicts are exploratory"
-        )
-    return text
-
-
-def registry_text(verdicts: list[dict]) -> str:
-    """The frozen registry's hash, the commit that froze it, and how many verdict rows are confirmatory."""
-    from paper.preregistration import REGISTRY, file_hash, freezes
-
-    frozen = freezes()
-    if not frozen:
-        return "The registry of predictions (`paper/preregistration.json`) is not frozen: every verdict is exploratory."
-    last = frozen[-1]
-    flags = [str(r.get("exploratory")) for r in verdicts if r.get("quantity") != "check" and r.get("lo") is not None]
-    confirmatory, exploratory = flags.count("False"), flags.count("True")
-    return (
-        f"Predictions, margins, families and interval rules are frozen in `paper/{REGISTRY.name}` (sha256 "
-        f"`{file_hash()[:16]}`), frozen at commit `{last['commit'][:12]}`"
-        + (f" (first frozen at `{frozen[0]['commit'][:12]}`)" if len(frozen) > 1 else "")
-        + f". A verdict whose data were made before its prediction was frozen, or from uncommitted code, is "
-        f"**exploratory**: {fmt(exploratory)} of the measured rows are, {fmt(confirmatory)} are confirmatory "
-        "(run after the freeze: claims 7 and 8 on fresh seeds)."
-    )
-
-
 def reproduce_command(results: Results) -> str:
     """The commands that regenerate these results, one per mode (a command takes one): first each mode whose
     results stand in for another's (``--standard``: hours, in units), then the rest, the last with the
@@ -598,20 +552,14 @@ def reproduce_command(results: Results) -> str:
     standing_in = {m for m in modes if any(m in STANDS_IN.get(other, ()) for other in modes)}
     lines = [f"python cli.py paper --{m}" for m in sorted(modes, key=lambda m: (m not in standing_in, MODES.index(m)))]
     if results.has("checkpoints"):
-        from paper.runners.checkpoints import PACKAGED_ROOT
-
         given = results.manifest("checkpoints")["config"]["checkpoints"]
         # packaged models (the weights extra) are scored without being named on the command line
-        lines[-1] += "".join(
-            f" --checkpoints {c['path']}" for c in given if Path(c["path"]).parent != Path(PACKAGED_ROOT)
-        )
+        lines[-1] += "".join(f" --checkpoints {c['path']}" for c in given if not is_packaged(c["path"]))
     return "\n".join(lines)
 
 
 def report_context(results: Results) -> dict[str, str]:
     """Every inserted piece of the report, by template key."""
-    from paper.verdict import RULE
-
     verdicts = results.verdicts()
     return {
         "mode": mode_text(results),

@@ -18,10 +18,10 @@ import math
 import statistics
 from typing import TYPE_CHECKING
 
-from paper.results import Results, select
+from wqk.paper.results import Results, select
 
 if TYPE_CHECKING:
-    from paper.predictions import Prediction
+    from wqk.paper.predictions import Prediction
 
 #: The least share of ``||M||^2`` a block must hold for its score to be a prediction.
 MIN_BLOCK_SHARE = 0.01

@@ -22,7 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from common.io import write_json
+from wqk.common.io import atomic_write_bytes, write_json
 
 MANIFEST = "manifest.json"
 #: A CSV table of more bytes than this is written gzip-compressed (``name.csv.gz``; small tables stay plain text,
@@ -61,8 +61,6 @@ def table_name(filename: str) -> str:
 
 def _write_rows(directory: Path, name: str, rows: list[dict]) -> str:
     """Write one CSV table, compressed when large (a fixed gzip header: the same rows give the same bytes)."""
-    from common.io import atomic_write_bytes
-
     columns = list(dict.fromkeys(k for row in rows for k in row))
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")

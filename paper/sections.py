@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from common.rows import row_type
-from paper.predictions import CHECK, PER_LAYER, SECTIONS, UNTESTABLE
-from paper.verdict import VERDICTS, count_words
+from wqk.common.rows import row_type
+from wqk.paper.predictions import CHECK, PER_LAYER, SECTIONS, UNTESTABLE
+from wqk.paper.verdict import VERDICTS, count_words
 
 #: One section's verdicts (``results/sections.csv``): how many of its predictions got each word, and the rows
 #: that decided it.

@@ -4,8 +4,10 @@ null and its reverse."""
 
 from __future__ import annotations
 
-from paper.markdown import fmt, md_table, value_text
-from paper.results import Results, select
+from wqk.paper.markdown import fmt, md_table, value_text
+from wqk.paper.results import Results, select
+from wqk.vision.fidelity import FIDELITY_COLUMNS
+from wqk.vision.record import GATE_COLUMN
 
 
 def study_table(results: Results) -> str:
@@ -53,11 +55,9 @@ GATE_FRACTIONS = (0.0, 0.05, 0.25, 0.5, 1.0)
 
 def gate_text(results: Results) -> str:
     """The RMS of the adaLN-Zero attention gates of the init studies' DiTs per arm at :data:`GATE_FRACTIONS` of the
-    budget (averaged over the layers; mean over seeds with its 95% t-interval, :func:`paper.derive.gate_rows`):
+    budget (averaged over the layers; mean over seeds with its 95% t-interval, :func:`wqk.paper.derive.gate_rows`):
     while a gate is near zero, attention's output, and so ``W_qk``, barely reaches the residual stream; empty
     without gates."""
-    from vision.record import GATE_COLUMN
-
     out = []
     for experiment in (e for e in results.experiments if e.startswith("init_") and results.has(e, "summary")):
         rows = results.rows(experiment, "summary", quantity=GATE_COLUMN)
@@ -88,8 +88,6 @@ def sampling_noise_text(results: Results) -> str:
     again) beside the spread of :data:`SEEDS`' seeds at the same step (one draw each, its ``spread`` table), read
     by a one-sided F-test of the seeds' variance over the draws' at 0.025; empty without the former's results."""
     from scipy import stats
-
-    from vision.fidelity import FIDELITY_COLUMNS
 
     if not results.has(SAMPLING, "summary"):
         return ""

@@ -2,10 +2,10 @@
 
 A summary row is one quantity of one group: the group's identifiers (``arm``/``task``, ``step``, ``layer``,
 ``form``, ...), ``quantity``, ``n`` (seeds with a finite value), ``mean``, ``ci`` (half-width of the 95%
-t-interval), ``lo``/``hi`` (the interval's ends), ``interval`` (the interval's rule, :mod:`common.intervals`: ``t``,
+t-interval), ``lo``/``hi`` (the interval's ends), ``interval`` (the interval's rule, :mod:`wqk.common.intervals`: ``t``,
 ``log-t`` for a ratio, ``chi2`` for a spread, ``wilson`` for a rate, ``cluster-bootstrap`` for the grid's agreement
 over many cells), ``p_exact`` (for a paired comparison of fewer than ten seeds, the exact sign-flip p-value of "no
-difference"), and ``z`` (the seeds' null z-scores combined, :func:`common.summary.combined_z`, where the
+difference"), and ``z`` (the seeds' null z-scores combined, :func:`wqk.common.summary.combined_z`, where the
 quantity has a null: ``sum z / sqrt(n)`` is the z of the seeds' mean against the null of the mean of ``n`` random
 forms, a description, not the verdict's evidence). One seed gives a mean without an interval (NaN ``ci``, ``lo``,
 ``hi``).
@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from common.intervals import T, exact_p, t_interval
-from common.rows import Row, extended, table
-from common.summary import combined_z, mean_sd
+from wqk.common.intervals import T, exact_p, t_interval
+from wqk.common.rows import Row, extended, table
+from wqk.common.summary import combined_z, mean_sd
 
 
 @table

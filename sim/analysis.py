@@ -11,10 +11,10 @@ import math
 
 import torch
 
-from common.seeding import generator
-from sim.tasks import stack
+from wqk.common.seeding import generator
+from wqk.sim.tasks import stack
 
-ANALYSIS_STREAM = 3  # after INIT, DATA, COMPARE (sim.train): never shifts a training draw
+ANALYSIS_STREAM = 3  # after INIT, DATA, COMPARE (wqk.sim.train): never shifts a training draw
 
 
 @torch.no_grad()

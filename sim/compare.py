@@ -3,11 +3,11 @@
 Measured: the simulator trains ``K`` steps and accumulates ``dL/dM`` of layer 0 (summed over heads,
 i.e. the per-layer form), rescaled from its mean-over-positions loss to the theory's per-sequence
 loss ``L = sum_{i in P} l_i`` (cross-entropy) or ``1/2 sum_i ||p_i - t_i||^2`` (MSE), and averaged
-per sequence. Theory: :func:`theory.montecarlo.monte_carlo_update` at ``M = 0`` with the same
+per sequence. Theory: :func:`wqk.theory.montecarlo.monte_carlo_update` at ``M = 0`` with the same
 seed's value/readout map, fed by the simulator's own batches (same data, corruption, BOS, mask
 token and positions), so only the closed-form gradient and the linear regime are under test; and,
 where the data are Gaussian and the model's input is the data itself (no positions, one-hot
-channels, ``c = d``), :func:`theory.gaussian.gaussian_update`, the exact Isserlis expectation.
+channels, ``c = d``), :func:`wqk.theory.gaussian.gaussian_update`, the exact Isserlis expectation.
 
 At ``M = 0`` every head attends uniformly, so the per-layer gradient equals that of one head whose
 value map stacks all heads' ``W_v`` and whose readout stacks ``w_out^T W_o^h``; the comparison is
@@ -27,20 +27,20 @@ from pathlib import Path
 
 import torch
 
-from common.io import write_csv
-from common.rows import Row, table
-from common.seeding import generator
-from common.summary import mean_ci, plus_minus
-from sim.config import COMPARE_DEFAULTS, SimConfig
-from sim.model import TableInputs
-from sim.tasks import ClassificationTask, stack
-from sim.train import COMPARE_STREAM, Simulation, intra_op_threads
-from theory.corruption import AttentionBatch
-from theory.gaussian import gaussian_update
-from theory.heads import LinearReadout, SoftmaxReadout
-from theory.montecarlo import monte_carlo_update
-from theory.objectives import RolePattern
-from theory.scores import dense_scores
+from wqk.common.io import write_csv
+from wqk.common.rows import Row, table
+from wqk.common.seeding import generator
+from wqk.common.summary import mean_ci, plus_minus
+from wqk.sim.config import COMPARE_DEFAULTS, SimConfig
+from wqk.sim.model import TableInputs
+from wqk.sim.tasks import ClassificationTask, stack
+from wqk.sim.train import COMPARE_STREAM, Simulation, intra_op_threads
+from wqk.theory.corruption import AttentionBatch
+from wqk.theory.gaussian import gaussian_update
+from wqk.theory.heads import LinearReadout, SoftmaxReadout
+from wqk.theory.montecarlo import monte_carlo_update
+from wqk.theory.objectives import RolePattern
+from wqk.theory.scores import dense_scores
 
 PARTS = ("whole", "self", "cross")
 #: What each seed measures, in the order of :func:`compare_one`'s per-seed tuple.
@@ -61,6 +61,10 @@ class CompareRow(Row):
     delta_theory: str
     rel_error: str
     rel_noise: str
+
+
+#: The columns that identify a comparison row.
+COMPARE_KEYS = ("objective", "part", "theory")
 
 
 COMPARE_COLUMNS = CompareRow.columns()

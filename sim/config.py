@@ -14,7 +14,7 @@ Why the defaults are what they are (docs/theory.md sections 4 and 7; each is a s
   reflection AR(1) satisfy detailed balance, so a symmetric role pattern *should* give a symmetric
   ``E[dL/dM]``: any asymmetry is then the objective's (docs/theory.md claim 4). The irreversible twins
   (cyclic drift, rotation AR(1)) share the stationary law and entropy rate; ``--process``/
-  ``--transition`` switch to them (see :mod:`sim.experiments` for the attribution runs).
+  ``--transition`` switch to them (see :mod:`wqk.sim.experiments` for the attribution runs).
 - **A basis in which directionality reads.** ``delta`` is basis dependent; one-hot fixed embeddings
   give every token, special token and position its own coordinate, so a dominant column *is* a
   dominant key token or position, and ``d`` is chosen so no coordinate is left unused
@@ -37,9 +37,9 @@ import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Literal
 
-from theory.objectives import OBJECTIVES
+from wqk.theory.objectives import OBJECTIVES
 
-#: Named choices (validated here; built by :mod:`sim.data`, :mod:`sim.tasks` and :mod:`sim.train`).
+#: Named choices (validated here; built by :mod:`wqk.sim.data`, :mod:`wqk.sim.tasks` and :mod:`wqk.sim.train`).
 TRANSITIONS = ("involution", "cycle", "copy", "random_reversible", "uniform")
 TOKEN_PROCESSES = ("lag", "markov", "iid", "topic")
 CONTINUOUS_PROCESSES = ("var_irreversible", "var_reversible", "separable", "field", "latent")

@@ -2,10 +2,10 @@
 
 The first layer's input at position ``i`` is ``x_i = V^T (c_i, e_i)``: coefficients ``c_i`` on the table rows
 (data tokens, then BOS / MASK / CLS; or channels) and the position indicator ``e_i``, with the basis
-``V = [table; pos]`` (:class:`sim.model.TableInputs`). The form in these coordinates is ``K = V M V^T``
+``V = [table; pos]`` (:class:`wqk.sim.model.TableInputs`). The form in these coordinates is ``K = V M V^T``
 (``K = M`` for the default one-hot tables, which fill every coordinate), and its blocks carry the labels
 ``token`` / ``special`` / ``position`` (``channel`` / ``position`` for continuous inputs): what
-:mod:`theory.blocks` scores. An entry ``K_ab`` can reach the loss only if some loss-carrying query has
+:mod:`wqk.theory.blocks` scores. An entry ``K_ab`` can reach the loss only if some loss-carrying query has
 ``a`` in its input and some key it attends to has ``b``: ``evaluated = O_q P O_k^T > 0`` with the occupancies
 ``O_q``, ``O_k`` (which coordinate can be non-zero at which position, in a loss-carrying query and in a key: a
 masked query holds [MASK]) and the possible pairs ``P`` (query ``i`` carries loss, key ``j`` in its context).
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from sim.model import N_SPECIAL
+from wqk.sim.model import N_SPECIAL
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class InputCoordinates:
 
 
 def input_coordinates(sim) -> InputCoordinates:
-    """Labels, basis, evaluated entries and data-position coordinates of a :class:`sim.train.Simulation`."""
+    """Labels, basis, evaluated entries and data-position coordinates of a :class:`wqk.sim.train.Simulation`."""
     model, task, cfg = sim.model, sim.task, sim.cfg
     queries, keys, loss = task.support()  # (R, N), (R, N), (N,)
     if cfg.model.layers > 1:  # every query's output feeds the next layer

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from sim.config import CONTINUOUS_PROCESSES, TOKEN_PROCESSES, TRANSITIONS, DataConfig
-from theory.processes import ar1_covariance, reversible_chain, separable_covariance, stationary_distribution
-from theory.processes import cyclic_chain as theory_cyclic_chain
+from wqk.sim.config import CONTINUOUS_PROCESSES, TOKEN_PROCESSES, TRANSITIONS, DataConfig
+from wqk.theory.processes import ar1_covariance, reversible_chain, separable_covariance, stationary_distribution
+from wqk.theory.processes import cyclic_chain as theory_cyclic_chain
 
 # ---- transition matrices ------------------------------------------------------------------------
 
@@ -55,7 +55,7 @@ def cyclic_chain(v: int, strength: float = 0.9) -> torch.Tensor:
 
     Uniform stationary distribution and the same entropy rate as :func:`involution_chain`, but a
     net probability flux around the cycle, so detailed balance fails (for ``v >= 3``). The matrix is
-    the theory layer's :func:`theory.processes.cyclic_chain`.
+    the theory layer's :func:`wqk.theory.processes.cyclic_chain`.
     """
     if v < 3:
         raise ValueError(f"a cyclic drift needs at least 3 tokens, got {v}")

@@ -2,12 +2,12 @@
 can show (section 8).
 
 ``python cli.py experiment NAME[,NAME...]`` (or ``all``), or :func:`run_experiment` from Python, runs the arms of
-each experiment (8 seeds each, the defaults of :mod:`sim.config` unless the arm says otherwise) and writes, under
+each experiment (8 seeds each, the defaults of :mod:`wqk.sim.config` unless the arm says otherwise) and writes, under
 ``OUT/NAME/``, a long tidy ``summary.csv`` (one row per arm x step x layer x form x block x quantity: seed mean,
 95% t-interval, the seeds' null z combined (Stouffer) where the quantity has a null, the number of seeds and of
 positive seeds), ``experiment.json`` (every arm's configuration and run directory, the reported steps,
 provenance) and ``scores.png``. Arms with the same configuration share one run directory (``OUT/runs/<config
-hash>``, each a resumable :mod:`sim.train` run directory with its own ``metrics.csv``), so experiments that reuse
+hash>``, each a resumable :mod:`wqk.sim.train` run directory with its own ``metrics.csv``), so experiments that reuse
 an arm do not train it twice and an interrupted experiment resumes.
 
 Experiments of issue 10 (each with bidirectional and denoising controls):
@@ -29,14 +29,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from common.io import provenance, write_csv, write_json
-from common.rows import Row, table
-from common.summary import combined_z, mean_ci
-from sim.analysis import attention_to, bos_dominance
-from sim.config import DEFAULTS, SimConfig, default_config
-from sim.record import MetricRow
-from sim.train import Simulation, intra_op_threads, run
-from theory.scores import SCORE_NAMES
+from wqk.common.figures import pyplot, save_figure
+from wqk.common.io import provenance, write_csv, write_json
+from wqk.common.rows import Row, table
+from wqk.common.summary import combined_z, mean_ci, plus_minus
+from wqk.sim.analysis import attention_to, bos_dominance
+from wqk.sim.config import DEFAULTS, SimConfig, default_config
+from wqk.sim.record import MetricRow
+from wqk.sim.train import Simulation, intra_op_threads, run
+from wqk.theory.objectives import color_of
+from wqk.theory.scores import SCORE_NAMES
 
 SHORT = {"symmetry": "s", "directionality": "delta", "directionality_pr": "delta_pr"}
 #: Per-seed quantities of the metrics rows summarised (scores carry their null z).
@@ -362,53 +364,54 @@ SHOWN = (
     ("W_qk", "evaluated"),
     ("update", "all"),
 )
+#: The printed digest: a row is one form (or block) of one arm at one reported step.
+SHOWN_KEYS = ("arm", "step", "form")
+SHOWN_COLUMNS = [*SHOWN_KEYS, "s (z)", "δ (z)", "δ_PR (z)", "share", "k/q slope"]
+#: An arm's own values at a step, the same on each of its form rows: the loss, and at the end the measurements of
+#: the trained model (:func:`_analysis_rows`), in a table of their own.
+ARM_KEYS = ("arm", "step")
 
 
-def format_experiment(rows: Sequence[ExperimentRow]) -> list[dict]:
-    """A printed digest of the long rows: per arm and reported step, ``s``, ``delta``, ``delta_PR`` (z) of the whole
-    learned form, its main blocks and the update, with the position slopes and the end-of-run measurements."""
-    from common.summary import plus_minus
-
+def format_experiment(rows: Sequence[ExperimentRow]) -> tuple[list[dict], list[dict]]:
+    """A printed digest of the long rows: per arm, reported step and form (:data:`SHOWN_KEYS`), ``s``, ``delta``,
+    ``delta_PR`` (z) of the whole learned form, its main blocks and the update, with the position slopes; and per
+    arm and step (:data:`ARM_KEYS`) the loss and the end-of-run measurements of the model."""
     index = {(r["arm"], r["step"], r["form"], r["block"], r["quantity"]): r for r in rows if r["layer"] == 0}
-    shown = []
+
+    def cell(r: ExperimentRow | None, digits: int = 2) -> str:
+        if r is None:
+            return ""
+        z = "" if not math.isfinite(r["z"]) else f" ({r['z']:.1f})"
+        return f"{plus_minus(r['mean'], r['ci'], digits, '±')}{z}"
+
+    forms, arms = [], []
     for arm, step in dict.fromkeys((r["arm"], r["step"]) for r in rows):
         for form, block in SHOWN:
-            found = {q: index.get((arm, step, form, block, q)) for q in ("s", "delta", "delta_pr", "norm_share")}
-            found |= {q: index.get((arm, step, form, block, q)) for q in ("loss", "pos_key_slope", "pos_query_slope")}
-            get = found.get
+            get = lambda q, key=(arm, step, form, block): index.get((*key, q))
             if get("s") is None:
                 continue
-
-            def cell(q: str, found: dict = found) -> str:
-                r = found.get(q)
-                if r is None:
-                    return ""
-                z = "" if not math.isfinite(r["z"]) else f" ({r['z']:.1f})"
-                return f"{plus_minus(r['mean'], r['ci'], 2, '±')}{z}"
-
-            extra = ""
+            slope = ""
             if form == "update" and get("pos_key_slope") is not None:
-                extra = f"{get('pos_key_slope')['mean']:+.3f} / {get('pos_query_slope')['mean']:+.3f}"
-            shown.append(
+                slope = f"{get('pos_key_slope')['mean']:+.3f} / {get('pos_query_slope')['mean']:+.3f}"
+            share = get("norm_share")
+            forms.append(
                 {
                     "arm": arm,
                     "step": step,
                     "form": form if block == "all" else f"{form} {block}",
-                    "s (z)": cell("s"),
-                    "δ (z)": cell("delta"),
-                    "δ_PR (z)": cell("delta_pr"),
-                    "share": f"{get('norm_share')['mean']:.2f}" if get("norm_share") else "",
-                    "k/q slope": extra,
-                    "loss": f"{get('loss')['mean']:.3g}" if get("loss") else "",
+                    "s (z)": cell(get("s")),
+                    "δ (z)": cell(get("delta")),
+                    "δ_PR (z)": cell(get("delta_pr")),
+                    "share": f"{share['mean']:.2f}" if share else "",
+                    "k/q slope": slope,
                 }
             )
-        model = {r["quantity"]: r for r in rows if r["arm"] == arm and r["step"] == step and r["form"] == "model"}
-        if model:
-            shown.append(
-                {"arm": arm, "step": step, "form": "model"}
-                | {"s (z)": "  ".join(f"{q} {plus_minus(r['mean'], r['ci'], 3, '±')}" for q, r in model.items())}
-            )
-    return shown
+        loss = index.get((arm, step, "W_qk", "all", "loss"))
+        model = {
+            r["quantity"]: cell(r, 3) for r in rows if r["arm"] == arm and r["step"] == step and r["form"] == "model"
+        }
+        arms.append({"arm": arm, "step": step, "loss": f"{loss['mean']:.3g}" if loss else "", **model})
+    return forms, arms
 
 
 PANELS = (
@@ -422,9 +425,6 @@ PANELS = (
 def plot_experiment(curves: dict[str, Sequence[MetricRow]], path: Path, title: str) -> None:
     """Four panels against the training step (log scale), one line per arm with its 95% band over seeds."""
     import numpy as np
-
-    from common.figures import pyplot, save_figure
-    from theory.objectives import color_of
 
     plt = pyplot()
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.6 * len(PANELS), 4.2))

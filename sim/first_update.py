@@ -3,15 +3,15 @@
 Predictions, each per seed from that seed's own initialisation (docs/theory.md sections 3 and 8):
 
 - ``averaged``: ``-E[dL/dM]`` at ``M = 0`` with the value/readout init averaged out
-  (:class:`theory.heads.AveragedHead`), what ``theory predict`` and claim 4 use. Every target-dependent term is
+  (:class:`wqk.theory.heads.AveragedHead`), what ``theory predict`` and claim 4 use. Every target-dependent term is
   linear in the readout and averages away.
 - ``gradient``: ``-sum_h E[dL/dM_h]`` at the model's own init (``M_0``, its drawn ``W_v``, ``W_o``, readout:
-  :class:`theory.heads.MultiHeadReadout`), so the target terms stay; still the gradient, not the update.
+  :class:`wqk.theory.heads.MultiHeadReadout`), so the target terms stay; still the gradient, not the update.
 - ``update``: ``sum_h dM_h`` with ``dM_h`` the first step of the parameterisation and optimiser actually trained
-  (:func:`theory.first_update.first_update`: ``-lr (G W_k W_k^T + W_q W_q^T G)`` for separate factors, sign-like
+  (:func:`wqk.theory.first_update.first_update`: ``-lr (G W_k W_k^T + W_q W_q^T G)`` for separate factors, sign-like
   for Adam).
 
-``E[dL/dM_h]`` is the Monte Carlo mean of the closed-form gradient (:func:`theory.montecarlo.monte_carlo_update`)
+``E[dL/dM_h]`` is the Monte Carlo mean of the closed-form gradient (:func:`wqk.theory.montecarlo.monte_carlo_update`)
 over ``mc_sequences`` fresh sequences of the simulator's own task (same data, masking, BOS, positions), so the
 simulator's autograd is not used. Measured: ``M_t - M_0`` of layer 0 (summed over heads) after ``t`` training
 steps. Per seed and then mean ± 95% CI over seeds: ``s`` and ``delta_PR`` of both (d-space coordinates, as in
@@ -29,19 +29,21 @@ from pathlib import Path
 
 import torch
 
-from common.io import write_csv
-from common.seeding import generator
-from common.summary import mean_ci
-from sim.compare import attention_batch, model_supported
-from sim.config import SimConfig
-from sim.tasks import stack
-from sim.train import COMPARE_STREAM, Simulation, intra_op_threads
-from theory.first_update import first_update
-from theory.heads import AveragedHead, MultiHeadReadout
-from theory.montecarlo import monte_carlo_update
-from theory.scores import dense_scores
+from wqk.common.io import write_csv
+from wqk.common.seeding import generator
+from wqk.common.summary import mean_ci
+from wqk.sim.compare import attention_batch, model_supported
+from wqk.sim.config import SimConfig
+from wqk.sim.tasks import stack
+from wqk.sim.train import COMPARE_STREAM, Simulation, intra_op_threads
+from wqk.theory.first_update import first_update
+from wqk.theory.heads import AveragedHead, MultiHeadReadout
+from wqk.theory.montecarlo import monte_carlo_update
+from wqk.theory.scores import dense_scores
 
 PREDICTIONS = ("averaged", "gradient", "update")
+#: The columns that identify a summary row: which objective, which prediction, after which step.
+FIRST_UPDATE_KEYS = ("name", "prediction", "step")
 COLUMNS = [
     "name",
     "prediction",
@@ -180,7 +182,7 @@ def summarize(rows: list[dict]) -> list[dict]:
     """Mean ± 95% CI over seeds per ``(name, prediction, step)``."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["name"], r["prediction"], r["step"]), []).append(r)
+        groups.setdefault(tuple(r[k] for k in FIRST_UPDATE_KEYS), []).append(r)
     out = []
     for (name, kind, step), group in groups.items():
         row = {"name": name, "prediction": kind, "step": step, "seeds": len(group)}

@@ -11,9 +11,9 @@ or 16 channels; lag-4 dependence for the reversible and irreversible data) train
 Per cell and seed:
 
 - **predicted**: ``s`` and ``delta_PR`` of the theory's first update of layer 0 (the ``update`` prediction of
-  :mod:`sim.first_update`: ``E[dL/dM_h]`` at the seed's own init and drawn readout, through the parameterisation
+  :mod:`wqk.sim.first_update`: ``E[dL/dM_h]`` at the seed's own init and drawn readout, through the parameterisation
   and optimiser); **predicted_batch**: the same map applied to the closed-form gradient of one training batch
-  (16 fresh batches of the cell's batch size, their scores averaged: :func:`sim.first_update.batch_updates`),
+  (16 fresh batches of the cell's batch size, their scores averaged: :func:`wqk.sim.first_update.batch_updates`),
   which keeps the batch noise a real first step has (symmetric self-pair fluctuations; Adam's sign of a noisy
   gradient); beside them the readout-averaged gradient at ``M = 0`` (``averaged``, the old prediction);
 - **early**: the simulator's update ``M_t - M_0`` after the first step (and after 3, reported);
@@ -40,15 +40,16 @@ from pathlib import Path
 
 import torch
 
-from common.io import provenance, write_csv, write_json
-from common.summary import combined_z, mean_ci
-from sim.config import DEFAULTS, SIM_OBJECTIVES, SimConfig, default_config
-from sim.experiments import config_key
-from sim.first_update import batch_updates, predictions
-from sim.record import MetricRow
-from sim.train import Simulation, intra_op_threads, run
-from theory.nulls import null_distribution
-from theory.scores import dense_scores
+from wqk.common.figures import PALETTE, pyplot, save_figure
+from wqk.common.io import provenance, write_csv, write_json
+from wqk.common.summary import combined_z, mean_ci
+from wqk.sim.config import DEFAULTS, SIM_OBJECTIVES, SimConfig, default_config
+from wqk.sim.experiments import config_key
+from wqk.sim.first_update import batch_updates, predictions
+from wqk.sim.record import MetricRow
+from wqk.sim.train import Simulation, intra_op_threads, run
+from wqk.theory.nulls import null_distribution
+from wqk.theory.scores import dense_scores
 
 OBJECTIVES = SIM_OBJECTIVES
 DATA = ("exchangeable", "reversible", "irreversible")
@@ -332,8 +333,6 @@ def run_grid(
 
 def plot_grid(rows: list[dict], agreement: list[dict], path: Path) -> None:
     """One row per cell: predicted, early and final ``s`` and ``delta_PR`` (mean ± CI), marked where they disagree."""
-    from common.figures import PALETTE, pyplot, save_figure
-
     plt = pyplot()
     cells = list(dict.fromkeys(r["cell"] for r in rows))
     index = {(r["cell"], r["phase"], r["score"]): r for r in rows}

@@ -20,8 +20,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sim.config import ModelConfig
-from theory.factored import FactoredForms
+from wqk.sim.config import ModelConfig
+from wqk.theory.factored import FactoredForms
 
 N_SPECIAL = 3  # special tokens after the data vocabulary: BOS, MASK, CLS
 SPECIALS = ("bos", "mask", "cls")

@@ -10,12 +10,12 @@ Forms scored (column ``form``):
   parameterisation ``update = -lr (grad_self + grad_cross)`` exactly.
 
 Column ``block``: ``all`` is the whole form; for layer 0 the form is also scored in its input coordinates
-(:mod:`sim.coordinates`, :mod:`theory.blocks`): diagonal blocks ``token-token``, ``special-special``,
+(:mod:`wqk.sim.coordinates`, :mod:`wqk.theory.blocks`): diagonal blocks ``token-token``, ``special-special``,
 ``position-position`` (``channel-channel`` for continuous inputs), cross pairs ``token-position`` etc.
 (pair symmetry only; delta columns empty), and ``evaluated`` (the entries that can reach the loss), each with
 its null z and its ``norm_share`` of ``||M||^2``.
 
-Scores and null z-scores come from :func:`theory.report.score_rows` (one definition of each). The null
+Scores and null z-scores come from :func:`wqk.theory.report.score_rows` (one definition of each). The null
 of the dense forms (``update``, ``grad_*``, and ``W_qk`` of the direct parameterisation) is the full-rank
 one (rank ``d``). ``bos_key_norm = ||M x_BOS||`` and ``bos_query_norm = ||x_BOS^T M||`` (docs/theory.md claim 7;
 ``x_BOS`` is the input vector at position 0, the CLS token in classification), likewise for ``[MASK]``.
@@ -31,11 +31,11 @@ import math
 
 import torch
 
-from common.rows import ABSENT, Row, row_type, table
-from sim.coordinates import InputCoordinates
-from theory.blocks import block_rows
-from theory.factored import FactoredForms
-from theory.report import SCORE_VALUES, ScoreRow, score_rows
+from wqk.common.rows import ABSENT, Row, row_type, table
+from wqk.sim.coordinates import InputCoordinates
+from wqk.theory.blocks import block_rows
+from wqk.theory.factored import FactoredForms
+from wqk.theory.report import SCORE_VALUES, ScoreRow, score_rows
 
 FORMS = ("W_qk", "update", "grad_self", "grad_cross")
 #: Key / query norms of the special tokens' inputs (NaN where the model has no such token, and for blocks).

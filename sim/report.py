@@ -2,7 +2,7 @@
 
 A summary row aggregates the per-seed rows of one ``(objective, layer, form)`` at the final step:
 mean and 95% t-interval over seeds of ``s`` and ``delta``, the seeds' null z-scores combined
-(Stouffer, ``common.summary.combined_z``), the final loss and,
+(Stouffer, ``wqk.common.summary.combined_z``), the final loss and,
 with a BOS (or CLS) token, the mean ratio ``||M x_BOS|| / ||x_BOS^T M||`` (> 1: a key-side BOS direction).
 """
 
@@ -16,9 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from common.rows import row_type
-from common.summary import combined_z, mean_ci, plus_minus, z_text
-from sim.record import MetricRow, PositionRow
+from wqk.common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
+from wqk.common.rows import row_type
+from wqk.common.summary import combined_z, mean_ci, plus_minus, z_text
+from wqk.sim.record import FORMS, MetricRow, PositionRow
+from wqk.theory.objectives import color_of
 
 #: The number columns of ``metrics.csv`` and ``positions.csv`` (parsed as floats when read back).
 NUMERIC = frozenset(MetricRow.columns(float) + PositionRow.columns(float))
@@ -36,6 +38,8 @@ SimSummaryRow = row_type(
     _SLOPE_SUMMARY,
     doc="One (objective, layer, form, block) of a simulation at a step, summarised over its seeds.",
 )
+#: The columns that identify a summary row.
+SUMMARY_KEYS = ("objective", "layer", "form", "block")
 
 
 def file_columns() -> list[str]:
@@ -120,17 +124,20 @@ def summarize(rows: Sequence[MetricRow], objective: str, step: int | None = None
 
 
 def _form_order(form: str) -> int:
-    from sim.record import FORMS
-
     return FORMS.index(form) if form in FORMS else len(FORMS)
 
 
-DISPLAY_COLUMNS = ["objective", "form", "s (z)", "δ (z)", "δ_PR (z)", "loss", "BOS k/q"]
+#: The printed summary: a row is one objective's form (its layer in the form's name where there are several).
+DISPLAY_KEYS = ("objective", "form")
+DISPLAY_COLUMNS = [*DISPLAY_KEYS, "s (z)", "δ (z)", "δ_PR (z)", "BOS k/q"]
+#: The objective's own values (the same on each of its form rows): a table of their own, one row per objective.
+OBJECTIVE_KEYS = ("objective",)
+OBJECTIVE_COLUMNS = [*OBJECTIVE_KEYS, "loss"]
 
 
 def format_summary(rows: Sequence[SimSummaryRow]) -> list[dict]:
-    """Whole-form summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`): ``mean±ci`` strings, layer in
-    the form."""
+    """Whole-form summary rows for a narrow printed table (:data:`DISPLAY_COLUMNS`; the loss of
+    :data:`OBJECTIVE_COLUMNS` rides along): ``mean±ci`` strings, layer in the form."""
     rows = [r for r in rows if r.get("block", "all") == "all"]
     multi = len({r["layer"] for r in rows}) > 1
     return [
@@ -147,7 +154,10 @@ def format_summary(rows: Sequence[SimSummaryRow]) -> list[dict]:
     ]
 
 
-BLOCK_DISPLAY_COLUMNS = ["objective", "form", "block", "share", "s (z)", "δ_PR (z)", "key/query slope"]
+#: The printed blocks of layer 0: a row is one block of one objective's form (the whole form's row, ``all``, carries
+#: the position slopes).
+BLOCK_DISPLAY_KEYS = ("objective", "form", "block")
+BLOCK_DISPLAY_COLUMNS = [*BLOCK_DISPLAY_KEYS, "share", "s (z)", "δ_PR (z)", "key/query slope"]
 
 
 def format_blocks(rows: Sequence[SimSummaryRow], forms: tuple[str, ...] = ("W_qk", "update")) -> list[dict]:
@@ -196,9 +206,6 @@ def plot_runs(runs: dict[str, dict], path: str | Path) -> None:
     ``runs`` maps a title to ``{"rows": parsed metrics rows, "matrix": d x d array, "null": {score: (mean, std)},
     "layers": L}``; one column per run.
     """
-    from common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
-    from theory.objectives import color_of
-
     plt = pyplot()
     n = len(runs)
     fig, axes = plt.subplots(3, n, figsize=(4.2 * n, 10.5), squeeze=False)

@@ -1,7 +1,7 @@
 """Objectives as training tasks: draw a seed's randomness, build the batch for all seeds, compute the loss.
 
-Each task wraps one objective of :mod:`theory.objectives` (its role pattern decides which positions
-carry loss and what each position attends to) and one process of :mod:`sim.data`. ``draw`` uses
+Each task wraps one objective of :mod:`wqk.theory.objectives` (its role pattern decides which positions
+carry loss and what each position attends to) and one process of :mod:`wqk.sim.data`. ``draw`` uses
 only one seed's generator, in a fixed order, and returns raw randomness; ``loss`` builds the inputs
 for all seeds at once and returns one mean loss per seed. An objective names its task kind
 (``Objective.sim_task``), which :data:`TASKS` resolves here, so theory never imports the simulator.
@@ -17,10 +17,17 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from sim.config import MASK_SCHEMES, DataConfig
-from sim.data import GaussianSequence, TokenChain, TopicDocuments, build_process, class_processes, mixture_from_noise
-from sim.model import SeedBatchedAttention
-from theory.objectives import Objective, RolePattern, objective_class
+from wqk.sim.config import MASK_SCHEMES, DataConfig
+from wqk.sim.data import (
+    GaussianSequence,
+    TokenChain,
+    TopicDocuments,
+    build_process,
+    class_processes,
+    mixture_from_noise,
+)
+from wqk.sim.model import SeedBatchedAttention
+from wqk.theory.objectives import Objective, RolePattern, objective_class
 
 
 def _per_seed_mean(values: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

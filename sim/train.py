@@ -1,8 +1,8 @@
 """Train all seeds of one simulation together, record scores every ``k`` steps, checkpoint, resume exactly.
 
 A run directory (docs/architecture.md) holds ``config.json`` (every parameter, the seeds, versions, the git
-commit), ``metrics.csv`` and ``positions.csv`` (tidy rows, see :mod:`sim.record`), ``checkpoint.safetensors``
-with its JSON sidecar ``checkpoint.json`` (step and every RNG state), and the figures written by :mod:`sim.report`.
+commit), ``metrics.csv`` and ``positions.csv`` (tidy rows, see :mod:`wqk.sim.record`), ``checkpoint.safetensors``
+with its JSON sidecar ``checkpoint.json`` (step and every RNG state), and the figures written by :mod:`wqk.sim.report`.
 Resuming from the checkpoint continues bit for bit: parameters, optimiser moments, accumulated
 gradient splits, the per-seed data generators and the partial loss window are all restored.
 """
@@ -21,18 +21,18 @@ from pathlib import Path
 
 import torch
 
-from common.io import atomic_write_bytes, provenance, write_csv, write_json
-from common.seeding import generator
-from sim.config import SimConfig
-from sim.coordinates import input_coordinates
-from sim.model import SeedBatchedAttention, pair_split
-from sim.optim import ElementwiseOptimizer
-from sim.record import MetricRow, PositionRow, record_rows
-from sim.report import load_metrics, load_positions
-from sim.tasks import build_task, stack
+from wqk.common.io import atomic_write_bytes, provenance, write_csv, write_json
+from wqk.common.seeding import generator
+from wqk.sim.config import SimConfig
+from wqk.sim.coordinates import input_coordinates
+from wqk.sim.model import SeedBatchedAttention, pair_split
+from wqk.sim.optim import ElementwiseOptimizer
+from wqk.sim.record import MetricRow, PositionRow, record_rows
+from wqk.sim.report import load_metrics, load_positions
+from wqk.sim.tasks import build_task, stack
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}  # the names of sim.config.DTYPE_NAMES
-INIT_STREAM, DATA_STREAM, COMPARE_STREAM = 0, 1, 2  # the random streams of one seed (common.seeding)
+DTYPES = {"float32": torch.float32, "float64": torch.float64}  # the names of wqk.sim.config.DTYPE_NAMES
+INIT_STREAM, DATA_STREAM, COMPARE_STREAM = 0, 1, 2  # the random streams of one seed (wqk.common.seeding)
 
 
 def run_metadata(cfg: SimConfig) -> dict:
@@ -81,9 +81,10 @@ class Simulation:
     """The batched model, its optimiser, the per-seed generators and the running accumulators.
 
     ``threads > 1`` splits the seeds into that many groups whose forward and backward passes run at once, one
-    thread each (:func:`seed_groups`); seeds share nothing, so every result is the same bit for bit whatever
-    ``threads`` is (tests/test_sim_model.py). The groups' models are views of :attr:`model`, which stays the
-    one object that records, saves and loads.
+    thread each (:func:`seed_groups`); seeds share nothing, so every result is the same whatever ``threads`` is, to
+    float rounding (a group's products are batched over fewer seeds, which a CPU's kernels may sum in another order;
+    tests/test_sim_model.py). The groups' models are views of :attr:`model`, which stays the one object that
+    records, saves and loads.
     """
 
     def __init__(self, cfg: SimConfig, threads: int = 1) -> None:

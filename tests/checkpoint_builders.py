@@ -15,9 +15,10 @@ import pytest
 import torch
 from torch import nn
 
-from theory.factored import FactoredForms
-from theory.report import score_rows
-from vision.models.attention import Attention
+from wqk.checkpoints.analyze import all_forms, analyze, describe, layer_forms
+from wqk.theory.factored import FactoredForms
+from wqk.theory.report import score_rows
+from wqk.vision.models.attention import Attention
 
 D, H, L = 32, 4, 2
 NULL_SAMPLES = 16
@@ -322,8 +323,6 @@ def write_gguf(
 
 def adapted(path, stack: str | None = None, **kw) -> FactoredForms:
     """All layers (of one ``stack``) of a checkpoint on disk through the adapter its layout is detected as."""
-    from checkpoints.analyze import all_forms, describe
-
     return all_forms(*describe(path, **kw), stack=stack)
 
 
@@ -336,8 +335,6 @@ def assert_stacks_match(
     The plan must hold exactly the stacks of ``references``, in that order; ``cross`` names those whose
     symmetry is not defined.
     """
-    from checkpoints.analyze import analyze, describe, layer_forms
-
     ckpt, plan = describe(path, **{k: v for k, v in kw.items() if k != "null_samples"})
     assert plan.stacks == tuple(references), (plan.stacks, tuple(references))
     result = analyze(path, null_samples=NULL_SAMPLES, **kw)
@@ -374,7 +371,7 @@ def assert_rows_match(
 ) -> None:
     """Analysis rows equal scoring the reference factors directly (same nulls: same z-scores).
 
-    ``atol``: the analysis runs the float32 products of theory.scores: ``s`` within ~1e-8 of the float64
+    ``atol``: the analysis runs the float32 products of wqk.theory.scores: ``s`` within ~1e-8 of the float64
     reference here, ``delta`` within about 1e-5 (few norms clear its threshold at these small shapes, so the
     norms' float32 rounding shows, amplified where the excess over the threshold is small: ``delta`` gets
     ``10 atol``); a z-score divides that by its null's sd, so z columns get ``100 atol`` (1e-3 by default). A

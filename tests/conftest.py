@@ -10,6 +10,8 @@ import pytest
 import torch
 from hypothesis import HealthCheck, settings
 
+from wqk.vision.data import load_data
+
 _common = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
 settings.register_profile("default", max_examples=40, derandomize=True, **_common)
 settings.register_profile("explore", max_examples=400, **_common)
@@ -45,6 +47,16 @@ def one_thread():
 @pytest.fixture(scope="session")
 def digits():
     """scikit-learn's digits with the default split (read once per session)."""
-    from vision.data import load_data
-
     return load_data("digits")
+
+
+@pytest.fixture(scope="session")
+def bert_dir(tmp_path_factory):
+    """A tiny BERT checkpoint on disk (3 layers of 2 heads, d = 16): the CLI's tables print a few rows of it."""
+    transformers = pytest.importorskip("transformers")
+    path = tmp_path_factory.mktemp("wide-bert")
+    config = transformers.BertConfig(
+        vocab_size=30, hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=24
+    )
+    transformers.BertForMaskedLM(config).save_pretrained(path)
+    return path

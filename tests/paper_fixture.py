@@ -1,7 +1,7 @@
 """A tiny, synthetic ``results/`` tree in the formats the paper's runners write: no training, built in milliseconds.
 
 Values are drawn around chosen means (``EFFECTS``) so that tests know which verdict each prediction must get;
-the formats (columns, JSON shapes, manifests) are those of :mod:`paper.runners` and :mod:`paper.pipeline`.
+the formats (columns, JSON shapes, manifests) are those of :mod:`wqk.paper.runners` and :mod:`wqk.paper.pipeline`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from paper.registry import experiments
-from paper.results import write_experiment
+from wqk.language.control import step_rows, summary_rows
+from wqk.paper.registry import experiments
+from wqk.paper.results import write_experiment
+from wqk.vision.sample_table import image_rows
 
 STEPS = (0, 25, 50)
 LAYERS = 4
@@ -296,8 +298,6 @@ def study_tables(task: str, seeds: int, rng, shift: int = 0) -> dict:
     if task == "dit-mnist":  # the MNIST DiT study keeps its final samples: 8 x 8 images of classes 0-2
         import torch
 
-        from vision.sample_table import image_rows
-
         images = torch.as_tensor(rng.uniform(-1, 1, (len(schemes) * seeds * 3, 1, 8, 8)), dtype=torch.float32)
         ids = [{"task": task, "scheme": scheme, "seed": s} for scheme in schemes for s in range(seeds)]
         tables["samples"] = [r for k, i in enumerate(ids) for r in image_rows(images[3 * k : 3 * k + 3], [0, 1, 2], i)]
@@ -434,9 +434,7 @@ LANGUAGE_S = {"mlm": 0.3, "causal": 0.05}
 def language_tables(seeds: int, rng) -> dict:
     """The positive control's merged tables: held-out loss curves (an exponential approach to 1.5 nats below
     the no-context loss, the causal model at the default's pace in every arm), per-layer scores, and the steps and
-    savings of :mod:`language.control`."""
-    from language.control import step_rows, summary_rows
-
+    savings of :mod:`wqk.language.control`."""
     curves, scores = [], []
     for objective in ("mlm", "causal"):
         for arm, tau in LANGUAGE_TAU.items():

@@ -9,10 +9,10 @@ import time
 import pytest
 import torch
 
-from checkpoints.analyze import iter_rows, layer_forms, null_shapes
-from checkpoints.detect import plan_checkpoint
-from checkpoints.loading import Checkpoint
-from theory.report import score_rows
+from wqk.checkpoints.analyze import iter_rows, layer_forms, null_shapes
+from wqk.checkpoints.detect import plan_checkpoint
+from wqk.checkpoints.loading import Checkpoint
+from wqk.theory.report import score_rows
 
 D, H, L = 32, 4, 5
 NULL_SAMPLES = 16
@@ -47,7 +47,7 @@ def test_reads_run_one_layer_ahead_and_never_two(tmp_path, monkeypatch):
     ckpt = _llama_checkpoint(events, delay=0.05)
     plan = plan_checkpoint(ckpt)
     done = {}
-    for rows in iter_rows(ckpt, plan, "both", null_samples=NULL_SAMPLES):
+    for rows in iter_rows(ckpt, plan, per="both", null_samples=NULL_SAMPLES):
         layer = rows[0]["layer"]
         time.sleep(0.1)  # a slow consumer: the reader must not race past it
         done[layer] = time.perf_counter()
@@ -64,7 +64,7 @@ def test_rows_equal_scoring_each_layer_alone(tmp_path, monkeypatch):
     monkeypatch.setenv("WQK_CACHE_DIR", str(tmp_path))
     ckpt = _llama_checkpoint([], delay=0.0)
     plan = plan_checkpoint(ckpt)
-    got = [row for rows in iter_rows(ckpt, plan, "both", null_samples=NULL_SAMPLES) for row in rows]
+    got = [row for rows in iter_rows(ckpt, plan, per="both", null_samples=NULL_SAMPLES) for row in rows]
     want = []
     for layer in range(L):
         forms = layer_forms(ckpt, plan, layer)
@@ -89,4 +89,4 @@ def test_a_failing_read_surfaces_in_the_scoring_loop(tmp_path, monkeypatch):
 
     ckpt.reader = broken
     with pytest.raises(ValueError, match="shard 3 is truncated"):
-        list(iter_rows(ckpt, plan, "both", null_samples=NULL_SAMPLES))
+        list(iter_rows(ckpt, plan, per="both", null_samples=NULL_SAMPLES))

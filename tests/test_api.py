@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 import wqk
-from cli import app
 from tests.hub_cache import add_to_cache
+from wqk.cli import app
 
 pandas = pytest.importorskip("pandas")
 transformers = pytest.importorskip("transformers")

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from theory.attribution import (
+from wqk.theory.attribution import (
     DATA_SETTINGS,
     attribute_gaussian,
     attribute_monte_carlo,
@@ -13,9 +13,9 @@ from theory.attribution import (
     predict_first_update,
     reversed_sequences,
 )
-from theory.heads import AveragedHead
-from theory.objectives import Autoregressive, Bidirectional, Denoising, MaskedAutoencoding
-from theory.processes import ar1_covariance, gaussian_sequences, rotation_ar1, separable_covariance
+from wqk.theory.heads import AveragedHead
+from wqk.theory.objectives import Autoregressive, Bidirectional, Denoising, MaskedAutoencoding
+from wqk.theory.processes import ar1_covariance, gaussian_sequences, rotation_ar1, separable_covariance
 
 N, D = 5, 3
 SWAP_SYMMETRIC = [

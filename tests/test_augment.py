@@ -1,11 +1,14 @@
-"""Random translations of the classifier's training images (vision.augment): pixels move where the shift says,
+"""Random translations of the classifier's training images (wqk.vision.augment): pixels move where the shift says,
 the border is repeated, the draws are the task's (so a run stays exact on resume), and no shift draws nothing."""
 
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vision.augment import draw_shifts, translate
+from wqk.theory.objectives import Classification
+from wqk.vision.augment import draw_shifts, translate
+from wqk.vision.data import load_data
+from wqk.vision.tasks.classify import build_classify_task
 
 
 @settings(max_examples=40, deadline=None)
@@ -36,10 +39,6 @@ def test_shifts_stay_within_their_bound_and_follow_the_generator():
 
 def test_the_classifier_draws_shifts_only_when_asked():
     """No shift: no draw at all, so runs without the option keep every random stream (and number) they had."""
-    from theory.objectives import Classification
-    from vision.data import load_data
-    from vision.tasks.classify import build_classify_task
-
     data = load_data("digits")
     plain = build_classify_task("tiny", Classification(), data, torch.Generator().manual_seed(0))
     shifted = build_classify_task("tiny", Classification(), data, torch.Generator().manual_seed(0), shift=2)

@@ -1,4 +1,4 @@
-"""Block scores (theory.blocks): diagonal blocks score like the submatrix, cross pairs by their pair symmetry, the
+"""Block scores (wqk.theory.blocks): diagonal blocks score like the submatrix, cross pairs by their pair symmetry, the
 evaluated entries like the masked form; shares partition the norm; the nulls have the moments derived for them."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.blocks import EVALUATED, block_null, block_rows, block_scores, blocks_of
-from theory.scores import dense_scores
+from wqk.theory.blocks import EVALUATED, block_null, block_rows, block_scores, blocks_of
+from wqk.theory.scores import dense_scores
 
 LABELS = ["token"] * 5 + ["special"] * 2 + ["position"] * 6
 

@@ -28,8 +28,8 @@ from checkpoint_builders import (
 )
 from safetensors.torch import save_file
 
-from checkpoints.analyze import analyze, describe
-from theory.factored import FactoredForms
+from wqk.checkpoints.analyze import analyze, describe
+from wqk.theory.factored import FactoredForms
 
 transformers = pytest.importorskip("transformers")
 

@@ -10,16 +10,17 @@ import torch
 from checkpoint_builders import NULL_SAMPLES, SMALL, H, L
 from typer.testing import CliRunner
 
-from checkpoints.analyze import (
+from wqk.checkpoints.analyze import (
     ANALYZE_COLUMNS,
     _converted,
+    _page_in,
     analyze,
     default_null_samples,
     describe,
     null_shapes,
     summarize,
 )
-from cli import app
+from wqk.cli import app
 
 transformers = pytest.importorskip("transformers")
 runner = CliRunner()
@@ -180,8 +181,6 @@ def _mapped_bytes(address: int) -> int:
 @pytest.mark.parametrize("view", ["whole", "transposed", "tail"])
 def test_the_reader_brings_a_memory_mapped_tensor_into_memory(tmp_path, view):
     """After _page_in every page the tensor spans is mapped in this process (none before), and nothing changed."""
-    from checkpoints.analyze import _page_in
-
     rows, row = 4096, 1024  # 16 MiB, 4096 pages
     values = torch.arange(rows * row, dtype=torch.float32).view(rows, row)
     path = tmp_path / "weights.bin"

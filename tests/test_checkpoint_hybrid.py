@@ -20,9 +20,10 @@ from checkpoint_builders import (
     split_heads_hf,
 )
 
-from checkpoints.analyze import describe, layer_forms, score
-from checkpoints.detect import CheckpointError
-from theory.factored import FactoredForms
+from wqk.checkpoints.analyze import describe, layer_forms, score
+from wqk.checkpoints.detect import CheckpointError
+from wqk.checkpoints.score_options import Hooks
+from wqk.theory.factored import FactoredForms
 
 transformers = pytest.importorskip("transformers")
 
@@ -90,7 +91,7 @@ def test_gated_queries_in_the_full_attention_layers(model_type, tmp_path):
     assert_stacks_match(tmp_path, {"self": reference})  # the forms, layer by layer, and their rows
     progress = []  # the progress hook counts the layers scored, whatever their numbers
     hook = lambda done, total: progress.append((done, total))
-    rows = score(*describe(tmp_path), null_samples=NULL_SAMPLES, on_layer=hook)
+    rows = score(*describe(tmp_path), null_samples=NULL_SAMPLES, hooks=Hooks(on_layer=hook))
     assert sorted({r["layer"] for r in rows}) == attention
     assert progress == [(i, len(attention)) for i in range(1, len(attention) + 1)]
     gates = gated_reference(model, part=1)  # each head's gate rows read as its query

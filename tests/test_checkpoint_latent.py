@@ -19,11 +19,11 @@ from checkpoint_builders import (
     with_layer_rank,
 )
 
-from checkpoints.adapters import latent_qk
-from checkpoints.analyze import describe, null_shapes
-from checkpoints.detect import CheckpointError
-from checkpoints.model_types import types_of
-from theory.factored import FactoredForms
+from wqk.checkpoints.adapters import latent_qk
+from wqk.checkpoints.analyze import describe, null_shapes
+from wqk.checkpoints.detect import CheckpointError
+from wqk.checkpoints.model_types import types_of
+from wqk.theory.factored import FactoredForms
 
 transformers = pytest.importorskip("transformers")
 

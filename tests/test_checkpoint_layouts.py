@@ -33,9 +33,9 @@ from checkpoint_builders import (
     split_heads_hf,
 )
 
-from checkpoints.adapters import bigcode_fused, neox_interleaved
-from checkpoints.analyze import analyze, describe
-from theory.factored import FactoredForms
+from wqk.checkpoints.adapters import bigcode_fused, blocked_gqa, falcon_grouped, neox_interleaved
+from wqk.checkpoints.analyze import analyze, describe, layer_forms
+from wqk.theory.factored import FactoredForms
 
 transformers = pytest.importorskip("transformers")
 
@@ -382,8 +382,6 @@ def test_swin_stages_differ_in_width_and_heads_and_windows_are_labelled(tmp_path
     ckpt, plan = describe(tmp_path)
     labels = ["window", "shifted-window", "window", "shifted-window", "global", "global"]
     assert [u.stack for u in plan.units] == labels and plan.stacks == ("window", "shifted-window", "global")
-    from checkpoints.analyze import layer_forms
-
     by_layer = {u.layer: i for i, u in enumerate(plan.units)}
     for layer, want in enumerate(per_block):
         unit = plan.units[by_layer[layer]]
@@ -443,8 +441,6 @@ def test_phi3_qkv_proj_is_blocked_with_grouped_keys(tmp_path):
     assert (plan.layout.name, plan.heads.n_kv_heads, plan.family) == ("phi3", 2, "decoder")
     assert any("rotary" in w for w in plan.warnings)
     # read as Falcon's grouped interleaving (per key head: its queries, key, value), the forms are wrong
-    from checkpoints.adapters import falcon_grouped
-
     w = [l.self_attn.qkv_proj.weight.detach() for l in model.model.layers]
     assert _differs(FactoredForms.stack([falcon_grouped(x, H, 2) for x in w]), reference)
 
@@ -469,8 +465,6 @@ def test_falcon_query_key_value_in_each_architecture(variant, tmp_path):
     assert reference.n_kv_heads == expected_kv
     assert_stacks_match(tmp_path, {"self": reference})
     # read as blocked q | k | v (Phi-3's order), the forms are wrong unless there is one key head
-    from checkpoints.adapters import blocked_gqa
-
     w = [b.self_attention.query_key_value.weight.detach() for b in model.transformer.h]
     blocked = FactoredForms.stack([blocked_gqa(x, H, expected_kv) for x in w])
     assert _differs(blocked, reference) == (expected_kv > 1)

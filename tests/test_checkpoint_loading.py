@@ -11,8 +11,8 @@ import torch
 from checkpoint_builders import SMALL, D, H, L, TimmStack, adapted, assert_forms_equal, separate_reference
 from safetensors.torch import save_file
 
-from checkpoints.analyze import describe, forms_from_state_dict
-from checkpoints.loading import CheckpointError, open_checkpoint
+from wqk.checkpoints.analyze import describe, forms_from_state_dict
+from wqk.checkpoints.loading import CheckpointError, open_checkpoint
 
 transformers = pytest.importorskip("transformers")
 

@@ -16,8 +16,9 @@ import pytest
 import torch
 from checkpoint_builders import SMALL, D, H, L
 
-from checkpoints.analyze import analyze, describe, layer_forms
-from checkpoints.loading import CheckpointError
+from wqk.checkpoints.analyze import analyze, describe, layer_forms
+from wqk.checkpoints.loading import CheckpointError
+from wqk.cli import app
 
 transformers = pytest.importorskip("transformers")
 
@@ -218,8 +219,6 @@ def test_folding_is_off_by_default_and_changes_the_scores_when_asked(tmp_path):
 
 def test_cli_folds_on_request_and_says_what_it_leaves_out(tmp_path):
     from typer.testing import CliRunner
-
-    from cli import app
 
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(vocab_size=50, **SMALL))
     model.save_pretrained(tmp_path)

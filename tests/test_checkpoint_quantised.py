@@ -1,4 +1,4 @@
-"""Quantised checkpoints. FP8: float8 weights are read times the scale stored beside them (checkpoints.fp8),
+"""Quantised checkpoints. FP8: float8 weights are read times the scale stored beside them (wqk.checkpoints.fp8),
 per block, per row or per tensor; a float8 weight without a scale is refused. The reference dequantises block
 by block in a plain loop, not through the module's broadcasting. Integer-packed weights (GPTQ, AWQ,
 bitsandbytes) are refused with what to do."""
@@ -13,9 +13,9 @@ import torch
 from checkpoint_builders import assert_forms_equal
 from safetensors.torch import save_file
 
-from checkpoints.analyze import all_forms, describe
-from checkpoints.loading import CheckpointError
-from theory.factored import FactoredForms
+from wqk.checkpoints.analyze import all_forms, describe
+from wqk.checkpoints.loading import CheckpointError
+from wqk.theory.factored import FactoredForms
 
 FP8 = torch.float8_e4m3fn
 D, H, L = 192, 4, 2  # 192 = 1.5 blocks of 128: the last block of each dimension is partial

@@ -19,7 +19,8 @@ from checkpoint_builders import D, H, TimmStack, write_gguf
 from safetensors.torch import save_file
 from typer.testing import CliRunner
 
-from cli import SYMBOLIC_MAX_SIZE, app
+from wqk.cli import SYMBOLIC_MAX_SIZE, app
+from wqk.theory.symbolic import MAX_SIZE
 
 
 @dataclass(frozen=True)
@@ -301,6 +302,4 @@ def test_help_without_arguments_exits_cleanly():
 
 
 def test_symbolic_bound_is_the_one_theory_enforces():
-    from theory.symbolic import MAX_SIZE
-
     assert SYMBOLIC_MAX_SIZE == MAX_SIZE

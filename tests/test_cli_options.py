@@ -8,9 +8,9 @@ import typing
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from sim.config import DEFAULTS, OPTION_FIELDS
+from wqk.cli import app
 from wqk.cli.simulator import SIM_OPTIONS, simulate
+from wqk.sim.config import DEFAULTS, OPTION_FIELDS
 
 
 def test_every_config_option_is_declared_once():
@@ -26,5 +26,5 @@ def test_each_option_takes_its_fields_type_and_defaults_to_the_objectives_own(op
     part, _, name = OPTION_FIELDS[option].rpartition("__")
     config = DEFAULTS["bidirectional"]
     value = getattr(getattr(config, part) if part else config, name)
-    assert param.default is None  # unset: the objective's own default (sim.config.DEFAULTS)
+    assert param.default is None  # unset: the objective's own default (wqk.sim.config.DEFAULTS)
     assert typing.get_args(param.annotation)[0] == type(value) | None

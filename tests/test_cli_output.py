@@ -1,4 +1,5 @@
-"""Printed rows: tables that fit 80 columns with every cell whole on its row's line, CSV / JSON for pipes."""
+"""Printed rows: tables that fit 80 columns with every cell whole on its row's line and its keys on every block, CSV /
+JSON for pipes (the commands' tables at several widths: tests/test_cli_tables.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cli import app
-from wqk.cli.output import GAP, cell, render, short
+from wqk.cli import app
+from wqk.cli.output import Output, cell, once_per, render, short
 
 transformers = pytest.importorskip("transformers")
 
@@ -31,80 +32,74 @@ def _cells(line: str) -> list[str]:
 
 @given(
     columns=st.lists(st.text(alphabet="abcdefgh_", min_size=1, max_size=18), min_size=1, max_size=12, unique=True),
+    n_keys=st.integers(0, 3),
+    width=st.integers(30, 120),
     data=st.data(),
 )
-def test_every_block_fits_and_every_row_is_one_line_of_whole_cells(columns, data):
+def test_every_block_fits_and_every_row_is_one_line_of_whole_cells_led_by_its_keys(columns, n_keys, width, data):
+    keys = columns[:n_keys]
     rows = data.draw(st.lists(st.fixed_dictionaries(dict.fromkeys(columns, values)), min_size=1, max_size=6))
-    blocks = render(rows, columns, WIDTH)
-    widths = [max(len(short(c)), *(len(cell(r[c])) for r in rows)) for c in columns]
-    headers = [h for block in blocks for h in _cells(block[0])[1 if block is not blocks[0] else 0 :]]
-    assert headers == [short(c) for c in columns if short(c)]  # every column once, in order
+    blocks = render(rows, columns, width, keys)
+    values_ = [c for c in columns if c not in keys]
+    size = lambda c: max(len(short(c)), *(len(cell(r[c])) for r in rows))
+    widest = max(map(size, values_), default=0)
+    shown: dict[str, list[str]] = {}  # the value columns of each section
     for block in blocks:
-        assert len(block) == 1 + len(rows)  # a header, then one line per row
-        if widths[0] + len(GAP) + max(widths[1:], default=0) <= WIDTH:  # any two columns fit side by side
-            assert all(len(line) <= WIDTH for line in block)
-        names = [c for c in columns if short(c) in _cells(block[0])]
-        for row, line in zip(rows, block[1:], strict=True):
+        outer = [p.split(": ", 1)[1] for p in block.heading.split("  ")] if block.heading else []
+        header = _cells(block.lines[0])
+        inner = [short(k) for k in keys[len(outer) :]]
+        assert header[: len(inner)] == inner  # every block leads with the keys not in its heading
+        shown.setdefault(block.heading, []).extend(header[len(inner) :])
+        mine = [r for r in rows if [cell(r[k]) for k in keys[: len(outer)]] == outer]
+        assert len(block.lines) == 1 + len(mine)  # a header, then one line per row of its section
+        if widest <= width:  # one value cell fits: so does every line (the keys go to headings if need be)
+            assert all(len(line) <= width for line in block.lines)
+        names = [c for c in columns if short(c) in header]
+        for row, line in zip(mine, block.lines[1:], strict=True):
             assert _cells(line) == [cell(row[c]) for c in names if cell(row[c])]
+    for section in shown.values():  # every value column once in each section
+        assert sorted(section) == sorted(short(c) for c in values_)
+    if sum(size(k) + 2 for k in keys) + widest <= width:
+        assert all(not b.heading for b in blocks)  # the keys fit on every line: no section headings
+
+
+def test_keys_too_wide_for_a_value_become_section_headings():
+    """Where the keys and the widest value do not fit, the outer key heads a section; inner keys stay on each line."""
+    rows = [
+        {"arm": arm, "step": step, "s (z)": f"+0.{step}±0.23 ({arm[:1]})"}
+        for arm in ("autoregressive, iid tokens", "bidirectional, iid tokens")
+        for step in (3, 10)
+    ]
+    flat = render(rows, ["arm", "step", "s (z)"], 60, ["arm", "step"])
+    assert [b.heading for b in flat] == [""] and len(flat[0].lines) == 5
+    narrow = render(rows, ["arm", "step", "s (z)"], 40, ["arm", "step"])
+    assert [b.heading for b in narrow] == ["arm: autoregressive, iid tokens", "arm: bidirectional, iid tokens"]
+    for block, arm in zip(narrow, ("a", "b"), strict=True):
+        assert [_cells(line) for line in block.lines] == [
+            ["step", "s (z)"],
+            ["3", f"+0.3±0.23 ({arm})"],
+            ["10", f"+0.10±0.23 ({arm})"],
+        ]
+        assert all(len(line) <= 40 for line in block.lines)
+
+
+def test_a_table_with_coarser_values_prints_them_once():
+    rows = [{"objective": "a", "form": f, "loss": "0.5"} for f in ("W_qk", "update")] + [
+        {"objective": "b", "form": "W_qk", "loss": "0.7"}
+    ]
+    assert once_per(rows, ["objective", "loss"], ["objective"]) == [
+        {"objective": "a", "loss": "0.5"},
+        {"objective": "b", "loss": "0.7"},
+    ]
+    with pytest.raises(ValueError, match=r"\['objective', 'form'\] differ between rows of \{'objective': 'a'\}"):
+        once_per(rows, ["objective", "form"], ["objective"])
+    with pytest.raises(ValueError, match=r"key columns \['layer'\] are not among"):
+        render(rows, ["objective", "form"], WIDTH, ["layer"])
 
 
 def test_cells_have_three_significant_digits_and_nan_is_na():
     assert cell(-0.09001234) == "-0.09" and cell(123456.0) == "1.23e+05" and cell(math.nan) == "n/a"
     assert short("directionality_pr_z") == "δ_PR_z" and short("symmetry") == "s"
-
-
-def _table_lines(output: str, first_header: str) -> list[list[str]]:
-    """The blocks of a printed table: from each line starting with its first header to the next empty line."""
-    blocks, current = [], None
-    for line in output.splitlines():
-        if line.startswith(first_header + " "):
-            current = [line]
-            blocks.append(current)
-        elif current is not None and line.strip() and not line.startswith(("wrote", "summary", "layer 0 in")):
-            current.append(line)
-        else:
-            current = None
-    return blocks
-
-
-@pytest.fixture(scope="module")
-def bert_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("wide-bert")
-    config = transformers.BertConfig(
-        vocab_size=30, hidden_size=16, num_hidden_layers=3, num_attention_heads=2, intermediate_size=24
-    )
-    transformers.BertForMaskedLM(config).save_pretrained(path)
-    return path
-
-
-def test_analyze_at_80_columns_breaks_no_cell(bert_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("WQK_CACHE_DIR", str(tmp_path / "nulls"))
-    rows_csv = tmp_path / "rows.csv"
-    args = ["analyze", str(bert_dir), "--null-samples", "16", "--csv", str(rows_csv)]
-    result = CliRunner().invoke(app, args, env={"COLUMNS": str(WIDTH)})
-    assert result.exit_code == 0, result.output
-    with open(rows_csv) as f:
-        rows = list(csv.DictReader(f))
-    blocks = _table_lines(result.stdout, "layer")
-    assert blocks, result.stdout
-    for block in blocks:
-        assert all(len(line) <= WIDTH for line in block), block
-        assert [tuple(_cells(line)[:2]) for line in block[1:]] == [(r["layer"], r["head"]) for r in rows]
-
-
-def test_simulate_at_80_columns_breaks_no_cell(tmp_path):
-    args = ["simulate", "--objective", "all", "--steps", "2", "--seeds", "2", "--record-every", "1"]
-    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path), "--no-progress"], env={"COLUMNS": str(WIDTH)})
-    assert result.exit_code == 0, result.output
-    objectives = ("bidirectional", "autoregressive", "classification", "denoising")
-    blocks = _table_lines(result.stdout, "objective")
-    assert len(blocks) >= 2, result.stdout
-    for block in blocks:
-        assert all(len(line) <= WIDTH for line in block), block
-        assert all(line.split()[0] in objectives for line in block[1:]), block  # no continuation line
-    with open(tmp_path / "summary.csv") as f:
-        summary = [r for r in csv.DictReader(f) if r.get("block", "all") == "all"]
-    assert len(blocks[0]) - 1 == len(summary)  # one line per row of the per-layer table
 
 
 def test_csv_and_json_formats_print_the_rows_only(bert_dir, tmp_path, monkeypatch):
@@ -131,8 +126,6 @@ def test_a_bad_format_is_one_line():
 @pytest.mark.parametrize("no_color", [False, True], ids=["colour", "NO_COLOR"])
 def test_notes_are_coloured_on_a_terminal_unless_no_color(monkeypatch, capsys, no_color):
     """On a (forced) terminal a warning note carries its colour; with ``NO_COLOR`` set it carries none."""
-    from wqk.cli.output import Output
-
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.delenv("NO_COLOR", raising=False)
     if no_color:

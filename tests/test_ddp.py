@@ -10,8 +10,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vision.run_checkpoint import latest_checkpoint
-from vision.train import TrainConfig, train
+from wqk.vision.run_checkpoint import latest_checkpoint
+from wqk.vision.train import TrainConfig, Trainer, train
 
 
 def _weights(run_dir):
@@ -63,7 +63,7 @@ def test_two_gloo_processes_match_one_process_and_stay_identical(tmp_path, task)
         "--nproc_per_node",
         "2",
         "-m",
-        "vision.train",
+        "wqk.vision.train",
         str(tmp_path / "config.json"),
     ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
@@ -86,6 +86,4 @@ def test_two_gloo_processes_match_one_process_and_stay_identical(tmp_path, task)
 
 
 def _initial(cfg):
-    from vision.train import Trainer
-
     return {k: v.detach() for k, v in Trainer(replace(cfg, out_dir="unused")).model.state_dict().items()}

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from PIL import Image
 from tolerance import kernel_tolerance
 
-from theory.objectives import Denoising, NoiseSchedule
-from vision.diffusion import Posterior, Sampler, diffusion_loss, guided, image_grid, sample, save_image_grid
+import wqk.vision.diffusion
+from wqk.theory.objectives import Denoising, NoiseSchedule
+from wqk.vision.diffusion import Posterior, Sampler, diffusion_loss, guided, image_grid, sample, save_image_grid
 
 SCHEDULES = [NoiseSchedule(kind="linear"), NoiseSchedule(kind="cosine"), NoiseSchedule(steps=50, kind="linear")]
 SCHEDULE_IDS = ["linear-1000", "cosine-1000", "linear-50"]
@@ -285,8 +286,6 @@ def test_sampler_smoke_writes_a_png(tmp_path):
 def test_sampling_in_chunks_gives_the_samples_of_one_forward(monkeypatch):
     """The CPU sampler's network runs a few images at a time: same draws, same samples (to float32 rounding: a
     batch of 4 and one of 14 go through different matrix kernels), every chunk seen."""
-    import vision.diffusion
-
     sizes = []
     weight = torch.randn(16, 16, generator=torch.Generator().manual_seed(3)) / 4
 
@@ -299,7 +298,7 @@ def test_sampling_in_chunks_gives_the_samples_of_one_forward(monkeypatch):
     y = torch.arange(7) % 3
     runs = {}
     for chunk in (None, 4):
-        monkeypatch.setattr(vision.diffusion, "CPU_FORWARD_CHUNK", chunk)
+        monkeypatch.setattr(wqk.vision.diffusion, "CPU_FORWARD_CHUNK", chunk)
         sizes.clear()
         g = torch.Generator().manual_seed(0)
         runs[chunk] = sample(model, obj, (7, 1, 4, 4), y, Sampler(steps=5, guidance=2.0), g, null_label=3)

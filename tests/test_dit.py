@@ -1,20 +1,22 @@
 """Diffusion Transformer: presets, adaLN-Zero init, patch layout, label dropout, modulated forms, the task."""
 
-import oracles
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from theory.objectives import Classification, Denoising, NoiseSchedule
-from vision.adaln import modulated_forms, modulated_null
-from vision.data import ImageData
-from vision.diffusion import Sampler
-from vision.models.attention import Attention, attention_forms
-from vision.models.dit import PRESETS, DiT, DiTConfig, build_dit, dit_config, forward_flops
-from vision.models.patches import patchify, unpatchify
-from vision.tasks import build_task, scored_forms
+from wqk.testing import oracles
+from wqk.theory.nulls import null_distribution
+from wqk.theory.objectives import Classification, Denoising, NoiseSchedule
+from wqk.vision.adaln import modulated_forms, modulated_null
+from wqk.vision.data import ImageData
+from wqk.vision.diffusion import Sampler
+from wqk.vision.models.attention import Attention, attention_forms
+from wqk.vision.models.dit import PRESETS, DiT, DiTConfig, build_dit, dit_config, forward_flops
+from wqk.vision.models.patches import patchify, unpatchify
+from wqk.vision.tasks import build_task, scored_forms
+from wqk.vision.tasks.denoise import build_task as build_dit_task
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, tol: float, what: str) -> None:
@@ -275,9 +277,8 @@ def test_modulated_form_reproduces_the_block_attention_logits():
 
 
 def test_modulated_null_without_modulation_is_the_gaussian_null():
-    """At init ``D = I``: the modulated null must match ``theory.nulls`` at the same ``(d, rank)`` in distribution."""
-    from theory.nulls import null_distribution
-
+    """At init ``D = I``: the modulated null must match ``wqk.theory.nulls`` at the same ``(d, rank)`` in
+    distribution."""
     model = build_dit("tiny", _gen(), dim=32, heads=4, depth=2, n_classes=5)
     nulls = modulated_null(model, 100, 2, per="layer", n_samples=200, seed=1)
     plain = null_distribution(32, 32, n_samples=400, seed=2)
@@ -361,8 +362,6 @@ def test_task_trains_evaluates_scores_and_samples(tmp_path):
 
 
 def test_task_rejects_other_objectives_and_unconditional_forms_have_full_rank():
-    from vision.tasks.denoise import build_task as build_dit_task
-
     data = _toy_data()
     with pytest.raises(ValueError, match="denoising"):
         build_dit_task("tiny", Classification(), data)  # type: ignore[arg-type]

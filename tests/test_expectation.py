@@ -1,24 +1,26 @@
 """Expected first update at M = 0: exact Gaussian formula vs Monte Carlo, symmetry and role structure (claim 4)."""
 
 import math
+from dataclasses import replace
 
-import oracles
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from theory import objectives
-from theory.attribution import skew_fraction
-from theory.corruption import Corruption, objective_batch, objective_sampler
-from theory.expected_update import PARTS, ExpectedUpdate, max_abs_z
-from theory.gaussian import gaussian_update, head_averaged_update
-from theory.heads import AveragedHead, LinearReadout, SoftmaxReadout
-from theory.montecarlo import monte_carlo_update
-from theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
-from theory.objectives.prefix_lm import PrefixLM
-from theory.processes import (
+from wqk.testing import expected_first_update, objectives, oracles, processes
+from wqk.theory.attribution import skew_fraction
+from wqk.theory.check import SWAP_SYMMETRIC
+from wqk.theory.corruption import Corruption, objective_batch, objective_sampler
+from wqk.theory.expected_update import PARTS, ExpectedUpdate, max_abs_z
+from wqk.theory.gaussian import gaussian_update, head_averaged_update
+from wqk.theory.heads import AveragedHead, LinearReadout, SoftmaxReadout
+from wqk.theory.montecarlo import monte_carlo_update
+from wqk.theory.objectives import OBJECTIVES as REGISTERED
+from wqk.theory.objectives import Autoregressive, Bidirectional, Classification, Denoising, MaskedAutoencoding
+from wqk.theory.objectives.prefix_lm import PrefixLM
+from wqk.theory.processes import (
     Sequences,
     ar1_covariance,
     bos_gaussian,
@@ -42,11 +44,6 @@ OBJECTIVES = {
     "masked_autoencoding": MaskedAutoencoding(mask_ratio=0.5),
     "prefix_lm": PrefixLM(prefix_ratio=0.5),
     "prefix_lm-long-prefix": PrefixLM(prefix_ratio=0.75),
-}
-SWAP_SYMMETRIC = {
-    "bidirectional-keep": Bidirectional(mask_ratio=0.3, mask_token=0.0, random_token=0.0),
-    "denoising": Denoising(t_min=200, t_max=203),
-    "masked_autoencoding": MaskedAutoencoding(mask_ratio=0.5),
 }
 N, D = 4, 3
 # family-wise error 1e-3 over every entry of the three parts: a valid test whatever the correlations
@@ -128,42 +125,32 @@ def test_head_average_equals_the_average_over_drawn_heads():
     assert z <= norm.ppf(1 - 1e-3 / (2 * D * D)), f"max |z| = {z:.2f}"
 
 
-@settings(max_examples=4)
-@given(st.integers(0, 2**31 - 1), st.floats(0.0, 0.9))
-def test_swap_symmetric_patterns_on_exchangeable_data_give_symmetric_updates(seed, shared):
+@settings(max_examples=12)
+@given(objectives(swap_symmetric=True), processes("exchangeable", n=N, d=D))
+def test_swap_symmetric_patterns_on_exchangeable_data_give_symmetric_updates(objective, process):
     """Claim 4, precise form: swap-symmetric role pattern + exchangeable (separable) data, head-averaged init."""
-    gen = torch.Generator().manual_seed(seed)
-    f = torch.randn(D, D, generator=gen, dtype=torch.float64)
-    pos = (1 - shared) * torch.eye(N, dtype=torch.float64) + shared
-    cov = separable_covariance(pos, f @ f.T + 0.1 * torch.eye(D, dtype=torch.float64))
-    for name, objective in SWAP_SYMMETRIC.items():
-        upd = head_averaged_update(objective, cov)
-        for part in PARTS:  # a part may vanish (no cross terms for i.i.d. positions): compare with the whole
-            skew = float((upd.part(part) - upd.part(part).T).norm() / upd.mean.norm())
-            assert skew <= 1e-10, f"{name} {part}: ||skew|| / ||E|| = {skew:.2e}"
+    upd = expected_first_update(objective, process)
+    for part in PARTS:  # a part may vanish (no cross terms for i.i.d. positions): compare with the whole
+        skew = float((upd.part(part) - upd.part(part).T).norm() / upd.mean.norm())
+        assert skew <= 1e-10, f"{objective.title} {part}: ||skew|| / ||E|| = {skew:.2e}"
 
 
-@settings(max_examples=3)
-@given(st.integers(0, 2**31 - 1))
-def test_reversible_processes_give_symmetric_updates_and_time_reversal_changes_nothing(seed):
-    gen = torch.Generator().manual_seed(seed)
-    a = torch.randn(D, D, generator=gen, dtype=torch.float64)
-    a = a + a.T
-    cov = ar1_covariance(0.7 * a / torch.linalg.eigvalsh(a).abs().max(), torch.eye(D), N)
-    for objective in (*SWAP_SYMMETRIC.values(), Autoregressive()):
-        upd = head_averaged_update(objective, cov)
-        assert skew_fraction(upd.mean) <= 1e-10, objective.name
-        back = head_averaged_update(objective, reverse_covariance(cov))
-        assert float((upd.mean - back.mean).norm()) <= 1e-10 * float(upd.mean.norm()), objective.name
+@settings(max_examples=8)
+@given(objectives(swap_symmetric=True) | st.just(Autoregressive()), processes("reversible", n=N, d=D))
+def test_reversible_processes_give_symmetric_updates_and_time_reversal_changes_nothing(objective, process):
+    upd = expected_first_update(objective, process)
+    assert skew_fraction(upd.mean) <= 1e-10, objective.name
+    back = expected_first_update(objective, replace(process, covariance=reverse_covariance(process.covariance)))
+    assert float((upd.mean - back.mean).norm()) <= 1e-10 * float(upd.mean.norm()), objective.name
 
 
 def test_irreversible_data_break_symmetry_only_under_the_causal_mask():
     cov = ar1_covariance(rotation_ar1(D), torch.eye(D), N + 1)
-    for name, objective in SWAP_SYMMETRIC.items():
+    for objective in SWAP_SYMMETRIC:
         upd = head_averaged_update(objective, cov)
-        assert skew_fraction(upd.mean) <= 1e-10, name
+        assert skew_fraction(upd.mean) <= 1e-10, objective.title
         back = head_averaged_update(objective, reverse_covariance(cov))
-        assert float((upd.mean - back.mean).norm()) <= 1e-10 * float(upd.mean.norm()), name
+        assert float((upd.mean - back.mean).norm()) <= 1e-10 * float(upd.mean.norm()), objective.title
     causal = head_averaged_update(Autoregressive(), cov)
     assert skew_fraction(causal.mean) > 0.1
     assert skew_fraction(causal.self_pair) <= 1e-12  # the asymmetry is all in the cross pairs
@@ -175,7 +162,8 @@ def test_fixed_head_updates_are_not_symmetric_even_on_exchangeable_data():
     """The symmetry of claim 4 is a statement about the average over initialisations, not one draw."""
     cov = separable_covariance(0.6 * torch.eye(N, dtype=torch.float64) + 0.4, torch.eye(D, dtype=torch.float64))
     gen = torch.Generator().manual_seed(0)
-    upd = gaussian_update(SWAP_SYMMETRIC["denoising"], cov, LinearReadout.random(D, gen))
+    denoising = next(o for o in SWAP_SYMMETRIC if o.name == "denoising")
+    upd = gaussian_update(denoising, cov, LinearReadout.random(D, gen))
     assert skew_fraction(upd.mean) > 1e-3
     assert skew_fraction(upd.self_pair) <= 1e-12
 
@@ -285,7 +273,7 @@ def _denoising_by_hand(objective, x, batch, corruption, expect) -> None:
         expect(f"seq {s}: loss and context everywhere", bool(loss[s].all()) and bool(context[s].all()))
 
 
-#: Registered objective -> its corruption model checked by hand (theory.corruption).
+#: Registered objective -> its corruption model checked by hand (wqk.theory.corruption).
 BY_HAND = {
     "bidirectional": _bidirectional_by_hand,
     "autoregressive": _autoregressive_by_hand,
@@ -297,8 +285,8 @@ BY_HAND = {
 
 
 def test_every_registered_objective_has_a_hand_check_and_an_expectation_test():
-    assert set(BY_HAND) == set(objectives.OBJECTIVES)
-    assert {o.name for o in OBJECTIVES.values()} == set(objectives.OBJECTIVES)
+    assert set(BY_HAND) == set(REGISTERED)
+    assert {o.name for o in OBJECTIVES.values()} == set(REGISTERED)
 
 
 def _corruption_mismatches(objective, x, batch, corruption) -> list[str]:

@@ -3,14 +3,15 @@
 import itertools
 
 import numpy as np
-import oracles
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.factored import FactoredForms, expand_kv_heads
-from theory.scores import dense_scores
+from wqk.testing import forms as random_forms
+from wqk.testing import oracles
+from wqk.theory.factored import FactoredForms, expand_kv_heads
+from wqk.theory.scores import dense_scores
 
 
 def test_from_linear_matches_the_logits_of_separate_projections():
@@ -343,16 +344,15 @@ def test_explicit_layer_factors_are_checked():
 # ---- leading axes, indexing, products, transpose, SVD ------------------------------------------------------
 
 
-@st.composite
-def stacked_forms(draw, max_leading: int = 3) -> FactoredForms:
+def stacked_forms(max_leading: int = 3):
     """Float64 forms with drawn leading axes ``[..., L]`` (1 to ``max_leading``), heads, key grouping, d and d_h."""
-    leading = tuple(draw(st.lists(st.integers(1, 3), min_size=1, max_size=max_leading)))
-    n_kv, group = draw(st.sampled_from([1, 2])), draw(st.sampled_from([1, 2]))
-    d, d_h = draw(st.integers(2, 9)), draw(st.integers(1, 5))
-    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
-    q = torch.randn(*leading, n_kv * group, d, d_h, generator=gen, dtype=torch.float64)
-    k = torch.randn(*leading, n_kv, d, d_h, generator=gen, dtype=torch.float64)
-    return FactoredForms(q, expand_kv_heads(k, n_kv * group), n_kv_heads=n_kv)
+    return random_forms(
+        d=st.integers(2, 9),
+        rank=st.integers(1, 5),
+        heads=st.sampled_from([1, 2, 4]),
+        kv_heads=st.sampled_from([1, 2]),
+        stack=st.lists(st.integers(1, 3), min_size=1, max_size=max_leading).map(tuple),
+    )
 
 
 def _dense(forms: FactoredForms) -> torch.Tensor:

@@ -8,8 +8,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vision.data import load_data
-from vision.fidelity import (
+from wqk.vision.data import load_data
+from wqk.vision.fidelity import (
     PACKAGED,
     FeatureNetRecipe,
     FidelityReference,
@@ -23,7 +23,10 @@ from vision.fidelity import (
     save_feature_net,
     train_feature_net,
 )
-from vision.models.feature_cnn import FeatureNet, FeatureNetConfig
+from wqk.vision.models.feature_cnn import FeatureNet, FeatureNetConfig
+from wqk.vision.run_checkpoint import latest_checkpoint
+from wqk.vision.runs import read_metrics
+from wqk.vision.train import TrainConfig, train
 
 TINY = FeatureNetRecipe(data="digits", widths=(8, 16), feature_dim=16, steps=200, batch_size=64, lr=1e-2, warmup=10)
 
@@ -114,6 +117,22 @@ def test_real_vs_real_is_far_closer_than_real_vs_blurred_or_noise(tiny_net, digi
         assert real["sample_accuracy"] > noise["sample_accuracy"] + 0.5  # noise gets no class right beyond chance
 
 
+def test_kid_of_real_halves_is_near_zero_and_far_below_blurred_and_noise(tiny_net, digits):
+    """KID in the feature net's features: two halves of the held-out digits within a few spreads of 0, blurred
+    and noise images far above."""
+    net, _ = tiny_net
+    images = digits.test_images
+    perm = torch.randperm(len(images), generator=torch.Generator().manual_seed(0))
+    a, b = images[perm[: len(images) // 2]], images[perm[len(images) // 2 :]]
+    ref = FidelityReference.from_images(net, a)
+    real, spread = ref.kernel_distance(b, subsets=10, subset_size=100)
+    assert abs(real) < 3 * spread, (real, spread)
+    noise = torch.rand(b.shape, generator=torch.Generator().manual_seed(1)) * 2 - 1
+    for other in (gaussian_blur(b, 1.0), noise):
+        far, far_spread = ref.kernel_distance(other, subsets=10, subset_size=100)
+        assert far > real + 5 * max(spread, far_spread), (far, real, spread, far_spread)
+
+
 def test_metric_and_training_are_deterministic_for_a_seed(tiny_net, digits):
     net, _ = tiny_net
     a = sanity_rows(net, digits.test_images, digits.test_labels, seeds=[4])
@@ -171,10 +190,6 @@ def test_dit_run_logs_sample_metrics_at_their_cadence_without_changing_training(
 
     from safetensors.torch import load_file
 
-    from vision.run_checkpoint import latest_checkpoint
-    from vision.runs import read_metrics
-    from vision.train import TrainConfig, train
-
     net_path = save_feature_net(*tiny_net, tmp_path / "net")
     small = {"dim": 16, "depth": 1, "heads": 2, "samples_per_class": 1, "sampler": {"steps": 2, "guidance": 2.0}}
     on = TrainConfig(
@@ -209,8 +224,6 @@ def test_dit_run_logs_sample_metrics_at_their_cadence_without_changing_training(
 
 
 def test_sample_metric_options_are_checked(digits, tmp_path):
-    from vision.train import TrainConfig, train
-
     base = {"model": "dit-tiny", "objective": "denoise", "steps": 2, "log_every": 1, "progress": False}
     with pytest.raises(ValueError, match=r"fidelity_every must be 0 .* a positive multiple of log_every = 2"):
         TrainConfig(**{**base, "log_every": 2, "fidelity_every": 3})

@@ -1,4 +1,4 @@
-"""The first update through parameterisation and optimiser (theory.first_update) equals a real optimiser step.
+"""The first update through parameterisation and optimiser (wqk.theory.first_update) equals a real optimiser step.
 
 Each case trains real parameters one step with ``torch.optim`` on ``L = <G, M(params)>`` (so ``dL/dM = G``) and
 compares the change of ``M`` with the prediction; the error is second order in the learning rate.
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from theory.first_update import first_update
-from theory.gradients import first_order_update
+from wqk.theory.first_update import first_update
+from wqk.theory.gradients import first_order_update
 
 D, R = 7, 3
 

@@ -3,9 +3,12 @@
 import pytest
 import torch
 
-from vision.init import GATES_OPEN, SCHEMES, apply_init, is_scheme
-from vision.models.dit import DiT, DiTConfig
-from vision.models.vit import ViT, ViTConfig
+from wqk.vision.init import GATES_OPEN, SCHEMES, apply_init, is_scheme
+from wqk.vision.models.dit import DiT, DiTConfig
+from wqk.vision.models.vit import ViT, ViTConfig
+from wqk.vision.record import GATE_COLUMN, is_metric
+from wqk.vision.runs import read_metrics
+from wqk.vision.train import TrainConfig, train
 
 
 def _dit(seed: int = 0) -> DiT:
@@ -52,10 +55,6 @@ def test_gates_open_is_known_for_every_scheme_and_refused_without_gates():
 
 
 def test_the_trainer_records_the_gate_size_per_layer(tmp_path):
-    from vision.record import GATE_COLUMN, is_metric
-    from vision.runs import read_metrics
-    from vision.train import TrainConfig, train
-
     sizes = {}
     for scheme in ("default", "default" + GATES_OPEN):
         cfg = TrainConfig(

@@ -1,10 +1,10 @@
-"""common.gemm: the oneDNN route computes the same product as torch.matmul, for every operand layout."""
+"""wqk.common.gemm: the oneDNN route computes the same product as torch.matmul, for every operand layout."""
 
 import pytest
 import torch
 
-from common import gemm
-from common.gemm import matmul_nt
+from wqk.common import gemm
+from wqk.common.gemm import matmul_nt
 
 
 def _operand(shape, layout, gen):

@@ -1,13 +1,12 @@
 """Closed-form dL/dM (docs/theory.md section 3, claim 3) against autograd, and the trained-factor update (claim 6)."""
 
-import oracles
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory import objectives
-from theory.gradients import (
+from wqk.testing import attention_problems, objectives, oracles
+from wqk.theory.gradients import (
     attention_output,
     factor_gradients,
     first_order_update,
@@ -17,32 +16,14 @@ from theory.gradients import (
     split_self_cross,
     tie_residual,
 )
-from theory.objectives import Autoregressive, Bidirectional, Classification, RolePattern
-from theory.scores import symmetry
-
-#: Every registered objective's example, and one variant whose queries do not attend to themselves.
-OBJECTIVES = {name: cls.example() for name, cls in objectives.OBJECTIVES.items()} | {
-    "bidirectional-no-self": Bidirectional(mask_ratio=0.5, attend_self=False),
-}
+from wqk.theory.objectives import Autoregressive, Bidirectional, Classification, RolePattern
+from wqk.theory.scores import symmetry
 
 
-@st.composite
-def cases(draw):
-    """A random attention problem: shapes, head count, dense or factored form, a pattern of some objective."""
-    name = draw(st.sampled_from(sorted(OBJECTIVES)))
-    b, n, d = draw(st.integers(1, 3)), draw(st.integers(1, 6)), draw(st.integers(1, 5))
-    heads, d_h, d_v = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    factored = draw(st.booleans())
-    gen = torch.Generator().manual_seed(draw(st.integers(0, 2**31 - 1)))
-    shape = (heads,) if heads > 1 else ()
-    x = torch.randn(b, n, d, generator=gen, dtype=torch.float64)
-    q = torch.randn(*shape, d, d_h, generator=gen, dtype=torch.float64)
-    k = torch.randn(*shape, d, d_h, generator=gen, dtype=torch.float64)
-    value = torch.randn(*shape, d_v, d, generator=gen, dtype=torch.float64)
-    target = torch.randn(b, *shape, n, d_v, generator=gen, dtype=torch.float64)
-    pattern = OBJECTIVES[name].pattern(n, (b,), gen)
-    form = (q, k) if factored else q @ k.transpose(-2, -1)
-    return name, x, form, value, target, pattern, d_h
+def cases():
+    """Attention problems of every registered objective's example and of one variant whose queries do not attend
+    to themselves."""
+    return attention_problems(objectives() | st.just(Bidirectional(mask_ratio=0.5, attend_self=False)))
 
 
 def _rel(a: torch.Tensor, b: torch.Tensor) -> float:

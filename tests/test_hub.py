@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from checkpoints.analyze import analyze
-from checkpoints.hub import HubId, cache_dir, cached_models, open_source, resolve
-from checkpoints.loading import CheckpointError
-from cli import app
 from tests.checkpoint_builders import write_gguf
 from tests.hub_cache import add_to_cache
+from wqk.checkpoints.analyze import analyze
+from wqk.checkpoints.hub import HubId, cache_dir, cached_models, open_source, resolve
+from wqk.checkpoints.loading import CheckpointError
+from wqk.cli import app
+from wqk.cli.paper import checkpoint_paths
+from wqk.paper.runners.checkpoints import checkpoints, fingerprint
 
 transformers = pytest.importorskip("transformers")
 
@@ -169,9 +171,6 @@ def test_list_cache_says_what_analyze_reads(env):
 
 
 def test_paper_checkpoints_cache_scores_every_readable_cached_model(env):
-    from paper.runners.checkpoints import checkpoints, fingerprint
-    from wqk.cli.paper import checkpoint_paths
-
     paths = checkpoint_paths(["cache"])
     assert len(paths) == 4 and all("snapshots" in p for p in paths)
 

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import contextlib, io, os, sys
-import cli
+from wqk import cli
 at_import = os.environ.get('THP_MEM_ALLOC_ENABLE')
 with contextlib.redirect_stdout(io.StringIO()):
     cli.app(['null', '--help'], standalone_mode=False)
@@ -33,7 +33,7 @@ def test_cli_sets_the_variable_before_torch_is_imported(given, seen):
 # a 4 MiB tensor held while glibc's count of separately mapped blocks (mallinfo2().hblks) is read
 MAPPED = """
 import ctypes, sys
-import common.hugepages as hp
+import wqk.common.hugepages as hp
 if sys.argv[1] == "kept":
     assert hp.keep_freed_blocks()
 import torch

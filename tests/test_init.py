@@ -1,17 +1,30 @@
 """Init schemes: same per-parameter scale as the baseline (q, k, v thirds and biases), structure at step 0."""
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from torch import nn
 
-from theory.report import score_rows
-from vision.init import MATCHED_SCALE, OWN_SCALE, SCHEMES, apply_init, init_scales, thirds
-from vision.models.attention import Attention, attention_forms
-from vision.models.vit import ViT, ViTConfig
+from wqk.theory.factored import FactoredForms
+from wqk.theory.report import score_rows
+from wqk.vision.init import (
+    MATCHED_SCALE,
+    OWN_SCALE,
+    SCHEMES,
+    apply_init,
+    attention_modules,
+    init_scales,
+    init_structure,
+    thirds,
+)
+from wqk.vision.models.attention import Attention, attention_forms
+from wqk.vision.models.dit import build_dit
+from wqk.vision.models.vit import ViT, ViTConfig, vit_config
 
 ARM_IDS = list(MATCHED_SCALE)  # the schemes at the baseline's scale; mimetic and conditioned set their own
+TIED_QUERY_BIAS = ["symmetric", "symmetric-indefinite", "self-similar"]
 
 
 class TwoLayers(nn.Module):
@@ -69,9 +82,10 @@ def test_every_parameter_of_a_vit_keeps_its_std_exactly(scheme):
         assert a == pytest.approx(b, rel=1e-6), f"{scheme}: {a} vs {b}"
 
 
-@pytest.mark.parametrize("scheme", ["symmetric", "symmetric-indefinite"])
+@pytest.mark.parametrize("scheme", TIED_QUERY_BIAS)
 def test_tied_query_bias_has_the_baseline_std_in_distribution(scheme):
-    """``b_q := c b_k`` (exact tie): over seeds, log std(b_q) / std(baseline b_q) averages to zero."""
+    """``b_q := c b_k`` (exact tie; ``c (I + A)^T b_k`` for self-similar): over seeds, log std(b_q) / std(baseline
+    b_q) averages to zero."""
     logs = []
     for seed in range(60):
         base, arm = build(dim=16, heads=2, seed=seed), build(dim=16, heads=2, seed=seed)
@@ -161,7 +175,7 @@ def test_applies_to_every_attention_of_a_vit_and_rejects_unknown_schemes():
         apply_init(vit, "directional", torch.Generator(), strenght=0.3)
     with pytest.raises(ValueError, match="takes no parameters"):
         apply_init(vit, "symmetric", torch.Generator(), strength=0.3)
-    with pytest.raises(ValueError, match=r"no vision\.models\.attention\.Attention"):
+    with pytest.raises(ValueError, match=r"no wqk\.vision\.models\.attention\.Attention"):
         apply_init(nn.Linear(3, 3), "symmetric", torch.Generator())
 
 
@@ -259,3 +273,132 @@ def test_own_scale_schemes_are_seeded_and_train_a_vit_step(scheme):
     loss = torch.nn.functional.cross_entropy(a(torch.randn(4, 1, 8, 8)), torch.arange(4))
     loss.backward()
     assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in a.parameters() if p.grad is not None)
+
+
+def _model(kind: str, seed: int = 0) -> nn.Module:
+    """A model of each kind the schemes must handle: ViT and DiT presets, and fused qkv with non-zero biases."""
+    if kind == "vit-tiny":
+        return ViT(vit_config("tiny", image_size=8, channels=1, n_classes=10), torch.Generator().manual_seed(seed))
+    if kind == "dit-tiny":
+        return build_dit("dit-tiny", torch.Generator().manual_seed(seed))
+    return build(dim=32, heads=4, seed=seed)
+
+
+MODELS = ["vit-tiny", "dit-tiny", "fused-qkv-biases"]
+
+
+@pytest.mark.parametrize("kind", MODELS)
+def test_self_similar_is_psd_plus_skew_of_equal_energy_within_the_rank_budget(kind):
+    base, model = _model(kind), _model(kind)
+    apply_init(model, "self-similar", torch.Generator().manual_seed(1))
+    forms = attention_forms(model)
+    assert forms.scores("head").symmetry.abs().max() < 1e-5  # s = (|P|^2 - |K|^2) / (|P|^2 + |K|^2) = 0
+    m = forms.matrices("head")  # [L, H, d, d]
+    sym, skew = (m + m.transpose(-1, -2)) / 2, (m - m.transpose(-1, -2)) / 2
+    eig = torch.linalg.eigvalsh(sym)
+    assert (eig.amin(-1) > -1e-6 * eig.amax(-1)).all(), "the symmetric part must be positive semidefinite"
+    share = skew.square().sum((-2, -1)) / m.square().sum((-2, -1))
+    assert (share - 0.5).abs().max() < 1e-5, share
+    assert (torch.linalg.matrix_rank(m) <= forms.d_head).all()
+    for b, a in zip(blocks(base), blocks(model), strict=True):  # W_k, W_v and their biases are the model's
+        assert torch.equal(b.k, a.k) and torch.equal(b.v, a.v)
+        assert b.bk is None or (torch.equal(b.bk, a.bk) and torch.equal(b.bv, a.bv))
+
+
+def test_self_similar_affine_form_is_positive_semidefinite_with_biases_and_indefinite_is_not():
+    """The logit ``(x W_q + b_q)(y W_k + b_k)^T`` is a form in ``[x; 1]``: its factors ``[W_q; b_q^T]``,
+    ``[W_k; b_k^T]``. With ``b_q`` taking the same ``c`` and ``A_h`` its symmetric part is PSD per head."""
+    for scheme, expect_psd in (("self-similar", True), ("symmetric-indefinite", False)):
+        model = build(dim=32, heads=4)
+        apply_init(model, scheme, torch.Generator().manual_seed(0))
+        for b in blocks(model):
+            affine = [torch.cat([w, bias[:, None]], dim=1) for w, bias in ((b.q, b.bq), (b.k, b.bk))]
+            m = FactoredForms.from_linear(*affine, n_heads=4).matrices("head")
+            eig = torch.linalg.eigvalsh((m + m.transpose(-1, -2)) / 2)
+            assert bool((eig.amin(-1) > -1e-6 * eig.amax(-1)).all()) == expect_psd, (scheme, eig.amin(-1))
+
+
+@pytest.mark.parametrize("share", [0.2, 0.8])
+def test_self_similar_skew_share_sets_the_symmetry(share):
+    model = build(dim=32, heads=4)
+    apply_init(model, "self-similar", torch.Generator().manual_seed(1), skew_share=share)
+    s = attention_forms(model).scores("head").symmetry
+    assert (s - (1 - 2 * share)).abs().max() < 1e-5, s
+    with pytest.raises(ValueError, match="skew_share"):
+        apply_init(model, "self-similar", torch.Generator(), skew_share=1.0)
+    with pytest.raises(ValueError, match="d_h >= 2"):
+        apply_init(build(dim=4, heads=4), "self-similar", torch.Generator())
+
+
+@pytest.mark.parametrize("kind", MODELS)
+def test_mimetic_qk_is_mimetics_form_scaled_with_values_output_and_biases_untouched(kind):
+    """With the same generator each layer's heads are mimetic's up to one positive factor ``c_q c_k``."""
+    base, model, reference = _model(kind), _model(kind), _model(kind)
+    apply_init(model, "mimetic-qk", torch.Generator().manual_seed(1))
+    apply_init(reference, "mimetic", torch.Generator().manual_seed(1))
+    got, want = attention_forms(model).matrices("head"), attention_forms(reference).matrices("head")
+    factor = got.norm(dim=(-2, -1)) / want.norm(dim=(-2, -1))  # [L, H]
+    assert ((factor - factor[:, :1]).abs() < 1e-5 * factor[:, :1]).all(), "one factor per layer for every head"
+    assert torch.allclose(got, factor[..., None, None] * want, rtol=0, atol=1e-5 * want.abs().max())
+    attns = zip(attention_modules(base), attention_modules(model), strict=True)
+    for (_, b), (_, a) in attns:
+        tb, ta = thirds(b), thirds(a)
+        assert torch.equal(tb.v, ta.v) and torch.equal(b.proj.weight, a.proj.weight)
+        for part in ("bq", "bk", "bv"):
+            assert getattr(tb, part) is None or torch.equal(getattr(tb, part), getattr(ta, part)), part
+        assert not torch.equal(tb.q, ta.q) and not torch.equal(tb.k, ta.k)
+
+
+def test_mimetic_qk_full_width_head_has_the_symmetry_of_identity_plus_noise():
+    """One head of full width: ``M = c (alpha Z + beta I)`` exactly, ``E tr(Z Z) = 1``, ``E ||Z||^2 = d``, ``tr Z`` of
+    mean 0, so ``s ~ (alpha^2 + beta^2 d) / (alpha^2 d + beta^2 d)``, up to ``O(1/sqrt d)``."""
+    d, alpha, beta = 128, 0.7, 0.3
+    model = build(dim=d, heads=1)
+    apply_init(model, "mimetic-qk", torch.Generator().manual_seed(0), alpha_qk=alpha, beta_qk=beta)
+    expect = (alpha**2 + beta**2 * d) / ((alpha**2 + beta**2) * d)
+    s = attention_forms(model).scores("head").symmetry
+    assert ((s - expect).abs() < 0.05).all(), (s, expect)
+
+
+def test_mimetic_qk_heads_are_rank_dh_truncations_of_identity_plus_noise():
+    """dit-tiny (``d = 64``, ``d_h = 16``): each head's ``s`` is that of the best rank-16 approximation of
+    ``0.7 (Z + I)``, whose distribution a dense numpy Monte Carlo of the definition gives here."""
+    forms = attention_forms(_model("dit-tiny"))
+    d, d_head = forms.d_model, forms.d_head
+    rng = np.random.default_rng(0)
+    draws = []
+    for _ in range(200):
+        u, sv, vt = np.linalg.svd(0.7 * rng.normal(size=(d, d)) / d**0.5 + 0.7 * np.eye(d))
+        m = (u[:, :d_head] * sv[:d_head]) @ vt[:d_head]
+        draws.append(np.trace(m @ m) / (m**2).sum())
+    mc_mean, mc_sd = np.mean(draws), np.std(draws)
+    model = _model("dit-tiny")
+    apply_init(model, "mimetic-qk", torch.Generator().manual_seed(3))
+    s = attention_forms(model).scores("head").symmetry.flatten().numpy()
+    assert abs(s.mean() - mc_mean) < 4 * mc_sd / len(s) ** 0.5, (s.mean(), mc_mean, mc_sd)
+    assert s.std() == pytest.approx(mc_sd, rel=0.5)
+
+
+def test_init_structure_reports_symmetry_and_self_similarity_per_arm():
+    """The means over layers and heads of ``s``, trace share and positive share, against the dense definitions."""
+    got = {}
+    for scheme in ("default", "symmetric", "symmetric-indefinite", "self-similar", "mimetic-qk"):
+        model = _model("dit-tiny")
+        apply_init(model, scheme, torch.Generator().manual_seed(1))
+        got[scheme] = init_structure(model)
+        m = attention_forms(model).matrices("head")
+        eig = torch.linalg.eigvalsh((m + m.transpose(-1, -2)) / 2)
+        dense = {
+            "symmetry": (m @ m).diagonal(dim1=-2, dim2=-1).sum(-1) / m.square().sum((-2, -1)),
+            "trace_share": m.diagonal(dim1=-2, dim2=-1).sum(-1) / torch.linalg.svdvals(m).sum(-1),
+            "positive_share": eig.clamp_min(0).square().sum(-1) / eig.square().sum(-1),
+        }
+        assert got[scheme] == pytest.approx({k: float(v.mean()) for k, v in dense.items()}, rel=1e-6, abs=1e-9)
+    assert got["symmetric"] == pytest.approx({"symmetry": 1, "trace_share": 1, "positive_share": 1}, abs=1e-5)
+    assert got["symmetric-indefinite"]["symmetry"] == pytest.approx(1, abs=1e-5)
+    assert got["self-similar"]["symmetry"] == pytest.approx(0, abs=1e-5)
+    assert got["self-similar"]["positive_share"] == pytest.approx(1, abs=1e-6)
+    # self-similarity: the PSD-plus-skew and identity-plus-noise arms well above the indefinite and default ones
+    for similar in ("self-similar", "mimetic-qk"):
+        for other in ("default", "symmetric-indefinite"):
+            assert got[similar]["trace_share"] > got[other]["trace_share"] + 0.3, (similar, other, got)

@@ -1,4 +1,4 @@
-"""The interval rules of common.intervals: coverage by simulation at five pairs, the exact sign-flip p-value, and
+"""The interval rules of wqk.common.intervals: coverage by simulation at five pairs, the exact sign-flip p-value, and
 why a percentile bootstrap over five pairs is not among the rules."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from common.intervals import EXACT_BELOW, LOG_T, T, log_ratio_interval, sign_flip_p, t_interval
+from wqk.common.intervals import EXACT_BELOW, LOG_T, T, log_ratio_interval, sign_flip_p, t_interval
 
 REPS = 3000  # Monte Carlo error of a coverage near 0.95: sd about 0.004
 

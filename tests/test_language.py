@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from language.control import step_rows, summary_rows
-from language.corpus import load_corpus, prose
-from language.model import INIT_STD
-from language.tokens import MASK, SEP, SPECIALS, UNK, Tokenizer, unigram_loss
-from language.train import LMConfig, build, mask_tokens, train_lm
-from theory.report import score_rows
-from vision.init import attention_modules, thirds
-from vision.models.attention import attention_forms
+from wqk.language.control import step_rows, summary_rows
+from wqk.language.corpus import load_corpus, prose
+from wqk.language.model import INIT_STD
+from wqk.language.tokens import MASK, SEP, SPECIALS, UNK, Tokenizer, unigram_loss
+from wqk.language.train import LMConfig, build, mask_tokens, train_lm
+from wqk.theory.report import score_rows
+from wqk.vision.init import attention_modules, thirds
+from wqk.vision.models.attention import attention_forms
 
 TINY = {"dim": 16, "depth": 2, "heads": 2, "length": 12, "batch_size": 16, "eval_windows": 32, "null_samples": 16}
 

@@ -10,7 +10,7 @@ import sympy as sp
 import torch
 from scipy.stats import ks_2samp
 
-from theory.null_moments import (
+from wqk.theory.null_moments import (
     P_FLOOR,
     closed_form_accurate,
     d,
@@ -23,7 +23,7 @@ from theory.null_moments import (
     symmetry_null_moments,
     trace_word,
 )
-from theory.nulls import (
+from wqk.theory.nulls import (
     NullDistribution,
     lower_times,
     null_distribution,
@@ -32,8 +32,8 @@ from theory.nulls import (
     symmetry_draws,
     wishart_factor,
 )
-from theory.scores import SCORE_NAMES, factored_scores
-from theory.symbolic import isserlis
+from wqk.theory.scores import SCORE_NAMES, factored_scores
+from wqk.theory.symbolic import isserlis
 
 
 def _explicit_moment(words: list[str], dd: int, rr: int) -> sp.Expr:

@@ -3,10 +3,10 @@
 import math
 
 import numpy as np
-import oracles
 import pytest
 
-from theory.nulls import NullDistribution, null_distribution, sample_null
+from wqk.testing import oracles
+from wqk.theory.nulls import NullDistribution, null_distribution, sample_null
 
 # docs/theory.md section 2, for products of independent Gaussian d x d factors and k = 2:
 # s has mean ~ 1/d and spread ~ 1.4/d; delta has mean 0 and spread ~ 0.6, 0.3, 0.15 at d = 64, 256, 1024.

@@ -7,17 +7,22 @@ from pathlib import Path
 import pytest
 import sympy as sp
 import torch
+from sim_training import losses_on_one_batch
 
-from common.figures import palette_color
-from sim.config import DEFAULTS, MAIN_OBJECTIVES, SIM_OBJECTIVES, default_config
-from sim.tasks import TASKS, build_task
-from sim.train import Simulation
-from theory import objectives
-from theory.corruption import Corruption, objective_batch
-from theory.gaussian import gaussian_update
-from theory.heads import LinearReadout
-from theory.objectives import ALIASES, OBJECTIVES, Objective, color_of, get_objective
-from theory.processes import Sequences, gaussian_sequences
+from wqk.checkpoints.model_types import FAMILY_RECORDS, family_objective, trained_family
+from wqk.common.figures import palette_color
+from wqk.language.tasks import LANGUAGE_TASKS
+from wqk.sim.config import DEFAULTS, MAIN_OBJECTIVES, SIM_OBJECTIVES, default_config
+from wqk.sim.tasks import TASKS, build_task
+from wqk.sim.train import Simulation
+from wqk.theory import objectives
+from wqk.theory.corruption import Corruption, objective_batch
+from wqk.theory.gaussian import gaussian_update
+from wqk.theory.heads import LinearReadout
+from wqk.theory.objectives import ALIASES, OBJECTIVES, Objective, color_of, get_objective
+from wqk.theory.processes import Sequences, gaussian_sequences
+from wqk.vision.task_records import VISION_TASKS
+from wqk.vision.tasks import BUILDERS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "theory" / "objectives"
@@ -79,9 +84,21 @@ def test_names_aliases_and_colours_are_distinct():
 
 
 def test_every_vision_task_trains_a_registered_objective():
-    from vision.tasks import BUILDERS
-
     assert {objective for _, objective in BUILDERS} <= set(OBJECTIVES)
+
+
+def test_the_task_records_agree_with_the_trainers_and_the_family_registry():
+    """Each vision task record names a builder of the trainer and the family our trainer's runs of its objective get
+    (under its alias too, as the trainer's sidecars write it); each language task trains its family's objective."""
+    for task in VISION_TASKS.values():
+        assert (task.model, task.objective) in BUILDERS
+        assert trained_family(task.objective) == task.family
+        for alias in OBJECTIVES[task.objective].aliases:
+            assert trained_family(alias) == task.family
+    for task in LANGUAGE_TASKS.values():
+        assert task.objective in OBJECTIVES and family_objective(task.family) == task.objective
+    assert all(f.objective is None or f.objective in OBJECTIVES for f in FAMILY_RECORDS)
+    assert trained_family("bidirectional") is None and family_objective("vision-language") is None
 
 
 def test_the_simulator_resolves_every_registered_objective():
@@ -94,42 +111,93 @@ def test_the_simulator_resolves_every_registered_objective():
 
 @pytest.mark.parametrize("name", list(DEFAULTS))
 def test_every_registered_objective_trains_in_the_simulator(name):
+    """Every step on one drawn batch lowers every seed's loss, the learned W_qk moves, and the run records."""
     cfg = default_config(name, steps=2, seeds=2, batch=4, model__d=48, n=9, record_every=2, null_samples=32)
     if cfg.data.continuous:
         cfg = cfg.with_overrides(data__channels=8)
     sim = Simulation(cfg)
-    losses = [sim.train_step() for _ in range(cfg.steps)]
-    assert all(bool(loss.isfinite().all()) and loss.shape == (2,) for loss in losses)
+    losses = losses_on_one_batch(sim, 4)
+    assert losses.shape == (4, 2) and bool(losses.isfinite().all())
+    assert (losses[1:] < losses[:-1]).all(), f"{name}: the loss on one batch must fall at every step: {losses.T}"
+    moved = (sim.model.matrices() - sim.m0).flatten(2).norm(dim=-1) / sim.m0.flatten(2).norm(dim=-1)
+    assert (moved > 1e-4).all(), f"{name}: W_qk of some seed and layer did not move: {moved}"
     sim.record()  # scores every form, special tokens included
 
 
-#: ``isinstance(x, <an objective class>)`` and comparisons with an objective's name or alias as a literal.
+#: ``isinstance(x, <an objective class>)``, comparisons with an objective's name or alias as a literal, and a
+#: dictionary keyed by one (a side table of objectives: the objective's record or a task record says it). ``prefix``
+#: (prefix_lm's alias) is also a detection option, ``{"prefix": prefix}``: not a key that names an objective.
 def _dispatch_patterns() -> list[re.Pattern]:
     classes = "|".join(cls.__name__ for cls in OBJECTIVES.values())
     words = "|".join(re.escape(w) for w in [*OBJECTIVES, *ALIASES])
+    keys = "|".join(re.escape(w) for w in [*OBJECTIVES, *ALIASES] if w != "prefix")
     return [
         re.compile(rf"isinstance\([^)]*\b({classes})\b"),
         re.compile(rf"""[=!]=\s*["']({words})["']|["']({words})["']\s*[=!]="""),
+        re.compile(rf"""["']({keys})["']\s*:\s"""),
     ]
 
 
-def test_no_code_outside_the_registry_branches_on_objectives():
-    """Product code asks the objective (or the simulator's task) instead of testing which one it is."""
-    patterns = _dispatch_patterns()
-    found = []
+#: A model type compared with a literal, or told by the ending of its name: the model-type registry says what a
+#: type is (checkpoints/model_types.py, where the one class-name rule lives).
+MODEL_TYPE_DISPATCH = [
+    re.compile(r"""\b(model_type|_class_name)\b\s*[=!]=\s*["']|["']\s*[=!]=\s*\w*\b(model_type|_class_name)\b"""),
+    re.compile(r"""\.(endswith|startswith)\(\s*["']\w*(Model|Transformer)\w*["']"""),
+]
+MODEL_TYPES = Path("checkpoints/model_types.py")
+ROLES = Path("theory/roles.py")
+#: The simulator's settings are named by the objective each trains (``wqk.sim.config.DEFAULTS``), and its tables of
+#: per-setting choices are keyed by those names: config names, not yet records of their own.
+SIM_SETTINGS = {Path(p) for p in ("sim/config.py", "sim/experiments.py", "sim/grid.py", "sim/tasks.py")}
+
+
+def _product_lines():
+    """``(relative path, line number, line)`` of every product module (not the tests)."""
     for path in sorted(ROOT.rglob("*.py")):
         rel = path.relative_to(ROOT)
-        if rel.parts[0] in ("tests", ".venv") or rel.parts[:2] == ("theory", "objectives"):
+        if rel.parts[0] in ("tests", ".venv", "results"):
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
-            if any(p.search(line) for p in patterns):
-                found.append(f"{rel}:{number}: {line.strip()}")
+            yield rel, number, line
+
+
+def test_no_code_outside_the_registry_branches_on_objectives():
+    """Product code asks the objective (or the simulator's task, or a task record) instead of testing which one it is
+    or keeping a table by its name (theory/roles.py, the objectives' own vocabulary, names ``"causal"`` as a context
+    choice)."""
+    patterns = _dispatch_patterns()
+    found = []
+    for rel, number, line in _product_lines():
+        if rel.parts[:2] == ("theory", "objectives") or rel == ROLES:
+            continue
+        hits = [p for p in patterns if p.search(line)]
+        if hits and not (rel in SIM_SETTINGS and hits == [patterns[2]]):
+            found.append(f"{rel}:{number}: {line.strip()}")
     assert not found, "objective dispatch outside theory/objectives/:\n" + "\n".join(found)
 
 
+def test_no_code_outside_the_model_type_registry_dispatches_on_model_types():
+    found = [
+        f"{rel}:{number}: {line.strip()}"
+        for rel, number, line in _product_lines()
+        if rel != MODEL_TYPES and any(p.search(line) for p in MODEL_TYPE_DISPATCH)
+    ]
+    assert not found, "model-type dispatch outside checkpoints/model_types.py:\n" + "\n".join(found)
+
+
 def test_the_dispatch_search_finds_what_it_looks_for():
-    """The search above can fail: it flags the forms it forbids."""
+    """The searches above can fail: they flag the forms they forbid, and pass the look-alikes they allow."""
     patterns = _dispatch_patterns()
-    for line in ("if isinstance(task.objective, Denoising):", 'if cfg.objective == "denoising":', "'mae' != name"):
+    for line in (
+        "if isinstance(task.objective, Denoising):",
+        'if cfg.objective == "denoising":',
+        "'mae' != name",
+        'TASK_OBJECTIVE = {"classify": "classification"}',
+        '    "causal": "vision-self-supervised",',
+    ):
         assert any(p.search(line) for p in patterns), line
-    assert not any(p.search('if how == "causal_mask":') for p in patterns)
+    for line in ('if how == "causal_mask":', 'detect = {"heads": heads, "prefix": prefix}', 'f"{name}: {x}"'):
+        assert not any(p.search(line) for p in patterns), line
+    for line in ('if model_type == "falcon" and x:', 'if kind.endswith("Transformer2DModel"):', "'t5' != model_type"):
+        assert any(p.search(line) for p in MODEL_TYPE_DISPATCH), line
+    assert not any(p.search('if kind == "queued":') for p in MODEL_TYPE_DISPATCH)

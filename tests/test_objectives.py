@@ -2,19 +2,20 @@
 
 import math
 
-import oracles
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.objectives import (
+from wqk.testing import oracles
+from wqk.theory.objectives import (
     ALIASES,
     Autoregressive,
     Bidirectional,
     Classification,
     Denoising,
     MaskedAutoencoding,
+    NoiseSchedule,
     RolePattern,
     get_objective,
 )
@@ -143,8 +144,6 @@ def test_uniform_timesteps_are_the_draws_of_randint():
 @pytest.mark.parametrize("location, scale, kind", [(0.0, 1.0, "linear"), (0.5, 0.6, "linear"), (-0.3, 1.0, "cosine")])
 def test_logit_normal_timesteps_have_the_rectified_flow_time_law(location, scale, kind):
     """The equivalent flow time u of the drawn steps (log SNR = -2 logit u) has logit(u) ~ N(location, scale^2)."""
-    from theory.objectives import NoiseSchedule
-
     objective = Denoising(
         t_sampling="logit-normal", t_location=location, t_scale=scale, schedule=NoiseSchedule(kind=kind)
     )
@@ -156,10 +155,27 @@ def test_logit_normal_timesteps_have_the_rectified_flow_time_law(location, scale
     assert abs(logit_u.mean().item() - location) < 0.02 and abs(logit_u.std().item() - scale) < 0.03
 
 
+def _scenario_timesteps(objective: Denoising, scenarios) -> torch.Tensor:
+    """The timestep of each scenario, read back from its covariance: with ``Cov(x) = 2 I`` (one position, one feature),
+    ``Cov(z_t) = 2 abar_t + (1 - abar_t) = 1 + abar_t``, and abar is strictly decreasing in ``t``."""
+    abar = torch.cat([sc.cov_xx.reshape(-1) for sc in scenarios]) - 1
+    return (objective.schedule.alpha_bar()[None, :] - abar[:, None]).abs().argmin(1)
+
+
 def test_gaussian_scenarios_weigh_timesteps_as_training_draws_them():
+    """Each scenario's weight is how often training draws its timestep (``sample_t``, counted over 400,000 draws);
+    given timesteps are weighed equally."""
     objective = Denoising(t_sampling="logit-normal", t_min=100, t_max=400)
-    sig, mu = torch.eye(2, dtype=torch.float64), torch.zeros(2, 1, dtype=torch.float64)
-    weights = torch.cat([s.weight for s in objective.gaussian_scenarios(sig, mu, None, None, 10_000)])
-    assert torch.allclose(weights, objective.t_probabilities())
-    given_steps = torch.cat([s.weight for s in objective.gaussian_scenarios(sig, mu, None, [100, 200], 10)])
-    assert torch.equal(given_steps, torch.full((2,), 0.5, dtype=torch.float64))
+    sig, mu = torch.full((1, 1, 1, 1), 2.0, dtype=torch.float64), torch.zeros(1, 1, dtype=torch.float64)
+    scenarios = list(objective.gaussian_scenarios(sig, mu, None, None, 10_000))
+    weights, steps = torch.cat([sc.weight for sc in scenarios]), _scenario_timesteps(objective, scenarios)
+    assert steps.tolist() == list(range(100, 400)) and math.isclose(weights.sum().item(), 1.0, rel_tol=1e-12)
+    draws = 400_000
+    counted = torch.bincount(objective.sample_t((draws,), torch.Generator().manual_seed(0)), minlength=1000)
+    frequency = counted[steps].double() / draws
+    sd = (weights * (1 - weights) / draws).sqrt()  # binomial
+    worst = ((frequency - weights).abs() / sd.clamp_min(1 / draws)).max().item()
+    assert worst < 5, f"scenario weights vs drawn frequencies: {worst:.1f} sd apart"
+    given = list(objective.gaussian_scenarios(sig, mu, None, [100, 200], 10))
+    assert _scenario_timesteps(objective, given).tolist() == [100, 200]
+    assert torch.cat([sc.weight for sc in given]).tolist() == [0.5, 0.5]

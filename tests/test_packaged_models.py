@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from checkpoint_builders import D, H, L, write_gguf
 
-from checkpoints.analyze import describe
-from checkpoints.model_types import model_type
-from paper.runners.checkpoints import Packaged, fingerprint, packaged_models
+from wqk.checkpoints.analyze import MIN_NULL_SAMPLES, describe
+from wqk.checkpoints.model_types import model_type
+from wqk.paper.registry import checkpoint_experiment
+from wqk.paper.runners.checkpoints import Packaged, fingerprint, packaged_models
 
 pytest.importorskip("gguf")
 
@@ -104,9 +105,6 @@ def test_extracted_once_again_when_the_installed_files_change_and_the_same_on_an
 
 
 def test_smoke_scores_them_with_the_fewest_null_draws_and_quick_with_the_default(tmp_path):
-    from checkpoints.analyze import MIN_NULL_SAMPLES
-    from paper.registry import checkpoint_experiment
-
     (tmp_path / "model.gguf").write_bytes(b"GGUF")
     configs = checkpoint_experiment([str(tmp_path / "model.gguf")]).configs
     assert configs["smoke"]["null_samples"] == MIN_NULL_SAMPLES and configs["quick"]["null_samples"] is None

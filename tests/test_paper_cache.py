@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from paper.codeversion import SourceTree, closure, code_version, function_roots, modules_version
-from paper.experiment import Experiment, modes
-from paper.pipeline import run_pipeline
-from paper.registry import EXPERIMENTS
+from wqk.paper.codeversion import SourceTree, closure, code_version, function_roots, modules_version
+from wqk.paper.experiment import Experiment, modes
+from wqk.paper.pipeline import run_pipeline
+from wqk.paper.registry import EXPERIMENTS
+from wqk.paper.runners import theory
 
 
 def _tree(tmp_path: Path) -> SourceTree:
@@ -59,13 +60,13 @@ def _versions(tree: SourceTree) -> dict[str, str]:
 @pytest.mark.parametrize(
     ("module", "expected"),
     [
-        ("sim.compare", {"compare_theory", "sim_grid"}),  # sim.grid compares cell by cell
-        ("vision.study", {"init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist"}),
-        ("sim.experiments", {n for n in EXPERIMENTS if n.startswith("sim_")}),
-        ("theory.attribution", {"predictions", "theory_check"}),  # sim.compare does not import it
-        # imported only by name, through vision.tasks.BUILDERS
-        ("vision.tasks.denoise", {n for n in EXPERIMENTS if n.startswith(("vision_", "init_", "dit_"))}),
-        ("theory.scores", set(EXPERIMENTS)),  # every experiment scores forms
+        ("wqk.sim.compare", {"compare_theory", "sim_grid"}),  # wqk.sim.grid compares cell by cell
+        ("wqk.vision.study", {"init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist"}),
+        ("wqk.sim.experiments", {n for n in EXPERIMENTS if n.startswith("sim_")}),
+        ("wqk.theory.attribution", {"predictions", "theory_check"}),  # wqk.sim.compare does not import it
+        # imported only by name, through wqk.vision.tasks.BUILDERS
+        ("wqk.vision.tasks.denoise", {n for n in EXPERIMENTS if n.startswith(("vision_", "init_", "dit_"))}),
+        ("wqk.theory.scores", set(EXPERIMENTS)),  # every experiment scores forms
     ],
     ids=lambda v: v if isinstance(v, str) else "",
 )
@@ -76,12 +77,10 @@ def test_editing_project_code_reruns_exactly_what_depends_on_it(module, expected
 
 
 def test_runners_of_one_file_do_not_depend_on_each_other():
-    from paper.runners import theory
-
     check_roots, _ = function_roots(theory.theory_check)
     null_roots, _ = function_roots(theory.nulls_vs_d)
-    assert "theory.check" in check_roots and "theory.check" not in null_roots
-    assert "paper.runners.nulls" in null_roots
+    assert "wqk.theory.check" in check_roots and "wqk.theory.check" not in null_roots
+    assert "wqk.paper.runners.nulls" in null_roots
 
 
 def _fake_registry(calls: list[str], x: dict[str, int], fail: str = "") -> dict[str, Experiment]:

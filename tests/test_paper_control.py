@@ -4,10 +4,15 @@
 import math
 
 import pytest
-from paper_fixture import LANGUAGE_TAU, UNIGRAM, language_tables
+from paper_fixture import LANGUAGE_TAU, UNIGRAM, language_tables, write_fixture
 
-from paper.derive import control_summary
-from paper.results import select
+from wqk.common.io import write_csv
+from wqk.language.control import step_rows
+from wqk.paper.claims import VERDICT_COLUMNS
+from wqk.paper.control_report import control_piece
+from wqk.paper.derive import control_summary
+from wqk.paper.pipeline import derive
+from wqk.paper.results import Results, read_csv, select
 
 
 def _curves(arms: dict[str, list[float]], objective: str = "mlm", seeds: int = 2) -> list[dict]:
@@ -21,8 +26,6 @@ def _curves(arms: dict[str, list[float]], objective: str = "mlm", seeds: int = 2
 
 
 def _summary(curves: list[dict]) -> dict[tuple, dict]:
-    from language.control import step_rows
-
     tables = {"curves": curves, "steps": step_rows(curves), "scores": [], "corpus": {"unigram_loss": 7.0}}
     return {(r["arm"], r["quantity"]): r for r in control_summary(tables)["summary"]}
 
@@ -52,11 +55,6 @@ def test_an_arm_that_never_reaches_the_target_saves_nothing():
 def test_the_fixture_gets_the_verdicts_its_curves_imply(tmp_path):
     """The fixture's paper-symmetric MLM arm learns twice as fast, the other arms at the default's pace, the
     encoder's s above the decoder's: the section's words follow."""
-    from paper_fixture import write_fixture
-
-    from paper.pipeline import derive
-    from paper.results import read_csv
-
     assert LANGUAGE_TAU["paper-symmetric"] < LANGUAGE_TAU["default"] == LANGUAGE_TAU["symmetric"]
     root = write_fixture(tmp_path / "results")
     derive(root)
@@ -75,12 +73,6 @@ def test_the_fixture_gets_the_verdicts_its_curves_imply(tmp_path):
 
 
 def test_the_report_piece_prints_the_setting_and_every_rule(tmp_path):
-    from paper_fixture import write_fixture
-
-    from paper.control_report import control_piece
-    from paper.pipeline import derive
-    from paper.results import Results
-
     root = write_fixture(tmp_path / "results")
     derive(root)
     text = control_piece(Results(root))
@@ -102,14 +94,6 @@ def test_the_report_piece_prints_the_setting_and_every_rule(tmp_path):
 def test_the_report_says_what_the_control_means_for_the_init_studies(tmp_path, word, reading):
     """The piece reads the paper-symmetric arm's two verdicts: the effect seen, not reproduced, or undecided; the
     symmetric init at the default's scale is weighed against the larger W_qk only where the effect was seen."""
-    from paper_fixture import write_fixture
-
-    from common.io import write_csv
-    from paper.claims import VERDICT_COLUMNS
-    from paper.control_report import control_piece
-    from paper.pipeline import derive
-    from paper.results import Results, read_csv
-
     root = write_fixture(tmp_path / "results")
     derive(root)
     verdicts = read_csv(root / "verdicts.csv")

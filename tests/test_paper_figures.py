@@ -5,9 +5,13 @@ import pytest
 from matplotlib.collections import PolyCollection
 from paper_fixture import write_fixture
 
-from paper.figures import FIGURES, FigureDataError, render_figures
-from paper.pipeline import derive
-from paper.results import MissingResult, Results, write_experiment
+from wqk.common.figures import pyplot
+from wqk.paper.figures import FIGURES, FigureDataError, render_figures
+from wqk.paper.pipeline import derive
+from wqk.paper.plots.panels import METRIC_LABELS
+from wqk.paper.results import MissingResult, Results, write_experiment
+from wqk.vision.study import METRIC_LABELS as STUDY_LABELS
+from wqk.vision.study import STUDY_TASKS
 
 
 def test_no_results_skips_every_figure_with_its_reason(tmp_path):
@@ -82,8 +86,6 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 def test_one_seed_draws_its_data_in_every_panel_without_bands(one_seed, other_seed, name):
     """With one seed every panel still draws something, other table values draw another figure (a figure that
     ignored its tables, or drew nothing, fails), and no seed band is drawn (there is no spread to show)."""
-    from common.figures import pyplot
-
     figures = [FIGURES[name][0](results) for results in (one_seed, other_seed)]
     try:
         for i, ax in enumerate(figures[0].axes):
@@ -99,9 +101,5 @@ def test_one_seed_draws_its_data_in_every_panel_without_bands(one_seed, other_se
 
 def test_figures_label_every_metric_an_init_study_writes():
     """The figures' metric labels (in paper/, so that figures read no vision module) match the study's own."""
-    from paper.plots.panels import METRIC_LABELS
-    from vision.study import METRIC_LABELS as STUDY_LABELS
-    from vision.study import STUDY_TASKS
-
     assert {task.metric for task in STUDY_TASKS.values()} <= set(METRIC_LABELS)
     assert METRIC_LABELS == STUDY_LABELS

@@ -1,20 +1,20 @@
-"""The grid entry runs over ``sim.grid``'s interface (a stand-in module here)."""
+"""The grid entry runs over ``wqk.sim.grid``'s interface (a stand-in module here)."""
 
 import importlib.machinery
 import sys
 import types
 
-from paper.derive import grid_summary
-from paper.experiment import Context
-from paper.registry import experiments
-from paper.runners.sim import sim_grid
+from wqk.paper.derive import grid_summary
+from wqk.paper.experiment import Context
+from wqk.paper.registry import experiments
+from wqk.paper.runners.sim import sim_grid
 
 
 def _fake_grid(agreement: list[dict]) -> types.ModuleType:
-    """A stand-in for science's ``sim.grid`` with its interface: ``all_cells()`` and ``run_grid(out, *, seeds, steps,
-    cells, mc_sequences, progress, threads) -> {"grid", "agreement", "rates"}``."""
-    module = types.ModuleType("sim.grid")
-    module.__spec__ = importlib.machinery.ModuleSpec("sim.grid", None)
+    """A stand-in for science's ``wqk.sim.grid`` with its interface: ``all_cells()`` and ``run_grid(out, *, seeds,
+    steps, cells, mc_sequences, progress, threads) -> {"grid", "agreement", "rates"}``."""
+    module = types.ModuleType("wqk.sim.grid")
+    module.__spec__ = importlib.machinery.ModuleSpec("wqk.sim.grid", None)
     module.all_cells = lambda: ["c0", "c1", "c2", "c3"]
 
     def run_grid(out, *, seeds, steps, cells, mc_sequences, progress, threads):
@@ -41,7 +41,7 @@ def test_the_grid_entry_runs_over_sim_grid(monkeypatch, tmp_path):
         for phase in ("early", "final")
         for i in range(3)
     ]
-    monkeypatch.setitem(sys.modules, "sim.grid", _fake_grid(agreement))
+    monkeypatch.setitem(sys.modules, "wqk.sim.grid", _fake_grid(agreement))
     assert "sim_grid" in experiments()
     config = experiments()["sim_grid"].config("smoke")
     tables = sim_grid(config, Context(tmp_path))

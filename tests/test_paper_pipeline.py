@@ -4,12 +4,18 @@ import json
 import shutil
 
 import pytest
+from checkpoint_builders import SMALL
 from paper_fixture import write_fixture
 
-from paper.figures import FIGURES, OPTIONAL_FIGURES
-from paper.pipeline import DERIVED_KEY, derive, render
-from paper.registry import EXPERIMENTS, experiments
-from paper.results import Results, read_csv, write_tables
+from wqk.cli import app
+from wqk.paper.figures import FIGURES, OPTIONAL_FIGURES
+from wqk.paper.pipeline import DERIVED_KEY, derive, render, run_pipeline
+from wqk.paper.registry import EXPERIMENTS, checkpoint_experiment, experiments
+from wqk.paper.results import Results, read_csv, write_tables
+from wqk.paper.runners.sim import arm_configs
+from wqk.paper.runners.vision import study_task
+from wqk.vision.init import is_scheme
+from wqk.vision.train import TrainConfig
 
 
 @pytest.fixture(scope="module")
@@ -123,11 +129,6 @@ def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_d
 def test_long_configs_are_valid(mode):
     """The GPU-sized and working-scale configs build (without running), every unit of them: a typo in a field would
     otherwise surface hours in."""
-    from paper.runners.sim import arm_configs
-    from paper.runners.vision import study_task
-    from vision.init import is_scheme
-    from vision.train import TrainConfig
-
     for name, experiment in EXPERIMENTS.items():
         if experiment.run_mode(mode) is None:
             continue  # the digits studies are not part of --standard
@@ -153,8 +154,6 @@ def test_long_configs_are_valid(mode):
 @pytest.mark.slow
 def test_smoke_run_end_to_end(tmp_path):
     """Every real runner at smoke size, then derive, figures and report (about two minutes on two cores)."""
-    from paper.pipeline import run_pipeline
-
     result = run_pipeline(tmp_path / "out", mode="smoke", work=tmp_path / "work")
     assert not result.failed, result.failed
     assert sorted(result.ran) == sorted(experiments())  # the entries and every available slot
@@ -168,12 +167,7 @@ def test_checkpoints_get_a_table_and_a_figure_grouped_by_family(tmp_path, monkey
     """--checkpoints: real (tiny) models scored by the pipeline, summarised per model and family, drawn, reported;
     a packaged model (under the packaged root) is named as shipped and left out of the command line."""
     transformers = pytest.importorskip("transformers")
-    from checkpoint_builders import SMALL
-
-    from paper.pipeline import run_pipeline
-    from paper.registry import checkpoint_experiment
-
-    monkeypatch.setattr("paper.runners.checkpoints.PACKAGED_ROOT", str(tmp_path / "packaged"))
+    monkeypatch.setattr("wqk.paper.runners.checkpoints.PACKAGED_ROOT", str(tmp_path / "packaged"))
     bert, gpt2 = tmp_path / "packaged" / "Tiny-BERT", tmp_path / "gpt2"
     transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=50, **SMALL)).save_pretrained(bert)
     config = transformers.GPT2Config(vocab_size=50, n_embd=SMALL["hidden_size"], n_layer=2, n_head=2, n_positions=16)
@@ -196,8 +190,6 @@ def test_the_list_counts_each_split_experiments_units(tmp_path):
     """``paper --standard --list`` says how many units of each split experiment are done: work spread over several
     sessions shows how far it got."""
     from typer.testing import CliRunner
-
-    from cli import app
 
     result = CliRunner().invoke(app, ["paper", "--standard", "--list", "--format", "json", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output

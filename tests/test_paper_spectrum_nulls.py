@@ -10,8 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from paper.runners.nulls import null_rows, ratio_row, spectrum_rows
-from theory.scores import SCORE_NAMES
+from wqk.paper.runners.nulls import null_rows, ratio_row, spectrum_rows
+from wqk.paper.runners.sim import final_spectrum_rows as sim_spectrum_rows
+from wqk.paper.runners.vision import _per_layer
+from wqk.paper.runners.vision import final_spectrum_rows as vision_spectrum_rows
+from wqk.sim.analysis import bos_dominance
+from wqk.sim.config import default_config
+from wqk.sim.train import run
+from wqk.theory.scores import SCORE_NAMES
+from wqk.vision.runs import read_metrics
+from wqk.vision.train import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -38,17 +46,12 @@ def test_ratio_row_is_a_band_around_one_for_a_key_query_ratio():
 
 
 def test_sim_final_forms_get_spectrum_rows(tmp_path):
-    from paper.runners.sim import final_spectrum_rows
-    from sim.analysis import bos_dominance
-    from sim.config import default_config
-    from sim.train import run
-
     cfg = default_config(
         "autoregressive", seeds=2, n=8, batch=4, model__d=24, data__vocab=8, data__lag=2, steps=4, null_samples=16
     )
     sim = run(cfg, tmp_path / "run", progress=False)
     dominance = bos_dominance(sim)
-    rows = final_spectrum_rows("ar", sim, dominance)
+    rows = sim_spectrum_rows("ar", sim, dominance)
     final = {
         (r["seed"], r["layer"], r["block"]): r
         for r in sim.rows
@@ -74,10 +77,6 @@ def test_sim_final_forms_get_spectrum_rows(tmp_path):
 
 @pytest.mark.parametrize(("objective", "token"), [("classify", "cls"), ("causal", "bos")])
 def test_vision_final_forms_get_spectrum_rows(tmp_path, digits, objective, token):
-    from paper.runners.vision import _per_layer, final_spectrum_rows
-    from vision.runs import read_metrics
-    from vision.train import TrainConfig, train
-
     cfg = TrainConfig(
         model="vit-tiny",
         objective=objective,
@@ -93,7 +92,7 @@ def test_vision_final_forms_get_spectrum_rows(tmp_path, digits, objective, token
     )
     train(replace(cfg), digits)
     metrics = _per_layer(read_metrics(Path(cfg.out_dir) / "metrics.csv"), {"task": "t"})
-    rows = final_spectrum_rows("t", Path(cfg.out_dir), digits, metrics)
+    rows = vision_spectrum_rows("t", Path(cfg.out_dir), digits, metrics)
     final = {(r["form"], r["layer"]): r for r in metrics if r["step"] == cfg.steps}
     scored = [r for r in rows if r["score"] in SCORE_NAMES]
     assert len(scored) == 2 * len(SCORE_NAMES)  # two layers of W_qk

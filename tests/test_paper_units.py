@@ -5,12 +5,18 @@ import json
 from dataclasses import replace
 
 import pytest
+from paper_fixture import write_fixture
 
-import paper.results
-from paper.experiment import Experiment
-from paper.pipeline import run_pipeline
-from paper.registry import arm_seed_units, seed_units
-from paper.results import GZIP_ABOVE, Results, is_cached, read_csv, write_experiment
+import wqk.paper.codeversion
+import wqk.paper.results
+from wqk.common.rows import row_type
+from wqk.paper.experiment import Experiment
+from wqk.paper.figures import figure_key
+from wqk.paper.fingerprint import fingerprint, same_computation, signature, table_digest
+from wqk.paper.pipeline import run_pipeline
+from wqk.paper.plan import plan
+from wqk.paper.registry import EXPERIMENTS, arm_seed_units, experiments, seed_units
+from wqk.paper.results import GZIP_ABOVE, Results, is_cached, read_csv, write_experiment
 
 
 def runner_v1(config: dict, ctx) -> dict:
@@ -107,8 +113,6 @@ def test_rounding_of_another_machine_keeps_the_results(tmp_path):
 
 def test_a_stored_exact_digest_compares_exactly_and_becomes_a_signature(tmp_path):
     """Results fingerprinted before signatures existed hold the exact digest: kept only by the same bytes."""
-    from paper.fingerprint import table_digest
-
     _run(tmp_path, _entry(runner_v1))
     path = tmp_path / "out/results/e/manifest.json"
     manifest = json.loads(path.read_text())
@@ -146,8 +150,6 @@ def _changed(tables: dict, change) -> dict:
     ],
 )
 def test_a_signature_sees_changed_numbers_and_forgives_rounding(change, same):
-    from paper.fingerprint import same_computation, signature
-
     tables = _tables()
     assert same_computation(signature(_changed(tables, change)), signature(tables)) is same
 
@@ -169,14 +171,14 @@ def test_units_are_cached_one_by_one_and_merged_when_all_are_present(tmp_path):
 
 
 def test_a_unit_killed_while_writing_leaves_no_result_and_reruns(tmp_path, monkeypatch):
-    real = paper.results.write_json
+    real = wqk.paper.results.write_json
 
     def dies_on_the_manifest(path, obj):
         if path.name == "manifest.json":
             raise RuntimeError("killed while writing")
         real(path, obj)
 
-    monkeypatch.setattr(paper.results, "write_json", dies_on_the_manifest)
+    monkeypatch.setattr(wqk.paper.results, "write_json", dies_on_the_manifest)
     first = _run(tmp_path, _entry(runner_v2))
     assert "killed" in first.failed["e"]
     directory = tmp_path / "out/results/e"
@@ -232,8 +234,6 @@ def test_large_tables_are_gzip_and_read_back_the_same(tmp_path):
 @pytest.mark.slow
 def test_a_split_study_gives_the_tables_of_the_unsplit_one(tmp_path):
     """The init study run as arm x seed units and merged equals the same study run at once (about a minute)."""
-    from paper.registry import EXPERIMENTS
-
     study = EXPERIMENTS["init_vit"]
     config = {**study.config("smoke"), "units": 1}
     whole = _run(tmp_path / "whole", {"e": replace(study, name="e")}, mode="smoke")
@@ -247,13 +247,9 @@ def test_a_split_study_gives_the_tables_of_the_unsplit_one(tmp_path):
 def test_a_simulator_experiment_fingerprint_ignores_the_source_version(monkeypatch):
     """The simulator's runs live in directories named by the code version, but its tables must not carry that name:
     a source change that computes the same numbers keeps the fingerprint."""
-    import paper.codeversion
-    from paper.fingerprint import fingerprint
-    from paper.registry import experiments
-
     experiment = experiments()["sim_objectives"]
     before = fingerprint(experiment, "code-a")
-    monkeypatch.setattr(paper.codeversion, "modules_version", lambda modules: "another-source-version")
+    monkeypatch.setattr(wqk.paper.codeversion, "modules_version", lambda modules: "another-source-version")
     assert fingerprint(experiment, "code-b") == before
 
 
@@ -261,9 +257,6 @@ def test_a_fingerprint_does_not_depend_on_the_callers_threads():
     """The pipeline's workers run one torch thread; the process that checks a cache may run several: the fingerprint
     runs on one thread either way (float sums change order with the thread count)."""
     import torch
-
-    from paper.fingerprint import fingerprint
-    from paper.registry import experiments
 
     experiment, threads = experiments()["sim_objectives"], torch.get_num_threads()
     try:
@@ -276,10 +269,7 @@ def test_a_fingerprint_does_not_depend_on_the_callers_threads():
 
 
 def test_a_signature_reads_table_rows_as_the_dicts_they_replace():
-    """Runners return typed rows (common.rows): their floats are moments, never part of the structure."""
-    from common.rows import row_type
-    from paper.fingerprint import same_computation, signature
-
+    """Runners return typed rows (wqk.common.rows): their floats are moments, never part of the structure."""
     Metric = row_type("Metric", [("seed", int), ("loss", float), ("name", str)])
     plain = [{"seed": s, "loss": 1.0 / (s + 1), "name": "a"} for s in range(3)]
     rows = [Metric.of(r) for r in plain]
@@ -290,10 +280,6 @@ def test_a_signature_reads_table_rows_as_the_dicts_they_replace():
 
 def test_a_figure_drawn_from_an_experiment_with_landed_units_is_keyed_by_its_tables(tmp_path):
     """Standard units land under <experiment>/units/ beside the quick tables: a figure's key reads the tables only."""
-    from paper_fixture import write_fixture
-
-    from paper.figures import figure_key
-
     root = write_fixture(tmp_path / "results")
     before = figure_key(Results(root), "vision_layers")
     unit = root / "vision_classify" / "units" / "seed0"
@@ -304,12 +290,44 @@ def test_a_figure_drawn_from_an_experiment_with_landed_units_is_keyed_by_its_tab
 
 def test_the_nulls_figure_is_redrawn_when_a_trained_form_it_plots_changes(tmp_path):
     """nulls_vs_d plots the toy's and every vision objective's trained forms: their tables are part of its key."""
-    from paper_fixture import write_fixture
-
-    from paper.figures import figure_key
-
     root = write_fixture(tmp_path / "results")
     before = figure_key(Results(root), "nulls_vs_d")
     summary = root / "vision_mae" / "scores.csv"
     summary.write_text(summary.read_text().replace("0.", "0.1", 1))
     assert figure_key(Results(root), "nulls_vs_d") != before
+
+
+def merge_v1(config: dict, units: dict) -> dict:
+    """Units' tables concatenated."""
+    return {"table": [r for tables in units.values() for r in tables["table"]]}
+
+
+def merge_v2(config: dict, units: dict) -> dict:
+    """merge_v1 with a new column: another analysis of the same units."""
+    return {"table": [{**r, "twice": 2 * r["value"]} for tables in units.values() for r in tables["table"]]}
+
+
+def test_a_changed_merge_merges_the_cached_units_again_in_every_mode(tmp_path):
+    """The merged tables are keyed by the units and the merge's code: a new analysis of committed --standard units
+    merges them again (seconds), in --standard and where they stand in for --quick, and trains nothing."""
+    registry = _entry(runner_v2, units=True, standard={"seeds": 4, "units": 2})
+    registry["e"] = replace(registry["e"], merge=merge_v1)
+    assert sorted(_run(tmp_path, registry, mode="standard").ran) == ["e:seeds0-1", "e:seeds2-3"]
+    rows = read_csv(tmp_path / "out" / "results" / "e" / "table.csv")
+    assert len(rows) == 4 and "twice" not in rows[0]
+    registry["e"] = replace(registry["e"], merge=merge_v2)
+    quick = _run(tmp_path, registry, mode="quick")
+    assert quick.ran == [] and _manifest(tmp_path)["mode"] == "standard"
+    rows = read_csv(tmp_path / "out" / "results" / "e" / "table.csv")
+    assert [r["twice"] for r in rows] == [2 * r["value"] for r in rows]
+
+
+def test_a_listing_checks_fingerprints_and_writes_nothing(tmp_path):
+    """plan(record=False), as `paper --list` calls it: a result kept by its fingerprint is listed as cached and its
+    manifest is left as it was (the next real run brings the code version up to date)."""
+    _run(tmp_path, _entry(runner_v1))
+    stored = _manifest(tmp_path)
+    plans = plan(_entry(runner_v2), "quick", tmp_path / "out" / "results", tmp_path / "work", record=False)
+    assert plans[0].cached and _manifest(tmp_path) == stored
+    _run(tmp_path, _entry(runner_v2))
+    assert _manifest(tmp_path)["code_version"] != stored["code_version"]

@@ -1,4 +1,4 @@
-"""The verdict rule (paper.verdict): four words from an interval and a region of no effect fixed in the registry,
+"""The verdict rule (wqk.paper.verdict): four words from an interval and a region of no effect fixed in the registry,
 Holm within a section; predictions evaluated on constructed tables (contrasts paired by seed, the null a form
 is set against, the evaluation spacing of step ratios)."""
 
@@ -9,13 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from paper_fixture import write_fixture
 
-from common.summary import z_text
-from paper.claims import adjust_section, evaluate, verdict_rows
-from paper.pipeline import derive
-from paper.predictions import SECTIONS, Prediction
-from paper.results import Results, read_csv, write_experiment
-from paper.sections import section_rows
-from paper.verdict import ALPHA, NULL_BAND, Margin, count_words, decision_p, holm, verdict
+from wqk.common.summary import z_text
+from wqk.paper.claims import adjust_section, evaluate, verdict_rows
+from wqk.paper.margins import RATIO
+from wqk.paper.pipeline import derive
+from wqk.paper.predictions import SECTIONS, Prediction
+from wqk.paper.results import Results, read_csv, write_experiment
+from wqk.paper.sections import section_rows
+from wqk.paper.verdict import ALPHA, NULL_BAND, Margin, count_words, decision_p, holm, verdict
 
 BAND = (-0.02, 0.06)  # a null's central 95%
 
@@ -343,8 +344,6 @@ def test_the_ratio_margin_is_the_band_of_one_random_form():
     """RATIO's fixed region covers about 95% of ``||M x|| / ||x^T M||`` for random 64 x 64 Gaussian products
     (a binomial 99.9% band around 0.95 for the draws made)."""
     import numpy as np
-
-    from paper.margins import RATIO
 
     rng = np.random.default_rng(0)
     draws = 1500

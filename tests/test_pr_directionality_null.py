@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from theory.nulls import sample_null
-from theory.scores import pr_directionality
+from wqk.theory.nulls import sample_null
+from wqk.theory.scores import pr_directionality
 
 
 @pytest.mark.parametrize("d", [64, 128])

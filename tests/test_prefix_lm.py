@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import csv
 
-import oracles
 import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from cli import app
-from sim.config import DataConfig
-from sim.tasks import build_task, stack
-from theory.objectives import Autoregressive, get_objective
-from theory.objectives.prefix_lm import PrefixLM
+from wqk.cli import app
+from wqk.sim.config import DataConfig
+from wqk.sim.tasks import build_task, stack
+from wqk.testing import oracles
+from wqk.theory.objectives import Autoregressive, get_objective
+from wqk.theory.objectives.prefix_lm import PrefixLM
 
 
 @given(st.integers(1, 12), st.floats(0.0, 1.0))

@@ -1,4 +1,4 @@
-"""The frozen registry (paper.preregistration): the committed file is the code's registry, every prediction can
+"""The frozen registry (wqk.paper.preregistration): the committed file is the code's registry, every prediction can
 give each of the four words or is listed as not testable, every verdict row's interval is its kind's rule, the
 margins derived from measured noise read back from their tables, and which data are exploratory."""
 
@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from paper import preregistration as prereg
-from paper.margins import FID_DIFF, FID_SAMPLING_SD, sampling_margin
-from paper.predictions import CHECK, HYPOTHESIS, SECTIONS
-from paper.resolution import degenerate_note
-from paper.results import Results
-from paper.verdict import BOUNDS, VERDICTS, verdict
+from wqk.paper import preregistration as prereg
+from wqk.paper.margins import FID_DIFF, FID_SAMPLING_SD, sampling_margin
+from wqk.paper.predictions import CHECK, HYPOTHESIS, SECTIONS
+from wqk.paper.resolution import degenerate_note
+from wqk.paper.results import Results
+from wqk.paper.verdict import BOUNDS, VERDICTS, verdict
 
 RESULTS = Path(__file__).resolve().parent.parent / "paper" / "results"
 PREDICTIONS = [(s.key, p) for s in SECTIONS for p in s.predictions]
@@ -23,7 +23,7 @@ PREDICTIONS = [(s.key, p) for s in SECTIONS for p in s.predictions]
 def test_the_committed_registry_is_the_codes():
     assert prereg.REGISTRY.read_text() == prereg.registry_text(), (
         "paper/preregistration.json differs from the registry in paper/claims.py: a prediction, margin or rule "
-        "changed without a new freeze (python -m paper.preregistration write, commit, then freeze)"
+        "changed without a new freeze (python -m wqk.paper.preregistration write, commit, then freeze)"
     )
 
 
@@ -111,6 +111,7 @@ def test_data_are_exploratory_unless_every_run_descends_from_the_freeze(monkeypa
     assert prereg.exploratory(["after1", "before"], freeze) is True
     assert prereg.exploratory(["after1-dirty"], freeze) is True  # uncommitted code: never confirmatory
     assert prereg.exploratory(["after1"], None) is None
+    assert prereg.exploratory(["after1"], freeze, fresh=False) is True  # old seeds run again after the freeze
 
 
 def test_a_score_that_measured_nothing_is_not_testable():

@@ -8,9 +8,9 @@ import torch
 from safetensors.numpy import save_file
 from typer.testing import CliRunner
 
-from cli import app
-from theory.factored import FactoredForms
-from theory.report import SCORE_COLUMNS, dense_score_rows, score_rows
+from wqk.cli import app
+from wqk.theory.factored import FactoredForms
+from wqk.theory.report import SCORE_COLUMNS, dense_score_rows, score_rows
 
 runner = CliRunner()
 

@@ -1,4 +1,4 @@
-"""Row types (common.rows): columns declared once, read as the plain dict a CSV writer, JSON and pandas take."""
+"""Row types (wqk.common.rows): columns declared once, read as the plain dict a CSV writer, JSON and pandas take."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.io import write_csv, write_json
-from common.rows import ABSENT, Row, extended, row_type, table
+from wqk.common.io import write_csv, write_json
+from wqk.common.rows import ABSENT, Row, extended, row_type, table
 
 
 @table

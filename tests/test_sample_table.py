@@ -3,7 +3,10 @@
 import pytest
 import torch
 
-from vision.sample_table import image_rows, images_of
+from wqk.paper.experiment import Context
+from wqk.paper.registry import EXPERIMENTS
+from wqk.paper.runners.vision import study_runs
+from wqk.vision.sample_table import image_rows, images_of
 
 
 def test_images_round_trip_at_eight_bits_with_labels_and_indices():
@@ -22,10 +25,6 @@ def test_images_round_trip_at_eight_bits_with_labels_and_indices():
 @pytest.mark.usefixtures("one_thread")
 def test_the_dit_study_keeps_one_final_sample_per_class_of_every_run(tmp_path):
     """A standard-style DiT study unit with ``sample_grid``: a samples table of every run, the same noise in each."""
-    from paper.experiment import Context
-    from paper.registry import EXPERIMENTS
-    from paper.runners.vision import study_runs
-
     smoke = EXPERIMENTS["init_dit_mnist"].config("smoke")
     config = {**smoke, "schemes": ["default", "symmetric"], "seed_list": [0], "sample_grid": 1}
     tables = study_runs(config, Context(tmp_path))

@@ -5,20 +5,24 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from paper_fixture import STEPS, write_fixture
 
-from paper.derive import sampling_summary
-from paper.summary import sd_row
-from vision.fidelity import FIDELITY_COLUMNS
+from wqk.paper.derive import sampling_summary
+from wqk.paper.pipeline import derive
+from wqk.paper.results import Results
+from wqk.paper.study_report import gate_text, sampling_noise_text
+from wqk.paper.summary import sd_row
+from wqk.vision.data import load_data
+from wqk.vision.fidelity import FIDELITY_COLUMNS
+from wqk.vision.runs import read_metrics
+from wqk.vision.sampling_noise import sample_draws
+from wqk.vision.train import TrainConfig, train
 
 
 @pytest.fixture(scope="module")
 def finished_dit(tmp_path_factory):
     """A DiT on digits trained for 2 steps with sample metrics of 20 samples (its config, data and logged rows)."""
     import torch
-
-    from vision.data import load_data
-    from vision.runs import read_metrics
-    from vision.train import TrainConfig, train
 
     torch.set_num_threads(1)
     options = {"fidelity_samples": 20, "sampler": {"method": "ddim", "steps": 2, "guidance": 2.0}}
@@ -42,8 +46,6 @@ def finished_dit(tmp_path_factory):
 
 
 def test_draw_zero_reproduces_the_logged_final_metrics_and_later_draws_differ(finished_dit):
-    from vision.sampling_noise import sample_draws
-
     cfg, data, logged = finished_dit
     rows = sample_draws(cfg, data, 3, {"task": "dit", "seed": cfg.seed})
     assert [r["draw"] for r in rows] == [0, 1, 2]
@@ -55,8 +57,6 @@ def test_draw_zero_reproduces_the_logged_final_metrics_and_later_draws_differ(fi
 
 
 def test_draws_refuse_what_gives_no_spread_or_no_metrics(finished_dit, tmp_path):
-    from vision.sampling_noise import sample_draws
-
     cfg, data, _ = finished_dit
     with pytest.raises(ValueError, match="draws >= 2"):
         sample_draws(cfg, data, 1, {})
@@ -97,12 +97,6 @@ def test_sampling_summary_gives_each_metric_its_mean_and_its_spread_over_draws()
 
 def test_the_report_sets_the_draws_spread_against_the_seeds(tmp_path):
     """The fixture's seeds spread FID by 5 and its draws by about 0.5; its class accuracy does not vary by seed."""
-    from paper_fixture import write_fixture
-
-    from paper.pipeline import derive
-    from paper.results import Results
-    from paper.study_report import sampling_noise_text
-
     root = write_fixture(tmp_path / "results")
     derive(root)
     text = sampling_noise_text(Results(root))
@@ -118,12 +112,6 @@ def test_the_report_sets_the_draws_spread_against_the_seeds(tmp_path):
 
 
 def test_the_report_reads_the_dit_attention_gates_per_arm_at_fractions_of_the_budget(tmp_path):
-    from paper_fixture import STEPS, write_fixture
-
-    from paper.pipeline import derive
-    from paper.results import Results
-    from paper.study_report import gate_text
-
     root = write_fixture(tmp_path / "results")
     derive(root)
     text = gate_text(Results(root))

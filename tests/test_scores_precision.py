@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from theory.scores import _factored_parts, directionality_from_norms, factored_scores
+from wqk.theory.scores import _factored_parts, directionality_from_norms, factored_scores
 
 EPS = 1e-5
 K = 2.0

@@ -11,8 +11,8 @@ import pytest
 import torch
 from scipy import stats
 
-from common import seeding
-from common.seeding import gaussian, generator, stream_seed
+from wqk.common import seeding
+from wqk.common.seeding import gaussian, generator, stream_seed
 
 
 def test_streams_are_distinct_and_reproducible():

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from theory import sequential_spectrum_null as seq
-from theory.scores import SCORE_NAMES, directionality_from_norms, pr_directionality_from_norms
-from theory.spectrum_null import (
+from wqk.theory import sequential_spectrum_null as seq
+from wqk.theory.scores import SCORE_NAMES, directionality_from_norms, pr_directionality_from_norms
+from wqk.theory.spectrum_null import (
     haar_frames,
     sample_spectrum_null,
     spectrum_draws,

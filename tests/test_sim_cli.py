@@ -6,8 +6,8 @@ import csv
 
 from typer.testing import CliRunner
 
-from cli import app
-from sim.report import load_metrics
+from wqk.cli import app
+from wqk.sim.report import load_metrics
 
 TINY = [
     "--steps",

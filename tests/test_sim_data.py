@@ -9,9 +9,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.data import (
+from wqk.sim.data import (
     DataConfig,
     TokenChain,
+    TopicDocuments,
     build_process,
     class_processes,
     detailed_balance_violation,
@@ -190,8 +191,6 @@ def test_a_mixture_samples_each_sequence_from_its_own_chain(lag: int) -> None:
 
 @pytest.mark.parametrize("documents", [0.0, 6.0])
 def test_topic_documents_open_with_their_topic_and_follow_its_law(documents: float) -> None:
-    from sim.data import TopicDocuments
-
     p = TopicDocuments(topics=4, vocab=28, zipf=1.0, documents=documents)
     x = p.sample((4000,), 24, torch.Generator().manual_seed(0))
     bos = x == 28

@@ -12,9 +12,12 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from sim.experiments import COLUMNS, EXPERIMENTS, run_experiment
-from sim.grid import (
+from wqk.cli import app
+from wqk.sim.analysis import attention_to
+from wqk.sim.config import default_config
+from wqk.sim.experiments import COLUMNS, EXPERIMENTS, run_experiment
+from wqk.sim.first_update import batch_updates, cosine, predictions
+from wqk.sim.grid import (
     AXES,
     agreement_rates,
     agreement_rows,
@@ -24,7 +27,7 @@ from sim.grid import (
     run_grid,
     select_cells,
 )
-from sim.train import Simulation
+from wqk.sim.train import Simulation
 
 
 def read(path) -> list[dict]:
@@ -71,9 +74,6 @@ def test_an_experiment_writes_long_tidy_rows_resumes_and_prints(tmp_path) -> Non
 def test_attention_mass_of_uniform_attention() -> None:
     """With W_q = 0 every causal query i attends uniformly over j <= i: the weight on position 0 is 1 / (i + 1)."""
     import torch
-
-    from sim.analysis import attention_to
-    from sim.config import default_config
 
     cfg = default_config("autoregressive", seeds=2, n=10, batch=4, model__d=24, data__vocab=8, data__lag=2)
     sim = Simulation(cfg.with_overrides(data__process="topic", data__topics=2))
@@ -162,9 +162,6 @@ def test_grid_runs_a_subset_and_writes_its_tables(tmp_path) -> None:
 def test_sgd_batch_updates_average_to_the_expected_update() -> None:
     """For SGD the first update is linear in the gradient, so batch updates average to the expected update."""
     import torch
-
-    from sim.config import default_config
-    from sim.first_update import batch_updates, cosine, predictions
 
     cfg = default_config("denoising", seeds=2, n=6, batch=8, optimizer="sgd", lr=0.5, model__d=16)
     cfg = cfg.with_overrides(model__heads=1, model__d_head=4, data__channels=8, data__lag=2)

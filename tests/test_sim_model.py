@@ -4,25 +4,28 @@ from __future__ import annotations
 
 import math
 
-import oracles
 import pytest
 import torch
+from tolerance import kernel_tolerance
 
-from sim.compare import attention_batch, loss_normaliser, make_head
-from sim.config import ModelConfig, default_config
-from sim.model import SeedBatchedAttention, TableInputs, pair_split
-from sim.record import SeedScoreRow
-from sim.tasks import stack
-from sim.train import Simulation
-from theory.montecarlo import monte_carlo_update
-from theory.report import score_rows
-from theory.scores import dense_scores
+from wqk.sim.analysis import bos_dominance
+from wqk.sim.compare import attention_batch, loss_normaliser, make_head
+from wqk.sim.config import ModelConfig, default_config
+from wqk.sim.coordinates import input_coordinates
+from wqk.sim.model import SeedBatchedAttention, TableInputs, pair_split
+from wqk.sim.record import SeedScoreRow
+from wqk.sim.tasks import stack
+from wqk.sim.train import Simulation
+from wqk.testing import oracles
+from wqk.theory.montecarlo import monte_carlo_update
+from wqk.theory.report import score_rows
+from wqk.theory.scores import dense_scores
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising", "mae")
 
 
 def small(objective: str, **kw):
-    """A tiny float64 config of ``objective`` (defaults of sim.config, shrunk)."""
+    """A tiny float64 config of ``objective`` (defaults of wqk.sim.config, shrunk)."""
     base = {
         "n": 10,
         "seeds": 3,
@@ -91,7 +94,7 @@ def test_pair_split_sums_to_the_autograd_gradient_of_m(objective: str) -> None:
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_autograd_gradient_equals_the_theory_closed_form(objective: str) -> None:
-    """One head, at the model's own M: the simulator's dL/dM (autograd) equals theory.gradients' closed form."""
+    """One head, at the model's own M: the simulator's dL/dM (autograd) equals wqk.theory.gradients' closed form."""
     sim = Simulation(small(objective, model__heads=1, model__d_head=8))
     raw = stack([sim.task.draw(g, sim.cfg.batch) for g in sim.data_gens])
     capture: dict = {}
@@ -181,8 +184,6 @@ def test_onehot_inputs_use_their_own_coordinates() -> None:
 
 
 def test_bos_dominance_is_the_bos_key_norm_over_the_typical_data_key_norm() -> None:
-    from sim.analysis import bos_dominance
-
     sim = Simulation(small("autoregressive", model__layers=2))
     m = sim.model.matrices()[:, 0].sum(1)  # (S, d, d): layer 0, summed over heads; rows = query side
     table, pos = sim.model.table[:, : sim.task.vocab].double(), sim.model.pos[:, 1:].double()
@@ -254,8 +255,6 @@ def test_parameter_gradients_equal_plain_autograd(objective: str, overrides: dic
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_the_gradient_lives_on_the_evaluated_entries(objective: str) -> None:
     """In input coordinates dL/dM is zero outside the entries marked evaluated (and non-zero on most of them)."""
-    from sim.coordinates import input_coordinates
-
     sim = Simulation(small(objective, model__param="direct", batch=64))
     for _ in range(2):
         sim.train_step()
@@ -267,8 +266,6 @@ def test_the_gradient_lives_on_the_evaluated_entries(objective: str) -> None:
 
 
 def test_causal_evaluated_entries() -> None:
-    from sim.coordinates import input_coordinates
-
     sim = Simulation(small("autoregressive"))
     coords, v = input_coordinates(sim), sim.task.vocab
     pos = torch.tensor([i for i, label in enumerate(coords.labels) if label == "position"])
@@ -279,13 +276,25 @@ def test_causal_evaluated_entries() -> None:
     assert coords.sequence.tolist() == list(range(1, sim.cfg.n))  # position 0 holds BOS
 
 
+def _assert_same_to_rounding(got: torch.Tensor, want: torch.Tensor, steps: int, terms: int, what: str) -> None:
+    """Equal up to the rounding of ``steps`` training steps whose products sum ``terms`` values: a group's products
+    run over fewer seeds than one group's, which a CPU's batched kernels may block otherwise (tests/tolerance.py)."""
+    if not want.is_floating_point():
+        assert torch.equal(got, want), what
+        return
+    tol = kernel_tolerance(want.dtype, float(want.abs().max()), depth=4 * steps, terms=terms)
+    diff = float((got - want).abs().max())
+    assert diff <= tol, f"{what}: max |difference| {diff:.3g} > {tol:.3g}"
+
+
 @pytest.mark.parametrize(
     ("objective", "param", "threads"),
     [(objective, "factored", 2) for objective in OBJECTIVES] + [("bidirectional", "direct", 3), ("mae", "tied", 5)],
 )
 def test_seed_groups_on_threads_train_as_one_group(objective: str, param: str, threads: int) -> None:
-    """Seeds trained in groups on their own threads give what one group gives, bit for bit: parameters, optimiser
-    moments, pair-split accumulators, losses, on fresh draws and on given ones (compare-theory's path)."""
+    """Seeds trained in groups on their own threads give what one group gives (to float64 rounding: the groups'
+    products are batched over fewer seeds): parameters, optimiser moments, pair-split accumulators, losses, on fresh
+    draws and on given ones (compare-theory's path)."""
     cfg = small(objective, model__param=param, seeds=5)
     one, grouped = Simulation(cfg), Simulation(cfg, threads=threads)
     sizes = [g.seeds.stop - g.seeds.start for g in grouped.groups]
@@ -293,6 +302,7 @@ def test_seed_groups_on_threads_train_as_one_group(objective: str, param: str, t
         a.seeds.stop == b.seeds.start for a, b in zip(grouped.groups, grouped.groups[1:], strict=False)
     ), "contiguous groups"
     assert len(sizes) == min(threads, cfg.seeds) and sum(sizes) == cfg.seeds and max(sizes) - min(sizes) <= 1, sizes
+    terms = cfg.batch * cfg.n * cfg.model.d  # the widest sum of a step: a gradient over the batch's tokens
     for step in range(4):
         if step % 2:
             raw = stack([one.task.draw(g, cfg.batch) for g in one.data_gens])
@@ -300,10 +310,10 @@ def test_seed_groups_on_threads_train_as_one_group(objective: str, param: str, t
             pair = one.train_step_on(raw), grouped.train_step_on(raw)
         else:
             pair = one.train_step(), grouped.train_step()
-        assert torch.equal(*pair), f"step {step}: losses {pair}"
+        _assert_same_to_rounding(pair[1], pair[0], step + 1, terms, f"step {step}: losses")
     theirs = grouped.tensors()
     for name, t in one.tensors().items():
-        assert torch.equal(t, theirs[name]), f"{name} differs between one group and {threads} threads"
+        _assert_same_to_rounding(theirs[name], t, 4, terms, f"{name}, one group vs {threads} threads")
     assert [p.grad for p in grouped.groups[0].model.parameters()] == [None] * len(list(grouped.model.parameters()))
 
 

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
+from sim_training import losses_on_one_batch
 
-from sim.config import SimConfig, configs_from_options, default_config
-from sim.optim import ElementwiseOptimizer
-from sim.record import METRIC_COLUMNS
-from sim.report import load_metrics, summarize
-from sim.tasks import stack
-from sim.train import Simulation, run
+from wqk.sim.config import SimConfig, configs_from_options, default_config
+from wqk.sim.optim import ElementwiseOptimizer
+from wqk.sim.record import METRIC_COLUMNS
+from wqk.sim.report import load_metrics, summarize
+from wqk.sim.tasks import stack
+from wqk.sim.train import Simulation, run
 
 OBJECTIVES = ("bidirectional", "autoregressive", "classification", "denoising")
 
@@ -95,9 +96,10 @@ def test_bos_norms_are_recorded_for_token_objectives(tmp_path) -> None:
 
 @pytest.mark.parametrize(("objective", "threads"), [("bidirectional", 1), ("denoising", 1), ("denoising", 2)])
 def test_resume_equals_uninterrupted(objective: str, threads: int, tmp_path) -> None:
-    """Also when the interrupted and resumed runs train their seeds in groups on two threads."""
+    """Bit for bit (the same kernels on the same shapes), also when the runs train their seeds in groups on two threads
+    (the uninterrupted run too: one group against two is the same only to rounding, tests/test_sim_model.py)."""
     cfg = tiny(objective, steps=40, record_every=10, checkpoint_every=20)
-    whole = run(cfg, tmp_path / "whole", progress=False)
+    whole = run(cfg, tmp_path / "whole", progress=False, threads=threads)
     # interrupted after the step-20 checkpoint
     run(cfg, tmp_path / "split", progress=False, stop_at=30, threads=threads)
     resumed = run(cfg, tmp_path / "split", progress=False, resume=True, threads=threads)
@@ -190,6 +192,17 @@ def test_checkpoint_every_follows_record_every_unless_given() -> None:
     assert default_config("denoising", record_every=30, checkpoint_every=60).checkpoint_every == 60
 
 
+def _value(cfg: SimConfig, key: str):
+    """The value of a ``model__attention``-style key of a config."""
+    for part in key.split("__"):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+#: Sizes the field process needs (a square grid of patches that fit the one-hot embeddings), kept when reverting.
+SHAPE = ("n", "data__patch")
+
+
 @pytest.mark.parametrize(
     ("objective", "options"),
     [
@@ -215,10 +228,25 @@ def test_checkpoint_every_follows_record_every_unless_given() -> None:
     ],
 )
 def test_options_train(objective: str, options: dict, tmp_path) -> None:
-    sim = run(tiny(objective, steps=4, record_every=2, checkpoint_every=4, **options), tmp_path, progress=False)
+    """Each option changes the run (reverting any one to its default gives other losses or forms: an option the model
+    ignores fails here), the run learns (every step on one drawn batch lowers every seed's loss) and its recorded
+    losses and scores are finite."""
+    cfg = tiny(objective, steps=4, record_every=2, checkpoint_every=4, **options)
+    sim = run(cfg, tmp_path, progress=False)
     final = [r for r in sim.rows if r["step"] == 4]
     assert final and all(math.isfinite(r["loss"]) for r in final)
     assert all(math.isfinite(r["symmetry"]) for r in final if r["block"] == "all" or r["norm_share"] > 0)
+    fresh = Simulation(cfg)
+    losses = losses_on_one_batch(fresh, 4)
+    assert (losses[1:] < losses[:-1]).all(), f"the loss on one batch must fall at every step: {losses.T.tolist()}"
+    plain = tiny(objective, steps=4, record_every=2, checkpoint_every=4)
+    for key in set(options) - set(SHAPE):
+        assert _value(plain, key) != _value(cfg, key), f"{key} is its default: it tests nothing"
+        reverted = Simulation(cfg.with_overrides(**{key: _value(plain, key)}))
+        same = torch.equal(losses_on_one_batch(reverted, 4), losses) and torch.equal(
+            reverted.model.matrices(), fresh.model.matrices()
+        )
+        assert not same, f"{key}={_value(cfg, key)!r} trains exactly what {_value(plain, key)!r} does"
 
 
 def test_masked_autoencoding_hides_keys_and_predicts_them_from_the_visible_ones() -> None:

@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import ks_2samp
 
-from theory.factored import FactoredForms
-from theory.nulls import sample_null
-from theory.scores import SCORE_NAMES, dense_scores, factored_scores
-from theory.spectrum_null import (
+from wqk.theory import spectrum_null as module
+from wqk.theory.factored import FactoredForms
+from wqk.theory.nulls import sample_null
+from wqk.theory.scores import SCORE_NAMES, dense_scores, factored_scores
+from wqk.theory.spectrum_null import (
     band,
     effective_rank,
     factored_spectrum_null,
@@ -141,8 +142,6 @@ def test_cache_is_keyed_by_the_spectrum_up_to_scale(tmp_path, monkeypatch):
     assert spectrum_null(3 * sigma, 12, n_samples=8, seed=4) is first  # scores are scale invariant
     spectrum_null(SPECTRA["spiked"], 12, n_samples=8, seed=4)
     assert len(list((tmp_path / "spectrum_nulls").glob("*.json"))) == 2
-    from theory import spectrum_null as module
-
     module._MEMORY.clear()  # read back from disk: the same draws
     again = spectrum_null(sigma, 12, n_samples=8, seed=4)
     for name in SCORE_NAMES:

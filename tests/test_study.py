@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from common.targets import baseline_target, steps_to_target, value_at
-from vision.study import (
+import wqk.vision.train
+from wqk.common.intervals import log_ratio_interval, t_interval
+from wqk.common.targets import baseline_target, steps_to_target, value_at
+from wqk.vision.fidelity import FeatureNetRecipe, save_feature_net, train_feature_net
+from wqk.vision.study import (
     StudyConfig,
     StudyTask,
     analyze_task,
@@ -52,8 +55,7 @@ def test_baseline_target_is_the_median_at_the_chosen_step():
 
 
 def test_step_ratio_is_the_log_ratio_t_interval_and_differences_the_paired_t():
-    """The study's comparisons use common.intervals' rules (and name them), with the exact sign-flip p beside."""
-    from common.intervals import log_ratio_interval, t_interval
+    """The study's comparisons use wqk.common.intervals' rules (and name them), with the exact sign-flip p beside."""
 
     arm, base = [80, 90, None, 70, 120], [100, 100, 100, 100, 100]
     final_arm, final_base = [0.9, 0.8, 0.85, 0.95, 0.7], [0.8, 0.8, 0.8, 0.8, 0.8]
@@ -155,14 +157,13 @@ def test_tiny_study_runs_end_to_end(tmp_path):
     assert len(runs) == 2 * 2 * 2 and len(arms) == 2 * 2 and len(curves) == 2 * 2 * 2 * 3  # steps 0, 2, 4
     assert {"steps_to_target", "at25", "at50", "at100", "q_std_ratio"} <= set(runs[0])
     assert saved["git_commit"] and saved["config"]["seeds"] == 2
-    # finished runs are reused: a second study trains nothing
-    import vision.train
 
+    # finished runs are reused: a second study trains nothing
     def no_training(self):
         raise AssertionError("a finished run was trained again")
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(vision.train.Trainer, "train_step", no_training)
+    mp.setattr(wqk.vision.train.Trainer, "train_step", no_training)
     try:
         again = run_study(cfg)
     finally:
@@ -186,8 +187,6 @@ def test_a_fidelity_task_reads_its_metric_only_where_samples_were_scored(tmp_pat
     """A DiT task whose metric is sample_fid: the curves hold the sample-metric steps only (not the empty cells of
     the other logged steps), the budgets read the first of them at or after each fraction, and the tidy curves
     keep every logged step with empty sample cells where none were computed."""
-    from vision.fidelity import FeatureNetRecipe, save_feature_net, train_feature_net
-
     net = save_feature_net(
         *train_feature_net(FeatureNetRecipe(data="digits", widths=(4,), feature_dim=8, steps=20), digits),
         tmp_path / "net",

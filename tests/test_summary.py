@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from common.summary import combined_z, mean_ci, mean_sd, plus_minus
+from wqk.common.summary import combined_z, mean_ci, mean_sd, plus_minus
 
 
 def test_mean_ci_is_the_t_interval():

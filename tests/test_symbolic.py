@@ -1,21 +1,21 @@
 """Symbolic derivations (sympy): the gradient from the loss, role counts, the tie condition, E[dL/dM] at M = 0."""
 
-import oracles
 import pytest
 import sympy as sp
 import torch
 
-from theory import objectives
-from theory.gaussian import gaussian_update
-from theory.heads import LinearReadout
-from theory.objectives import (
+from wqk.testing import oracles
+from wqk.theory import objectives
+from wqk.theory.gaussian import gaussian_update
+from wqk.theory.heads import LinearReadout
+from wqk.theory.objectives import (
     Autoregressive,
     Bidirectional,
     MaskedAutoencoding,
     get_objective,
 )
-from theory.objectives.prefix_lm import PrefixLM
-from theory.symbolic import (
+from wqk.theory.objectives.prefix_lm import PrefixLM
+from wqk.theory.symbolic import (
     causal_context_count,
     derive_gradient,
     derive_tie,

@@ -1,11 +1,11 @@
-"""The target rules an init is compared by (common.targets), and the init studies' summary of the paper's rule."""
+"""The target rules an init is compared by (wqk.common.targets), and the init studies' summary of the paper's rule."""
 
 import math
 
 import pytest
 
-from common.targets import RULES, paper_rule_differences, rule_rows, run_curves
-from paper.derive import study_summary
+from wqk.common.targets import RULES, paper_rule_differences, rule_rows, run_curves
+from wqk.paper.derive import study_summary
 
 STEPS = [0, 10, 20, 30]
 
@@ -49,12 +49,14 @@ def test_the_papers_rule_is_paired_with_its_null_and_a_never_reaching_arm_saves_
         ("fast", 0): (STEPS, [4, 1, 1, 0.5]),  # reaches 1 at step 10, and the default never reaches 0.5
         ("default", 1): (STEPS, [4, 1, 1, 1]),  # flat from step 10: null saving 2/3
         ("fast", 1): (STEPS, [4, 3, 2, 2]),  # never reaches 1
+        ("default", 2): (STEPS, [4, 2, 1.5, 1]),  # null saving 0, as seed 0
+        ("fast", 2): (STEPS, [4, 3, 2.5, 2]),  # slower: never reaches 1, and the default reaches its 2 at step 10
     }
     differences = paper_rule_differences(rule_rows(runs, "default"), "fast", "default")
-    assert differences["saving_vs_null"] == pytest.approx({0: 2 / 3, 1: -2 / 3})
-    assert differences["reverse_vs_null"] == pytest.approx({0: 0.0 - 0.0, 1: 2 / 3 - 2 / 3})
-    # the reverse of seed 0 is "not reached" (the default never gets to 0.5): no saving, not a speed-up
-    assert differences["reverse_vs_null"][0] == 0.0
+    assert differences["saving_vs_null"] == pytest.approx({0: 2 / 3, 1: -2 / 3, 2: 0.0})
+    # the reverse of seed 0 is "not reached" (the default never gets to 0.5): no saving, not a speed-up; seed 1's
+    # reverse target 2 is reached at step 10 where the null's is too; seed 2's at step 10 against a null at step 30
+    assert differences["reverse_vs_null"] == pytest.approx({0: 0.0 - 0.0, 1: 2 / 3 - 2 / 3, 2: 2 / 3 - 0.0})
 
 
 def _arm(scheme):
@@ -63,8 +65,15 @@ def _arm(scheme):
 
 def test_an_init_study_states_the_paper_rule_beside_its_null_paired_by_seed():
     """A faster arm saves a third of the budget by the paper's rule where the default's own curve saves nothing;
-    an arm that is the default's twin saves exactly the null; steps where the metric was not sampled are skipped."""
-    fid = {"default": [300, 100, 40, 30], "fast": [300, 40, 30, 25], "twin": [300, 100, 40, 30]}
+    an arm that is the default's twin saves exactly the null; a slower arm saves nothing, and the default reaches the
+    slower arm's final value a third of the budget early (its reverse); steps where the metric was not sampled are
+    skipped."""
+    fid = {
+        "default": [300, 100, 40, 30],
+        "fast": [300, 40, 30, 25],
+        "twin": [300, 100, 40, 30],
+        "slow": [300, 150, 80, 60],
+    }
     curves = [
         {"task": "dit", "scheme": scheme, "seed": seed, "step": step, "sample_fid": value, "test_loss": 1.0}
         for scheme, values in fid.items()
@@ -82,4 +91,6 @@ def test_an_init_study_states_the_paper_rule_beside_its_null_paired_by_seed():
     assert summary[("fast", "saving_vs_null")]["n"] == 2
     assert summary[("fast", "reverse_vs_null")]["mean"] == 0  # the default never reaches 25
     assert summary[("twin", "saving_vs_null")]["mean"] == 0 and summary[("twin", "reverse_vs_null")]["mean"] == 0
+    assert summary[("slow", "saving_vs_null")]["mean"] == 0  # never reaches 30
+    assert summary[("slow", "reverse_vs_null")]["mean"] == pytest.approx(1 / 3)  # the default is at 40 <= 60 at 20
     assert ("default", "saving_vs_null") not in summary

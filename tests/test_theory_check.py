@@ -3,9 +3,9 @@
 import pytest
 from typer.testing import CliRunner
 
-import theory.check as check
-from cli import app
-from theory.check import CLAIMS, run_checks
+import wqk.theory.check as check
+from wqk.cli import app
+from wqk.theory.check import CLAIMS, run_checks
 
 runner = CliRunner()
 

@@ -5,7 +5,7 @@ import argparse
 import pytest
 
 from benchmarks.time_to_quality import parse_target, reached, time_to_targets
-from vision.train import TrainConfig, Trainer
+from wqk.vision.train import TrainConfig, Trainer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -11,8 +11,10 @@ import pytest
 import torch
 from checkpoint_builders import NULL_SAMPLES, SMALL, VISION, TimmStack, assert_rows_match
 
-from checkpoints.analyze import ANALYZE_COLUMNS, analyze
-from tracking import TRACK_COLUMNS, Tracker, track
+from wqk import tracking
+from wqk.checkpoints.analyze import ANALYZE_COLUMNS, analyze
+from wqk.tracking import TRACK_COLUMNS, Tracker, track
+from wqk.tracking.tracker import unwrap
 
 transformers = pytest.importorskip("transformers")
 SCORES = [c for c in ANALYZE_COLUMNS if c not in ("model", "layer", "head", "family", "stack")]
@@ -26,7 +28,7 @@ def _read(path) -> list[dict]:
 def _same_rows(tracked: list[dict], analyzed: list[dict]) -> None:
     """Rows of the tracker (strings from the CSV, or dicts) equal the analysis rows, column by column.
 
-    Both score in float32 (theory.scores): a live parameter and the same tensor read back from disk may sit in
+    Both score in float32 (wqk.theory.scores): a live parameter and the same tensor read back from disk may sit in
     memory differently, so the products round differently, ~1e-7 relative. A z-score divides that error by the
     null's sd, which at these small shapes turns 1e-7 into up to ~2e-6 (measured: 1.6e-6 on a delta_PR z near
     0, in about 1 run in 8 of the Trainer test), so z columns get 1e-4; a wrong reading moves the scores by
@@ -60,8 +62,6 @@ class Tokens(torch.utils.data.Dataset):
 
 def test_trainer_callback_rows_equal_analyze_of_the_saved_checkpoint(tmp_path, monkeypatch):
     pytest.importorskip("accelerate")
-    from tracking import WqkCallback
-
     monkeypatch.setenv("WQK_CACHE_DIR", str(tmp_path / "cache"))
     tensorboard = ["tensorboard"] if importlib.util.find_spec("tensorboard") else []  # optional: scalars too
     model = transformers.BertForMaskedLM(transformers.BertConfig(vocab_size=50, **SMALL))
@@ -76,7 +76,9 @@ def test_trainer_callback_rows_equal_analyze_of_the_saved_checkpoint(tmp_path, m
         disable_tqdm=True,
         logging_steps=100,
     )
-    callback = WqkCallback(every=2, null_samples=NULL_SAMPLES, name="final")
+    callback = tracking.WqkCallback(  # tracking imports it, and transformers, on first use
+        every=2, null_samples=NULL_SAMPLES, name="final"
+    )
     trainer = transformers.Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[callback])
     trainer.train()
     trainer.save_model(str(tmp_path / "final"))
@@ -133,8 +135,6 @@ def test_wrapped_and_compiled_modules_are_unwrapped(tmp_path):
     """torch.compile's OptimizedModule, DataParallel and DistributedDataParallel, alone and nested, unwrap to the model
     (the eager backend wraps as inductor does, without compiling)."""
     import torch.distributed as dist
-
-    from tracking.tracker import unwrap
 
     model = TimmStack()
     compiled = torch.compile(model, backend="eager")

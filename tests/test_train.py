@@ -8,9 +8,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vision.record import RUN_COLUMNS
-from vision.run_checkpoint import latest_checkpoint, load_weights
-from vision.train import EMA, BatchOrder, TrainConfig, Trainer, lr_at, train
+import wqk.common.io
+from wqk.checkpoints.analyze import all_forms, describe
+from wqk.cli import app
+from wqk.common.io import write_csv
+from wqk.theory.scores import dense_scores
+from wqk.vision.distributed import resolve_device
+from wqk.vision.models.attention import attention_forms
+from wqk.vision.recipes import RECIPES
+from wqk.vision.record import RUN_COLUMNS, MetricsLog
+from wqk.vision.run_checkpoint import latest_checkpoint, load_weights
+from wqk.vision.runs import summarize
+from wqk.vision.train import EMA, BatchOrder, TrainConfig, Trainer, lr_at, train
 
 SMALL = {
     "vit": {"dim": 16, "depth": 2, "heads": 2},
@@ -112,9 +121,6 @@ def test_run_directory_checkpoint_and_metrics(tmp_path, digits):
 
 def test_analyze_reads_the_head_counts_of_our_checkpoints_from_their_sidecar(tmp_path, digits):
     """``cli.py analyze RUN/ckpt/step_K.safetensors`` needs no --heads: encoder and MAE decoder differ in heads."""
-    from checkpoints.analyze import all_forms, describe
-    from vision.models.attention import attention_forms
-
     cfg = small_config(tmp_path, objective="mae", task_options={**SMALL["vit"], "decoder_dim": 8, "decoder_heads": 1})
     train(cfg, digits)
     meta, _, _ = final_files(tmp_path / "run")
@@ -130,9 +136,6 @@ def test_analyze_reads_the_head_counts_of_our_checkpoints_from_their_sidecar(tmp
 
 def test_update_form_scores_what_training_added(tmp_path, digits):
     """Form ``update`` is ``M_t - M_0``: compare with dense scores of the difference of the actual weights."""
-    from theory.scores import dense_scores
-    from vision.models.attention import attention_forms
-
     cfg = small_config(tmp_path, steps=4, init="symmetric")
     result = train(cfg, digits)
     start = attention_forms(Trainer(cfg, digits).model).matrices("head")  # the same init, rebuilt
@@ -186,12 +189,8 @@ def test_batch_order_is_a_seeded_permutation_per_epoch():
 def test_metrics_log_is_append_only_and_equals_one_write_of_all_rows(tmp_path, digits, monkeypatch):
     """Every log only appends (each earlier file is a prefix of the final one), and the final bytes are what
     writing all rows at once gives with the old header rule (RUN_COLUMNS, token norms, sorted test metrics)."""
-    import common.io
-    from common.io import write_csv
-    from vision.record import MetricsLog
-
     seen, rewrites = [], []
-    original, atomic = MetricsLog.append, common.io.atomic_write_bytes
+    original, atomic = MetricsLog.append, wqk.common.io.atomic_write_bytes
 
     def spy(self, rows):
         seen.append(self.path.read_text())
@@ -202,7 +201,7 @@ def test_metrics_log_is_append_only_and_equals_one_write_of_all_rows(tmp_path, d
         atomic(path, data)
 
     monkeypatch.setattr(MetricsLog, "append", spy)
-    monkeypatch.setattr(common.io, "atomic_write_bytes", count)
+    monkeypatch.setattr(wqk.common.io, "atomic_write_bytes", count)
     result = train(small_config(tmp_path), digits)
     final = (tmp_path / "run" / "metrics.csv").read_text()
     assert len(seen) == 4 and all(final.startswith(before) for before in seen)  # steps 0, 2, 4, 6
@@ -287,8 +286,6 @@ def test_compiled_steps_match_eager_over_50_steps(tmp_path, digits, model, objec
 
 
 def test_summary_over_seeds_combines_null_z_and_token_ratios():
-    from vision.runs import summarize
-
     def row(seed, s, z, key, query):
         return {
             "step": 10,
@@ -318,8 +315,6 @@ def test_summary_over_seeds_combines_null_z_and_token_ratios():
 
 
 def test_bad_device_and_counts_are_clear_errors():
-    from vision.distributed import resolve_device
-
     with pytest.raises(ValueError, match="threads, warmup"):
         TrainConfig(threads=-1)
     with pytest.raises(ValueError, match="unknown device"):
@@ -331,8 +326,6 @@ def test_bad_device_and_counts_are_clear_errors():
 
 def test_cli_train_runs_and_reports_bad_input_without_a_traceback(tmp_path):
     from typer.testing import CliRunner
-
-    from cli import app
 
     runner = CliRunner()
     tiny = [
@@ -373,9 +366,6 @@ def test_cli_train_recipe_takes_the_recipe_and_what_the_command_line_changes(tmp
     """``train --recipe dit-mnist --steps 4 --set dim=16 ...``: the recipe's data, batch, lr and sample metrics,
     with the given steps and model options merged in; sample metrics land in metrics.csv and the figure."""
     from typer.testing import CliRunner
-
-    from cli import app
-    from vision.recipes import RECIPES
 
     small = ["--set", "dim=16", "--set", "depth=1", "--set", "heads=2", "--set", "fidelity_samples=20"]
     args = ["train", "--recipe", "dit-mnist", "--steps", "4", *small, "--seeds", "1", "--threads", "1", "--no-progress"]

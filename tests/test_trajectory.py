@@ -14,10 +14,23 @@ import torch
 from safetensors.torch import load_file, save_file
 from typer.testing import CliRunner
 
-from checkpoints.analyze import ANALYZE_COLUMNS
-from checkpoints.trajectory import TRAJECTORY_COLUMNS, recorded_step, run_checkpoints, series_entries, step_in_name
-from cli import app
+import wqk
 from tests.hub_cache import add_to_cache
+from wqk.checkpoints import trajectory_plot
+from wqk.checkpoints.analyze import ANALYZE_COLUMNS, all_forms
+from wqk.checkpoints.score_options import ScoreOptions
+from wqk.checkpoints.trajectory import (
+    TRAJECTORY_COLUMNS,
+    analyze_series,
+    null_bands,
+    recorded_step,
+    run_checkpoints,
+    series_entries,
+    step_in_name,
+)
+from wqk.cli import app
+from wqk.theory.nulls import null_distribution
+from wqk.theory.sequential_spectrum_null import factored_sequential_null
 
 NULL_SAMPLES = "32"
 TINY_RUN = ["--set", "dim=16", "--set", "depth=2", "--set", "heads=2", "--steps", "6", "--log-every", "3"]
@@ -58,8 +71,6 @@ def _scores(rows: list[dict]) -> list[dict]:
 
 
 def test_a_run_directory_gives_one_table_and_a_trajectory_figure(run_dir, tmp_path, monkeypatch):
-    from checkpoints import trajectory_plot
-    from theory.nulls import null_distribution
 
     drawn = {}
     real_save = trajectory_plot.save_figure
@@ -177,8 +188,6 @@ def test_the_api_returns_the_tidy_table_of_the_command_line(cache, run_dir):
     pandas = pytest.importorskip("pandas")
     import io
 
-    import wqk
-
     def as_text(frame):
         return pandas.read_csv(io.StringIO(frame.to_csv(index=False)), dtype=str, keep_default_na=False)
 
@@ -254,24 +263,20 @@ def test_steps_come_from_sidecars_then_names(tmp_path):
 def test_the_spectrum_null_band_is_that_of_the_nulls_the_z_scores_use(run_dir, tmp_path):
     """With ``--null spectrum`` every form has its own null; the figure's band is the median over the layers of
     their 2.5% and 97.5% quantiles: with two identical layers, the band of that one form's null."""
-    from checkpoints.analyze import all_forms
-    from checkpoints.trajectory import analyze_series, null_bands
-    from theory.sequential_spectrum_null import factored_sequential_null
 
     weights = load_file(str(run_dir / "ckpt" / "step_0000006.safetensors"))
     weights["encoder.blocks.1.attn.qkv.weight"] = weights["encoder.blocks.0.attn.qkv.weight"].clone()
     save_file(weights, str(tmp_path / "step_6.safetensors"))
     shutil.copyfile(run_dir / "ckpt" / "step_0000006.json", tmp_path / "step_6.json")
     n = int(NULL_SAMPLES)
-    (scored,) = analyze_series(
-        series_entries([tmp_path / "step_6.safetensors"]), "layer", null_samples=n, null="spectrum"
-    ).scored
+    options = ScoreOptions(per="layer", null_samples=n, null="spectrum")
+    (scored,) = analyze_series(series_entries([tmp_path / "step_6.safetensors"]), options).scored
     a, b = all_forms(scored.checkpoint, scored.plan).factors("layer")
     null = factored_sequential_null(a[0], b[0], 2.0, n, 0)
     stack = scored.plan.stacks[0]
     for row in scored.rows:  # the z of both layers' rows is against this null
         assert row["symmetry_z"] == pytest.approx(float(null.z("symmetry", row["symmetry"])))
-    bands = null_bands(scored, "layer", null_samples=n, null="spectrum")
+    bands = null_bands(scored, options)
     for name, stats in null.summary().items():
         assert bands[(stack, name)] == pytest.approx((stats["q025"], stats["q975"]))
-    assert bands != null_bands(scored, "layer", null_samples=n)  # not the i.i.d. null's band
+    assert bands != null_bands(scored, ScoreOptions.of(options, null="iid"))  # not the i.i.d. null's band

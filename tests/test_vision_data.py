@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from vision.data import load_data, stratified_split
+from wqk.vision.data import load_data, stratified_split
 
 
 @pytest.mark.parametrize(

@@ -5,14 +5,14 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from theory.objectives import MaskedAutoencoding
-from vision.data import ImageData
-from vision.models.attention import Attention
-from vision.models.causal import CausalViT
-from vision.models.mae import MAE, DecoderConfig, visible_indices
-from vision.models.vit import PRESETS, ViT, ViTConfig, default_patch, vit_config
-from vision.tasks import VisionTask, build_task, scored_forms
-from vision.tokens import attention_inputs
+from wqk.theory.objectives import MaskedAutoencoding
+from wqk.vision.data import ImageData
+from wqk.vision.models.attention import Attention
+from wqk.vision.models.causal import CausalViT
+from wqk.vision.models.mae import MAE, DecoderConfig, visible_indices
+from wqk.vision.models.vit import PRESETS, ViT, ViTConfig, default_patch, vit_config
+from wqk.vision.tasks import VisionTask, build_task, scored_forms
+from wqk.vision.tokens import attention_inputs
 
 
 def fake_data(n=12, size=8, channels=1, classes=3) -> ImageData:

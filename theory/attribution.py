@@ -24,13 +24,13 @@ from dataclasses import dataclass
 
 import torch
 
-from theory.corruption import Corruption, objective_sampler
-from theory.expected_update import PARTS, ExpectedUpdate
-from theory.factored import FactoredForms
-from theory.gaussian import gaussian_update, head_averaged_update
-from theory.heads import Head, LinearReadout
-from theory.montecarlo import monte_carlo_update
-from theory.objectives import (
+from wqk.theory.corruption import Corruption, objective_sampler
+from wqk.theory.expected_update import PARTS, ExpectedUpdate
+from wqk.theory.factored import FactoredForms
+from wqk.theory.gaussian import gaussian_update, head_averaged_update
+from wqk.theory.heads import Head, LinearReadout
+from wqk.theory.montecarlo import monte_carlo_update
+from wqk.theory.objectives import (
     Autoregressive,
     Bidirectional,
     Classification,
@@ -39,7 +39,7 @@ from theory.objectives import (
     MaskedAutoencoding,
     Objective,
 )
-from theory.processes import (
+from wqk.theory.processes import (
     Sequences,
     SequenceSampler,
     ar1_covariance,

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from theory.nulls import NullDistribution
-from theory.scores import DEFAULT_K, SCORE_NAMES, dense_scores
+from wqk.theory.nulls import NullDistribution
+from wqk.theory.scores import DEFAULT_K, SCORE_NAMES, dense_scores
 
 #: What each block row carries: the scores and the block's share of ``||K||^2``.
 BLOCK_QUANTITIES = (*SCORE_NAMES, "norm_share")
@@ -130,7 +130,7 @@ def block_null(
 ) -> dict[str, NullDistribution]:
     """The null of every block quantity: :func:`block_scores` of ``A B^T``, ``A, B`` i.i.d. Gaussian ``[d, rank]``.
 
-    One :class:`theory.nulls.NullDistribution` per block (its ``d`` is the block's size, its ``rank`` the form's);
+    One :class:`wqk.theory.nulls.NullDistribution` per block (its ``d`` is the block's size, its ``rank`` the form's);
     cached in memory per (shape, labels, mask).
     """
     mask = None if evaluated is None else tuple(map(tuple, torch.as_tensor(evaluated, dtype=torch.bool).tolist()))

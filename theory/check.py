@@ -7,7 +7,7 @@ invariances of the scores, causal role counts), ``claim`` for rows that test som
 is seeded (``seed``) and small enough to finish in well under a minute on two cores.
 
 Claim 4 is checked in the precise form the exact expectation at ``M = 0`` supports (see
-:mod:`theory.gaussian`): averaged over the value/readout init, a swap-symmetric role pattern gives
+:mod:`wqk.theory.gaussian`): averaged over the value/readout init, a swap-symmetric role pattern gives
 a symmetric ``E[dL/dM]`` on exchangeable (separable) and on reversible data, and ignores the arrow of
 time; the causal mask breaks symmetry when the data are irreversible, and grows the key side of a
 BOS token (role counting). On exchangeable data the causal mask alone does *not* break symmetry at
@@ -25,14 +25,14 @@ from dataclasses import asdict, dataclass
 import torch
 from scipy.stats import norm
 
-from common.seeding import generator
-from theory import objectives
-from theory.attribution import data_setting, skew_fraction
-from theory.corruption import Corruption, objective_sampler
-from theory.expected_update import max_abs_z
-from theory.factored import FactoredForms
-from theory.gaussian import gaussian_update, head_averaged_update
-from theory.gradients import (
+from wqk.common.seeding import generator
+from wqk.theory import objectives
+from wqk.theory.attribution import data_setting, skew_fraction
+from wqk.theory.corruption import Corruption, objective_sampler
+from wqk.theory.expected_update import max_abs_z
+from wqk.theory.factored import FactoredForms
+from wqk.theory.gaussian import gaussian_update, head_averaged_update
+from wqk.theory.gradients import (
     attention_output,
     factor_gradients,
     form_gradient,
@@ -40,12 +40,13 @@ from theory.gradients import (
     sgd_step_form,
     tie_residual,
 )
-from theory.heads import LinearReadout
-from theory.montecarlo import monte_carlo_update
-from theory.nulls import NullDistribution, sample_null
-from theory.objectives import Autoregressive, Bidirectional, Denoising, MaskedAutoencoding
-from theory.processes import bos_gaussian, gaussian_sequences, reverse_covariance
-from theory.scores import dense_scores, directionality, factored_scores, symmetry
+from wqk.theory.heads import LinearReadout
+from wqk.theory.montecarlo import monte_carlo_update
+from wqk.theory.nulls import NullDistribution, sample_null
+from wqk.theory.objectives import Autoregressive, Bidirectional, Denoising, MaskedAutoencoding
+from wqk.theory.processes import bos_gaussian, gaussian_sequences, reverse_covariance
+from wqk.theory.scores import dense_scores, directionality, factored_scores, symmetry
+from wqk.theory.symbolic import causal_context_count
 
 COLUMNS = ["claim", "kind", "check", "prediction", "measured", "tolerance", "passed"]
 
@@ -248,7 +249,7 @@ def examples() -> list[objectives.Objective]:
 
 def _autograd_gradient(x, form, value, target, pattern, d_h):
     """``dL/dM`` (or ``dL/dW_q, dL/dW_k``) by torch autograd for ``L = sum_{i in P} 1/2 ||y_i - t_i||^2``, through
-    the product's forward (:func:`~theory.gradients.attention_output`): the reference claim 3 measures against."""
+    the product's forward (:func:`~wqk.theory.gradients.attention_output`): the reference claim 3 measures against."""
     leaves = (
         tuple(f.detach().clone().requires_grad_(True) for f in form)
         if isinstance(form, tuple)
@@ -441,8 +442,6 @@ def claim_expectation(seed: int) -> list[ClaimResult]:
 
 
 def claim_roles(seed: int) -> list[ClaimResult]:
-    from theory.symbolic import causal_context_count
-
     worst = 0
     for n in range(1, 65):
         counts = Autoregressive().pattern(n).context_counts()

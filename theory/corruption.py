@@ -2,7 +2,7 @@
 
 The corruption model (the same for both estimators; clean sequence ``x_0 .. x_{N-1}``)
 --------------------------------------------------------------------------------------
-Each objective's ``attention_batch`` (its module in :mod:`theory.objectives`) says what it does: e.g.
+Each objective's ``attention_batch`` (its module in :mod:`wqk.theory.objectives`) says what it does: e.g.
 bidirectional selects each position with probability ``mask_ratio`` (at least one) and replaces a selected input
 by ``corruption.mask_vector``, by an independent draw from the same position's marginal (Monte Carlo: that
 position of a fresh sequence drawn for it alone; for token data the position's marginal, not BERT's uniform
@@ -14,7 +14,7 @@ with a fixed value/readout map; ``d_h`` enters only as the scale ``1 / sqrt(d_h)
 are averaged by enumerating every pattern (bidirectional: ``3^N`` replacement configurations, MAE:
 all visible subsets, denoising: every timestep); more than ``max_scenarios`` is an error (use Monte
 Carlo). ``context="causal" | "symmetric"`` swaps the mask while keeping corruption and targets
-(used by :mod:`theory.attribution`). Not covered exactly: cross-entropy heads, several layers, and
+(used by :mod:`wqk.theory.attribution`). Not covered exactly: cross-entropy heads, several layers, and
 ``M != 0`` (use :func:`monte_carlo_update`, which takes any form).
 """
 
@@ -22,11 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+from wqk.common.lazy import LazyModule
+from wqk.theory.processes import Sequences, SequenceSampler
+from wqk.theory.roles import ContextChoice, Objective, RolePattern, TargetKind
 
-from theory.objectives.base import ContextChoice, Objective, RolePattern, TargetKind
-from theory.processes import Sequences, SequenceSampler
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = LazyModule("torch")
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ class Corruption:
         return torch.as_tensor(v, dtype=torch.float64)
 
 
-BatchSampler = Callable[[int, torch.Generator], AttentionBatch]
+BatchSampler = Callable[[int, "torch.Generator"], AttentionBatch]
 
 
 def clean_targets(seqs: Sequences, target: TargetKind) -> torch.Tensor:

@@ -1,8 +1,8 @@
 """The expected first update ``E[dL/dM]`` as a result: whole, self-pair and cross-pair parts, their scores, and errors.
 
 At ``M = 0`` attention is uniform over each context set and ``dL/dM = sum_{i in P} sum_{j in D_i} beta_ij x_i x_j^T``
-(:mod:`theory.gradients`) is a polynomial in the inputs; :mod:`theory.gaussian` computes its expectation exactly
-for Gaussian data and :mod:`theory.montecarlo` estimates it for any data. Both return an :class:`ExpectedUpdate`.
+(:mod:`wqk.theory.gradients`) is a polynomial in the inputs; :mod:`wqk.theory.gaussian` computes its expectation exactly
+for Gaussian data and :mod:`wqk.theory.montecarlo` estimates it for any data. Both return an :class:`ExpectedUpdate`.
 The update is ``-lr E[dL/dM]``; both scores are invariant to the sign and the scale, so they are those of the update.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from theory.scores import DEFAULT_K, SCORE_NAMES, dense_scores
+from wqk.theory.scores import DEFAULT_K, SCORE_NAMES, dense_scores
 
 PARTS = ("whole", "self", "cross")
 

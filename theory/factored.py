@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 from einops import rearrange
 
-from theory.scores import DEFAULT_K, Precision, Scores, factored_scores
+from wqk.theory.scores import DEFAULT_K, Precision, Scores, factored_scores
 
 Per = Literal["head", "layer"]
 
@@ -423,8 +423,8 @@ class FactoredForms:
     def scores(self, per: Per = "head", outlier_k: float = DEFAULT_K, precision: Precision = "float64") -> Scores:
         """Symmetry and directionality per head ``[..., L, H]`` or per layer ``[..., L]``, without building ``d x d``.
 
-        ``outlier_k``: a row or column norm is an outlier above ``mean + outlier_k std`` (:mod:`theory.scores`'s
-        ``k``). ``precision="float32"``: products in float32, reductions in float64 (:mod:`theory.scores`)."""
+        ``outlier_k``: a row or column norm is an outlier above ``mean + outlier_k std`` (:mod:`wqk.theory.scores`'s
+        ``k``). ``precision="float32"``: products in float32, reductions in float64 (:mod:`wqk.theory.scores`)."""
         return factored_scores(*self.factors(per), k=outlier_k, precision=precision)
 
 

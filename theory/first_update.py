@@ -1,7 +1,7 @@
 """The first update of the model actually trained: a gradient ``G = dL/dM`` mapped through the parameterisation
 and the optimiser (docs/theory.md sections 3 and 8).
 
-``E[dL/dM]`` alone (what :func:`theory.gaussian.head_averaged_update` predicts) is not the update a model makes:
+``E[dL/dM]`` alone (what :func:`wqk.theory.gaussian.head_averaged_update` predicts) is not the update a model makes:
 
 - **factored** ``M = W_q W_k^T``: an SGD step moves ``W_q`` by ``-lr G W_k`` and ``W_k`` by ``-lr G^T W_q``, so to
   first order ``dM = -lr (G W_k W_k^T + W_q W_q^T G)``; the ``W_q W_q^T G`` term lets queries that share a key
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from theory.gradients import factor_gradients
+from wqk.theory.gradients import factor_gradients
 
 PARAMETERISATIONS = ("direct", "factored", "tied")
 OPTIMIZERS = ("sgd", "adam")

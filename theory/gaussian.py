@@ -1,11 +1,11 @@
 """Exact ``E[dL/dM]`` at ``M = 0`` for Gaussian clean data (Isserlis/Wick with means), per objective.
 
-For clean data with covariance ``[N, d, N, d]`` and mean ``[N, d]``, the corruption of :mod:`theory.corruption`
-and the linear MSE head of :mod:`theory.heads`: random patterns are averaged by enumerating every pattern (each
+For clean data with covariance ``[N, d, N, d]`` and mean ``[N, d]``, the corruption of :mod:`wqk.theory.corruption`
+and the linear MSE head of :mod:`wqk.theory.heads`: random patterns are averaged by enumerating every pattern (each
 objective's ``gaussian_scenarios``; bidirectional: ``3^N`` replacement configurations, MAE: all visible subsets,
-denoising: every timestep); more than ``max_scenarios`` is an error (use :mod:`theory.montecarlo`). ``d_h``
+denoising: every timestep); more than ``max_scenarios`` is an error (use :mod:`wqk.theory.montecarlo`). ``d_h``
 enters only as the scale ``1 / sqrt(d_h)``. ``context="causal" | "symmetric"`` swaps the mask while keeping
-corruption and targets (used by :mod:`theory.attribution`). Not covered exactly: cross-entropy heads, several
+corruption and targets (used by :mod:`wqk.theory.attribution`). Not covered exactly: cross-entropy heads, several
 layers, and ``M != 0``.
 
 What it shows (``cli.py theory predict``, ``theory check`` claim 4): at initialisation ``beta_ij``
@@ -19,56 +19,24 @@ CLS query, or a non-commuting (non-normal) process leave an asymmetric first upd
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
-from theory.corruption import Corruption
-from theory.expected_update import ExpectedUpdate
-from theory.gradients import split_self_cross
-from theory.heads import LinearReadout
-from theory.objectives.base import ContextChoice, Objective, RolePattern
-from theory.processes import check_covariance, check_mean
+from wqk.theory.corruption import Corruption
+from wqk.theory.expected_update import ExpectedUpdate
+from wqk.theory.gradients import split_self_cross
+from wqk.theory.heads import LinearReadout
+from wqk.theory.processes import check_covariance, check_mean
+from wqk.theory.roles import ContextChoice, Objective, RolePattern
+from wqk.theory.scenarios import Scenarios
 
 DEFAULT_MAX_SCENARIOS = 4096
-CHUNK = 128  # scenarios evaluated together by the exact formula
-
-
-@dataclass(frozen=True)
-class Scenarios:
-    """``S`` conditionally Gaussian configurations over ``n`` attention positions (module docstring).
-
-    ``cov_xx[s, p, q] = Cov(x~_p, x~_q)``, ``cov_xt[s, p, q] = Cov(x~_p, t_q)`` (raw targets), means,
-    loss weights ``E[1(i in P) | configuration]`` and the context mask.
-    """
-
-    weight: torch.Tensor  # (S,)
-    mean_x: torch.Tensor  # (S, n, d)
-    cov_xx: torch.Tensor  # (S, n, n, d, d)
-    cov_xt: torch.Tensor  # (S, n, n, d, d_t)
-    mean_t: torch.Tensor  # (S, n, d_t)
-    loss: torch.Tensor  # (S, n)
-    context: torch.Tensor  # (S, n, n) bool
 
 
 def _blocks(cov: torch.Tensor) -> torch.Tensor:
     """``[N, d, N, d]`` -> ``[N, N, d, d]`` with ``[p, q] = Cov(x_p, x_q)``."""
     return cov.permute(0, 2, 1, 3)
-
-
-def single_scenario(
-    sig: torch.Tensor, cov_xt: torch.Tensor, pattern: RolePattern, mean_x: torch.Tensor, mean_t: torch.Tensor
-) -> Scenarios:
-    """One configuration of weight 1: a deterministic pattern."""
-    return Scenarios(
-        torch.ones(1, dtype=sig.dtype),
-        mean_x[None],
-        sig[None],
-        cov_xt[None],
-        mean_t[None],
-        pattern.loss.to(sig.dtype)[None],
-        pattern.context[None],
-    )
 
 
 def _pair_expectations(sc: Scenarios, head: LinearReadout, d_h: int) -> torch.Tensor:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from theory.objectives import RolePattern
+from wqk.theory.roles import RolePattern
 
 Form = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 

@@ -2,7 +2,7 @@
 
 ``LinearReadout`` (MSE, exact and Monte Carlo), ``SoftmaxReadout`` (cross-entropy, Monte Carlo only),
 ``AveragedHead`` (the value/readout init averaged out) and ``MultiHeadReadout`` (several heads read out
-together). Each gives the upstream gradient ``g_i = dl_i/dy_i`` that enters ``beta_ij`` (:mod:`theory.gradients`).
+together). Each gives the upstream gradient ``g_i = dl_i/dy_i`` that enters ``beta_ij`` (:mod:`wqk.theory.gradients`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Monte Carlo estimate of ``E[dL/dM]`` for any data: the closed-form per-sequence gradient, averaged, with errors.
 
-``monte_carlo_update(sample_batch, head, ...)`` draws ``AttentionBatch`` es (:mod:`theory.corruption`), evaluates
+``monte_carlo_update(sample_batch, head, ...)`` draws ``AttentionBatch`` es (:mod:`wqk.theory.corruption`), evaluates
 ``dL/dM`` per sequence at ``M = 0`` (or at a given form, e.g. a model's own initialisation) and returns the
-mean and standard error of the whole, self-pair and cross-pair parts (:class:`theory.expected_update.ExpectedUpdate`).
+mean and standard error of the whole, self-pair and cross-pair parts
+(:class:`wqk.theory.expected_update.ExpectedUpdate`).
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from dataclasses import dataclass
 
 import torch
 
-from theory.corruption import BatchSampler
-from theory.expected_update import PARTS, ExpectedUpdate
-from theory.gradients import attention_output, form_gradient
-from theory.heads import Head
+from wqk.theory.corruption import BatchSampler
+from wqk.theory.expected_update import PARTS, ExpectedUpdate
+from wqk.theory.gradients import attention_output, form_gradient
+from wqk.theory.heads import Head
 
 
 @dataclass

@@ -4,7 +4,7 @@ A score means nothing without its null: ``s`` of a random product has mean about
 ``delta`` of a random matrix spreads widely at small ``d``. Every reported score carries a z-score
 and a p-value against the null of its own ``(d, r, k)``.
 
-- ``s``: where :func:`theory.null_moments.closed_form_accurate` holds, its null is the closed-form normal
+- ``s``: where :func:`wqk.theory.null_moments.closed_form_accurate` holds, its null is the closed-form normal
   law ``N(1/d, Var s)`` (exact mean and variance from Wick and Haar moments): z and p need no samples.
   Elsewhere, and for ``delta`` and ``delta_PR`` always, z and p come from samples.
 - Samples are drawn cheaply: in float32 (the scores' ``precision="float32"`` path), from factors ``A, B``
@@ -29,10 +29,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.gemm import matmul_nt
-from common.io import write_json
-from common.seeding import gaussian
-from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
+from wqk.common.gemm import matmul_nt
+from wqk.common.io import write_json
+from wqk.common.seeding import gaussian
+from wqk.theory import null_moments, scores
+from wqk.theory.null_moments import (
+    P_FLOOR,
+    closed_form_accurate,
+    normal_two_sided_p,
+    symmetry_null_moments,
+)
+from wqk.theory.scores import DEFAULT_K, SCORE_NAMES, Scores, dense_scores, factored_scores
 
 DEFAULT_SAMPLES = 256
 _CHUNK_BYTES = 1 << 27  # float32 memory of the random matrices per sampling chunk
@@ -76,13 +83,8 @@ class NullDistribution:
         furthest tail checked against Monte Carlo), else the empirical ``(1 + #{|X - mean| >= |value - mean|}) /
         (n + 1)`` (floored at ``1 / (n + 1)``)."""
         if score in self.closed_form:
-            from theory.null_moments import P_FLOOR, normal_two_sided_p
-
             return normal_two_sided_p(self.z(score, value), P_FLOOR)
-        x = self.samples(score)
-        dev = np.abs(np.asarray(value, dtype=np.float64) - x.mean())
-        exceed = (np.abs(x - x.mean())[:, None] >= dev.reshape(-1)[None, :]).sum(0)
-        return ((1 + exceed) / (len(x) + 1)).reshape(dev.shape)
+        return empirical_p_value(self.samples(score), value)
 
     def summary(self) -> dict[str, dict[str, float]]:
         """Mean, sd, 2.5%, 50% and 97.5% quantiles of each score's null (the normal law's where closed-form)."""
@@ -97,10 +99,17 @@ class NullDistribution:
         return {name: {key: float(v) for key, v in stats.items()} for name, stats in out.items()}
 
 
+def empirical_p_value(samples: np.ndarray, value: np.ndarray | float) -> np.ndarray:
+    """Two-sided p-value of ``value`` against null ``samples``: ``(1 + #{|X - mean| >= |value - mean|}) / (n + 1)``
+    (floored at ``1 / (n + 1)``); NaN where ``value`` is NaN (a score not defined there)."""
+    value = np.asarray(value, dtype=np.float64)
+    dev = np.abs(value - samples.mean())
+    exceed = (np.abs(samples - samples.mean())[:, None] >= dev.reshape(-1)[None, :]).sum(0)
+    return np.where(np.isnan(value), np.nan, (1 + exceed).reshape(dev.shape) / (len(samples) + 1))
+
+
 def closed_forms(d: int, rank: int) -> dict[str, tuple[float, float]]:
     """The scores whose null is taken in closed form at ``(d, rank)``, with its ``(mean, sd)``."""
-    from theory.null_moments import closed_form_accurate, symmetry_null_moments  # sympy: imported on first use
-
     return {"symmetry": symmetry_null_moments(d, rank)} if closed_form_accurate(d, rank) else {}
 
 
@@ -108,12 +117,9 @@ def closed_forms(d: int, rank: int) -> dict[str, tuple[float, float]]:
 def code_version() -> str:
     """A hash of the source of the scores, the closed form and the null sampler: part of every cache key."""
     import hashlib
-    from importlib.util import find_spec
-
-    from theory import scores
 
     digest = hashlib.sha256()
-    for module_file in (scores.__file__, find_spec("theory.null_moments").origin, __file__):
+    for module_file in (scores.__file__, null_moments.__file__, __file__):
         digest.update(Path(module_file).read_bytes())
     return digest.hexdigest()[:12]
 

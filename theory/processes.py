@@ -3,7 +3,7 @@
 Covariances are ``[N, d, N, d]`` (``Cov(x_p[a], x_q[b])`` at ``[p, a, q, b]``): separable (position x feature),
 a stationary vector AR(1) (reversible iff ``A S`` is symmetric), a fixed BOS token; samplers return
 :class:`Sequences`. Chains: stationary law, a cyclic (irreversible) drift, a random reversible walk.
-The simulator's data (:mod:`sim.data`) builds on these.
+The simulator's data (:mod:`wqk.sim.data`) builds on these.
 """
 
 from __future__ import annotations
@@ -11,9 +11,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+from wqk.common.lazy import LazyModule
+
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = LazyModule("torch")
 
 
 @dataclass(frozen=True)
@@ -25,7 +32,7 @@ class Sequences:
     label: torch.Tensor | None = None
 
 
-SequenceSampler = Callable[[int, torch.Generator], Sequences]
+SequenceSampler = Callable[[int, "torch.Generator"], Sequences]
 
 
 def check_covariance(cov: torch.Tensor) -> torch.Tensor:

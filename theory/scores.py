@@ -16,7 +16,7 @@ side, columns the key side.
 
 Precision: ``"float64"`` (the default, the reference) computes everything in float64; ``"float32"`` runs
 the matrix products (the ``r x r`` Grams, or ``A B^T``) in float32 at the machine's GEMM rate
-(:func:`common.gemm.matmul_nt`); the sums over the rows and every sum of ``r x r`` Gram products are
+(:func:`wqk.common.gemm.matmul_nt`); the sums over the rows and every sum of ``r x r`` Gram products are
 accumulated in float64, a row of a dense ``A B^T`` pairwise in float32, and a factored norm's ``r`` terms
 (``a_i^T (G_B a_i)``) in float32: the float32 product ``G_B a_i`` already carries an error of order
 ``eps |a_i|^2 ||G_B||``, which a float32 dot over ``r`` terms does not exceed in order.
@@ -34,7 +34,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from common.gemm import matmul_nt
+from wqk.common.gemm import matmul_nt
 
 #: Default outlier threshold: a row/column is dominant when its norm exceeds mean + K * std.
 DEFAULT_K = 2.0

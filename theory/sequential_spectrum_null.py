@@ -1,12 +1,13 @@
-"""The spectrum-matched null (:mod:`theory.spectrum_null`) drawn score by score, until its printed precision.
+"""The spectrum-matched null (:mod:`wqk.theory.spectrum_null`) drawn score by score, until its printed precision.
 
 A form's z and p use each score's own law, never the three jointly, and each marginal needs less than a joint draw
 of ``M = U S V^T`` (docs/theory.md section 2, "Drawing it sequentially"):
 
-- ``s``: mean ``1/d`` and sd are exact for every spectrum (:func:`theory.spectrum_null.symmetry_moments_of_spectrum`),
-  so z never needs a draw; where the effective rank reaches ``MIN_EFFECTIVE_RANK`` p is the normal's as before.
-  Below it p and the quantiles come from draws of ``W = V^T U``, which has the law of the top ``r x r`` block of one
-  Haar frame (rotate ``V`` onto the first ``r`` axes).
+- ``s``: mean ``1/d`` and sd are exact for every spectrum
+  (:func:`wqk.theory.spectrum_null.symmetry_moments_of_spectrum`), so z never needs a draw; where the effective
+  rank reaches ``MIN_EFFECTIVE_RANK`` p is the normal's as before. Below it p and the quantiles come from draws of
+  ``W = V^T U``, which has the law of the top ``r x r`` block of one Haar frame (rotate ``V`` onto the first ``r``
+  axes).
 - ``delta``, ``delta_PR``: the row norms of ``U S`` and the column norms of ``V S`` come from independent frames of
   one law, and ``delta = (E_U - E_V) / (E_U + E_V)``, ``delta_PR = L_U - L_V`` with ``E`` a frame's excess over the
   threshold and ``L = log sum n^4`` of its norms. ``N`` frames give all ``N (N - 1)`` ordered pairs (a U-statistic):
@@ -38,16 +39,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.gemm import matmul_nt
-from common.io import cache_dir, write_json
-from common.seeding import gaussian, generator
-from theory.null_moments import MIN_EFFECTIVE_RANK, P_FLOOR, normal_two_sided_p
-from theory.nulls import DEFAULT_SAMPLES, NullDistribution
-from theory.scores import DEFAULT_K, SCORE_NAMES, _excess
-from theory.spectrum_null import (
+from wqk.common.gemm import matmul_nt
+from wqk.common.io import cache_dir, write_json
+from wqk.common.seeding import gaussian, generator
+from wqk.theory.null_moments import MIN_EFFECTIVE_RANK, P_FLOOR, normal_two_sided_p
+from wqk.theory.nulls import DEFAULT_SAMPLES, NullDistribution
+from wqk.theory.scores import DEFAULT_K, SCORE_NAMES, _excess
+from wqk.theory.spectrum_null import (
     code_version as joint_code_version,
 )
-from theory.spectrum_null import (
+from wqk.theory.spectrum_null import (
     effective_rank,
     form_spectrum,
     numerical_spectrum,
@@ -261,7 +262,7 @@ def haar_frames_transposed(n: int, d: int, r: int, gen: torch.Generator) -> torc
     """``n`` Haar frames ``U [d, r]``, returned transposed ``[n, r, d]`` (float32). ``r <= d / 2``: ``U = G L^-T``
     with ``G^T G = L L^T`` (a float32 Gram, condition number below about 34: no digit a null needs is lost;
     the Cholesky in float64), two products at the GEMM rate. Else the Householder QR of ``G`` with the signs set
-    by ``R``'s diagonal (:func:`theory.spectrum_null.haar_frames`), in float32 (orthonormal to float32 rounding)."""
+    by ``R``'s diagonal (:func:`wqk.theory.spectrum_null.haar_frames`), in float32 (orthonormal to float32 rounding)."""
     if 2 * r > d:
         g = gaussian((n, d, r), gen)
         with one_thread():

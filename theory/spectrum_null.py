@@ -1,6 +1,6 @@
 """Spectrum-matched nulls: random forms with a trained form's own singular values (docs/theory.md section 2).
 
-The i.i.d. null (:mod:`theory.nulls`) matches a form's ``d`` and rank only; a trained form is low in effective
+The i.i.d. null (:mod:`wqk.theory.nulls`) matches a form's ``d`` and rank only; a trained form is low in effective
 rank, and the spread of its scores under randomness depends on its spectrum. This null keeps the spectrum:
 ``M = U diag(sigma) V^T`` with ``U, V`` independent Haar-random orthonormal ``d x r`` frames, so rank and
 singular values are the trained form's and only the alignment of its row and column spaces, what the scores
@@ -8,7 +8,7 @@ measure, is random. With ``W = V^T U`` (an ``r x r`` block of a Haar orthogonal 
 
 - ``s = tr(S W S W) / sum sigma^2``, whose mean is exactly ``1/d`` and whose second moment is exactly
   ``3 (d + 1 - 2 rho) / (d (d - 1) (d + 2))``, ``rho = sum sigma^4 / (sum sigma^2)^2`` (the Haar average of
-  :func:`theory.null_moments.haar_trace_moment`, here with nothing left to approximate);
+  :func:`wqk.theory.null_moments.haar_trace_moment`, here with nothing left to approximate);
 - row norms ``||(U S)_i||`` and column norms ``||(V S)_j||``, hence ``delta`` and ``delta_PR``, from samples;
 - token norms ``||M x|| = ||S V^T x||`` (key side) and ``||x^T M|| = ||S U^T x||`` (query side): the null band
   of a norm ratio (:func:`norm_ratio_draws`).
@@ -28,18 +28,26 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.io import cache_dir, write_json
-from common.seeding import gaussian
-from theory.null_moments import MIN_EFFECTIVE_RANK
-from theory.nulls import DEFAULT_SAMPLES, NullDistribution
-from theory.nulls import code_version as iid_code_version
-from theory.scores import DEFAULT_K, SCORE_NAMES, Scores, scores_from_norms
+from wqk.common.io import cache_dir, write_json
+from wqk.common.seeding import gaussian
+from wqk.theory.null_moments import MIN_EFFECTIVE_RANK, rho, symmetry_moments
+from wqk.theory.null_moments import d as d_symbol
+from wqk.theory.nulls import DEFAULT_SAMPLES, NullDistribution
+from wqk.theory.nulls import code_version as iid_code_version
+from wqk.theory.scores import DEFAULT_K, SCORE_NAMES, Scores, scores_from_norms
 
 _CHUNK_BYTES = 1 << 27  # float64 memory of the random frames per sampling chunk
 #: Singular values below this fraction of the largest (times ``d``) are rounding, not rank.
 _RANK_RTOL = 1e-12
 
 Side = str  # "key" (||M x||) or "query" (||x^T M||)
+
+
+def participation_ratio(p2: torch.Tensor, p4: torch.Tensor) -> torch.Tensor:
+    """The effective rank ``(sum sigma^2)^2 / sum sigma^4`` of a matrix ``X`` from its power sums ``p2 = sum
+    sigma^2 = ||X||_F^2`` and ``p4 = sum sigma^4 = ||X^T X||_F^2``: the participation ratio of the energies
+    ``sigma^2``, between 1 (one direction) and the rank (a flat spectrum)."""
+    return p2 * p2 / p4
 
 
 def form_spectrum(a: torch.Tensor | np.ndarray, b: torch.Tensor | np.ndarray) -> np.ndarray:
@@ -66,17 +74,15 @@ def numerical_spectrum(sigma: np.ndarray, d: int) -> np.ndarray:
 
 
 def effective_rank(sigma: np.ndarray) -> float:
-    """``1 / rho = (sum sigma^2)^2 / sum sigma^4``: how many singular directions carry ``||M||^2``."""
-    p2 = np.square(sigma).sum()
-    return float(p2 * p2 / np.square(np.square(sigma)).sum())
+    """``1 / rho = (sum sigma^2)^2 / sum sigma^4`` (:func:`participation_ratio`): how many singular
+    directions carry ``||M||^2``."""
+    energy = torch.from_numpy(np.square(np.asarray(sigma, dtype=np.float64)))
+    return float(participation_ratio(energy.sum(), energy.square().sum()))
 
 
 @functools.cache
 def _second_moment():
     import sympy as sp
-
-    from theory.null_moments import d as d_symbol
-    from theory.null_moments import rho, symmetry_moments
 
     return sp.lambdify((d_symbol, rho), symmetry_moments().second_s, "math")
 
@@ -109,7 +115,7 @@ def sample_spectrum_null(
     sigma: np.ndarray, d: int, k: float = DEFAULT_K, n_samples: int = DEFAULT_SAMPLES, seed: int = 0
 ) -> NullDistribution:
     """Draw the spectrum-matched null without caching; ``s`` in closed form where the effective rank reaches
-    :data:`theory.null_moments.MIN_EFFECTIVE_RANK` (the i.i.d. null's criterion, read on the effective rank)."""
+    :data:`wqk.theory.null_moments.MIN_EFFECTIVE_RANK` (the i.i.d. null's criterion, read on the effective rank)."""
     sigma = numerical_spectrum(sigma, d)
     if n_samples < 2:
         raise ValueError(f"need n_samples >= 2; got {n_samples}")
@@ -131,7 +137,7 @@ def code_version() -> str:
     return hashlib.sha256((iid_code_version() + Path(__file__).read_text()).encode()).hexdigest()[:12]
 
 
-def _spectrum_key(sigma: np.ndarray, d: int, k: float, n_samples: int, seed: int) -> str:
+def spectrum_key(sigma: np.ndarray, d: int, k: float, n_samples: int, seed: int) -> str:
     shape = np.round(sigma / sigma[0], 12)  # up to scale, and to the last digits SVD may vary in
     text = json.dumps([d, k, n_samples, seed, shape.tolist()])
     return hashlib.sha256(text.encode()).hexdigest()[:20]
@@ -146,7 +152,7 @@ def spectrum_null(
     """The cached spectrum-matched null of a ``d x d`` form with singular values ``sigma`` (read from disk if drawn
     before: ``$WQK_CACHE_DIR/spectrum_nulls``)."""
     sigma = numerical_spectrum(sigma, d)
-    key = f"{_spectrum_key(sigma, d, k, n_samples, seed)}_{code_version()}"
+    key = f"{spectrum_key(sigma, d, k, n_samples, seed)}_{code_version()}"
     if key in _MEMORY:
         return _MEMORY[key]
     path = cache_dir("spectrum_nulls", f"d{d}_r{len(sigma)}_{key}.json")

@@ -8,7 +8,7 @@ every draw. ``python cli.py theory derive --objective NAME --n N --d D [--latex]
 
 Also: role counts per position (for the causal mask in closed form for general ``N``), the
 tie-preservation condition derived through ``M = W_q W_k^T``, and the expected update at ``M = 0``
-for small Gaussian problems (Isserlis), which the tests compare with :mod:`theory.gaussian`.
+for small Gaussian problems (Isserlis), which the tests compare with :mod:`wqk.theory.gaussian`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,15 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 from functools import reduce
+from typing import TYPE_CHECKING
 
-import sympy as sp
+from wqk.common.lazy import LazyModule
+from wqk.theory.roles import Objective
 
-from theory.objectives import Objective
+if TYPE_CHECKING:
+    import sympy as sp
+else:
+    sp = LazyModule("sympy")  # the objectives name SymbolicPattern; sympy loads when a derivation runs
 
 MAX_SIZE = 4  # the rational cancellation takes ~10 s at N = 3, d = 2 and minutes at N = 4, d = 3
 

@@ -5,7 +5,7 @@ detection and adapters, applied to the module's parameters under the names its c
 scores every attention layer and head with nulls, and appends tidy rows to a CSV (and TensorBoard
 scalars, when asked and installed). :class:`WqkCallback` does it for a ``transformers.Trainer``::
 
-    from tracking import track
+    from wqk.tracking import track
     for step, batch in enumerate(loader):
         ...  # forward, backward, optimizer step
         if step % 100 == 0:
@@ -14,14 +14,14 @@ scalars, when asked and installed). :class:`WqkCallback` does it for a ``transfo
 
 from __future__ import annotations
 
-from tracking.tracker import DEFAULT_EVERY, TRACK_COLUMNS, Tracker, track
+from wqk.tracking.tracker import DEFAULT_EVERY, TRACK_COLUMNS, Tracker, track
 
 __all__ = ["DEFAULT_EVERY", "TRACK_COLUMNS", "Tracker", "WqkCallback", "track"]
 
 
 def __getattr__(name: str):
     if name == "WqkCallback":  # needs transformers: imported on first use only
-        from tracking.callback import WqkCallback
+        from wqk.tracking.callback import WqkCallback
 
         return WqkCallback
     raise AttributeError(f"module 'tracking' has no attribute {name!r}")

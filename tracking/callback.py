@@ -8,7 +8,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from tracking.tracker import DEFAULT_EVERY, Tracker
+from wqk.tracking.tracker import DEFAULT_EVERY, Tracker
 
 
 def _tensorboard_installed() -> bool:
@@ -26,7 +26,7 @@ class WqkCallback(TrainerCallback):
     ``tensorboard="auto"`` (the default) per-layer scalars go to ``<output_dir>/runs/wqk`` (or
     ``$TENSORBOARD_LOGGING_DIR/wqk``) when TensorBoard is installed and ``report_to`` includes it; pass a
     directory to choose, or None for none. Only the main process records. Other keyword arguments are
-    :class:`tracking.Tracker`'s (``per``, ``null_samples``, ``family``, ...).
+    :class:`wqk.tracking.Tracker`'s (``per``, ``null_samples``, ``family``, ...).
 
         trainer = Trainer(model, args, train_dataset=data, callbacks=[WqkCallback(every=100)])
     """

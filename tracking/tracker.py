@@ -2,7 +2,7 @@
 
 The module is read the way ``cli.py analyze`` reads its checkpoint: its tensors under the names that
 ``save_pretrained`` would write (transformers 5 renames some in memory), its config, the same layout
-detection and adapters (:mod:`checkpoints.detect`), the same rows (:func:`checkpoints.analyze.iter_rows`,
+detection and adapters (:mod:`wqk.checkpoints.detect`), the same rows (:func:`wqk.checkpoints.analyze.iter_rows`,
 each score with its null z and p). Detection runs once per module; later calls read the current values
 of the same parameters, so a call costs the scoring of the forms alone.
 """
@@ -17,15 +17,15 @@ from typing import Any
 import torch
 from torch import nn
 
-from checkpoints.analyze import AnalyzeRow, iter_rows
-from checkpoints.detect import Plan, plan_checkpoint
-from checkpoints.loading import Checkpoint
-from common.io import append_csv
-from common.rows import row_type
-from theory.report import PerChoice, check_per
-from theory.scores import DEFAULT_K, SCORE_NAMES
+from wqk.checkpoints.analyze import AnalyzeRow, iter_rows
+from wqk.checkpoints.detect import Plan, plan_checkpoint
+from wqk.checkpoints.loading import Checkpoint
+from wqk.checkpoints.score_options import ScoreOptions
+from wqk.common.io import append_csv
+from wqk.common.rows import row_type
+from wqk.theory.scores import SCORE_NAMES
 
-#: Default interval of :class:`tracking.WqkCallback` (optimizer steps between two recordings).
+#: Default interval of :class:`wqk.tracking.WqkCallback` (optimizer steps between two recordings).
 DEFAULT_EVERY = 100
 #: A row of the tracker's CSV: the step, then those of ``cli.py analyze --csv``.
 TrackRow = row_type("TrackRow", [("step", int)], AnalyzeRow.group(), doc="One scored form of a live model at a step.")
@@ -119,17 +119,16 @@ class Tracker:
 
     ``csv``: rows are appended there (header once); ``tensorboard``: a log directory or a writer with
     ``add_scalar`` (per-layer scores and z-scores as ``wqk/<stack>/layer<l>/<score>``). Detection options
-    (``heads``, ``kv_heads``, ``prefix``, ``family``, ``config``) are those of ``cli.py analyze``.
+    (``heads``, ``kv_heads``, ``prefix``, ``family``, ``config``) are those of ``cli.py analyze``; the scoring
+    options are ``options`` with the keywords ``scoring`` (``per``, ``k``, ``null_samples``, ``null``, ...:
+    :class:`wqk.checkpoints.score_options.ScoreOptions`).
     """
 
     def __init__(
         self,
         csv: str | Path | None = None,
         *,
-        per: PerChoice = "both",
-        k: float = DEFAULT_K,
-        null_samples: int | None = None,
-        null_seed: int = 0,
+        options: ScoreOptions | None = None,
         heads: int | None = None,
         kv_heads: int | None = None,
         prefix: str | None = None,
@@ -137,10 +136,10 @@ class Tracker:
         config: Mapping[str, Any] | None = None,
         name: str | None = None,
         tensorboard: Any = None,
+        **scoring: Any,
     ) -> None:
-        check_per(per)
         self.csv = Path(csv) if csv is not None else None
-        self.per, self.k, self.null_samples, self.null_seed = per, k, null_samples, null_seed
+        self.options = ScoreOptions.of(options, **scoring)
         self.detect = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "family": family}
         self.config, self.name = config, name
         self._tensorboard = tensorboard
@@ -163,7 +162,7 @@ class Tracker:
         live.refresh()
         rows = [
             TrackRow(step=int(step), **row)
-            for layer_rows in iter_rows(live.checkpoint, live.plan, self.per, self.k, self.null_samples, self.null_seed)
+            for layer_rows in iter_rows(live.checkpoint, live.plan, self.options)
             for row in layer_rows
         ]
         if self.csv is not None:

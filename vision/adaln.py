@@ -17,11 +17,11 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from theory.factored import FactoredForms, Per
-from theory.nulls import NullDistribution
-from theory.scores import DEFAULT_K, SCORE_NAMES
-from vision.models.attention import attention_forms
-from vision.models.dit import DiT
+from wqk.theory.factored import FactoredForms, Per
+from wqk.theory.nulls import NullDistribution
+from wqk.theory.scores import DEFAULT_K, SCORE_NAMES
+from wqk.vision.models.attention import attention_forms
+from wqk.vision.models.dit import DiT
 
 
 def _unwrap(model: nn.Module) -> DiT:
@@ -81,7 +81,7 @@ def modulated_null(
 ) -> list[NullDistribution]:
     """Per layer, the null of a modulated form: Gaussian ``A, B`` shaped like the model's factors, through its ``D``.
 
-    :func:`theory.nulls.null_distribution` asks whether a form is more symmetric than a random one.
+    :func:`wqk.theory.nulls.null_distribution` asks whether a form is more symmetric than a random one.
     For ``D M D`` that is not enough: a concentrated ``D = diag(1 + s)`` alone raises ``s`` (it weights
     the diagonal entries of ``M``, which are symmetric), so a modulated score should also be compared
     with random forms under the same modulation. Per head, the samples of a layer's heads are pooled.

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from common.io import load_arrays
+from wqk.common.io import load_arrays
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 BUILTIN = ("digits", "mnist5k")

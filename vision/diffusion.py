@@ -1,7 +1,7 @@
 """Diffusion training loss and samplers (DDPM ancestral, DDIM, classifier-free guidance) and image grids.
 
 The schedule, the corruption ``z = sqrt(abar) x0 + sqrt(1 - abar) eps`` and the target (``eps``,
-``x0`` or ``v``) are :class:`theory.objectives.Denoising`'s; this module adds what sampling needs
+``x0`` or ``v``) are :class:`wqk.theory.objectives.Denoising`'s; this module adds what sampling needs
 (posterior means and variances on a respaced timestep grid) and the learned-variance bound of
 Nichol & Dhariwal (2021), used only when the model also predicts a variance (DiT's ``learn_sigma``).
 The model is any callable ``model(z (B, C, H, W), t (B,), y (B,) or None) -> (B, C or 2C, H, W)``.
@@ -18,8 +18,8 @@ from typing import Literal
 
 import torch
 
-from common.io import atomic_write_bytes
-from theory.objectives import Denoising
+from wqk.common.io import atomic_write_bytes
+from wqk.theory.objectives import Denoising
 
 Model = Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None], torch.Tensor]
 

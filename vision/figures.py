@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 
-from common.figures import NULL_COLOR, pyplot, save_figure
-from theory.nulls import null_distribution
-from theory.objectives import color_of
-from theory.scores import SCORE_NAMES
-from vision.record import logged_rows
+from wqk.common.figures import NULL_COLOR, pyplot, save_figure
+from wqk.theory.nulls import null_distribution
+from wqk.theory.objectives import color_of
+from wqk.theory.scores import SCORE_NAMES
+from wqk.vision.record import logged_rows
 
 
 def _curves(rows: list[dict], key: str, select) -> tuple[np.ndarray, np.ndarray]:

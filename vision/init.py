@@ -1,6 +1,6 @@
 """Named initialisation schemes for ``W_qk``, applied after a model's own init to every attention layer.
 
-Each scheme rewrites the query (and for ``directional`` the key) third of the fused ``qkv`` weight,
+Each scheme rewrites the query (and for ``directional`` and ``mimetic-qk`` the key) third of the fused ``qkv`` weight,
 rows blocked ``(3, H, d_h)``, and the matching bias third, then rescales the rewritten weight third so
 that its standard deviation equals the baseline's (the model's own init) exactly. An arm therefore
 differs from the baseline by structure only, never by scale (docs/theory.md section 6: the reference code's
@@ -16,13 +16,30 @@ distribution otherwise (``b_q`` and ``b_k`` are drawn alike). Schemes, in order:
   of balanced random signs (half ``+1``, half ``-1``): still exactly symmetric (``s = 1``) but with
   eigenvalues of both signs, so a token no longer prefers itself. It separates "symmetric" from
   "positive semidefinite" (self-similarity), which the tied ``W_q = W_k`` scheme confounds.
+- ``self-similar``: self-similar but not symmetric, the converse separation. ``W_q^h := c W_k^h (I + A_h)``,
+  ``b_q^h := c (I + A_h)^T b_k^h`` with ``A_h`` a random ``d_h x d_h`` skew-symmetric matrix, so
+  ``M_h = c (W_k^h W_k^h^T + W_k^h A_h W_k^h^T) = c (P_h + K_h)``: ``P_h`` positive semidefinite (the symmetric
+  arm's form), ``K_h`` skew, within the rank budget ``d_h``. ``A_h`` is scaled so that ``K_h`` carries a share
+  ``skew_share`` of ``||M_h||^2`` (default ``1/2``: ``||K_h||_F = ||P_h||_F``), so ``s = 1 - 2 skew_share`` (``0``
+  by default), while every token still prefers itself: ``x^T M_h x = c x^T P_h x >= 0``
+  (:mod:`wqk.theory.self_similarity`). The same holds for the affine logit in ``[x; 1]`` (the bias takes the same
+  ``c`` and ``A_h``). ``W_k``, ``W_v`` and the other biases are untouched.
 - ``directional``: a few dominant key directions. A random set of ``n_directions`` input coordinates
   receives a share ``strength`` of the key weight's squared norm (the columns of the ``k`` third), the
   other coordinates the rest, so ``||M_h[:, b]||`` is large for those ``b``: column dominance,
   ``delta < 0``, the decoder signature. ``W_q``, the biases and ``W_v`` are untouched.
+- ``mimetic-qk``: the query-key part of ``mimetic`` (below) alone, at the baseline's scale: per head
+  ``W_q^h W_k^h^T`` is (up to a positive factor) the best rank-``d_h`` approximation of ``alpha_qk Z_h + beta_qk I``,
+  identity plus non-symmetric noise; then the ``q`` third and the ``k`` third are each rescaled to its own
+  baseline std. Each factor is one positive number for the whole third, so every head's form is scaled by the same
+  ``c_q c_k > 0`` and keeps its structure (``s``, self-similarity). ``W_v``, the output projection and the
+  biases stay the model's: this arm isolates mimetic's ``W_qk`` from its value-output part and its scale. It
+  makes (and discards) mimetic's value draw, so that with the same generator both arms' forms differ by a positive
+  factor per layer only (a paired comparison).
 
 Two published schemes a user would pick instead define their own scale, so they are *not* at the baseline's
-per-parameter scale (:data:`OWN_SCALE`; :func:`init_scales` measures the ratios, which the study reports):
+per-parameter scale (:data:`OWN_SCALE`; :func:`init_scales` measures the ratios, which the study reports;
+:func:`init_structure` reports each arm's ``s`` and self-similarity at init):
 
 - ``mimetic`` (Trockman & Kolter, ICML 2023, "Mimetic initialization of self-attention layers"): per head
   ``W_q^h W_k^h^T`` is the best rank-``d_h`` approximation of ``alpha_qk Z_h + beta_qk I`` (``Z_h`` with i.i.d.
@@ -52,7 +69,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from vision.models.attention import Attention
+from wqk.theory.self_similarity import self_similarity
+from wqk.vision.models.attention import Attention, attention_forms
 
 
 @dataclass(frozen=True)
@@ -143,6 +161,27 @@ def _low_rank_factors(target: torch.Tensor, rank: int) -> tuple[torch.Tensor, to
     return u[:, :rank] * root, vh[:rank].T * root
 
 
+def _mimetic_queries_keys(
+    t: Thirds, n_heads: int, generator: torch.Generator, alpha: float, beta: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """mimetic's ``q`` and ``k`` thirds (float64): per head the balanced factors of the best rank-``d_h``
+    approximation of ``alpha Z_h + beta I``, one ``Z_h`` drawn per head in head order."""
+    d_out, d = t.q.shape
+    d_head = d_out // n_heads
+    eye = torch.eye(d, dtype=torch.float64)
+    q, k = [], []
+    for _ in range(n_heads):
+        wq, wk = _low_rank_factors(alpha * _noise(d, generator) + beta * eye, d_head)  # (d, d_h) each
+        q.append(wq.T)  # rows of the q third are the columns of W_q^h
+        k.append(wk.T)
+    return torch.cat(q), torch.cat(k)
+
+
+def _noise(d: int, generator: torch.Generator) -> torch.Tensor:
+    """A ``d x d`` matrix of i.i.d. ``N(0, 1/d)`` entries (mimetic's ``Z``), float64."""
+    return torch.randn(d, d, generator=generator, dtype=torch.float64) / d**0.5
+
+
 def mimetic(
     attn: Attention,
     generator: torch.Generator,
@@ -153,19 +192,55 @@ def mimetic(
 ) -> None:
     """``W_q^h W_k^h^T ~ alpha_qk Z + beta_qk I`` per head, ``W_v W_o = alpha_vo Z' - beta_vo I`` (mimetic)."""
     t = thirds(attn)
-    d_out, d = t.q.shape
+    d = t.q.shape[1]
     if t.v.shape != (d, d) or attn.proj.weight.shape != (d, d):
         raise ValueError(f"mimetic init needs square value and output maps of width {d}; got {tuple(t.v.shape)}")
-    d_head = d_out // attn.n_heads
+    q, k = _mimetic_queries_keys(t, attn.n_heads, generator, alpha_qk, beta_qk)
+    t.q.copy_(q)
+    t.k.copy_(k)
     eye = torch.eye(d, dtype=torch.float64)
-    draw = lambda: torch.randn(d, d, generator=generator, dtype=torch.float64) / d**0.5  # entries N(0, 1/d)
-    for h in range(attn.n_heads):
-        wq, wk = _low_rank_factors(alpha_qk * draw() + beta_qk * eye, d_head)  # (d, d_h) each
-        t.q[h * d_head : (h + 1) * d_head].copy_(wq.T)  # rows of the q third are the columns of W_q^h
-        t.k[h * d_head : (h + 1) * d_head].copy_(wk.T)
-    w_v, w_o_t = _low_rank_factors(alpha_vo * draw() - beta_vo * eye, d)  # W_v = U S^1/2, W_o^T = V S^1/2
+    w_v, w_o_t = _low_rank_factors(alpha_vo * _noise(d, generator) - beta_vo * eye, d)  # W_v = U S^1/2, W_o^T = V S^1/2
     t.v.copy_(w_v.T)  # nn.Linear computes x weight^T, so weight = W_v^T ...
     attn.proj.weight.data.copy_(w_o_t)  # ... and weight = W_o^T: x W_v W_o = x (alpha_vo Z' - beta_vo I)
+
+
+def mimetic_qk(attn: Attention, generator: torch.Generator, alpha_qk: float = 0.7, beta_qk: float = 0.7) -> None:
+    """mimetic's query-key part alone (``W_q^h W_k^h^T ~ alpha_qk Z + beta_qk I``), the ``q`` and the ``k`` third each
+    rescaled to its own baseline std; values, output projection and biases stay the model's."""
+    t = thirds(attn)
+    q, k = _mimetic_queries_keys(t, attn.n_heads, generator, alpha_qk, beta_qk)
+    _noise(t.q.shape[1], generator)  # mimetic's value draw, unused: the generator then stays in step with mimetic's
+    for third, new, what in ((t.q, q, "query weight"), (t.k, k, "key weight")):
+        third.copy_(_std_factor(new, third.double().std(), what) * new)
+
+
+def self_similar(attn: Attention, generator: torch.Generator, skew_share: float = 0.5) -> None:
+    """``W_q^h := c W_k^h (I + A_h)``, ``b_q^h := c (I + A_h)^T b_k^h`` with ``A_h`` skew: ``M_h = c (P_h + K_h)``,
+    ``P_h = W_k^h W_k^h^T`` positive semidefinite, ``K_h = W_k^h A_h W_k^h^T`` skew with a share ``skew_share`` of
+    ``||M_h||^2``."""
+    if not 0 <= skew_share < 1:
+        raise ValueError(
+            f"self-similar init needs 0 <= skew_share < 1 (the skew part's share of ||M||^2); got {skew_share}"
+        )
+    t = thirds(attn)
+    n_heads = attn.n_heads
+    d_head = t.q.shape[0] // n_heads
+    if d_head < 2:
+        raise ValueError(f"self-similar init needs heads of size d_h >= 2 (a 1 x 1 skew matrix is zero); got {d_head}")
+    keys = t.k.double().reshape(n_heads, d_head, -1)  # [H, d_h, d]: head h's block is W_k^h^T
+    gram = keys @ keys.transpose(-1, -2)  # W_k^h^T W_k^h, [H, d_h, d_h]
+    draw = torch.randn(n_heads, d_head, d_head, generator=generator, dtype=torch.float64).to(gram.device)
+    skew = draw - draw.transpose(-1, -2)
+    # ||P||^2 = tr(G G), ||W_k A W_k^T||^2 = tr(A G A^T G): A scaled so ||K||^2 = share / (1 - share) ||P||^2
+    energy_p = (gram * gram).sum((-2, -1))
+    energy_k = (skew @ gram @ skew.transpose(-1, -2) * gram).sum((-2, -1))
+    skew = skew * (skew_share / (1 - skew_share) * energy_p / energy_k).sqrt()[:, None, None]
+    mix = torch.eye(d_head, dtype=torch.float64, device=gram.device) - skew  # (I + A)^T
+    queries = (mix @ keys).reshape_as(t.q)  # head h's block: W_q^h^T = (I + A)^T W_k^h^T
+    c = _std_factor(queries, t.q.double().std(), "query weight")
+    t.q.copy_(c * queries)
+    if t.bq is not None:
+        t.bq.copy_(c * (mix @ t.bk.double().reshape(n_heads, d_head, 1)).reshape(-1))
 
 
 def _semi_orthogonal(rows: int, cols: int, generator: torch.Generator) -> torch.Tensor:
@@ -218,12 +293,14 @@ SCHEMES: dict[str, Callable[..., None]] = {
     "default": default,
     "symmetric": symmetric,
     "symmetric-indefinite": symmetric_indefinite,
+    "self-similar": self_similar,
     "directional": directional,
     "mimetic": mimetic,
+    "mimetic-qk": mimetic_qk,
     "conditioned": conditioned,
 }
 #: Schemes that keep the baseline's per-parameter scale exactly (every rewritten weight third's std).
-MATCHED_SCALE = ("symmetric", "symmetric-indefinite", "directional")
+MATCHED_SCALE = ("symmetric", "symmetric-indefinite", "self-similar", "directional", "mimetic-qk")
 #: Schemes whose definition fixes their own scale (see the module docstring).
 OWN_SCALE = ("mimetic", "conditioned")
 
@@ -237,6 +314,15 @@ def init_scales(model: nn.Module) -> dict[str, float]:
         for name, weight in (("q", t.q), ("k", t.k), ("v", t.v), ("proj", attn.proj.weight.detach())):
             parts[name].append(float(weight.double().var()))
     return {f"{name}_std": (sum(v) / len(v)) ** 0.5 for name, v in parts.items() if v}
+
+
+def init_structure(model: nn.Module) -> dict[str, float]:
+    """The structure of the heads' forms ``M_h`` at init, each the mean over layers and heads: the symmetry ``s``
+    (:mod:`wqk.theory.scores`) and the self-similarity scores ``trace_share`` and ``positive_share``
+    (:mod:`wqk.theory.self_similarity`). A study reports them per arm beside its results."""
+    forms = attention_forms(model)
+    means = {"symmetry": float(forms.scores("head").symmetry.mean())}
+    return means | {name: float(v.mean()) for name, v in self_similarity(*forms.factors("head")).items()}
 
 
 def attention_modules(model: nn.Module) -> list[tuple[str, Attention]]:
@@ -262,7 +348,7 @@ def apply_init(model: nn.Module, scheme: str, generator: torch.Generator, **para
         raise ValueError(f"init scheme {scheme!r} takes {accepted or 'no parameters'}, not {sorted(unknown)}")
     layers = attention_modules(model)
     if not layers:
-        raise ValueError(f"{type(model).__name__} has no vision.models.attention.Attention layers to initialise")
+        raise ValueError(f"{type(model).__name__} has no wqk.vision.models.attention.Attention layers to initialise")
     for _, attn in layers:
         SCHEMES[scheme](attn, generator, **params)
     return [name for name, _ in layers]

@@ -9,8 +9,8 @@ from collections.abc import Iterable
 import torch
 from torch import nn
 
-from common.seeding import generator
-from vision.train_config import DATA_STREAM
+from wqk.common.seeding import generator
+from wqk.vision.train_config import DATA_STREAM
 
 
 def lr_at(step: int, cfg) -> float:

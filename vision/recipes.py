@@ -2,10 +2,10 @@
 
 ``dit-mnist``: a class-conditional DiT on the 28 x 28 MNIST 5k subset that draws recognisable digits on two CPU
 cores in 13 min 44 s for its 2,000 steps (measured; docs/fidelity.md section 2), predicting ``v``. Model ``dit-mnist``
-(:data:`vision.models.dit.PRESETS`: 4 x 4 patches = 49 tokens, width 96, 6 blocks, 4 heads, label dropout 0.1 for
+(:data:`wqk.vision.models.dit.PRESETS`: 4 x 4 patches = 49 tokens, width 96, 6 blocks, 4 heads, label dropout 0.1 for
 classifier-free guidance), batch 128, AdamW at 1e-3 with 100 warmup steps and cosine decay to 1e-4, EMA 0.995
 (the EMA weights are evaluated and sampled), DDIM with 25 steps and guidance 2 for the sample grids and for the
-sample metrics (500 samples, 50 per class, scored by :mod:`vision.fidelity`), logged into ``metrics.csv``.
+sample metrics (500 samples, 50 per class, scored by :mod:`wqk.vision.fidelity`), logged into ``metrics.csv``.
 
 ``dit-mnist-fast``: the same with batch 32 for 4,000 steps (twice the images in a quarter of the batch) and its
 samples drawn with DPM-Solver++(2M) in 10 steps: far better digits sooner (docs/fidelity.md section 2 has the
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from vision.train import TrainConfig
+from wqk.vision.train import TrainConfig
 
 DIT_MNIST = TrainConfig(
     model="dit-mnist",

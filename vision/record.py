@@ -2,7 +2,7 @@
 
 Forms (column ``form``): ``W_qk`` (the network's attention), ``update`` (``M_t - M_0``, what training added,
 from step 1 on) and the task's own (MAE's ``decoder``, DiT's ``adaln_t<t>``). Score columns come from
-:func:`theory.report.score_rows`; special-token norms from :mod:`vision.tokens`; then the training loss and
+:func:`wqk.theory.report.score_rows`; special-token norms from :mod:`wqk.vision.tokens`; then the training loss and
 the task's test metrics. A DiT's rows also carry ``attn_gate_rms``: the size of its layer's adaLN-Zero attention
 gate (zero at init: no attention output, and no gradient into ``W_qk``, until it grows).
 """
@@ -16,10 +16,12 @@ from pathlib import Path
 
 import torch
 
-from common.rows import Row, extended, row_type
-from theory.factored import FactoredForms
-from theory.report import ScoreRow, score_rows
-from vision.tasks import VisionTask, scored_forms
+from wqk.common.io import append_csv, atomic_write_text, write_csv
+from wqk.common.rows import Row, extended, row_type
+from wqk.theory.factored import FactoredForms
+from wqk.theory.report import ScoreRow, score_rows
+from wqk.vision.tasks import VisionTask, scored_forms
+from wqk.vision.tokens import special_token_columns
 
 #: The columns every run's ``metrics.csv`` starts with: which run and form, its scores, the training loss.
 RunRow = row_type(
@@ -83,10 +85,8 @@ def score_table(
 
     With ``initial`` (the ``W_qk`` forms at step 0) also form ``update`` = ``M_t - M_0`` (from step 1 on);
     with ``token_inputs`` (attention inputs of a probe batch) the ``<token>_key_norm`` / ``_query_norm``
-    columns of the task's ``special_tokens`` for forms ``W_qk`` and ``update`` (:mod:`vision.tokens`).
+    columns of the task's ``special_tokens`` for forms ``W_qk`` and ``update`` (:mod:`wqk.vision.tokens`).
     """
-    from vision.tokens import special_token_columns
-
     forms_now = scored_forms(task)
     if initial is not None and step > 0:
         forms_now["update"] = forms_now["W_qk"] - initial  # M_t - M_0, factored with rank 2 d_h per head
@@ -143,8 +143,8 @@ def run_columns(task: VisionTask) -> list[str]:
 class MetricsLog:
     """``metrics.csv`` written append-only: the header once, then each log's rows appended (and synced).
 
-    The bytes equal :func:`common.io.write_csv` of all rows with the same columns (cells a row lacks are empty;
-    appends go through :func:`common.io.append_csv`), so a long run costs linear, not quadratic, I/O. On resume
+    The bytes equal :func:`wqk.common.io.write_csv` of all rows with the same columns (cells a row lacks are empty;
+    appends go through :func:`wqk.common.io.append_csv`), so a long run costs linear, not quadratic, I/O. On resume
     :meth:`resume` keeps the rows up to the checkpoint's step (dropping rows logged after it and a torn last line
     of an interrupted append) in one atomic rewrite, and appending continues: a resumed run's file equals an
     uninterrupted run's.
@@ -155,19 +155,13 @@ class MetricsLog:
 
     def start(self) -> None:
         """A fresh file holding the header only (replacing what an earlier, never checkpointed start left)."""
-        from common.io import write_csv
-
         write_csv(self.path, [], self.columns)
 
     def append(self, rows: Iterable[Mapping]) -> None:
-        from common.io import append_csv
-
         append_csv(self.path, rows, self.columns)
 
     def resume(self, step: int) -> list[dict]:
         """Cut the file back to the rows of steps ``<= step`` and return them (cells as strings)."""
-        from common.io import atomic_write_text
-
         if not self.path.exists():
             self.start()
             return []

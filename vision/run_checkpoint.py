@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from common.io import atomic_write_bytes, write_json
-from vision.models.attention import Attention
+from wqk.common.io import atomic_write_bytes, write_json
+from wqk.vision.models.attention import Attention
 
 CHECKPOINT_FORMAT = "wqk-vision-checkpoint/1"
 

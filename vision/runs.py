@@ -1,6 +1,6 @@
 """Several runs of the trainer (inits x seeds) under one root, read back and summarised across seeds.
 
-Layout: ``ROOT/<model>-<objective>-<data>/<init>/seed<k>/`` is one run directory of :mod:`vision.train`;
+Layout: ``ROOT/<model>-<objective>-<data>/<init>/seed<k>/`` is one run directory of :mod:`wqk.vision.train`;
 ``summary.csv`` and the figures go in ``ROOT/<model>-<objective>-<data>/``.
 """
 
@@ -12,10 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
-from common.summary import combined_z, mean_ci, mean_sd, plus_minus
-from theory.scores import SCORE_NAMES
-from vision.record import is_metric
-from vision.train import RunResult, TrainConfig, train
+from wqk.common.io import write_csv
+from wqk.common.summary import combined_z, mean_ci, mean_sd, plus_minus
+from wqk.theory.scores import SCORE_NAMES
+from wqk.vision.data import load_data
+from wqk.vision.figures import plot_layer_scores, plot_metric_curves
+from wqk.vision.record import is_metric
+from wqk.vision.run_checkpoint import latest_checkpoint, load_weights
+from wqk.vision.train import RunResult, TrainConfig, make_task, train
 
 
 def experiment_dir(root: str | Path, cfg: TrainConfig) -> Path:
@@ -31,8 +35,6 @@ def train_grid(
     base: TrainConfig, inits: list[str], seeds: list[int], root: str | Path, data=None, resume: bool = True
 ) -> dict[tuple[str, int], RunResult]:
     """Train every ``(init, seed)``; the data are loaded once and shared."""
-    from vision.data import load_data
-
     data = data if data is not None else load_data(base.data, base.test_fraction, base.split_seed)
     results = {}
     for init in inits:
@@ -46,9 +48,6 @@ def train_grid(
 def finished_task(cfg: TrainConfig, data):
     """The task of a finished run (``cfg``: the run's config, ``cfg.out_dir`` its directory) holding the weights of
     its last checkpoint (the EMA weights when the task keeps them), in eval mode, on the CPU."""
-    from vision.run_checkpoint import latest_checkpoint, load_weights
-    from vision.train import make_task
-
     sidecar = latest_checkpoint(Path(cfg.out_dir) / "ckpt")
     if sidecar is None:
         raise ValueError(f"no checkpoint of a finished run in {cfg.out_dir}")
@@ -150,9 +149,6 @@ def run_experiment(
     """
     import os
 
-    from common.io import write_csv
-    from vision.figures import plot_layer_scores, plot_metric_curves
-
     results = train_grid(base, inits, seeds, root, data, resume)
     out = experiment_dir(root, base)
     if int(os.environ.get("RANK", "0")):
@@ -184,9 +180,10 @@ def run_experiment(
     return {"layers": layer_rows, "metrics": metric_rows, "files": files, "dir": out}
 
 
-def summary_tables(result: dict) -> list[tuple[str, list[dict]]]:
-    """``(title, rows)`` tables of a :func:`run_experiment` result for the terminal: final test metrics per init and
-    final per-layer scores (mean ± 95% CI over seeds, combined null z, special-token key/query ratios)."""
+def summary_tables(result: dict) -> list[tuple[str, list[dict], tuple[str, ...]]]:
+    """``(title, rows, keys)`` tables of a :func:`run_experiment` result for the terminal: final test metrics per init
+    and final per-layer scores (mean ± 95% CI over seeds, combined null z, special-token key/query ratios); ``keys``
+    are the columns that identify a row."""
     metrics = [
         {
             "init": r["init"],
@@ -219,10 +216,11 @@ def summary_tables(result: dict) -> list[tuple[str, list[dict]]]:
         for r in result["layers"]
     ]
     return [
-        ("test metrics at the last step: mean ± 95% CI over seeds", metrics),
+        ("test metrics at the last step: mean ± 95% CI over seeds", metrics, ("init",)),
         (
             "per-layer scores at the last step: mean ± 95% CI over seeds; z = the seeds' null z-scores combined, "
             "sum / sqrt(n); update = M_t - M_0; key/query = ||M x_t|| / ||x_t^T M|| of a special token",
             layers,
+            ("init", "form", "layer"),
         ),
     ]

@@ -14,6 +14,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
+from wqk.common.seeding import generator
+from wqk.vision.runs import finished_task
+
 #: The generator stream of the final samples: the same noise and labels in every arm and seed (common random numbers).
 SAMPLES_STREAM = 17
 
@@ -48,9 +51,6 @@ def final_samples(cfg, data, per_class: int, ids: Mapping) -> list[dict]:
     """Rows of ``per_class`` images of each class (or of ``per_class`` unconditional ones) drawn with the task's
     sampler from the EMA weights of a finished DiT run's last checkpoint (``cfg`` is the run's config); the noise is
     the same in every run."""
-    from common.seeding import generator
-    from vision.runs import finished_task
-
     task = finished_task(cfg, data)
     classes = task.model.config.n_classes
     labels = torch.arange(max(classes, 1)).repeat_interleave(per_class)

@@ -1,6 +1,6 @@
 """The init study: do structured ``W_qk`` inits learn faster, or to a better metric, than the default init?
 
-For each task and each init scheme (:mod:`vision.init`: the structural arms at the baseline's per-parameter scale,
+For each task and each init scheme (:mod:`wqk.vision.init`: the structural arms at the baseline's per-parameter scale,
 and the published ``mimetic`` and ``conditioned`` inits at their own scale, whose per-parameter std ratios to the
 baseline are measured and reported) the same seeds are trained with everything else equal: the same data order,
 the same weights apart from the scheme, the same evaluation draws (test noise, and for DiT the same sampling noise
@@ -9,7 +9,7 @@ and labels in every arm, seed and step: common random numbers). Tasks:
 - ``vit-mnist``: ViT classification on the 28 x 28 MNIST 5k subset (metric: test accuracy). Mimetic init's
   published gain is for ViTs trained from scratch on small data, which is this regime.
 - ``dit-mnist``: a small class-conditional DiT on MNIST (metric: ``sample_fid``, the Fréchet distance of 200 DDIM
-  samples to the test split in :mod:`vision.fidelity`'s features; precision, recall and class accuracy logged too).
+  samples to the test split in :mod:`wqk.vision.fidelity`'s features; precision, recall and class accuracy logged too).
 - ``vit``, ``dit``: the 8 x 8 digits versions (test accuracy; test denoising loss, which is not fidelity).
 
 **Steps to target.** Per run, the first logged step at which the metric reaches the target; a run that never
@@ -21,7 +21,7 @@ gives an explicit target. The baseline then needs about ``target_at x steps`` by
 there earlier, a slower one later or not at all. (A rule such as "90% of the baseline's improvement" lands in the
 first logged steps when the loss falls fast early, as DiT's does, and cannot tell the arms apart.)
 
-**Statistics** (one rule per kind of quantity, :mod:`common.intervals`). Step ratios (arm / baseline: the
+**Statistics** (one rule per kind of quantity, :mod:`wqk.common.intervals`). Step ratios (arm / baseline: the
 geometric mean of the per-seed ratios, a t interval on the log ratio) are paired by seed over the seeds where both
 runs reached the target, with the counts beside them, and also shown with "not reached" counted as never (the
 censored median). The metric at fixed budgets (25%, 50%, 100% of the steps: the first logged step at or after each)
@@ -29,7 +29,7 @@ is compared by the paired difference arm - baseline (Student t), an arm's own me
 than ten pairs the exact sign-flip p-value of each comparison stands beside it (95% intervals throughout).
 Beside the project's rule, ``run_study`` states the paper's (the first step at which an arm reaches the baseline
 run's *final* metric, as a saving of the budget) minus its null (the baseline run against its own final metric) and
-the reverse minus the same null (:mod:`common.targets`): a single run's saving by the paper's rule is not zero
+the reverse minus the same null (:mod:`wqk.common.targets`): a single run's saving by the paper's rule is not zero
 without any effect, since a flattening curve crosses its own final value early.
 
 **Files** (under ``out``, for ``cli.py paper`` and anyone else): ``study.json`` (config, provenance, every table),
@@ -47,12 +47,18 @@ from pathlib import Path
 
 import numpy as np
 
-from common.intervals import t_interval
-from common.targets import baseline_target, paper_rule_differences, rule_rows, steps_to_target, value_at
-from vision.record import is_number, logged_rows
-from vision.runs import read_metrics, train_grid
-from vision.study_plots import METRIC_LABELS as METRIC_LABELS  # the study's public names stay importable here
-from vision.study_statistics import (
+from wqk.common.intervals import t_interval
+from wqk.common.io import provenance, write_csv, write_json
+from wqk.common.targets import baseline_target, paper_rule_differences, rule_rows, steps_to_target, value_at
+from wqk.vision.data import load_data
+from wqk.vision.figures import _curves
+from wqk.vision.init import SCHEMES, init_scales, is_scheme
+from wqk.vision.recipes import RECIPES
+from wqk.vision.record import is_number, logged_rows
+from wqk.vision.runs import metric_names, read_metrics, train_grid
+from wqk.vision.study_plots import METRIC_LABELS as METRIC_LABELS  # the study's public names stay importable here
+from wqk.vision.study_plots import plot_study_task
+from wqk.vision.study_statistics import (
     BUDGETS,
     budget_key,
     censored_median,
@@ -61,7 +67,7 @@ from vision.study_statistics import (
     interval_columns,
     paired_difference,
 )
-from vision.train import TrainConfig
+from wqk.vision.train import TrainConfig, make_task
 
 
 @dataclass(frozen=True)
@@ -126,10 +132,8 @@ STUDY_TASKS: dict[str, StudyTask] = {
 
 
 def recipe_task(name: str, recipe: str, metric: str, higher_is_better: bool, every: int, **task_options) -> StudyTask:
-    """A study task that trains a :mod:`vision.recipes` recipe as it is, logging and scoring its sample metrics
+    """A study task that trains a :mod:`wqk.vision.recipes` recipe as it is, logging and scoring its sample metrics
     every ``every`` steps; ``task_options`` replace the recipe's (e.g. fewer samples per evaluation)."""
-    from vision.recipes import RECIPES
-
     cfg = RECIPES[recipe]
     own = ("model", "objective", "data", "steps", "log_every", "fidelity_every", "task_options", "threads")
     own += ("progress", "init", "seed", "out_dir", "null_samples", "device")
@@ -228,8 +232,6 @@ class StudyConfig:
     progress: bool = True
 
     def __post_init__(self) -> None:
-        from vision.init import SCHEMES, is_scheme
-
         object.__setattr__(self, "tasks", tuple(self.tasks))
         object.__setattr__(self, "schemes", tuple(self.schemes))
         unknown = [s for s in self.schemes if not is_scheme(s)]
@@ -331,7 +333,7 @@ def paper_rule_columns(
     task: StudyTask, curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]], cfg: StudyConfig
 ) -> dict[str, dict[str, float]]:
     """Per scheme other than the baseline, the paper's rule beside its null
-    (:func:`common.targets.paper_rule_differences`): ``saving_vs_null`` and ``reverse_vs_null``, each the mean over
+    (:func:`wqk.common.targets.paper_rule_differences`): ``saving_vs_null`` and ``reverse_vs_null``, each the mean over
     the paired seeds with its t interval (``_lo``, ``_hi``, ``_rule``) and exact sign-flip p (``_p_exact``)."""
     rules = rule_rows(curves, cfg.baseline, task.higher_is_better)
     out = {}
@@ -364,9 +366,6 @@ def task_config(task: StudyTask, cfg: StudyConfig) -> TrainConfig:
 
 def init_scale_ratios(base: TrainConfig, schemes, data) -> dict[str, dict[str, float]]:
     """Per scheme: the std of its q, k, v thirds and output projection over the baseline's (seed 0's init)."""
-    from vision.init import init_scales
-    from vision.train import make_task
-
     scales = {s: init_scales(make_task(replace(base, init=s, seed=0), data).model) for s in schemes}
     ref = scales[base.init]
     return {s: {f"{k}_ratio": v / ref[k] for k, v in sc.items()} for s, sc in scales.items()}
@@ -375,11 +374,6 @@ def init_scale_ratios(base: TrainConfig, schemes, data) -> dict[str, dict[str, f
 def run_study(cfg: StudyConfig) -> dict:
     """Train every task x scheme x seed (reusing finished runs), analyse, write the tables and figures; return
     the report (what ``study.json`` holds)."""
-    from common.io import provenance, write_csv, write_json
-    from vision.data import load_data
-    from vision.figures import _curves
-    from vision.study_plots import plot_study_task
-
     out = Path(cfg.out)
     report = {"config": asdict(cfg), **provenance(), "tasks": [], "files": []}
     run_rows, arm_rows, curve_rows = [], [], []
@@ -415,8 +409,6 @@ def run_study(cfg: StudyConfig) -> dict:
 
 def _curve_rows(task: StudyTask, runs: dict[tuple[str, int], list[dict]]) -> list[dict]:
     """Tidy learning curves: one row per (arm, seed, logged step) with every test and sample metric."""
-    from vision.runs import metric_names
-
     rows = []
     for (scheme, seed), metrics in runs.items():
         names = metric_names(metrics)
@@ -429,10 +421,14 @@ def _curve_rows(task: StudyTask, runs: dict[tuple[str, int], list[dict]]) -> lis
     return rows
 
 
+#: The column that identifies a row of a task's printed table (:func:`summary_tables`).
+STUDY_KEYS = ("scheme",)
+
+
 def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
     """``(title, rows)`` per task of a :func:`run_study` report for the terminal: per scheme, runs reaching the target,
-    steps per seed, the step ratio to the baseline, the metric at 25/50/100% of the budget with the paired difference,
-    and the init's scale relative to the baseline."""
+    steps per seed, the step ratio to the baseline, the metric at 25/50/100% of the budget and the paired difference
+    to the baseline, the paper's rule against its null, and the init's scale relative to the baseline."""
     tables = []
     for task in report["tasks"]:
         rows = []
@@ -454,14 +450,14 @@ def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
                 "step ratio [95% CI]": ratio,
             }
             for b in BUDGETS:
-                key = budget_key(b)
-                value = f"{arm[f'{key}_mean']:.4g} [{arm[f'{key}_lo']:.4g}, {arm[f'{key}_hi']:.4g}]"
-                if f"{key}_diff" in arm:
-                    value += (
-                        f" ({arm[f'{key}_diff']:+.3g} [{arm[f'{key}_diff_lo']:+.3g}, {arm[f'{key}_diff_hi']:+.3g}])"
-                    )
-                row[f"{round(100 * b)}%: mean [CI] (diff [CI])"] = value
-            row["paper's rule: saving - null [CI] (reverse - null)"] = (
+                key, at = budget_key(b), f"{round(100 * b)}%"
+                row[f"{at} mean [CI]"] = f"{arm[f'{key}_mean']:.4g} [{arm[f'{key}_lo']:.4g}, {arm[f'{key}_hi']:.4g}]"
+                row[f"{at} diff [CI]"] = (
+                    f"{arm[f'{key}_diff']:+.3g} [{arm[f'{key}_diff_lo']:+.3g}, {arm[f'{key}_diff_hi']:+.3g}]"
+                    if f"{key}_diff" in arm
+                    else ""
+                )
+            row["rule - null [CI] (rev.)"] = (
                 "baseline"
                 if "saving_vs_null" not in arm
                 else f"{arm['saving_vs_null']:+.2f} [{arm['saving_vs_null_lo']:+.2f}, {arm['saving_vs_null_hi']:+.2f}] "
@@ -473,7 +469,8 @@ def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
         sign = ">=" if task["higher_is_better"] else "<="
         title = (
             f"{task['task']}: {task['model']} {task['objective']} on {task['data']}, {task['steps']} steps; "
-            f"steps to {task['metric']} {sign} {task['target']:.4g} ({task['target_rule']})"
+            f"steps to {task['metric']} {sign} {task['target']:.4g} ({task['target_rule']}); diff = paired "
+            "difference to the baseline; rule - null = the paper's rule's saving minus its null (rev. = the reverse's)"
         )
         tables.append((title, rows))
     return tables

@@ -1,5 +1,5 @@
 """The init study's figure per task: learning curves per arm with the target, and the paired differences at each
-budget (:func:`vision.study.run_study` saves it beside the tables)."""
+budget (:func:`wqk.vision.study.run_study` saves it beside the tables)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from vision.record import logged_rows
-from vision.study_statistics import BUDGETS, budget_key
+from wqk.common.figures import PALETTE, pyplot, save_figure
+from wqk.vision.figures import _band
+from wqk.vision.record import logged_rows
+from wqk.vision.study_statistics import BUDGETS, budget_key
 
 if TYPE_CHECKING:
-    from vision.study import StudyTask
+    from wqk.vision.study import StudyTask
 
 #: Axis labels of the study's metrics (with their units).
 METRIC_LABELS = {
@@ -24,9 +26,6 @@ METRIC_LABELS = {
 
 def plot_study_task(task: StudyTask, runs, analysis: dict, path: Path) -> Path:
     """Learning curves per arm (seed mean, min-max band, the target dashed) and the paired budget differences."""
-    from common.figures import PALETTE, pyplot, save_figure
-    from vision.figures import _band
-
     plt = pyplot()
     schemes = [a["scheme"] for a in analysis["arms"]]
     # the baseline in black, each arm in an Okabe-Ito colour (the same in both panels; not the pale yellow)
@@ -57,7 +56,7 @@ def plot_study_task(task: StudyTask, runs, analysis: dict, path: Path) -> Path:
     right.set_xticks(range(len(BUDGETS)), [f"{round(100 * b)}% of steps" for b in BUDGETS])
     better = "higher" if task.higher_is_better else "lower"
     right.set_ylabel(f"{label}: arm - {schemes[0]}")
-    right.set_title(f"paired difference, 95% bootstrap CI ({better} is better)", fontsize=9)
+    right.set_title(f"paired difference, 95% t interval ({better} is better)", fontsize=9)
     right.legend(fontsize=7)
     fig.tight_layout()
     return save_figure(fig, path)

@@ -1,7 +1,7 @@
-"""The init study's statistics on plain arrays, by the interval rules of :mod:`common.intervals`: an arm's mean
+"""The init study's statistics on plain arrays, by the interval rules of :mod:`wqk.common.intervals`: an arm's mean
 metric (Student t), its comparison with the baseline paired by seed (the step ratio: t on the log ratio; a metric
 difference: Student t) and, with fewer than ten pairs, the exact sign-flip p-value of "the arm differs" beside each
-(:mod:`vision.study` runs them per task; steps to a target are :mod:`common.targets`)."""
+(:mod:`wqk.vision.study` runs them per task; steps to a target are :mod:`wqk.common.targets`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from common.intervals import Interval, exact_p, log_ratio_interval, log_ratios, t_interval
+from wqk.common.intervals import Interval, exact_p, log_ratio_interval, log_ratios, t_interval
 
 #: Fractions of the budget at which the metric is compared.
 BUDGETS = (0.25, 0.5, 1.0)

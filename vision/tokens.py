@@ -14,8 +14,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from theory.factored import FactoredForms
-from vision.models.attention import Attention
+from wqk.theory.factored import FactoredForms
+from wqk.vision.models.attention import Attention
 
 
 def attention_inputs(model: nn.Module, run: Callable[[], object]) -> list[torch.Tensor]:

@@ -1,8 +1,8 @@
-"""One trainer for every vision task (:mod:`vision.tasks`): from a CPU test to multi-GPU runs.
+"""One trainer for every vision task (:mod:`wqk.vision.tasks`): from a CPU test to multi-GPU runs.
 
 A run is a directory (docs/architecture.md): ``config.json`` (every parameter, versions, git commit),
 ``metrics.csv`` (tidy: one row per logged step x form x layer x head, with the score columns of
-``theory.report`` plus the training loss and the task's test metrics), checkpoints under ``ckpt/``
+``wqk.theory.report`` plus the training loss and the task's test metrics), checkpoints under ``ckpt/``
 (weights and EMA weights as ``.safetensors``; optimizer state and RNG states as a second
 ``.safetensors``; a JSON sidecar written last, so a checkpoint without one is ignored), and
 artifacts (DiT sample grids). ``train`` resumes from the newest checkpoint and continues exactly:
@@ -15,7 +15,7 @@ across processes, so every step sees the same images whatever the number of proc
 random draws (masks, noise, timesteps, label drops) are made for the global batch from one generator
 that every process holds, each process taking the rows of its images: a run is the same on any number
 of processes, up to the order of floating-point reductions. A run resumes on as many as it started.
-Run a saved config with ``python -m vision.train RUN/config.json`` (also under ``torchrun``).
+Run a saved config with ``python -m wqk.vision.train RUN/config.json`` (also under ``torchrun``).
 """
 
 from __future__ import annotations
@@ -32,13 +32,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from common.io import provenance, write_json
-from common.seeding import generator, stream_seed
-from vision.distributed import resolve_device, setup_distributed, shutdown_distributed
-from vision.ema import EMA
-from vision.optimization import BatchOrder, lr_at, parameter_groups, update
-from vision.record import MetricsLog, is_metric, run_columns, score_table
-from vision.run_checkpoint import (
+from wqk.common.io import provenance, write_json
+from wqk.common.seeding import generator, stream_seed
+from wqk.vision.data import load_data
+from wqk.vision.distributed import resolve_device, setup_distributed, shutdown_distributed
+from wqk.vision.ema import EMA
+from wqk.vision.init import apply_init
+from wqk.vision.optimization import BatchOrder, lr_at, parameter_groups, update
+from wqk.vision.record import MetricsLog, is_metric, run_columns, score_table
+from wqk.vision.run_checkpoint import (
     CHECKPOINT_FORMAT,
     head_counts,
     latest_checkpoint,
@@ -47,8 +49,9 @@ from vision.run_checkpoint import (
     save_checkpoint,
     unflatten_optimizer,
 )
-from vision.tasks import VisionTask, build_task, scored_forms
-from vision.train_config import (
+from wqk.vision.tasks import VisionTask, build_task, scored_forms
+from wqk.vision.tokens import attention_inputs
+from wqk.vision.train_config import (
     ARTIFACTS_STREAM,
     EVAL_STREAM,
     FIDELITY_STREAM,
@@ -76,8 +79,6 @@ __all__ = [
 # ---- model and task ----------------------------------------------------------------------------------
 def make_task(cfg: TrainConfig, data) -> VisionTask:
     """Build the task with the seed's own init (deterministic even for modules that draw globally), then the scheme."""
-    from vision.init import apply_init
-
     options = dict(cfg.task_options)
     with torch.random.fork_rng(devices=[]):  # the CPU RNG only: modules are built on the CPU
         torch.random.default_generator.manual_seed(stream_seed(cfg.seed, MODEL_STREAM))  # restored on exit
@@ -136,7 +137,7 @@ class RunResult:
     run_dir: Path
     step: int
     metrics: dict[str, float]  # the last evaluation
-    rows: list[Mapping]  # every metrics.csv row (vision.record.task_row; dicts of strings read back on resume)
+    rows: list[Mapping]  # every metrics.csv row (wqk.vision.record.task_row; dicts of strings read back on resume)
     replica_max_abs_diff: float | None = None  # multi-process runs: 0.0 when all replicas agree
 
 
@@ -146,8 +147,6 @@ class Trainer:
     PROBE = 64  # test images whose attention inputs give the special-token norms
 
     def __init__(self, cfg: TrainConfig, data=None) -> None:
-        from vision.data import load_data
-
         self.cfg = cfg
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -338,8 +337,6 @@ class Trainer:
         """Attention inputs on a fixed probe batch (the first test images), for tasks with special tokens."""
         if not getattr(self.task, "special_tokens", None):
             return None
-        from vision.tokens import attention_inputs
-
         x, y = self.test_x[: self.PROBE], self.test_y[: self.PROBE]
         evaluate_probe = lambda: evaluate(self.task, x, y, self.cfg, self.autocast)
         return attention_inputs(self.model, evaluate_probe)
@@ -453,12 +450,12 @@ def train(cfg: TrainConfig, data=None, resume: bool = True) -> RunResult:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m vision.train CONFIG.json`` (a run's config.json, or a dict of TrainConfig fields)."""
+    """``python -m wqk.vision.train CONFIG.json`` (a run's config.json, or a dict of TrainConfig fields)."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         raise SystemExit(
-            "usage: python -m vision.train CONFIG.json"
-            "   (also: torchrun --nproc_per_node N -m vision.train CONFIG.json)"
+            "usage: python -m wqk.vision.train CONFIG.json"
+            "   (also: torchrun --nproc_per_node N -m wqk.vision.train CONFIG.json)"
         )
     values = json.loads(Path(args[0]).read_text())
     result = train(TrainConfig.from_dict(values.get("config", values)))

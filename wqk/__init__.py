@@ -5,6 +5,10 @@ from the local Hugging Face cache, and returns the rows of ``cli.py analyze --cs
 ``wqk.scores(W_q, W_k)`` scores factors in hand; ``wqk.null(d, rank)`` summarises a null distribution.
 """
 
-from wqk.api import analyze, null, scores
+from wqk import _source_checkout
+
+_source_checkout.install()  # first: from a source checkout, wqk.theory is the folder theory/ beside wqk/
+
+from wqk.api import analyze, null, scores  # noqa: E402 (after the finder)
 
 __all__ = ["analyze", "null", "scores"]

@@ -32,43 +32,50 @@ def analyze(
     family: str | None = None,
     download: bool = False,
     revisions: Sequence[str] | str = (),
+    extra: bool = False,
     **keywords: Any,
 ) -> pandas.DataFrame:
     """Every attention layer and head of ``model`` scored with null z-scores: the rows of ``cli.py analyze --csv``.
 
     ``model``: a live ``torch.nn.Module`` (its parameters are read in memory, its ``config`` gives the head counts),
-    a checkpoint path, or a hub id read from the local Hugging Face cache (fetched only with ``download``). Further
-    keywords go to :func:`checkpoints.analyze.analyze` unchanged.
+    a checkpoint path, or a hub id read from the local Hugging Face cache (fetched only with ``download``).
+    ``extra``: also the skew part's share and effective rank with their nulls (``--extra``). Further keywords are
+    the other scoring options of :class:`wqk.checkpoints.score_options.ScoreOptions` (``null``, ``null_seed``,
+    ``precision``, ``fold_ln``, ``fold_qk_norm``); a bad one raises ValueError, an unknown one TypeError.
 
     A trajectory: a list of paths or hub ids (``NAME@REV``), a run directory of ``step_N`` checkpoints, or a hub id
     with ``revisions`` (``["step1000", "step2000"]`` or ``"step1000,step2000"``) give the rows of each checkpoint
     with ``checkpoint`` and ``step`` columns, checkpoints with identical attention weights once (their rows name the
-    others in ``duplicates``): the rows of ``cli.py analyze A B ... --csv`` (:mod:`checkpoints.trajectory`).
+    others in ``duplicates``): the rows of ``cli.py analyze A B ... --csv`` (:mod:`wqk.checkpoints.trajectory`).
     """
-    from checkpoints.analyze import ANALYZE_COLUMNS
-    from checkpoints.analyze import analyze as run
-    from checkpoints.hub import open_source
+    from wqk.checkpoints.analyze import analyze as run
+    from wqk.checkpoints.analyze import analyze_columns
+    from wqk.checkpoints.hub import open_source
+    from wqk.checkpoints.score_options import ScoreOptions
 
+    options = ScoreOptions.of(per=per, k=k, null_samples=null_samples, extra=extra, **keywords)  # type: ignore[arg-type]
+    detect = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "family": family}
     if hasattr(model, "state_dict") and callable(model.state_dict):
-        source, heads = _live(model, heads)
+        source, detect["heads"] = _live(model, heads)
     elif _trajectory(model, revisions):
-        from checkpoints.trajectory import TRAJECTORY_COLUMNS, analyze_series, series_entries
+        if extra:
+            raise ValueError("extra scores one checkpoint at a time; a series of checkpoints takes the standard scores")
+        from wqk.checkpoints.trajectory import TRAJECTORY_COLUMNS, analyze_series, series_entries
 
         sources = [model] if isinstance(model, str | Path) else list(model)
         chosen = revisions.split(",") if isinstance(revisions, str) else list(revisions)
-        options = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "k": k, "null_samples": null_samples}
         series = series_entries(sources, [r.strip() for r in chosen if r.strip()])
-        trajectory = analyze_series(series, per, **options, family=family, download=download, **keywords)  # type: ignore[arg-type]
+        trajectory = analyze_series(series, options, **detect, download=download)
         return _frame(trajectory.rows, TRAJECTORY_COLUMNS)
     else:
         source = open_source(model if isinstance(model, Path) else str(model), download=download)
-    analysis = run(source, per, heads, kv_heads, prefix, k, null_samples, family=family, **keywords)  # type: ignore[arg-type]
-    return _frame(analysis.rows, ANALYZE_COLUMNS)
+    analysis = run(source, options, **detect)
+    return _frame(analysis.rows, analyze_columns(extra))
 
 
 def _trajectory(model: Any, revisions: Sequence[str] | str) -> bool:
     """Whether ``model`` (with ``revisions``) names several checkpoints: a list, a run directory, revisions."""
-    from checkpoints.trajectory import is_series
+    from wqk.checkpoints.trajectory import is_series
 
     if isinstance(model, str | Path):
         return is_series([model], [revisions] if isinstance(revisions, str) and revisions else list(revisions))
@@ -78,7 +85,7 @@ def _trajectory(model: Any, revisions: Sequence[str] | str) -> bool:
 def _live(module: torch.nn.Module, heads: int | None):
     """A live module as a checkpoint read in memory: its state dict and config, and its head count where the
     config does not state one (``num_heads`` of its first attention, e.g. a timm ViT)."""
-    from checkpoints.loading import Checkpoint
+    from wqk.checkpoints.loading import Checkpoint
 
     config = getattr(module, "config", None)
     config = dict(config.to_dict() if hasattr(config, "to_dict") else config or {})
@@ -95,28 +102,31 @@ def scores(
     per: str = "both",
     k: float = 2.0,
     null_samples: int = 256,
+    extra: bool = False,
 ) -> pandas.DataFrame:
     """Symmetry and directionality of ``M_h = W_q^h W_k^h^T`` (rows = query side) with nulls: ``cli.py scores``' rows.
 
     Factors are ``[d, d_h]``, ``[H, d, d_h]`` or ``[L, H, d, d_h]``; or ``[d, H d_h]`` with ``heads = H`` (the
-    transpose of a ``q_proj.weight`` / ``k_proj.weight``, heads side by side in the columns).
+    transpose of a ``q_proj.weight`` / ``k_proj.weight``, heads side by side in the columns). ``extra``: also the
+    skew part's share and effective rank with their nulls (``--extra``).
     """
     import torch
 
-    from theory.factored import FactoredForms
-    from theory.report import SCORE_COLUMNS, score_rows
+    from wqk.theory.factored import FactoredForms
+    from wqk.theory.report import score_columns, score_rows
 
     q, key = (torch.as_tensor(w) for w in (W_q, W_k))
     if heads is not None:
         if q.dim() != 2 or q.shape[1] % heads:
             raise ValueError(f"heads={heads} splits factors [d, H d_h] by columns; got W_q of shape {tuple(q.shape)}")
         q, key = (w.reshape(w.shape[0], heads, -1).transpose(0, 1) for w in (q, key))
-    return _frame(score_rows(FactoredForms(q, key), per, k, null_samples), SCORE_COLUMNS)  # type: ignore[arg-type]
+    rows = score_rows(FactoredForms(q, key), per, k, null_samples, extra=extra)  # type: ignore[arg-type]
+    return _frame(rows, score_columns(extra))
 
 
 def null(d: int, rank: int, k: float = 2.0, samples: int = 256, seed: int = 0) -> pandas.DataFrame:
     """Null distribution of each score for ``M = A B^T``, Gaussian ``A, B`` of shape ``[d, rank]``: ``cli.py null``."""
-    from theory.nulls import null_distribution
-    from theory.report import NullRow, null_table
+    from wqk.theory.nulls import null_distribution
+    from wqk.theory.report import NullRow, null_table
 
     return _frame(null_table(null_distribution(d, rank, k, samples, seed)), NullRow.columns())

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.figures import PALETTE, pyplot
-from paper.plots.panels import FigureDataError, need, seed_band
-from paper.results import Results, select
+from wqk.common.figures import PALETTE, pyplot
+from wqk.language.tasks import LANGUAGE_TASKS
+from wqk.paper.plots.panels import FigureDataError, need, seed_band
+from wqk.paper.results import Results, select
 
 EXPERIMENT = "language_control"
-OBJECTIVES = {"mlm": "BERT-style encoder (MLM)", "causal": "GPT-style decoder (next token)"}
 
 
 def language_control(results: Results):
@@ -21,7 +21,7 @@ def language_control(results: Results):
         raise FigureDataError(f"no results of {EXPERIMENT}")
     curves = need(results.table(EXPERIMENT, "curves"), f"{EXPERIMENT}/curves.csv")
     corpus = results.table(EXPERIMENT, "corpus")
-    objectives = [o for o in OBJECTIVES if select(curves, objective=o)]
+    objectives = [o for o in LANGUAGE_TASKS if select(curves, objective=o)]
     plt = pyplot()
     fig, axes = plt.subplots(1, len(objectives) + 1, figsize=(4.6 * (len(objectives) + 1), 3.6), squeeze=False)
     arms = list(dict.fromkeys(r["arm"] for r in curves))
@@ -37,7 +37,7 @@ def language_control(results: Results):
         ax.set_ylim(low - 0.08 * (top - low), top)
         ax.set_xlabel("training step")
         ax.set_ylabel("held-out loss (nats)")
-        ax.set_title(OBJECTIVES[objective], fontsize=9)
+        ax.set_title(LANGUAGE_TASKS[objective].title, fontsize=9)
         ax.legend(fontsize=7)
     ax = axes[0][-1]
     summary = select(results.table(EXPERIMENT, "summary"), arm="default", quantity="symmetry")
@@ -51,7 +51,7 @@ def language_control(results: Results):
             color=PALETTE[i],
             marker="o",
             capsize=3,
-            label=OBJECTIVES[objective],
+            label=LANGUAGE_TASKS[objective].title,
         )
     ax.axhline(0, color="0.6", lw=0.8)
     ax.set_xticks(sorted({r["layer"] for r in summary if r.get("layer") is not None}))

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.figures import NULL_COLOR, pyplot
-from paper.plots.panels import (
-    FAMILY_OBJECTIVE,
-    SCORES,
-    TASK_OBJECTIVE,
-    need,
-)
-from paper.results import Results, select
-from paper.summary import at_last_step
-from theory.objectives import color_of
+from wqk.checkpoints.model_types import family_objective
+from wqk.common.figures import NULL_COLOR, pyplot
+from wqk.paper.plots.panels import SCORES, need
+from wqk.paper.results import Results, select
+from wqk.paper.summary import at_last_step
+from wqk.theory.objectives import color_of
+from wqk.vision.task_records import VISION_TASKS
 
 
 def nulls_vs_d(results: Results):
@@ -41,7 +38,7 @@ def nulls_vs_d(results: Results):
                 rd, rm, rs = (np.array(v, dtype=float) for v in zip(*ref, strict=True))
                 ax.plot(rd, rm + 2 * rs, color="0.1", ls="--", lw=0.8, label="theory: mean ± 2 sd" if k == 0 else None)
                 ax.plot(rd, rm - 2 * rs, color="0.1", ls="--", lw=0.8)
-        for experiment in ("sim_objectives", *(f"vision_{t}" for t in TASK_OBJECTIVE)):
+        for experiment in ("sim_objectives", *(f"vision_{t}" for t in VISION_TASKS)):
             if not results.has(experiment, "summary") or not results.has(experiment, "nulls"):
                 continue
             summary = results.rows(experiment, "summary", form="W_qk", quantity=score)
@@ -51,7 +48,7 @@ def nulls_vs_d(results: Results):
             key = "arm" if "arm" in summary[0] else "task"
             for r in at_last_step(summary, key):
                 if r["layer"] == 0:
-                    obj = r[key] if key == "arm" else TASK_OBJECTIVE.get(r[key], r[key])
+                    obj = r[key] if key == "arm" else _task_objective(r[key])
                     marker = "o" if key == "arm" else "D"
                     ax.plot(
                         nulls[0]["d"] * (1.0 if key == "arm" else 1.12), r["mean"], marker, color=color_of(obj), ms=5
@@ -80,7 +77,7 @@ def checkpoints(results: Results):
             if not sel:
                 continue
             r = sel[0]
-            color = color_of(FAMILY_OBJECTIVE.get(family, family), families.index(family))
+            color = color_of(family_objective(family) or family, families.index(family))
             ax.plot([i, i], [r["head_q25"], r["head_q75"]], color=color, alpha=0.3, lw=8, solid_capstyle="butt")
             ax.errorbar(
                 i,
@@ -100,9 +97,14 @@ def checkpoints(results: Results):
         ax.axhline(0, color="0.3", lw=0.5)
         ax.set_ylabel(label + " (per layer)")
     handles = [
-        plt.Line2D([], [], color=color_of(FAMILY_OBJECTIVE.get(f, f), i), lw=4, label=f) for i, f in enumerate(families)
+        plt.Line2D([], [], color=color_of(family_objective(f) or f, i), lw=4, label=f) for i, f in enumerate(families)
     ]
     axes[0].legend(handles=handles, fontsize=7, title="family", title_fontsize=7)
     fig.suptitle("checkpoints: median and IQR over layers (points), per-head IQR (bars)", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+def _task_objective(task: str) -> str:
+    """The objective a vision task trains (for its colour), or the name itself where it is not a task."""
+    return VISION_TASKS[task].objective if task in VISION_TASKS else task

@@ -1,7 +1,8 @@
 """What the paper's figures share: score and task labels, colours, the data-access guard and the drawn pieces (a
-line with its band, points with error bars, the null band), all fed by result tables (:class:`paper.results.Results`).
+line with its band, points with error bars, the null band), all fed by result tables
+(:class:`wqk.paper.results.Results`).
 
-Colours: one per objective in every figure (its ``color``, :func:`theory.objectives.color_of`, Okabe-Ito), the null
+Colours: one per objective in every figure (its ``color``, :func:`wqk.theory.objectives.color_of`, Okabe-Ito), the null
 band gray. Bands are 95% intervals over seeds; with one seed a figure has lines without bands.
 """
 
@@ -11,27 +12,12 @@ import math
 
 import numpy as np
 
-from common.figures import NULL_COLOR, PALETTE
-from paper.results import Results, select
-from theory.objectives import color_of
+from wqk.common.figures import NULL_COLOR, PALETTE
+from wqk.common.summary import mean_ci
+from wqk.paper.results import Results, select
+from wqk.theory.objectives import color_of
 
 SCORES = (("symmetry", "symmetry s"), ("directionality", "directionality δ"), ("directionality_pr", "δ_PR"))
-#: The objective each vision task trains (for its colour).
-TASK_OBJECTIVE = {
-    "classify": "classification",
-    "mae": "masked_autoencoding",
-    "causal": "autoregressive",
-    "dit": "denoising",
-}
-TASK_LABEL = {"classify": "ViT classification", "mae": "MAE", "causal": "causal ViT", "dit": "DiT denoising"}
-#: The training objective of a checkpoint family (analyze's ``family`` column), for its colour.
-FAMILY_OBJECTIVE = {
-    "encoder": "bidirectional",
-    "decoder": "autoregressive",
-    "diffusion": "denoising",
-    "vision-supervised": "classification",
-    "vision-self-supervised": "masked_autoencoding",
-}
 SCHEME_COLORS = {
     "default": PALETTE[0],
     "symmetric": PALETTE[5],
@@ -93,8 +79,6 @@ def plain_log(ax) -> None:
 def seed_band(ax, rows: list[dict], column: str, color, **line) -> None:
     """``column`` over training steps: the mean over the rows (seeds) of each step with its 95% band; rows where
     ``column`` is empty (a sample metric between its evaluations) are skipped."""
-    from common.summary import mean_ci
-
     by_step: dict[int, list[float]] = {}
     for r in rows:
         if r.get(column) is not None:

@@ -1,6 +1,6 @@
 """The paper's figures by name, and drawing them: :data:`FIGURES` (each figure function with the experiments it
 reads) and :func:`render_figures`, which saves each as ``figures/NAME.png`` and ``NAME.pdf``
-(:func:`common.figures.save_figure`) and redraws only a figure whose code or input files changed since it was last
+(:func:`wqk.common.figures.save_figure`) and redraws only a figure whose code or input files changed since it was last
 drawn (:data:`INDEX`). A figure whose tables are missing or empty raises :class:`FigureDataError` with what it
 needed, and is skipped with that line.
 """
@@ -10,14 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from common.figures import save_figure
-from paper.plots.language import language_control
-from paper.plots.nulls import checkpoints, nulls_vs_d
-from paper.plots.panels import TASK_OBJECTIVE, FigureDataError
-from paper.plots.theory import attribution, grid_cells, self_cross, theory_vs_sim
-from paper.plots.toy import claim7_bos, denoising_data, masking, parameterisation, toy_training, toy_wqk
-from paper.plots.vision import init_curves, init_samples, init_steps, vision_layers
-from paper.results import MissingResult, Results
+from wqk.common.figures import save_figure
+from wqk.common.io import write_json
+from wqk.paper.codeversion import code_version
+from wqk.paper.plots.language import language_control
+from wqk.paper.plots.nulls import checkpoints, nulls_vs_d
+from wqk.paper.plots.panels import FigureDataError
+from wqk.paper.plots.theory import attribution, grid_cells, self_cross, theory_vs_sim
+from wqk.paper.plots.toy import claim7_bos, denoising_data, masking, parameterisation, toy_training, toy_wqk
+from wqk.paper.plots.vision import init_curves, init_samples, init_steps, vision_layers
+from wqk.paper.results import MissingResult, Results
+from wqk.vision.task_records import VISION_TASKS
 
 #: The init studies (the digits ones, and the MNIST ones of the fidelity slots).
 STUDIES = ("init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist")
@@ -41,7 +44,7 @@ FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "init_samples": (init_samples, STUDIES),
     "grid": (grid_cells, ("sim_grid",)),
     # the nulls against d, with the trained forms of the toy and of every vision objective as points
-    "nulls_vs_d": (nulls_vs_d, ("nulls", "sim_objectives", *(f"vision_{t}" for t in TASK_OBJECTIVE))),
+    "nulls_vs_d": (nulls_vs_d, ("nulls", "sim_objectives", *(f"vision_{t}" for t in VISION_TASKS))),
     "checkpoints": (checkpoints, ("checkpoints",)),
     "language_control": (language_control, ("language_control",)),
 }
@@ -52,8 +55,6 @@ INDEX = "figures.json"
 def figure_key(results: Results, name: str) -> str:
     """What a figure is drawn from: its code version and the bytes of every file of the experiments it reads."""
     import hashlib
-
-    from paper.codeversion import code_version
 
     function, needs = FIGURES[name]
     digest = hashlib.sha256(code_version(function).digest.encode())
@@ -68,8 +69,6 @@ def render_figures(results: Results, directory: str | Path, names: list[str] | N
     """Save every figure whose experiments have results as PNG and PDF, skipping one whose inputs and code are
     those it was last drawn from (``results/figures.json``); returns (paths drawn or kept, {name: why skipped})."""
     import json
-
-    from common.io import write_json
 
     directory = Path(directory)
     index_path = results.root / INDEX

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.figures import PALETTE, pyplot
-from paper.plots.panels import (
+from wqk.common.figures import PALETTE, pyplot
+from wqk.paper.plots.panels import (
     arm_color,
     errorbars,
     need,
     null_band,
     summary_rows,
 )
-from paper.results import Results, select
-from paper.summary import at_last_step
-from theory.objectives import color_of
+from wqk.paper.results import Results, select
+from wqk.paper.summary import at_last_step
+from wqk.theory.objectives import color_of
 
 
 def theory_vs_sim(results: Results):
@@ -165,8 +165,8 @@ def attribution(results: Results):
 
 
 def grid_cells(results: Results):
-    """Theory vs simulation per cell (sim.grid): the simulator's value (points) and the prediction (crosses) of s and
-    δ_PR, at the first step and at the end; blue where their classes agree, vermillion where they do not."""
+    """Theory vs simulation per cell (wqk.sim.grid): the simulator's value (points) and the prediction (crosses) of s
+    and δ_PR, at the first step and at the end; blue where their classes agree, vermillion where they do not."""
     plt = pyplot()
     rows = [
         r for r in need(results.table("sim_grid", "agreement"), "sim_grid/agreement.csv") if r["theory"] == "predicted"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from common.figures import pyplot
-from paper.plots.panels import (
+from wqk.common.figures import pyplot
+from wqk.paper.plots.panels import (
     SCORES,
     arm_color,
     band,
@@ -17,9 +17,9 @@ from paper.plots.panels import (
     summary_rows,
     unit_range,
 )
-from paper.results import Results, select
-from paper.summary import at_last_step
-from theory.objectives import color_of
+from wqk.paper.results import Results, select
+from wqk.paper.summary import at_last_step
+from wqk.theory.objectives import color_of
 
 
 def toy_wqk(results: Results):

@@ -3,14 +3,12 @@ steps to target and final samples."""
 
 from __future__ import annotations
 
-from common.figures import PALETTE, pyplot
-from paper.plots.panels import (
+from wqk.common.figures import PALETTE, pyplot
+from wqk.paper.plots.panels import (
     FORM_STYLE,
     METRIC_LABELS,
     SCHEME_COLORS,
     SCORES,
-    TASK_LABEL,
-    TASK_OBJECTIVE,
     FigureDataError,
     errorbars,
     need,
@@ -19,8 +17,10 @@ from paper.plots.panels import (
     seed_band,
     unit_range,
 )
-from paper.results import Results, select
-from theory.objectives import color_of
+from wqk.paper.results import Results, select
+from wqk.theory.objectives import color_of
+from wqk.vision.sample_table import images_of
+from wqk.vision.task_records import VISION_TASKS
 
 
 def _form_look(form: str, objective: str) -> tuple[str, str]:
@@ -37,7 +37,7 @@ def vision_layers(results: Results):
 
     plt = pyplot()
     tasks = [
-        t for t in TASK_OBJECTIVE if results.has(f"vision_{t}", "summary") and results.rows(f"vision_{t}", "summary")
+        t for t in VISION_TASKS if results.has(f"vision_{t}", "summary") and results.rows(f"vision_{t}", "summary")
     ]
     if not tasks:
         raise FigureDataError("no rows of vision_*/summary.csv")
@@ -56,7 +56,7 @@ def vision_layers(results: Results):
             ax = axes[row, col]
             null_band(ax, results, experiment, score, label=False, task=task, form="W_qk")
             for j, form in enumerate(forms):
-                color, marker = _form_look(form, TASK_OBJECTIVE[task])
+                color, marker = _form_look(form, VISION_TASKS[task].objective)
                 series = sorted(select(rows, form=form, quantity=score), key=lambda r: r["layer"])
                 if series:
                     x = [r["layer"] + 0.1 * j for r in series]
@@ -71,7 +71,9 @@ def vision_layers(results: Results):
             if row == 0:
                 n = rows[0]["n"] if rows else 0
                 ax.set_title(
-                    f"{TASK_LABEL[task]} (step {last}, {n} seeds)", fontsize=9, color=color_of(TASK_OBJECTIVE[task])
+                    f"{VISION_TASKS[task].label} (step {last}, {n} seeds)",
+                    fontsize=9,
+                    color=color_of(VISION_TASKS[task].objective),
                 )
                 ax.legend(fontsize=6, loc="best")
     fig.suptitle("vision: per-layer scores (mean, 95% CI); gray: null 95% of W_qk", fontsize=10)
@@ -134,9 +136,9 @@ def _metric_label(study: dict) -> str:
 
 
 def init_steps(results: Results):
-    """Steps to the target relative to the default init (all studies: a ratio has no unit) and, one panel per
-    study in its metric's unit, the final metric's difference to the default (paired by seed, bootstrap 95% CI);
-    1 (0) = no difference."""
+    """Steps to the target relative to the default init (all studies: a ratio has no unit; 95% t interval of the
+    log ratio) and, one panel per study in its metric's unit, the final metric's difference to the default (paired
+    by seed, 95% t interval); 1 (0) = no difference."""
     plt = pyplot()
     experiments = _study_tasks(results)
     tables = {e: results.rows(e, "summary") for e in experiments}
@@ -167,7 +169,7 @@ def init_steps(results: Results):
         for k, e in enumerate(experiments)
     ]
     ratio_ax.legend(handles=handles, fontsize=7, title="study", title_fontsize=7)
-    fig.suptitle("init study vs the default init (bootstrap 95% CI over seeds)", fontsize=10)
+    fig.suptitle("init study vs the default init (95% t intervals over seeds, paired)", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -176,8 +178,6 @@ def init_samples(results: Results):
     """The final samples of every arm of each DiT init study that kept them (one row per arm, one column per class;
     one seed, the same sampling noise in every arm), drawn from the study's ``samples`` table."""
     import numpy as np
-
-    from vision.sample_table import images_of
 
     plt = pyplot()
     studies = [e for e in results.experiments if e.startswith("init_") and results.has(e, "samples")]

@@ -1,4 +1,4 @@
-"""Runner over :mod:`checkpoints`: real models' per-layer and per-head scores with nulls (``--checkpoints``)."""
+"""Runner over :mod:`wqk.checkpoints`: real models' per-layer and per-head scores with nulls (``--checkpoints``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from paper.experiment import Context, Tables
+from wqk.paper.experiment import Context, Tables
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,11 @@ PACKAGED = (
 )
 #: Where the packaged models are extracted (under the work tree, not committed).
 PACKAGED_ROOT = "runs/packaged-models"
+
+
+def is_packaged(path: str | Path) -> bool:
+    """Whether ``path`` is a packaged model extracted under :data:`PACKAGED_ROOT` (scored, not named on a command)."""
+    return Path(path).parent == Path(PACKAGED_ROOT)
 
 
 def fingerprint(path: str | Path) -> dict:
@@ -119,9 +124,9 @@ def packaged_models(root: str | Path = PACKAGED_ROOT, registry: tuple[Packaged, 
 def checkpoints(config: dict, ctx: Context) -> Tables:
     """Score every checkpoint of ``config["checkpoints"]`` (fingerprints) per head and per layer, each form's z
     against its spectrum-matched null (a trained form's spectrum is far from that of i.i.d. Gaussian factors)."""
-    from checkpoints.analyze import analyze, null_shapes
-    from checkpoints.hub import open_source
-    from paper.runners.nulls import null_rows
+    from wqk.checkpoints.analyze import analyze, null_shapes
+    from wqk.checkpoints.hub import open_source
+    from wqk.paper.runners.nulls import null_rows
 
     rows, nulls = [], []
     for i, item in enumerate(config["checkpoints"]):

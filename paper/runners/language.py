@@ -1,4 +1,4 @@
-"""Runner over :mod:`language`: the paper's positive control, encoder (MLM) and decoder (next token) of the same
+"""Runner over :mod:`wqk.language`: the paper's positive control, encoder (MLM) and decoder (next token) of the same
 size on English docstring prose, arms default / paper-symmetric / symmetric, several seeds.
 
 The tokenised corpus is kept under ``WORK/language/<sources, vocabulary, split>/`` (reading the docstrings of a
@@ -7,7 +7,7 @@ large package takes tens of seconds) and read back as numpy arrays.
 
 from __future__ import annotations
 
-from paper.experiment import Context, Tables
+from wqk.paper.experiment import Context, Tables
 
 
 def corpus(config: dict, ctx: Context):
@@ -16,15 +16,15 @@ def corpus(config: dict, ctx: Context):
 
     import numpy as np
 
-    from paper.experiment import config_hash
+    from wqk.paper.experiment import config_hash
 
     spec = {k: config[k] for k in ("sources", "vocab_size", "test_fraction")}
     directory = ctx.scratch("language", config_hash(spec))
     paths = {name: directory / f"{name}.npy" for name in ("train", "test")}
     if not all(p.is_file() for p in paths.values()):
-        from common.io import write_json
-        from language.corpus import load_corpus
-        from language.tokens import Tokenizer
+        from wqk.common.io import write_json
+        from wqk.language.corpus import load_corpus
+        from wqk.language.tokens import Tokenizer
 
         ctx.note(f"reading docstrings of {', '.join(config['sources'])}")
         train, test = load_corpus(config["sources"], config["test_fraction"])
@@ -43,8 +43,8 @@ def language_runs(config: dict, ctx: Context) -> Tables:
     loss curves, per-layer ``W_qk`` scores at the end, and the corpus with its no-context (unigram) loss."""
     import torch
 
-    from language.tokens import unigram_loss
-    from language.train import LMConfig, train_lm
+    from wqk.language.tokens import unigram_loss
+    from wqk.language.train import LMConfig, train_lm
 
     if ctx.threads > 0:
         torch.set_num_threads(ctx.threads)
@@ -71,9 +71,9 @@ def language_runs(config: dict, ctx: Context) -> Tables:
 
 def language_analysis(config: dict, units: dict[str, Tables]) -> Tables:
     """Every unit's runs together, with the steps to each target rule and the savings per rule
-    (:mod:`language.control`; the verdicts' long-format summary is :func:`paper.derive.control_summary`)."""
-    from language.control import step_rows, summary_rows
-    from paper.experiment import concat_units
+    (:mod:`wqk.language.control`; the verdicts' long-format summary is :func:`wqk.paper.derive.control_summary`)."""
+    from wqk.language.control import step_rows, summary_rows
+    from wqk.paper.experiment import concat_units
 
     tables = concat_units(config, units)
     steps = step_rows(tables["curves"])

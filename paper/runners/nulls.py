@@ -1,7 +1,7 @@
 """The null band of a scored form, as table rows.
 
-Column ``null`` says which: ``iid`` (:func:`theory.nulls.null_distribution`, the null its z used: Gaussian factors
-of its ``d`` and rank, one row per shape) or ``spectrum`` (:mod:`theory.spectrum_null`: one trained form's own
+Column ``null`` says which: ``iid`` (:func:`wqk.theory.nulls.null_distribution`, the null its z used: Gaussian factors
+of its ``d`` and rank, one row per shape) or ``spectrum`` (:mod:`wqk.theory.spectrum_null`: one trained form's own
 singular values with random bases, one row per trained form, carrying the form's keys, its ``value`` and its ``z``).
 A norm ratio's spectrum row (``score`` ``bos_key_query`` etc.) has the band of random forms of the same spectrum.
 """
@@ -18,7 +18,7 @@ RATIO_DRAWS = 500
 
 def null_rows(ids: dict, d: int, rank: int, samples: int, k: float = 2.0, seed: int = 0) -> list[dict]:
     """One row per score: ``ids``, ``null = iid``, the null's shape, mean, sd and central 95% (``q025``, ``q975``)."""
-    from theory.nulls import null_distribution
+    from wqk.theory.nulls import null_distribution
 
     rank = min(rank, d)
     summary = null_distribution(d, rank, k, samples, seed).summary()
@@ -45,7 +45,7 @@ def spectrum_rows(
 ) -> list[dict]:
     """One row per score of ``values`` (the trained form's scores): ``ids``, ``null = spectrum``, ``d``, the rank of
     ``sigma``, the spectrum-matched null's mean, sd and central 95%, the form's ``value`` and its ``z``."""
-    from theory.spectrum_null import spectrum_null
+    from wqk.theory.spectrum_null import spectrum_null
 
     null = spectrum_null(sigma, d, k, samples, seed)
     summary = null.summary()
@@ -70,10 +70,10 @@ def spectrum_rows(
 
 
 def ratio_row(ids: dict, score: str, sigma: np.ndarray, d: int, top, bottom, value: float, seed: int = 0) -> dict:
-    """The spectrum-matched band of one norm ratio (:func:`theory.spectrum_null.norm_ratio_draws`, ``top`` over
+    """The spectrum-matched band of one norm ratio (:func:`wqk.theory.spectrum_null.norm_ratio_draws`, ``top`` over
     ``bottom``) as a row like :func:`spectrum_rows`' (``z`` against the draws' mean and sd; the law is skewed, so
     the band, not ``z``, is what to read)."""
-    from theory.spectrum_null import band, norm_ratio_draws, numerical_spectrum
+    from wqk.theory.spectrum_null import band, norm_ratio_draws, numerical_spectrum
 
     sigma = numerical_spectrum(sigma, d)
     stats = band(norm_ratio_draws(sigma, d, top, bottom, RATIO_DRAWS, seed))

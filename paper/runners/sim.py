@@ -1,4 +1,4 @@
-"""Runners over the simulator (:mod:`sim`): the arms of an experiment, and the first steps vs the theory.
+"""Runners over the simulator (:mod:`wqk.sim`): the arms of an experiment, and the first steps vs the theory.
 
 Arms are trained into ``WORK/sim/<sim code version>-<config hash>/`` and resumed from there, so an arm that
 two experiments share (the default autoregressive run is in four of them) trains once, and an arm is never
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import math
 
-from paper.experiment import Context, Tables
+from wqk.paper.experiment import Context, Tables
 
 #: The arms of the ``objectives`` experiment: the four default simulations of ``cli.py simulate``.
 OBJECTIVES_ARMS = "objectives"
 
 
 def arm_configs(config: dict) -> dict:
-    """``{arm: SimConfig}``: the arms of ``config["arms"]`` (``objectives`` or a :data:`sim.experiments.EXPERIMENTS`
+    """``{arm: SimConfig}``: the arms of ``config["arms"]`` (``objectives`` or a :data:`wqk.sim.experiments.EXPERIMENTS`
     name) with the mode's overrides (seeds, steps, record_every, null_samples, ...) applied to every arm."""
-    from sim.config import SIM_OBJECTIVES, default_config
-    from sim.experiments import EXPERIMENTS
+    from wqk.sim.config import SIM_OBJECTIVES, default_config
+    from wqk.sim.experiments import EXPERIMENTS
 
     name = config["arms"]
     if name == OBJECTIVES_ARMS:
@@ -40,7 +40,7 @@ def _resized(cfg, overrides: dict):
 
 def coordinate_blocks(sim) -> list[dict]:
     """Which coordinate of the model's input space is which token, special token or position (one-hot bases only)."""
-    from sim.model import SPECIALS
+    from wqk.sim.model import SPECIALS
 
     cfg, model = sim.cfg.model, sim.model
     if cfg.embed != "onehot":
@@ -57,13 +57,13 @@ def coordinate_blocks(sim) -> list[dict]:
 def sim_arms(config: dict, ctx: Context) -> Tables:
     """Train (or reuse) every arm; per-seed per-layer scores over training, their nulls, BOS dominance, and with
     ``config["matrices"]`` the first seed's learned ``W_qk`` of the last layer with its coordinate labels."""
-    from paper.codeversion import modules_version
-    from paper.runners.nulls import null_rows
-    from sim.experiments import bos_dominance, config_key
-    from sim.train import run
+    from wqk.paper.codeversion import modules_version
+    from wqk.paper.runners.nulls import null_rows
+    from wqk.sim.experiments import bos_dominance, config_key
+    from wqk.sim.train import run
 
     arms = arm_configs(config)
-    version = modules_version(["sim.train", "sim.experiments"])
+    version = modules_version(["wqk.sim.train", "wqk.sim.experiments"])
     tables: Tables = {"scores": [], "nulls": [], "arms": {}}
     if config.get("matrices"):
         tables["matrix"], tables["coords"] = [], []
@@ -78,7 +78,7 @@ def sim_arms(config: dict, ctx: Context) -> Tables:
                 continue
             out = {"arm": arm, **{k: v for k, v in row.items() if k != "head" and not k.endswith("_p")}}
             if row["step"] == cfg.steps and row["form"] == "W_qk" and row["layer"] == 0:
-                # ||M x_BOS|| over the mean ||M x|| of data inputs, layer 0 (sim.experiments.bos_dominance)
+                # ||M x_BOS|| over the mean ||M x|| of data inputs, layer 0 (wqk.sim.experiments.bos_dominance)
                 out["bos_key_typical"] = dominance[cfg.seed_list.index(row["seed"])]
             tables["scores"].append(out)
         d = cfg.model.d
@@ -98,18 +98,18 @@ def sim_arms(config: dict, ctx: Context) -> Tables:
 
 
 def final_spectrum_rows(arm: str, sim, dominance: list[float]) -> list[dict]:
-    """Spectrum-matched nulls (:mod:`theory.spectrum_null`) of the final learned ``W_qk`` of every seed: each layer's
-    per-layer form (``block = all``), layer 0's diagonal coordinate blocks (each with its own spectrum), and the BOS
-    norm ratios (``bos_key_query`` per layer, ``bos_key_typical`` at layer 0) against random forms of that spectrum.
+    """Spectrum-matched nulls (:mod:`wqk.theory.spectrum_null`) of the final learned ``W_qk`` of every seed: each
+    layer's per-layer form (``block = all``), layer 0's diagonal coordinate blocks (each with its own spectrum), and the
+    BOS norm ratios (``bos_key_query`` per layer, ``bos_key_typical`` at layer 0) against random forms of that spectrum.
     """
     import torch
 
-    from paper.runners.nulls import ratio_row, spectrum_rows
-    from sim.analysis import dominance_inputs
-    from sim.coordinates import input_coordinates
-    from theory.blocks import blocks_of
-    from theory.scores import SCORE_NAMES
-    from theory.spectrum_null import form_spectrum
+    from wqk.paper.runners.nulls import ratio_row, spectrum_rows
+    from wqk.sim.analysis import dominance_inputs
+    from wqk.sim.coordinates import input_coordinates
+    from wqk.theory.blocks import blocks_of
+    from wqk.theory.scores import SCORE_NAMES
+    from wqk.theory.spectrum_null import form_spectrum
 
     cfg, step = sim.cfg, sim.cfg.steps
     final = {
@@ -149,7 +149,7 @@ def final_spectrum_rows(arm: str, sim, dominance: list[float]) -> list[dict]:
 
 
 def _split_plus_minus(text) -> tuple[float, float]:
-    """``"+0.123 ± 0.045"`` (sim.compare's cells) -> ``(0.123, 0.045)``; a bare number has no half-width."""
+    """``"+0.123 ± 0.045"`` (wqk.sim.compare's cells) -> ``(0.123, 0.045)``; a bare number has no half-width."""
     if isinstance(text, (int, float)):
         return float(text), math.nan
     mean, _, half = str(text).partition("±")
@@ -162,9 +162,9 @@ def compare_theory(config: dict, ctx: Context) -> Tables:
     ``config["data"]`` names data variants (``reversible``: the defaults; ``irreversible``: the cyclic chain for
     token objectives, the rotation AR(1) for denoising), each run for every objective.
     """
-    from sim.compare import CompareRow
-    from sim.compare import compare_theory as compare
-    from sim.config import DEFAULTS, default_config
+    from wqk.sim.compare import CompareRow
+    from wqk.sim.compare import compare_theory as compare
+    from wqk.sim.config import DEFAULTS, default_config
 
     variants = {
         "reversible": ({}, {}),
@@ -182,7 +182,7 @@ def compare_theory(config: dict, ctx: Context) -> Tables:
         ctx.note(f"{data} data: {', '.join(configs)}")
         out = ctx.scratch("compare", data)
         compare(configs, out, mc_sequences=config["mc_sequences"], progress=False, threads=ctx.threads)
-        from paper.results import read_csv
+        from wqk.paper.results import read_csv
 
         for row in read_csv(out / "compare_theory.csv"):
             flat = {"objective": row["objective"], "data": data, "part": row["part"], "theory": row["theory"]}
@@ -194,16 +194,16 @@ def compare_theory(config: dict, ctx: Context) -> Tables:
 
 
 def sim_grid(config: dict, ctx: Context) -> Tables:
-    """Theory vs simulation cell by cell (:func:`sim.grid.run_grid`): every value (``values``: cell x phase x score,
+    """Theory vs simulation cell by cell (:func:`wqk.sim.grid.run_grid`): every value (``values``: cell x phase x score,
     seed mean with CI and z), every comparison of a prediction with a simulated phase and whether their classes
     agree (``agreement``), and the agreement rates (``rates``)."""
-    from paper.codeversion import modules_version
-    from sim.grid import all_cells, run_grid
+    from wqk.paper.codeversion import modules_version
+    from wqk.sim.grid import all_cells, run_grid
 
     cells = all_cells()[: config.get("max_cells")]
     ctx.note(f"{len(cells)} cells x {config['seeds']} seeds x {config['steps']} steps")
     tables = run_grid(
-        ctx.scratch("grid", modules_version(["sim.grid"])),  # its cells are reused by config: name them by code
+        ctx.scratch("grid", modules_version(["wqk.sim.grid"])),  # its cells are reused by config: name them by code
         seeds=config["seeds"],
         steps=config["steps"],
         cells=cells,

@@ -1,8 +1,9 @@
-"""Runners over the theory layer (:mod:`theory`): the claim checks, exact first-update predictions, nulls vs ``d``."""
+"""Runners over the theory layer (:mod:`wqk.theory`): the claim checks, exact first-update predictions, nulls vs
+``d``."""
 
 from __future__ import annotations
 
-from paper.experiment import Context, Tables
+from wqk.paper.experiment import Context, Tables
 
 
 def null_reference(score: str, d: int) -> tuple[float | None, float | None]:
@@ -17,7 +18,7 @@ def null_reference(score: str, d: int) -> tuple[float | None, float | None]:
 
 def theory_check(config: dict, ctx: Context) -> Tables:
     """Every row of ``theory check`` (claims 1-6) for each seed."""
-    from theory.check import run_checks
+    from wqk.theory.check import run_checks
 
     rows = []
     for seed in config["seeds"]:
@@ -28,7 +29,7 @@ def theory_check(config: dict, ctx: Context) -> Tables:
 
 def predictions(config: dict, ctx: Context) -> Tables:
     """Exact expected first update at ``M = 0`` per objective and data setting: scores per part, attribution."""
-    from theory.attribution import predict_first_update
+    from wqk.theory.attribution import predict_first_update
 
     scores, attribution = [], []
     for data in config["data"]:
@@ -42,7 +43,7 @@ def predictions(config: dict, ctx: Context) -> Tables:
 
 def nulls_vs_d(config: dict, ctx: Context) -> Tables:
     """The null distributions of the scores for full-rank and head-rank Gaussian factors, over ``d``."""
-    from paper.runners.nulls import null_rows
+    from wqk.paper.runners.nulls import null_rows
 
     rows = []
     for d in config["d"]:

@@ -1,4 +1,4 @@
-"""Runners over the vision trainer (:mod:`vision`): one (model, objective) over seeds, and the init study.
+"""Runners over the vision trainer (:mod:`wqk.vision`): one (model, objective) over seeds, and the init study.
 
 Run directories live under ``WORK/vision/<vision code version>/`` (and ``WORK/study/...``): the trainer resumes a
 finished run instead of training it again, and a change to the vision code never resumes a stale one.
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from paper.experiment import Context, Tables
+from wqk.paper.experiment import Context, Tables
 
 
 def _per_layer(rows: list[dict], ids: dict) -> list[dict]:
@@ -26,8 +26,8 @@ def _per_layer(rows: list[dict], ids: dict) -> list[dict]:
 def vision_runs(train: dict, ctx: Context) -> Iterator[Path]:
     """The root of the runs of the training config ``train`` (named by the code and the config: a changed config
     never meets the trainer's "cannot resume"), held locked: runners that share runs train them once, in turn."""
-    from paper.codeversion import modules_version
-    from paper.experiment import config_hash
+    from wqk.paper.codeversion import modules_version
+    from wqk.paper.experiment import config_hash
 
     root = ctx.scratch("vision", f"{modules_version(['vision.runs'])}-{config_hash(train)}")
     with ctx.locked(root):
@@ -35,13 +35,13 @@ def vision_runs(train: dict, ctx: Context) -> Iterator[Path]:
 
 
 def vision_task(config: dict, ctx: Context) -> Tables:
-    """Train ``config["train"]`` (a :class:`vision.train.TrainConfig`'s fields) for ``config["seeds"]`` seeds (or
+    """Train ``config["train"]`` (a :class:`wqk.vision.train.TrainConfig`'s fields) for ``config["seeds"]`` seeds (or
     the unit's ``seed_list``);
     per-seed per-layer scores of every form over training with the task's test metrics, and their nulls."""
-    from paper.runners.nulls import null_rows
-    from vision.data import load_data
-    from vision.runs import null_shape, read_metrics, train_grid
-    from vision.train import TrainConfig
+    from wqk.paper.runners.nulls import null_rows
+    from wqk.vision.data import load_data
+    from wqk.vision.runs import null_shape, read_metrics, train_grid
+    from wqk.vision.train import TrainConfig
 
     base = TrainConfig(**config["train"], threads=ctx.threads, device=ctx.device, progress=False)
     init = config.get("init", "default")
@@ -64,15 +64,15 @@ def vision_task(config: dict, ctx: Context) -> Tables:
 
 
 def sampling_noise(config: dict, ctx: Context) -> Tables:
-    """The sampling noise of a DiT's sample metrics (:mod:`vision.sampling_noise`): train ``config["train"]`` for
+    """The sampling noise of a DiT's sample metrics (:mod:`wqk.vision.sampling_noise`): train ``config["train"]`` for
     the seeds of ``seed_list`` (or reuse the runs :func:`vision_task` trained of the same config), then score each
     finished model's sample metrics on ``config["draws"]`` independent draws of samples (``draws``)."""
     from dataclasses import replace
 
-    from vision.data import load_data
-    from vision.runs import train_grid
-    from vision.sampling_noise import sample_draws
-    from vision.train import TrainConfig
+    from wqk.vision.data import load_data
+    from wqk.vision.runs import train_grid
+    from wqk.vision.sampling_noise import sample_draws
+    from wqk.vision.train import TrainConfig
 
     base = TrainConfig(**config["train"], threads=ctx.threads, device=ctx.device, progress=False)
     init, draws = config.get("init", "default"), config["draws"]
@@ -88,7 +88,7 @@ def sampling_noise(config: dict, ctx: Context) -> Tables:
 
 
 def final_spectrum_rows(task: str, run: Path, data, rows: list[dict]) -> list[dict]:
-    """Spectrum-matched nulls (:mod:`theory.spectrum_null`) of a run's final scored forms, per layer (the per-layer
+    """Spectrum-matched nulls (:mod:`wqk.theory.spectrum_null`) of a run's final scored forms, per layer (the per-layer
     form), read from its last checkpoint, with the key/query ratio band of each special token (``cls_key_query``);
     ``rows`` are the run's per-layer metrics rows (the trained forms' scores)."""
     import json
@@ -96,12 +96,12 @@ def final_spectrum_rows(task: str, run: Path, data, rows: list[dict]) -> list[di
 
     import torch
 
-    from paper.runners.nulls import ratio_row, spectrum_rows
-    from theory.scores import SCORE_NAMES
-    from theory.spectrum_null import form_spectrum
-    from vision.run_checkpoint import latest_checkpoint, load_weights
-    from vision.tasks import scored_forms
-    from vision.train import TrainConfig, make_task
+    from wqk.paper.runners.nulls import ratio_row, spectrum_rows
+    from wqk.theory.scores import SCORE_NAMES
+    from wqk.theory.spectrum_null import form_spectrum
+    from wqk.vision.run_checkpoint import latest_checkpoint, load_weights
+    from wqk.vision.tasks import scored_forms
+    from wqk.vision.train import TrainConfig, make_task
 
     sidecar = latest_checkpoint(run / "ckpt")
     cfg = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["config"])
@@ -127,11 +127,11 @@ def final_spectrum_rows(task: str, run: Path, data, rows: list[dict]) -> list[di
 
 
 def study_task(name: str, steps: int | None = None, task_options: dict | None = None):
-    """The study's task ``name`` at ``steps`` (:func:`vision.study.study_tasks` keeps the logging and sample-metric
+    """The study's task ``name`` at ``steps`` (:func:`wqk.vision.study.study_tasks` keeps the logging and sample-metric
     cadence as fractions of the budget), its ``task_options`` updated by ``task_options``."""
     from dataclasses import replace
 
-    from vision.study import study_tasks
+    from wqk.vision.study import study_tasks
 
     (task,) = study_tasks([name], steps={name: steps} if steps is not None else None)
     return replace(task, task_options={**task.task_options, **task_options}) if task_options else task
@@ -140,7 +140,7 @@ def study_task(name: str, steps: int | None = None, task_options: dict | None = 
 def _curves(out: Path, scheme: str, seed: int) -> list[dict]:
     """One row per logged step of a study run (found under ``out`` whatever the study's directory layout): the
     training loss and every test or sample metric."""
-    from vision.runs import metric_names, read_metrics
+    from wqk.vision.runs import metric_names, read_metrics
 
     (path,) = sorted(out.rglob(f"{scheme}/seed{seed}/metrics.csv"))
     rows = read_metrics(path)
@@ -153,8 +153,8 @@ def _curves(out: Path, scheme: str, seed: int) -> list[dict]:
 
 
 def _study(config: dict, out: Path | None = None, threads: int = 1):
-    """The study task of ``config`` and its :class:`vision.study.StudyConfig` (runs under ``out``)."""
-    from vision.study import StudyConfig
+    """The study task of ``config`` and its :class:`wqk.vision.study.StudyConfig` (runs under ``out``)."""
+    from wqk.vision.study import StudyConfig
 
     task = study_task(config["task"], config.get("steps"), config.get("task_options"))
     study = StudyConfig(
@@ -177,17 +177,17 @@ def study_runs(config: dict, ctx: Context) -> Tables:
     learning curve (``curves``), its adaLN-Zero attention gates per layer (``gates``, DiTs), the init scale
     ratios of its schemes (``scales``), what the sample metrics compare with (``meta``) and, with
     ``config["sample_grid"]`` (a DiT's images per class), the final samples of every run (``samples``,
-    :mod:`vision.sample_table`). One unit of :data:`init_study`'s work; :func:`study_analysis` merges units."""
+    :mod:`wqk.vision.sample_table`). One unit of :data:`init_study`'s work; :func:`study_analysis` merges units."""
     import json
     from dataclasses import replace
 
-    from paper.codeversion import modules_version
-    from paper.experiment import config_hash
-    from vision.data import load_data
-    from vision.record import GATE_COLUMN
-    from vision.runs import read_metrics, train_grid
-    from vision.sample_table import final_samples
-    from vision.study import init_scale_ratios, task_config
+    from wqk.paper.codeversion import modules_version
+    from wqk.paper.experiment import config_hash
+    from wqk.vision.data import load_data
+    from wqk.vision.record import GATE_COLUMN
+    from wqk.vision.runs import read_metrics, train_grid
+    from wqk.vision.sample_table import final_samples
+    from wqk.vision.study import init_scale_ratios, task_config
 
     task, _ = _study(config)
     # the runs' directory: more seeds or arms add runs to it, the final samples are drawn after them
@@ -224,9 +224,9 @@ def study_analysis(config: dict, units: dict[str, Tables]) -> Tables:
     and metric differences (paired by seed, bootstrap CIs), final metrics, and every run's learning curve."""
     import numpy as np
 
-    from paper.experiment import concat_units
-    from vision.record import is_number
-    from vision.study import analyze_task
+    from wqk.paper.experiment import concat_units
+    from wqk.vision.record import is_number
+    from wqk.vision.study import analyze_task
 
     runs = concat_units(config, units)
     task, study = _study(config)

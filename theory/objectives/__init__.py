@@ -1,6 +1,6 @@
 """Training objectives as data: which positions carry loss, what each position attends to, the target.
 
-One module per objective implements every part of :class:`~theory.objectives.base.Objective` (role pattern,
+One module per objective implements every part of :class:`~wqk.theory.objectives.base.Objective` (role pattern,
 corruption, Gaussian expectation terms, symbolic pattern, the simulator task's name, colour and label);
 :data:`OBJECTIVES` registers them, in the order tables and figures list them, and every command, figure and
 test iterates it. An objective named anywhere (the simulator, the vision trainer, the theory layer, the
@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import importlib
 
-from common.figures import palette_color
-from theory.objectives.autoregressive import Autoregressive
-from theory.objectives.base import ContextChoice, Objective, RolePattern
-from theory.objectives.bidirectional import Bidirectional
-from theory.objectives.classification import Classification
-from theory.objectives.denoising import Denoising, NoiseSchedule
-from theory.objectives.masked_autoencoding import MaskedAutoencoding
+from wqk.common.figures import palette_color
+from wqk.theory.objectives.autoregressive import Autoregressive
+from wqk.theory.objectives.bidirectional import Bidirectional
+from wqk.theory.objectives.classification import Classification
+from wqk.theory.objectives.denoising import Denoising, NoiseSchedule
+from wqk.theory.objectives.masked_autoencoding import MaskedAutoencoding
+from wqk.theory.roles import ContextChoice, Objective, RolePattern
 
 #: The objective modules of this package, in the order tables and figures list them; each defines one class.
 MODULES = ("bidirectional", "autoregressive", "denoising", "classification", "masked_autoencoding", "prefix_lm")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-from theory.objectives.base import NextToken, RolePattern, constant_symbols, torch
-
-if TYPE_CHECKING:
-    from theory.symbolic import SymbolicPattern
+from wqk.theory.objectives.base import NextToken, constant_symbols, torch
+from wqk.theory.roles import RolePattern
+from wqk.theory.symbolic import SymbolicPattern
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,5 @@ class Autoregressive(NextToken):
         return RolePattern(torch.ones(*batch, n, dtype=torch.bool), causal)
 
     def symbolic_pattern(self, n: int) -> SymbolicPattern:
-        from theory.symbolic import SymbolicPattern
-
         ctx = constant_symbols([[j <= i for j in range(n)] for i in range(n)])
         return SymbolicPattern(constant_symbols([[True] * n])[0], ctx, "x_i", "t_i = x_{i+1}")

@@ -6,15 +6,14 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-from theory.objectives.base import Defaults, RolePattern, TargetKind, at_least_one, full_context, torch
-
-if TYPE_CHECKING:
-    from theory.corruption import AttentionBatch, Corruption
-    from theory.gaussian import Scenarios
-    from theory.processes import Sequences, SequenceSampler
-    from theory.symbolic import SymbolicPattern
+from wqk.theory.corruption import AttentionBatch, Corruption, clean_targets
+from wqk.theory.objectives.base import Defaults, at_least_one, full_context, torch
+from wqk.theory.processes import Sequences, SequenceSampler
+from wqk.theory.roles import RolePattern, TargetKind
+from wqk.theory.scenarios import CHUNK, Scenarios
+from wqk.theory.symbolic import SymbolicPattern
 
 
 @dataclass(frozen=True)
@@ -84,8 +83,6 @@ class Bidirectional(Defaults):
     ) -> AttentionBatch:
         """Selected inputs become ``corruption.mask_vector``, an independent draw of the position (``resample``)
         or stay; ``D_i`` = all positions (minus ``i`` unless ``attend_self``); target ``x_i``."""
-        from theory.corruption import AttentionBatch, clean_targets
-
         x, clean = seqs.x.to(torch.float64), clean_targets(seqs, target)
         b, n, _ = x.shape
         pattern = self.pattern(n, (b,), generator)
@@ -111,8 +108,6 @@ class Bidirectional(Defaults):
         max_scenarios: int,
     ) -> Iterator[Scenarios]:
         """Every one of the ``3^N`` replacement configurations (kept, mask, random draw) with its probability."""
-        from theory.gaussian import CHUNK, Scenarios
-
         n, d = mu.shape
         rho, p_mask, p_rand = self.mask_ratio, self.mask_token, self.random_token
         p_keep_sel = 1 - p_mask - p_rand
@@ -168,8 +163,6 @@ class Bidirectional(Defaults):
 
     def symbolic_pattern(self, n: int) -> SymbolicPattern:
         import sympy as sp
-
-        from theory.symbolic import SymbolicPattern
 
         p = sp.symbols(f"p_1:{n + 1}")
         ctx = [[sp.Integer(int(i != j or self.attend_self)) for j in range(n)] for i in range(n)]

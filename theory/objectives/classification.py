@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-from theory.objectives.base import Defaults, RolePattern, TargetKind, constant_symbols, full_context, torch
-
-if TYPE_CHECKING:
-    from theory.corruption import AttentionBatch, Corruption
-    from theory.gaussian import Scenarios
-    from theory.processes import Sequences, SequenceSampler
-    from theory.symbolic import SymbolicPattern
+from wqk.theory.corruption import AttentionBatch, Corruption, clean_targets
+from wqk.theory.objectives.base import Defaults, constant_symbols, full_context, torch
+from wqk.theory.processes import Sequences, SequenceSampler
+from wqk.theory.roles import RolePattern, TargetKind
+from wqk.theory.scenarios import Scenarios, single_scenario
+from wqk.theory.symbolic import SymbolicPattern
 
 
 @dataclass(frozen=True)
@@ -42,8 +41,6 @@ class Classification(Defaults):
     ) -> AttentionBatch:
         """Inputs ``[c, x_0 .. x_{N-1}]`` with the constant ``corruption.cls_vector``; only position 0 carries
         loss, its target the label (default: the sequence mean ``xbar``, a linear label)."""
-        from theory.corruption import AttentionBatch, clean_targets
-
         clean_targets(seqs, target)
         x = seqs.x.to(torch.float64)
         b, n, _ = x.shape
@@ -67,8 +64,6 @@ class Classification(Defaults):
         max_scenarios: int,
     ) -> Iterator[Scenarios]:
         """One configuration: the CLS row padded in front, the label ``xbar``."""
-        from theory.gaussian import single_scenario
-
         n, d = mu.shape
         padded = torch.zeros(n + 1, n + 1, d, d, dtype=sig.dtype)
         padded[1:, 1:] = sig
@@ -80,8 +75,6 @@ class Classification(Defaults):
         yield single_scenario(padded, cov_t, self.pattern(n + 1), mean, mean_t)
 
     def symbolic_pattern(self, n: int) -> SymbolicPattern:
-        from theory.symbolic import SymbolicPattern
-
         notes = ["position 1 is the CLS token; only its output carries loss"]
         loss = constant_symbols([[i == 0 for i in range(n)]])[0]
         full = constant_symbols([[True] * n for _ in range(n)])

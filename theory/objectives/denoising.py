@@ -5,15 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import ClassVar, Literal
 
-from theory.objectives.base import Defaults, RolePattern, TargetKind, constant_symbols, full_context, torch
-
-if TYPE_CHECKING:
-    from theory.corruption import AttentionBatch, Corruption
-    from theory.gaussian import Scenarios
-    from theory.processes import Sequences, SequenceSampler
-    from theory.symbolic import SymbolicPattern
+from wqk.theory.corruption import AttentionBatch, Corruption, vector_targets
+from wqk.theory.objectives.base import Defaults, constant_symbols, full_context, torch
+from wqk.theory.processes import Sequences, SequenceSampler
+from wqk.theory.roles import RolePattern, TargetKind
+from wqk.theory.scenarios import CHUNK, Scenarios
+from wqk.theory.symbolic import SymbolicPattern
 
 
 @dataclass(frozen=True)
@@ -145,8 +144,6 @@ class Denoising(Defaults):
     ) -> AttentionBatch:
         """``z`` with ``eps ~ N(0, I)`` i.i.d. and ``t`` drawn as training draws it; all positions, full
         context; target ``eps``, ``x`` or ``v``."""
-        from theory.corruption import AttentionBatch, vector_targets
-
         x = vector_targets(self, seqs, target)
         b, n, _ = x.shape
         t = self.sample_t((b,), generator)
@@ -164,8 +161,6 @@ class Denoising(Defaults):
     ) -> Iterator[Scenarios]:
         """One configuration per timestep: the objective's range weighted as training draws it
         (:meth:`t_probabilities`), or the given ``timesteps`` equally weighted."""
-        from theory.gaussian import CHUNK, Scenarios
-
         n, d = mu.shape
         steps = torch.as_tensor(list(range(self.t_min, self.t_end)) if timesteps is None else list(timesteps))
         if len(steps) > max_scenarios:
@@ -197,8 +192,6 @@ class Denoising(Defaults):
             )
 
     def symbolic_pattern(self, n: int) -> SymbolicPattern:
-        from theory.symbolic import SymbolicPattern
-
         notes = [f"z_i = sqrt(abar_t) x_i + sqrt(1 - abar_t) eps_i; target {self.target}"]
         ones = constant_symbols([[True] * n for _ in range(n)])
         return SymbolicPattern(ones[0], ones, "z_i (noised)", f"t_i = {self.target}_i", notes)

@@ -6,15 +6,14 @@ import itertools
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-from theory.objectives.base import Defaults, RolePattern, TargetKind, torch
-
-if TYPE_CHECKING:
-    from theory.corruption import AttentionBatch, Corruption
-    from theory.gaussian import Scenarios
-    from theory.processes import Sequences, SequenceSampler
-    from theory.symbolic import SymbolicPattern
+from wqk.theory.corruption import AttentionBatch, Corruption, vector_targets
+from wqk.theory.objectives.base import Defaults, torch
+from wqk.theory.processes import Sequences, SequenceSampler
+from wqk.theory.roles import RolePattern, TargetKind
+from wqk.theory.scenarios import CHUNK, Scenarios
+from wqk.theory.symbolic import SymbolicPattern
 
 
 @dataclass(frozen=True)
@@ -69,8 +68,6 @@ class MaskedAutoencoding(Defaults):
     ) -> AttentionBatch:
         """``P = D_i`` = visible; every visible output is regressed on the mean of the masked clean tokens (what a
         linear decoder with uniform attention back-propagates at initialisation, up to a constant factor)."""
-        from theory.corruption import AttentionBatch, vector_targets
-
         x = vector_targets(self, seqs, target)
         b, n, _ = x.shape
         pattern = self.pattern(n, (b,), generator)
@@ -89,8 +86,6 @@ class MaskedAutoencoding(Defaults):
         max_scenarios: int,
     ) -> Iterator[Scenarios]:
         """Every visible subset, equally likely."""
-        from theory.gaussian import CHUNK, Scenarios
-
         n, d = mu.shape
         keep = self.n_visible(n)
         if keep == n:
@@ -120,8 +115,6 @@ class MaskedAutoencoding(Defaults):
 
     def symbolic_pattern(self, n: int) -> SymbolicPattern:
         import sympy as sp
-
-        from theory.symbolic import SymbolicPattern
 
         v = sp.symbols(f"v_1:{n + 1}")
         ctx = [[v[i] * v[j] for j in range(n)] for i in range(n)]

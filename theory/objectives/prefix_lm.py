@@ -9,12 +9,11 @@ targets lie in the suffix), so no query sees its own target.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
-from theory.objectives.base import NextToken, RolePattern, constant_symbols, torch
-
-if TYPE_CHECKING:
-    from theory.symbolic import SymbolicPattern
+from wqk.theory.objectives.base import NextToken, constant_symbols, torch
+from wqk.theory.roles import RolePattern
+from wqk.theory.symbolic import SymbolicPattern
 
 
 @dataclass(frozen=True)
@@ -47,8 +46,6 @@ class PrefixLM(NextToken):
         return RolePattern(loss.expand(*batch, n), context.expand(*batch, n, n))
 
     def symbolic_pattern(self, n: int) -> SymbolicPattern:
-        from theory.symbolic import SymbolicPattern
-
         loss, context = self._masks(n)
         notes = [f"positions 1..{self.prefix(n)} are the prefix (bidirectional); the loss is on the suffix's targets"]
         return SymbolicPattern(

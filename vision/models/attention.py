@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import nn
 
-from theory.factored import FactoredForms
+from wqk.theory.factored import FactoredForms
 
 
 class Attention(nn.Module):

@@ -2,7 +2,7 @@
 
 The vision counterpart of a decoder (iGPT-like, regressing pixels instead of classifying them):
 the input sequence is ``[BOS, p_0, ..., p_{N-2}]`` and position ``i`` predicts patch ``p_i`` from
-the start token and the patches before it (``theory.objectives.Autoregressive``: ``P`` = all,
+the start token and the patches before it (``wqk.theory.objectives.Autoregressive``: ``P`` = all,
 ``D_i = {j <= i}``). Position embeddings index the sequence position, i.e. the patch being predicted.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from vision.models.patches import patchify
-from vision.models.vit import Encoder, PatchEmbed, ViTConfig, init_vit_weights
+from wqk.vision.models.patches import patchify
+from wqk.vision.models.vit import Encoder, PatchEmbed, ViTConfig, init_vit_weights
 
 
 class CausalViT(nn.Module):

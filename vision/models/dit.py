@@ -1,10 +1,10 @@
 """Diffusion Transformer (Peebles & Xie, 2023): patch tokens, adaLN-Zero blocks, timestep and class conditioning.
 
 Follows the DiT reference ``models.py`` (its ``DiT-S/2 ... DiT-XL/8`` table and ``initialize_weights``),
-with the shared fused-qkv :class:`vision.models.attention.Attention` and einops patchify instead of a Conv2d
+with the shared fused-qkv :class:`wqk.vision.models.attention.Attention` and einops patchify instead of a Conv2d
 patch embedding (the same linear map on each ``p x p x C`` patch). The form the attention applies at a
-timestep, ``diag(1 + s_t) M diag(1 + s_t)``, is analysed in :mod:`vision.adaln`; the training task is
-:mod:`vision.tasks.denoise`.
+timestep, ``diag(1 + s_t) M diag(1 + s_t)``, is analysed in :mod:`wqk.vision.adaln`; the training task is
+:mod:`wqk.vision.tasks.denoise`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from vision.models.attention import Attention
-from vision.models.patches import check_geometry, patchify, sincos_2d, unpatchify
+from wqk.vision.models.attention import Attention
+from wqk.vision.models.patches import check_geometry, patchify, sincos_2d, unpatchify
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,8 @@ PRESETS: dict[str, DiTConfig] = {
     for p in (2, 4, 8)
 }
 PRESETS["dit-tiny"] = DiTConfig()  # CPU: 8 x 8 digits, 16 tokens, 4 layers of width 64
-# CPU, 28 x 28 MNIST: 4 x 4 patches (49 tokens), 6 layers of width 96; trained by the recipe vision.recipes "dit-mnist"
+# CPU, 28 x 28 MNIST: 4 x 4 patches (49 tokens), 6 layers of width 96; trained by the recipe wqk.vision.recipes
+# "dit-mnist"
 PRESETS["dit-mnist"] = DiTConfig(image_size=28, patch=4, dim=96, depth=6, heads=4)
 
 
@@ -209,7 +210,8 @@ class DiT(nn.Module):
     def initialize_weights(self, generator: torch.Generator) -> None:
         """DiT's init: Xavier-uniform linears, zero biases, N(0, 0.02) embeddings, zero adaLN and output layer.
 
-        Every draw comes from ``generator`` (never the global RNG), as in :func:`vision.models.vit.init_vit_weights`.
+        Every draw comes from ``generator`` (never the global RNG), as in
+        :func:`wqk.vision.models.vit.init_vit_weights`.
         """
         for module in self.modules():
             if isinstance(module, nn.Linear):

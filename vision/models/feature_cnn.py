@@ -1,4 +1,4 @@
-"""A small CNN classifier whose penultimate features score generated images (:mod:`vision.fidelity`).
+"""A small CNN classifier whose penultimate features score generated images (:mod:`wqk.vision.fidelity`).
 
 Each stage is a 3x3 convolution and a 3x3 convolution of stride 2 (GELU after each); then global average
 pooling, one hidden layer of ``feature_dim`` units (the *features*: the penultimate layer, as Inception's

@@ -1,8 +1,9 @@
 """Masked autoencoder (He et al. 2022): the encoder sees only the visible patches, a light decoder fills in the rest.
 
-Which patches are visible comes from ``theory.objectives.MaskedAutoencoding.visible`` (drawn by
-:mod:`vision.tasks.mae`), so "mae" means the same role pattern here as in the theory layer: ``P = D_i = visible``
-in the encoder. The encoder is the ViT of :mod:`vision.models.vit` (same blocks, same init); the decoder is narrower.
+Which patches are visible comes from ``wqk.theory.objectives.MaskedAutoencoding.visible`` (drawn by
+:mod:`wqk.vision.tasks.mae`), so "mae" means the same role pattern here as in the theory layer: ``P = D_i = visible``
+in the encoder. The encoder is the ViT of :mod:`wqk.vision.models.vit` (same blocks, same init); the decoder is
+narrower.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from vision.models.patches import sincos_2d
-from vision.models.vit import Encoder, PatchEmbed, ViTConfig, init_vit_weights
+from wqk.vision.models.patches import sincos_2d
+from wqk.vision.models.vit import Encoder, PatchEmbed, ViTConfig, init_vit_weights
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Vision Transformer: dataclass config, named presets (a CPU ``tiny`` and Ti/S/B), the shared encoder stack.
 
 The pieces here (:class:`Block`, :class:`Encoder`, :class:`PatchEmbed`, :func:`init_vit_weights`) are
-reused by the masked autoencoder (:mod:`vision.models.mae`) and the causal ViT (:mod:`vision.models.causal`), so
+reused by the masked autoencoder (:mod:`wqk.vision.models.mae`) and the causal ViT (:mod:`wqk.vision.models.causal`), so
 that the three objectives train the same architecture and their ``W_qk`` can be compared.
 """
 
@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vision.models.attention import Attention
-from vision.models.patches import check_geometry, patchify, sincos_2d
+from wqk.vision.models.attention import Attention
+from wqk.vision.models.patches import check_geometry, patchify, sincos_2d
 
 #: Width, depth, heads of the standard ViT sizes (Dosovitskiy et al.; DeiT for Ti/S) and a CPU tiny.
 PRESETS: dict[str, dict] = {

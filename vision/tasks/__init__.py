@@ -1,6 +1,6 @@
-"""The contract between a vision model family and the one trainer (:mod:`vision.train`), and the task registry.
+"""The contract between a vision model family and the one trainer (:mod:`wqk.vision.train`), and the task registry.
 
-A *task* couples a model with an objective (``theory.objectives``): it knows how to turn a batch of
+A *task* couples a model with an objective (``wqk.theory.objectives``): it knows how to turn a batch of
 images into a training loss, how to evaluate, which attention forms to score, and what artifacts to
 write. The trainer knows nothing else about the model. A family registers a builder per objective in
 :data:`BUILDERS` as a ``"module:function"`` string, imported only when used (keeps ``--help`` fast).
@@ -12,7 +12,7 @@ Rules a task follows so that the trainer can scale it (DDP, ``torch.compile``, e
   forward it must synchronise or compile. Everything else (config, sampling, forms) uses ``self.model``.
 - All of a training step's randomness (masks, noise, timesteps, label dropout) comes from ``draw``:
   tensors whose leading axis is the batch, drawn from a CPU ``torch.Generator`` (the draws of
-  ``theory.objectives`` are made on the CPU; ``training_loss`` moves them to ``images.device``).
+  ``wqk.theory.objectives`` are made on the CPU; ``training_loss`` moves them to ``images.device``).
   The trainer draws for the global batch and gives each DDP process the rows of its examples, so a
   run is the same on any device and any number of processes; it checkpoints the generator's state.
   ``evaluate`` draws from the ``generator`` it is given (through ``draw`` where it needs randomness).
@@ -21,13 +21,13 @@ Rules a task follows so that the trainer can scale it (DDP, ``torch.compile``, e
   with the EMA weights swapped in.
 
 ``metric_names`` lists the keys ``evaluate`` (and ``sample_metrics``) return: ``metrics.csv``'s header is fixed
-from it when a run starts, so the file can be appended to (:class:`vision.record.MetricsLog`).
+from it when a run starts, so the file can be appended to (:class:`wqk.vision.record.MetricsLog`).
 
 Optional, read with ``getattr``: ``sample_metrics(generator)`` returns sample-quality metrics of generated images
-(DiT's ``sample_fid`` and friends, :mod:`vision.fidelity`), computed at the trainer's ``fidelity_every`` with the
+(DiT's ``sample_fid`` and friends, :mod:`wqk.vision.fidelity`), computed at the trainer's ``fidelity_every`` with the
 EMA weights; ``forms()`` replaces the default ``{"W_qk": attention_forms(model)}`` (MAE scores its encoder and
 its narrower decoder apart); ``special_tokens`` (``{"cls": 0}``) names
-token positions of the attention input whose key- and query-side norms are recorded (:mod:`vision.tokens`).
+token positions of the attention input whose key- and query-side norms are recorded (:mod:`wqk.vision.tokens`).
 """
 
 from __future__ import annotations
@@ -39,19 +39,22 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import torch
 from torch import nn
 
-from theory.factored import FactoredForms
+from wqk.theory.factored import FactoredForms
+from wqk.theory.objectives import NoiseSchedule, objective_class
+from wqk.vision.models.attention import attention_forms
+from wqk.vision.models.vit import vit_config
 
 if TYPE_CHECKING:
-    from theory.objectives import Objective
-    from vision.data import ImageData
-    from vision.models.vit import ViTConfig
+    from wqk.theory.objectives import Objective
+    from wqk.vision.data import ImageData
+    from wqk.vision.models.vit import ViTConfig
 
 
 @runtime_checkable
 class VisionTask(Protocol):
     """What the trainer needs from a (model, objective) pair."""
 
-    model: nn.Module  # the bare network; contains vision.models.attention.Attention layers
+    model: nn.Module  # the bare network; contains wqk.vision.models.attention.Attention layers
     uses_ema: bool  # keep an exponential moving average of the weights, evaluate with it
     metric_names: tuple[str, ...]  # every metric evaluate (and sample_metrics) may return
 
@@ -101,8 +104,6 @@ def scored_forms(task: VisionTask) -> dict[str, FactoredForms]:
     A task whose network has attention stacks of different widths (MAE's narrow decoder) defines
     ``forms()`` itself, still labelling the main stack ``"W_qk"``.
     """
-    from vision.models.attention import attention_forms
-
     own = getattr(task, "forms", None)
     base = own() if callable(own) else {"W_qk": attention_forms(task.model)}
     extra = task.extra_forms()
@@ -115,14 +116,14 @@ def scored_forms(task: VisionTask) -> dict[str, FactoredForms]:
 # ---- registry -------------------------------------------------------------------------------------
 #: ``(family, objective name)`` -> ``"module:function"``; the function is called as
 #: ``fn(preset, objective, data, **options)`` and returns a :class:`VisionTask`.
-#: ``objective`` is a ``theory.objectives`` object, ``data`` a :class:`vision.data.ImageData`
+#: ``objective`` is a ``wqk.theory.objectives`` object, ``data`` a :class:`wqk.vision.data.ImageData`
 #: (image size, channels, class count), ``preset`` the part of the model name after the family
 #: (``"tiny"`` in ``vit-tiny``, ``"s-2"`` in ``dit-s-2``). Options a builder does not know are an error.
 BUILDERS: dict[tuple[str, str], str] = {
-    ("vit", "classification"): "vision.tasks.classify:build_classify_task",
-    ("vit", "masked_autoencoding"): "vision.tasks.mae:build_mae_task",
-    ("vit", "autoregressive"): "vision.tasks.causal:build_causal_task",
-    ("dit", "denoising"): "vision.tasks.denoise:build_task",
+    ("vit", "classification"): "wqk.vision.tasks.classify:build_classify_task",
+    ("vit", "masked_autoencoding"): "wqk.vision.tasks.mae:build_mae_task",
+    ("vit", "autoregressive"): "wqk.vision.tasks.causal:build_causal_task",
+    ("dit", "denoising"): "wqk.vision.tasks.denoise:build_task",
 }
 
 
@@ -135,14 +136,12 @@ def split_model_name(model: str) -> tuple[str, str]:
 
 
 def make_objective(name: str, params: dict) -> Objective:
-    """``theory.objectives.get_objective(name, **params)``, with JSON-friendly parameters checked first.
+    """``wqk.theory.objectives.get_objective(name, **params)``, with JSON-friendly parameters checked first.
 
     An unknown parameter is a ValueError naming the known ones, and a ``schedule`` given as a dict
     (as ``config.json`` and ``--objective-param schedule='{"steps": 100}'`` hold it) becomes a ``NoiseSchedule``.
     """
     import dataclasses
-
-    from theory.objectives import NoiseSchedule, objective_class
 
     cls = objective_class(name)
     known = sorted(f.name for f in dataclasses.fields(cls))
@@ -160,7 +159,7 @@ def make_objective(name: str, params: dict) -> Objective:
 
 
 def build_task(model: str, objective: str, data: ImageData, **options) -> VisionTask:
-    """The task for ``model`` trained with ``objective`` (a name or alias of ``theory.objectives``).
+    """The task for ``model`` trained with ``objective`` (a name or alias of ``wqk.theory.objectives``).
 
     Objective parameters (e.g. ``mask_ratio`` for ``mae``) go in ``options["objective_params"]``.
     """
@@ -182,6 +181,4 @@ def vit_task_config(preset: str, objective, expected: type, data, patch: int | N
     """The config of a ViT-family task on ``data``, after checking that it trains the objective it can."""
     if not isinstance(objective, expected):
         raise ValueError(f"this ViT task trains objective {expected.name!r}, not {objective.name!r}")
-    from vision.models.vit import vit_config
-
     return vit_config(preset, data.image_size, data.channels, data.n_classes, patch, **overrides)

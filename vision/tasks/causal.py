@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from theory.objectives import Autoregressive
-from vision.models.causal import CausalViT
-from vision.models.patches import patchify
-from vision.tasks import TaskBase, vit_task_config
+from wqk.theory.objectives import Autoregressive
+from wqk.vision.models.causal import CausalViT
+from wqk.vision.models.patches import patchify
+from wqk.vision.tasks import TaskBase, vit_task_config
 
 
 class CausalTask(TaskBase):

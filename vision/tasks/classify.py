@@ -6,15 +6,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from theory.objectives import Classification
-from vision.augment import draw_shifts, translate
-from vision.models.vit import ViT
-from vision.tasks import TaskBase, vit_task_config
+from wqk.theory.objectives import Classification
+from wqk.vision.augment import draw_shifts, translate
+from wqk.vision.models.vit import ViT
+from wqk.vision.tasks import TaskBase, vit_task_config
 
 
 class ClassifyTask(TaskBase):
     """Cross-entropy on the class logits, on training images translated at random by up to ``shift`` pixels
-    (:mod:`vision.augment`; 0 = as they are); evaluation reports test accuracy and loss on the test images."""
+    (:mod:`wqk.vision.augment`; 0 = as they are); evaluation reports test accuracy and loss on the test images."""
 
     metric_names = ("test_accuracy", "test_loss")  # what evaluate returns: the columns of metrics.csv
 
@@ -52,7 +52,7 @@ def build_classify_task(
     shift: int = 0,
     **overrides,
 ) -> ClassifyTask:
-    """``vit-<preset>`` + ``classify`` on ``data`` (an :class:`vision.data.ImageData`); ``shift``: the training
+    """``vit-<preset>`` + ``classify`` on ``data`` (an :class:`wqk.vision.data.ImageData`); ``shift``: the training
     images' random translation in pixels (``task_options={"shift": 2}``)."""
     model = ViT(vit_task_config(preset, objective, Classification, data, patch, overrides), generator)
     return ClassifyTask(model, shift)

@@ -8,13 +8,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from theory.factored import FactoredForms
-from theory.objectives import Denoising
-from vision.adaln import modulated_forms
-from vision.diffusion import Sampler, _randn, diffusion_loss, sample, save_image_grid
-from vision.fidelity import FIDELITY_COLUMNS, FidelityReference
-from vision.models.dit import DiT, dit_config, preset_key
-from vision.tasks import TaskBase
+from wqk.theory.factored import FactoredForms
+from wqk.theory.objectives import Denoising
+from wqk.vision.adaln import modulated_forms
+from wqk.vision.diffusion import Sampler, _randn, diffusion_loss, sample, save_image_grid
+from wqk.vision.fidelity import FIDELITY_COLUMNS, FidelityReference, reference_for
+from wqk.vision.models.dit import DiT, dit_config, preset_key
+from wqk.vision.models.vit import default_patch
+from wqk.vision.tasks import TaskBase
 
 
 class DenoiseTask(TaskBase):
@@ -24,7 +25,7 @@ class DenoiseTask(TaskBase):
     (labels ``adaln_t<t>``), for a class-conditional model averaged over its first ``FORM_CLASSES``
     classes (all of them when there are fewer; see :func:`modulated_forms`: the average has rank
     ``C d_h``, so 1,000 ImageNet classes would need tens of GB), and writes a sample grid with one row per class.
-    With a :class:`vision.fidelity.FidelityReference` (``fidelity``), ``sample_metrics`` draws
+    With a :class:`wqk.vision.fidelity.FidelityReference` (``fidelity``), ``sample_metrics`` draws
     ``fidelity_samples`` images (classes in turn) with the task's sampler and scores them against it.
     """
 
@@ -143,13 +144,11 @@ def build_task(
 
     ``patch`` defaults to the preset's (``b-4`` -> 4) and, for ``tiny``, to one that suits the image size.
     ``conditional=False`` trains an unconditional model (no class embedding). ``sampler`` (a
-    :class:`vision.diffusion.Sampler` or its fields as a dict, e.g. ``{"guidance": 2}``) draws the sample grids
+    :class:`wqk.vision.diffusion.Sampler` or its fields as a dict, e.g. ``{"guidance": 2}``) draws the sample grids
     and the samples of the sample metrics. ``fidelity_samples > 0`` turns those on: that many samples scored
     against the data's test split in the features of ``fidelity_net`` (a name or path for
-    :func:`vision.fidelity.load_feature_net`; default: the data's name, e.g. ``mnist5k``).
+    :func:`wqk.vision.fidelity.load_feature_net`; default: the data's name, e.g. ``mnist5k``).
     """
-    from vision.models.vit import default_patch
-
     if objective.name != Denoising.name:
         raise ValueError(f"the DiT trains objective 'denoising', not {objective.name!r}")
     if not isinstance(conditional, bool):
@@ -180,8 +179,6 @@ def build_task(
         raise ValueError(f"fidelity_samples must be an integer >= 0 (0 = off), got {fidelity_samples!r}")
     fidelity = None
     if fidelity_samples:
-        from vision.fidelity import reference_for
-
         if fidelity_samples < 10:
             raise ValueError(f"fidelity_samples must be 0 (off) or >= 10 for a covariance, got {fidelity_samples}")
         fidelity = reference_for(fidelity_net or data.name, data.test_images)

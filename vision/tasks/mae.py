@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from theory.factored import FactoredForms
-from theory.objectives import MaskedAutoencoding
-from vision.models.attention import attention_forms
-from vision.models.mae import MAE, DecoderConfig, visible_indices
-from vision.models.patches import patchify
-from vision.tasks import TaskBase, vit_task_config
+from wqk.theory.factored import FactoredForms
+from wqk.theory.objectives import MaskedAutoencoding
+from wqk.vision.models.attention import attention_forms
+from wqk.vision.models.mae import MAE, DecoderConfig, visible_indices
+from wqk.vision.models.patches import patchify
+from wqk.vision.tasks import TaskBase, vit_task_config
 
 
 class MAETask(TaskBase):

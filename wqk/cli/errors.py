@@ -34,7 +34,7 @@ class OneLineErrors(typer.core.TyperGroup):
     """The command group: asks for huge pages before any command imports torch, and turns bad input into one line."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        from common.hugepages import enable_huge_pages
+        from wqk.common.hugepages import enable_huge_pages
 
         enable_huge_pages()  # torch's allocator reads the setting at its first allocation
         try:

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
-from sim.config import DEFAULTS, MAIN_OBJECTIVES, OBJECTIVE_CHOICES
 from wqk.cli.errors import fail
 from wqk.cli.output import FORMATS
+from wqk.sim.config import DEFAULTS, MAIN_OBJECTIVES, OBJECTIVE_CHOICES
 
 
 def _output_path(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Path | None:
@@ -81,7 +81,7 @@ Format = Annotated[
         help="table (fits the terminal), or csv / json of the rows' full values on stdout (messages on stderr).",
     ),
 ]
-#: ``--threads`` of the commands that train the simulator (sim.train.run).
+#: ``--threads`` of the commands that train the simulator (wqk.sim.train.run).
 SEED_THREADS = typer.Option(
     min=1,
     help="Threads: the seeds train in this many groups at once, one thread each, with the same results for any "

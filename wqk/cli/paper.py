@@ -65,6 +65,32 @@ def paper(
     ] = [],
     list_: Annotated[bool, typer.Option("--list", help="List the experiments and their cache state.")] = False,
     device: Annotated[str, typer.Option(help="Device of the vision runs: auto (CUDA if present), cpu, cuda.")] = "auto",
+    executor: Annotated[
+        str,
+        typer.Option(
+            metavar="local|slurm",
+            help="Where units run: local worker processes (--jobs), or slurm: one job array, a task per unit "
+            "(through submitit: pip install wqk-toolkit[cluster]; docs/cluster.md).",
+        ),
+    ] = "local",
+    slurm_partition: Annotated[
+        str | None, typer.Option(help="--executor slurm: the partition (default: the cluster's).")
+    ] = None,
+    slurm_time: Annotated[
+        str, typer.Option(metavar="TIME", help="--executor slurm: each unit's time limit, as Slurm's --time.")
+    ] = "2:00:00",
+    slurm_gpus_per_unit: Annotated[int, typer.Option(min=0, help="--executor slurm: GPUs of each unit.")] = 0,
+    slurm_array_parallelism: Annotated[
+        int, typer.Option(min=1, help="--executor slurm: units running at once (the array's %N).")
+    ] = 64,
+    allow_dirty: Annotated[
+        bool,
+        typer.Option(
+            "--allow-dirty",
+            help="Write results from code with uncommitted changes, marked exploratory in their manifest "
+            "(refused otherwise where they would land in the repository).",
+        ),
+    ] = False,
     fmt: Format = "table",
 ) -> None:
     """Run or reuse every experiment of the paper, then write results/, figures/*.png|pdf and report.md.
@@ -79,8 +105,9 @@ def paper(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
     from rich.text import Text
 
-    from paper.pipeline import plan, run_pipeline
-    from paper.registry import experiments
+    from wqk.paper.pipeline import run_pipeline
+    from wqk.paper.plan import plan
+    from wqk.paper.registry import experiments
 
     show = Output(fmt)
     chosen = [m for m, flag in (("quick", quick), ("standard", standard), ("full", full), ("smoke", smoke)) if flag]
@@ -91,8 +118,18 @@ def paper(
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
         fail(f"--device must be auto, cpu, cuda or cuda:N; got {device!r}")
     paths = checkpoint_paths(checkpoints)
+    slurm = {
+        "--slurm-partition": slurm_partition is not None,
+        "--slurm-time": slurm_time != "2:00:00",
+        "--slurm-gpus-per-unit": slurm_gpus_per_unit != 0,
+        "--slurm-array-parallelism": slurm_array_parallelism != 64,
+    }
+    if executor not in ("local", "slurm"):
+        fail(f"--executor must be local or slurm; got {executor!r}")
+    if executor == "local" and any(slurm.values()):
+        fail(f"{', '.join(k for k, given in slurm.items() if given)}: only with --executor slurm")
     if list_:
-        plans = plan(experiments(paths), mode, out / "results", work)
+        plans = plan(experiments(paths), mode, out / "results", work, record=False)  # a listing writes nothing
         show.table(
             [
                 {
@@ -106,6 +143,7 @@ def paper(
                 for p in plans
             ],
             ["experiment", "cached", "mode", "units done", "cost s", "what"],
+            keys=["experiment"],
             title=f"{mode} mode: experiments under {out / 'results'} (cost: rough quick-mode seconds of one core)",
         )
         return
@@ -133,6 +171,10 @@ def paper(
             progress.update(overall, total=len(todo), description=f"experiments ({cached} cached)")
 
         def on_event(name: str, kind: str, text: str) -> None:
+            if kind in ("queued", "start") and text:  # a cluster's unit: its job and log
+                progress.console.print(
+                    Text.assemble(("queued " if kind == "queued" else "running ", "cyan"), name, f" ({text})")
+                )
             if kind == "start":
                 running[name] = progress.add_task(f"  {name}", total=None)
             elif kind == "note" and name in running:
@@ -145,6 +187,11 @@ def paper(
                 progress.console.print(Text.assemble((f"{kind} ", style), f"{name} ({text})"))
 
         try:
+            units = (
+                None
+                if executor == "local"
+                else slurm_executor(work, slurm_partition, slurm_time, slurm_gpus_per_unit, slurm_array_parallelism)
+            )
             result = run_pipeline(
                 out,
                 mode,
@@ -157,6 +204,8 @@ def paper(
                 command=command,
                 on_event=on_event,
                 on_plan=on_plan,
+                executor=units,
+                allow_dirty=allow_dirty,
             )
         except (ValueError, FileNotFoundError) as err:
             fail(str(err))
@@ -176,7 +225,7 @@ def paper(
 
 def checkpoint_paths(sources: list[str]) -> list[str]:
     """``--checkpoints``' paths, with ``cache`` standing for every cached model that ``analyze`` reads."""
-    from checkpoints.hub import cache_dir, cached_models
+    from wqk.checkpoints.hub import cache_dir, cached_models
 
     paths: list[str] = []
     for source in sources:
@@ -190,3 +239,14 @@ def checkpoint_paths(sources: list[str]) -> list[str]:
         else:
             paths.append(source)
     return list(dict.fromkeys(paths))
+
+
+def slurm_executor(work: Path, partition: str | None, time: str, gpus: int, parallelism: int):
+    """``--executor slurm``: every unit a task of one job array, its log under ``WORK/slurm/``."""
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        fail("--executor slurm needs submitit: pip install 'wqk-toolkit[cluster]' (or pip install submitit)")
+    from wqk.paper.cluster import SubmititExecutor, slurm_minutes
+
+    return SubmititExecutor(work / "slurm", "slurm", partition, slurm_minutes(time), gpus, parallelism)

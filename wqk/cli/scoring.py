@@ -8,14 +8,18 @@ from typing import Annotated
 import typer
 
 from wqk.cli.errors import fail
-from wqk.cli.options import OUTPUT_FILE, Format, Per, choice, split
+from wqk.cli.options import OUTPUT_FILE, Format, Per, split
 from wqk.cli.output import Output
+from wqk.cli.plans import SCORES_TITLE, describe_plan, print_plan
 
-#: ``analyze`` options handed to :func:`checkpoints.analyze.analyze` under their own names, and only when they differ
-#: from their default (so the command runs on a library that does not know them yet): add one here and declare it.
-LIBRARY_KEYWORDS = ("null", "fold_ln", "fold_qk_norm")
-SCORES_TITLE = "s in [-1, 1] (1 = symmetric); δ, δ_PR < 0 = key-side columns"
 K_HELP = "Directionality threshold: mean + k * std of the row/column norms."
+EXTRA_HELP = (
+    "Also score the skew part A = (M - M^T)/2 of each form: skew_share = ||A||^2 / ||M||^2 = (1 - s)/2 and "
+    "skew_rank, the effective rank (sum sigma^2)^2 / sum sigma^4 of A's singular values (n/a for a symmetric "
+    "form), each with its null z and p (docs/theory.md, 'The skew part's structure'). The skew rank's null is "
+    "drawn once per shape and cached."
+)
+Extra = Annotated[bool, typer.Option("--extra", help=EXTRA_HELP)]
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
 def _analyze_help() -> str:
     """``analyze --help``: the model types read, by family, from the model-type registry."""
-    from checkpoints.model_types import help_list
+    from wqk.checkpoints.model_types import help_list
 
     return (
         "Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.\n\n"
@@ -56,6 +60,7 @@ def scores(
     per: Per = "both",
     k: Annotated[float, typer.Option(min=0.0, help=K_HELP)] = 2.0,
     null_samples: Annotated[int, typer.Option(min=2, help="Random forms drawn for each null distribution.")] = 256,
+    extra: Extra = False,
     fmt: Format = "table",
 ) -> None:
     """Symmetry and directionality of every head and layer in PATH, with null z-scores and p-values.
@@ -63,17 +68,18 @@ def scores(
     Factor arrays are W_q^h, W_k^h of shape [d, d_h], [H, d, d_h] or [L, H, d, d_h] (M_h = W_q^h W_k^h^T,
     rows = query side). The per-layer form is the sum over heads.
     """
-    from common.io import write_csv
-    from theory.report import SCORE_COLUMNS, SHOWN_COLUMNS, score_file
+    from wqk.common.io import write_csv
+    from wqk.theory.report import SHOWN_KEYS, score_columns, score_file, shown_columns
 
     out = Output(fmt)
     try:
-        rows = score_file(path, per=per, k=k, null_samples=null_samples)  # type: ignore[arg-type]
+        rows = score_file(path, per=per, k=k, null_samples=null_samples, extra=extra)  # type: ignore[arg-type]
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
-    out.table(rows, SHOWN_COLUMNS if fmt == "table" else SCORE_COLUMNS, title=f"{path.name}: {SCORES_TITLE}")
+    columns = shown_columns(extra) if fmt == "table" else score_columns(extra)
+    out.table(rows, columns, keys=SHOWN_KEYS, title=f"{path.name}: {SCORES_TITLE}")
     if csv is not None:
-        write_csv(csv, rows, SCORE_COLUMNS)
+        write_csv(csv, rows, score_columns(extra))
         out.note(f"wrote {csv}")
 
 
@@ -86,8 +92,8 @@ def null(
     fmt: Format = "table",
 ) -> None:
     """Null distributions of both scores for M = A B^T with Gaussian A, B of shape [d, rank]."""
-    from theory.nulls import null_distribution
-    from theory.report import NullRow, null_table
+    from wqk.theory.nulls import null_distribution
+    from wqk.theory.report import NullRow, null_table
 
     try:
         rows = null_table(null_distribution(d, rank, k, samples, seed))
@@ -96,12 +102,12 @@ def null(
     Output(fmt).table(
         rows,
         NullRow.columns(),
+        keys=["score"],
         title=f"null: d={d}, rank={rank}, k={k:g}, {samples} samples, seed {seed}",
     )
 
 
 def analyze(
-    ctx: typer.Context,
     sources: Annotated[
         list[str] | None,
         typer.Argument(
@@ -185,7 +191,6 @@ def analyze(
         str,
         typer.Option(
             metavar="iid|spectrum",
-            callback=choice(("iid", "spectrum"), "{option} must be iid or spectrum; got {value!r}"),
             help="Null of the z-scores: iid (Gaussian factors of the form's d and rank) or spectrum (random forms "
             "with each head's or layer's own singular values: only the alignment the scores measure is random; one "
             "null per form, slower, cached on disk).",
@@ -216,77 +221,95 @@ def analyze(
         bool,
         typer.Option("--download", help="Fetch a hub id that is not cached (huggingface_hub, needs a network)."),
     ] = False,
+    extra: Extra = False,
     fmt: Format = "table",
 ) -> None:
     """Scores of a checkpoint's attention layers and heads (the help text is :func:`_analyze_help`)."""
-    from checkpoints import analyze as ana
-    from checkpoints.hub import cache_dir, cached_models, open_source
-    from checkpoints.loading import CheckpointError
+    from wqk.checkpoints import analyze as ana
+    from wqk.checkpoints.hub import cache_dir, cached_models, open_source
+    from wqk.checkpoints.loading import Checkpoint, CheckpointError, open_checkpoint
+    from wqk.checkpoints.score_options import ScoreOptions
 
     out = Output(fmt)
+    try:  # every scoring option is checked here, in one place, before anything is read
+        options = ScoreOptions(
+            per=per,  # type: ignore[arg-type]
+            k=k,
+            null=null,  # type: ignore[arg-type]
+            null_samples=null_samples,
+            fold_ln=fold_ln,
+            fold_qk_norm=fold_qk_norm,
+            extra=extra,
+        )
+    except ValueError as err:
+        fail(err)
     if list_cache:
         models = cached_models()
         out.table(
             [{"model": m.repo, "reads": "yes" if m.readable else "no", "what": m.what} for m in models],
             ["model", "reads", "what"],
+            keys=["model"],
             title=f"{len(models)} models in {cache_dir()}; reads = analyze reads them",
         )
         return
     if not sources:
         fail("Missing argument 'PATH_OR_NAME': a checkpoint path or a hub id (or --list-cache)")
-    extra = {p.name: ctx.params[p.name] for p in ctx.command.params if p.name in LIBRARY_KEYWORDS}
-    extra = {name: value for name, value in extra.items() if value != _default(ctx, name)}
     series = _series(sources, split(revisions) or [])
     if series is not None:
         from wqk.cli.trajectory import analyze_trajectory
 
-        settings = {"per": per, "heads": heads, "kv_heads": kv_heads, "prefix": prefix, "k": k, "family": family}
-        settings |= {"null_samples": null_samples, "null": null, "fold_ln": fold_ln, "fold_qk_norm": fold_qk_norm}
-        analyze_trajectory(out, series, describe, csv, plot, settings, download)
+        if extra:
+            fail("--extra scores one checkpoint at a time; a series of checkpoints takes the standard scores")
+
+        plan_options = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "family": family}
+        analyze_trajectory(out, series, describe, csv, plot, download, options, plan_options)
         return
     try:
         checkpoint = open_source(sources[0], download=download)
+        checkpoint = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
         if describe:
             plan = ana.describe(checkpoint, heads, kv_heads, prefix, family)[1]
-            _describe(out, plan, per, null_samples, fold_ln, fold_qk_norm)
+            describe_plan(out, plan, per, null_samples, fold_ln, fold_qk_norm)
             return
-        analysis = _scored(out, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, extra)
+        analysis = _scored(out, checkpoint, options, heads, kv_heads, prefix, family)
     except CheckpointError as err:
         fail(err)
     except ValueError as err:  # bad input met while reading
         fail(err)
-    _print_plan(out, analysis.plan, fold_ln, fold_qk_norm)
+    print_plan(out, analysis.plan, fold_ln, fold_qk_norm)
     rows, stack = analysis.rows, ["stack"] if len(analysis.plan.stacks) > 1 else []
     if fmt == "table":
-        from theory.report import SHOWN_COLUMNS
+        from wqk.theory.report import SHOWN_KEYS, shown_columns
 
         shown = rows if len(rows) <= 200 else [r for r in rows if r["head"] == "all"] or rows[:200]
-        out.table(shown, stack + SHOWN_COLUMNS, title=f"{analysis.plan.model}: {SCORES_TITLE}")
+        columns, title = stack + shown_columns(extra), f"{analysis.plan.model}: {SCORES_TITLE}"
+        out.table(shown, columns, keys=[*stack, *SHOWN_KEYS], title=title)
         if len(shown) < len(rows):
             out.note(f"({len(rows) - len(shown)} more rows: write them with --csv)")
+        _print_summary(out, analysis.summary, stack)
     else:
-        out.table(rows, ana.ANALYZE_COLUMNS, title=f"{analysis.plan.model}: {SCORES_TITLE}")
-    out.table(
-        analysis.summary,
-        [c for c in ana.SummaryRow.columns() if stack or c != "stack"],
-        title="summary: median and interquartile range over layers (the paper's convention)",
-    )
+        title = f"{analysis.plan.model}: {SCORES_TITLE}"
+        out.table(rows, ana.analyze_columns(extra), keys=ana.ANALYZE_KEYS, title=title)
+        out.table(analysis.summary, ana.SummaryRow.columns(), keys=ana.SUMMARY_KEYS, title=SUMMARY_TITLE)
     if csv is not None:
-        from common.io import write_csv
+        from wqk.common.io import write_csv
 
-        write_csv(csv, rows, ana.ANALYZE_COLUMNS)
+        write_csv(csv, rows, ana.analyze_columns(extra))
         out.note(f"wrote {csv}")
     if plot is not None:
-        from checkpoints.plot import plot_scores
+        from wqk.checkpoints.bands import null_bands
+        from wqk.checkpoints.plot import plot_scores
 
-        nulls = ana.stack_nulls(analysis.plan, per, k, null_samples)  # type: ignore[arg-type]
-        plot_scores(rows, nulls, plot, f"{analysis.plan.model} ({analysis.plan.family})")
+        bands = null_bands(checkpoint, analysis.plan, options)  # the null the z-scores use
+        title = f"{analysis.plan.model} ({analysis.plan.family}); null: {options.null}"
+        plot_scores(rows, bands, plot, title)
         out.note(f"wrote {plot}")
 
 
 def _series(sources: list[str], revisions: list[str]):
-    """The checkpoints of a trajectory (:func:`checkpoints.trajectory.series_entries`), or None for one checkpoint."""
-    from checkpoints.trajectory import is_series, series_entries
+    """The checkpoints of a trajectory (:func:`wqk.checkpoints.trajectory.series_entries`), or None for one
+    checkpoint."""
+    from wqk.checkpoints.trajectory import is_series, series_entries
 
     try:
         return series_entries(sources, revisions) if is_series(sources, revisions) else None
@@ -294,54 +317,37 @@ def _series(sources: list[str], revisions: list[str]):
         fail(err)
 
 
-def _default(ctx: typer.Context, name: str):
-    return next(p.default for p in ctx.command.params if p.name == name)
+SUMMARY_TITLE = "summary: median and interquartile range over layers (the paper's convention)"
 
 
-def _print_plan(out: Output, plan, fold_ln: bool, fold_qk_norm: bool) -> None:
-    """What is read and how, its notes (with what a folded norm gain holds and leaves out) and warnings."""
-    from checkpoints.norms import fold_notes
+def _print_summary(out: Output, summary: list, stack: list[str]) -> None:
+    """The summary table, and what each stack's summary is over (its layers, or heads where only heads were
+    scored): in the title where one line says it, else in a table of its own, one row per stack."""
+    from wqk.checkpoints.analyze import SUMMARY_KEYS, SummaryRow
+    from wqk.cli.output import once_per
 
-    notes = [*plan.notes, *fold_notes(plan, fold_ln, fold_qk_norm)]
-    for line in plan.lines() + [f"note: {n}" for n in notes]:
-        out.note(line)
-    for warning in plan.warnings:
-        out.note(f"warning: {warning}", style="yellow")
-
-
-def _describe(out: Output, plan, per: str, null_samples: int | None, fold_ln: bool, fold_qk_norm: bool) -> None:
-    """The dry run: what would be scored, the nulls it needs, and every attention-looking key skipped."""
-    from checkpoints.analyze import null_shapes
-
-    _print_plan(out, plan, fold_ln, fold_qk_norm)
-    stacks = f" in {len(plan.stacks)} stacks ({', '.join(plan.stacks)})" if len(plan.stacks) > 1 else ""
-    nulls = "; ".join(f"{p}: d={d}, rank={r}, {n} samples" for p, d, r, n in null_shapes(plan, per, null_samples))  # type: ignore[arg-type]
-    out.note(f"would score {plan.n_layers} layers ({per}){stacks}; nulls: {nulls}")
-    out.note("attention-looking keys not scored:" if plan.skipped else "no attention-looking key is skipped")
-    for pattern, n, why in plan.skipped:
-        out.note(f"  {pattern} ({n}): {why}")
+    keys = [k for k in SUMMARY_KEYS if stack or k != "stack"]
+    over = once_per(summary, [*stack, "over"], stack)
+    title = SUMMARY_TITLE if len(over) != 1 else f"{SUMMARY_TITLE}; over {over[0]['over']}"
+    columns = [c for c in SummaryRow.columns() if c != "over" and (stack or c != "stack")]
+    out.table(summary, columns, keys=keys, title=title)
+    if len(over) > 1:
+        out.table(over, [*stack, "over"], keys=stack, title="each stack's summary is over")
 
 
-def _scored(out: Output, checkpoint, per, heads, kv_heads, prefix, k, null_samples, family, extra: dict):
-    """:func:`checkpoints.analyze.analyze` with a progress display on a terminal."""
+def _scored(out: Output, checkpoint, options, heads, kv_heads, prefix, family):
+    """:func:`wqk.checkpoints.analyze.analyze` with a progress display on a terminal."""
     from rich.progress import Progress
 
-    from checkpoints.analyze import analyze as run
+    from wqk.checkpoints.analyze import analyze as run
+    from wqk.checkpoints.score_options import Hooks
 
     with Progress(console=out.stderr, transient=True, disable=not out.stderr.is_terminal) as progress:
         task = progress.add_task("nulls", total=None)
-        return run(
-            checkpoint,
-            per,  # type: ignore[arg-type]
-            heads,
-            kv_heads,
-            prefix,
-            k,
-            null_samples,
-            family=family,
+        hooks = Hooks(
             on_null=lambda d, r, n: progress.update(
                 task, description=f"null d={d} rank={r} ({n} samples, then cached)"
             ),
             on_layer=lambda done, total: progress.update(task, description="layers", completed=done, total=total),
-            **extra,
         )
+        return run(checkpoint, options, heads=heads, kv_heads=kv_heads, prefix=prefix, family=family, hooks=hooks)

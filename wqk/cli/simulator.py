@@ -1,7 +1,7 @@
 """The simulator's commands: ``simulate``, ``compare-theory``, ``first-update``, ``experiment``, ``grid``.
 
-``simulate``'s config options are generated from :data:`sim.config.OPTION_FIELDS`: each option's type is its
-config field's, its default (per objective) is read from :data:`sim.config.DEFAULTS`, and only its words and
+``simulate``'s config options are generated from :data:`wqk.sim.config.OPTION_FIELDS`: each option's type is its
+config field's, its default (per objective) is read from :data:`wqk.sim.config.DEFAULTS`, and only its words and
 range are declared here.
 """
 
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from sim.config import COMPARE_DEFAULTS, OPTION_FIELDS, DataConfig, ModelConfig, SimConfig, default_text
 from wqk.cli.errors import fail
 from wqk.cli.options import OUTPUT_DIR, SEED_THREADS, Format, Objective, in_open_unit_interval, key_values, positive
 from wqk.cli.output import Output
+from wqk.sim.config import COMPARE_DEFAULTS, OPTION_FIELDS, DataConfig, ModelConfig, SimConfig, default_text
 
 if TYPE_CHECKING:
-    from sim.report import SimSummaryRow
+    from wqk.sim.report import SimSummaryRow
 
 #: ``simulate``'s config options in help order: (what it sets, click settings: a range, a check, flag names).
 SIM_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -123,8 +123,8 @@ def simulate(
     scores.png under --out. Why the defaults are what they are: sim/config.py. Siblings: `experiment` (named
     multi-arm experiments), `compare-theory` (first steps vs the theory's expected update).
     """
-    from sim.config import configs_from_options
-    from sim.simulate import simulate as run_simulation
+    from wqk.sim.config import configs_from_options
+    from wqk.sim.simulate import simulate as run_simulation
 
     show = Output(fmt)
     try:
@@ -133,9 +133,9 @@ def simulate(
     except (ValueError, TypeError) as err:
         fail(str(err))
     if fmt != "table":  # a pipe gets every summary row (layers, forms, blocks) with its full values
-        from sim.report import SimSummaryRow
+        from wqk.sim.report import SUMMARY_KEYS, SimSummaryRow
 
-        show.table(result.summary, SimSummaryRow.columns())
+        show.table(result.summary, SimSummaryRow.columns(), keys=SUMMARY_KEYS)
     else:
         _print_summary(show, result.summary)
     for path in (*[p / "metrics.csv" for p in result.run_dirs.values()], result.summary_csv, result.figure):
@@ -143,20 +143,38 @@ def simulate(
 
 
 def _print_summary(show: Output, summary: list[SimSummaryRow]) -> None:
-    """The final per-layer scores and layer 0's blocks, formatted for reading."""
-    from sim.report import BLOCK_DISPLAY_COLUMNS, DISPLAY_COLUMNS, format_blocks, format_summary
+    """The final per-layer scores, each objective's loss, and layer 0's blocks, formatted for reading."""
+    from wqk.cli.output import once_per
+    from wqk.sim.report import (
+        BLOCK_DISPLAY_COLUMNS,
+        BLOCK_DISPLAY_KEYS,
+        DISPLAY_COLUMNS,
+        DISPLAY_KEYS,
+        OBJECTIVE_COLUMNS,
+        OBJECTIVE_KEYS,
+        format_blocks,
+        format_summary,
+    )
 
     shown = format_summary(summary)
     show.table(
         shown,
-        [c for c in DISPLAY_COLUMNS if any(row[c] for row in shown)],
+        [c for c in DISPLAY_COLUMNS if c in DISPLAY_KEYS or any(row[c] for row in shown)],
+        keys=DISPLAY_KEYS,
         title=f"step {summary[0]['step']}, {summary[0]['seeds']} seeds: per-layer scores, mean ± 95% CI "
         "(z = the seeds' null z combined, sum / sqrt(n)); W_qk learned, update = M_t - M_0, "
         "grad_* = self/cross pairs of sum dL/dM",
     )
     show.table(
+        once_per(shown, OBJECTIVE_COLUMNS, OBJECTIVE_KEYS),
+        OBJECTIVE_COLUMNS,
+        keys=OBJECTIVE_KEYS,
+        title="final loss per objective (mean over seeds)",
+    )
+    show.table(
         format_blocks(summary),
         BLOCK_DISPLAY_COLUMNS,
+        keys=BLOCK_DISPLAY_KEYS,
         title="layer 0 in its input coordinates: blocks (share of ||M||^2; cross pairs: pair symmetry), entries the "
         "loss can evaluate, and the log-slopes along the sequence of the positions' key / query norms",
     )
@@ -199,9 +217,9 @@ def compare_theory(
     next to the relative error sampling alone produces: near it, the first updates are what the theory predicts.
     One softmax layer without residual or MLP (the theory's head).
     """
-    from sim.compare import CompareRow
-    from sim.compare import compare_theory as compare
-    from sim.config import configs_from_options
+    from wqk.sim.compare import COMPARE_KEYS, CompareRow
+    from wqk.sim.compare import compare_theory as compare
+    from wqk.sim.config import configs_from_options
 
     show = Output(fmt)
     try:
@@ -214,10 +232,14 @@ def compare_theory(
     show.table(
         rows,
         [c for c in CompareRow.columns() if c != "seeds"],
+        keys=COMPARE_KEYS,
         title="layer-0 dL/dM over the first steps vs the theory's E[dL/dM] at M = 0: "
         "mean ± 95% CI over seeds; rel_noise = relative error from sampling alone",
     )
     show.note(f"wrote {out / 'compare_theory.csv'}")
+
+
+FIRST_UPDATE_TITLE = "layer-0 first update: theory vs simulator (mean over seeds)"
 
 
 def first_update(
@@ -246,8 +268,8 @@ def first_update(
     parameterisation and optimiser trained (-lr (G W_k W_k^T + W_q W_q^T G) for separate factors, sign-like for
     Adam). Prints s and delta_PR predicted / measured, their cosine, and the cosine the batch noise allows.
     """
-    from sim.config import configs_from_options
-    from sim.first_update import compare_first_update
+    from wqk.sim.config import configs_from_options
+    from wqk.sim.first_update import FIRST_UPDATE_KEYS, compare_first_update
 
     parts = [x.strip() for x in steps.split(",") if x.strip()]
     if not parts or not all(x.isdigit() and int(x) >= 1 for x in parts):
@@ -261,7 +283,7 @@ def first_update(
     except (ValueError, TypeError) as err:
         fail(str(err))
     if fmt != "table":
-        show.table(rows, list(rows[0]), title="layer-0 first update: theory vs simulator (mean over seeds)")
+        show.table(rows, list(rows[0]), keys=FIRST_UPDATE_KEYS, title=FIRST_UPDATE_TITLE)
     else:
         shown = [
             {
@@ -275,7 +297,7 @@ def first_update(
             }
             for r in rows
         ]
-        show.table(shown, list(shown[0]), title="layer-0 first update: theory vs simulator (mean over seeds)")
+        show.table(shown, list(shown[0]), keys=FIRST_UPDATE_KEYS, title=FIRST_UPDATE_TITLE)
     show.note(f"wrote {out / 'first_update.csv'} and {out / 'first_update_summary.csv'}")
 
 
@@ -299,11 +321,12 @@ def experiment(
     combined null z), experiment.json and scores.png. Arms with the same configuration share one run, so
     experiments that reuse an arm do not train it twice, and an interrupted experiment resumes.
     """
-    from sim.experiments import EXPERIMENTS, format_experiment, run_experiment
+    from wqk.sim.experiments import ARM_KEYS, EXPERIMENTS, SHOWN_COLUMNS, SHOWN_KEYS, format_experiment, run_experiment
 
     show = Output(fmt)
     if list_ or not names:
-        show.table([{"experiment": k, "what": v.doc} for k, v in EXPERIMENTS.items()], ["experiment", "what"])
+        listed = [{"experiment": k, "what": v.doc} for k, v in EXPERIMENTS.items()]
+        show.table(listed, ["experiment", "what"], keys=["experiment"])
         return
     chosen = (
         list(EXPERIMENTS) if names == ["all"] else [n.strip() for name in names for n in name.split(",") if n.strip()]
@@ -316,11 +339,19 @@ def experiment(
             rows = run_experiment(name, out, seeds=seeds, steps=steps, progress=progress, threads=threads)
         except (ValueError, TypeError) as err:
             fail(str(err))
-        shown = format_experiment(rows)
+        forms, arms = format_experiment(rows)
         show.table(
-            shown,
-            list(dict.fromkeys(k for row in shown for k in row)),
+            forms,
+            SHOWN_COLUMNS,
+            keys=SHOWN_KEYS,
             title=f"experiment {name}: {EXPERIMENTS[name].doc} (layer 0, mean ± 95% CI over seeds; z combined)",
+        )
+        show.table(
+            arms,
+            list(dict.fromkeys(k for row in arms for k in row)),
+            keys=ARM_KEYS,
+            title="per arm and step: the loss, and at the end the trained model's attention on position 0 (and on "
+            "the topic) and BOS's key norm over a typical token's",
         )
         show.note(f"wrote {out / name}")
 
@@ -337,7 +368,7 @@ def grid(
     steps: Annotated[int, typer.Option(min=4, help="Training steps per cell (the first 3 are all recorded).")] = 200,
     mc_sequences: Annotated[
         int, typer.Option(min=2, help="Monte Carlo sequences per seed for the prediction.")
-    ] = 1024,  # sim.grid.DEFAULT_MC_SEQUENCES (not imported here: sim.grid imports torch)
+    ] = 1024,  # wqk.sim.grid.DEFAULT_MC_SEQUENCES (not imported here: wqk.sim.grid imports torch)
     out: Annotated[
         Path, typer.Option(**OUTPUT_DIR, help="Directory of the grid's tables, figure and cell runs.")
     ] = Path("runs/grid"),
@@ -353,8 +384,8 @@ def grid(
     about 8 minutes on two cores at the defaults; pick a subset with the axis options. Writes grid.csv,
     agreement.csv, rates.csv, grid.json and grid.png under --out (cells already run are reused).
     """
-    from sim.grid import run_grid, select_cells
     from wqk.cli.options import split
+    from wqk.sim.grid import run_grid, select_cells
 
     show = Output(fmt)
     try:
@@ -373,6 +404,7 @@ def grid(
     show.table(
         [r for r in result["rates"] if r["score"] == "both"],
         ["rule", "theory", "simulated", "comparisons", "agree", "rate", "undefined"],
+        keys=["rule", "theory", "simulated"],
         title=f"grid: {len(cells)} cells, {seeds} seeds, {steps} steps; agreement (s and delta_PR) of the theory's "
         "first update (predicted: expected; predicted_batch: from one training batch; averaged: readout-averaged "
         "gradient at M = 0) with the simulated update; rule z: |combined z| > 2 is outside the null band, rule "
@@ -392,6 +424,7 @@ def grid(
                 for r in bad
             ],
             ["cell", "score", "vs", "predicted (z)", "simulated (z)"],
+            keys=["cell", "score", "vs"],
             title="cells where the predicted first update disagrees",
         )
     show.note(f"wrote {out / 'grid.csv'}, agreement.csv, rates.csv, grid.png")

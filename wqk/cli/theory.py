@@ -8,12 +8,12 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
-from theory.objectives import ALIASES, OBJECTIVES
 from wqk.cli.errors import fail
 from wqk.cli.options import OUTPUT_FILE, Format
 from wqk.cli.output import Output
+from wqk.theory.objectives import ALIASES, OBJECTIVES
 
-SYMBOLIC_MAX_SIZE = 4  # theory.symbolic.MAX_SIZE (not imported here: sympy is slow to import)
+SYMBOLIC_MAX_SIZE = 4  # wqk.theory.symbolic.MAX_SIZE (not imported here: sympy is slow to import)
 
 
 def register(app: typer.Typer) -> None:
@@ -37,8 +37,8 @@ def theory_check(
     fmt: Format = "table",
 ) -> None:
     """Run claims 1-6 of docs/theory.md; print claim, prediction, measured, tolerance, pass; exit 1 on a failure."""
-    from common.io import write_csv
-    from theory.check import CLAIMS, COLUMNS, run_checks
+    from wqk.common.io import write_csv
+    from wqk.theory.check import CLAIMS, COLUMNS, run_checks
 
     try:
         results = run_checks(seed, tuple(claim) if claim else tuple(CLAIMS))
@@ -49,6 +49,7 @@ def theory_check(
     show.table(
         [{**r, "passed": "PASS" if r["passed"] else "FAIL"} for r in rows] if fmt == "table" else rows,
         COLUMNS,
+        keys=["claim", "check"],
         title=f"theory check (seed {seed}; kind: identity = holds by construction, claim = tested)",
     )
     if csv is not None:
@@ -80,8 +81,8 @@ def theory_derive(
     latex: Annotated[bool, typer.Option(help="Print the matrices as LaTeX instead of pretty text.")] = False,
 ) -> None:
     """Derive dL/dM symbolically and show it equals sum_ij beta_ij x_i x_j^T; role counts; the tie condition."""
-    from theory.objectives import get_objective
-    from theory.symbolic import render_derivation
+    from wqk.theory.objectives import get_objective
+    from wqk.theory.symbolic import render_derivation
 
     try:
         text = render_derivation(get_objective(objective), n, d, latex=latex)
@@ -111,8 +112,8 @@ def theory_predict(
     fmt: Format = "table",
 ) -> None:
     """Exact expected first update at M = 0 per objective: s and delta of whole/self/cross parts, and attribution."""
-    from common.io import write_csv
-    from theory.attribution import DATA_SETTINGS, predict_first_update
+    from wqk.common.io import write_csv
+    from wqk.theory.attribution import DATA_SETTINGS, predict_first_update
 
     try:
         rows, attribution = predict_first_update(data, n, d, head, seed)
@@ -123,11 +124,13 @@ def theory_predict(
     show.table(
         rows,
         ["objective", "part", "symmetry", "directionality", "directionality_pr", "skew_fraction", *extra],
+        keys=["objective", "part"],
         title=f"E[dL/dM] at init, {data}: {DATA_SETTINGS[data]} (N={n}, d={d}, head {head}, seed {seed})",
     )
     show.table(
         attribution,
         ["objective", "mask", "skew_total", "symmetric_mask_part", "mask_part", "arrow_part"],
+        keys=["objective", "mask"],
         title="attribution of ||skew|| / ||E||: under a symmetric mask / added by the causal mask / odd in time",
     )
     if csv is not None:

@@ -101,9 +101,9 @@ def train(
     """
     import os
 
-    from theory.objectives import ALIASES
-    from vision.init import SCHEMES
-    from vision.train import TrainConfig
+    from wqk.theory.objectives import ALIASES
+    from wqk.vision.init import SCHEMES
+    from wqk.vision.train import TrainConfig
 
     show = Output(fmt)
     inits = [i.strip() for i in init.split(",") if i.strip()]
@@ -133,26 +133,26 @@ def train(
         if recipe is None:
             base = TrainConfig(**{field: value for field, (_, value) in fields.items()})
         else:
-            from vision.recipes import recipe_config
+            from wqk.vision.recipes import recipe_config
 
             # typer may vendor its own click: compare the source's name, not the enum
             given = {n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"}
             base = recipe_config(recipe, **{f: value for f, (option, value) in fields.items() if option in given})
             seeds = seeds if "seeds" in given else 1  # a recipe is one run unless --seeds asks for more
-        from vision.runs import run_experiment
+        from wqk.vision.runs import run_experiment
 
         result = run_experiment(base, inits, list(range(seed_start, seed_start + seeds)), out, resume=resume)
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
-    from vision.train import shutdown_distributed
+    from wqk.vision.train import shutdown_distributed
 
     shutdown_distributed()  # after success only: a failed process exits, and torchrun stops its peers
     if int(os.environ.get("RANK", "0")):
         return
-    from vision.runs import summary_tables
+    from wqk.vision.runs import summary_tables
 
-    for title, rows in summary_tables(result):
-        show.table(rows, list(dict.fromkeys(k for row in rows for k in row)), title=title)
+    for title, rows, keys in summary_tables(result):
+        show.table(rows, list(dict.fromkeys(k for row in rows for k in row)), keys=keys, title=title)
     for path in result["files"]:
         show.note(f"wrote {path}")
 
@@ -200,11 +200,12 @@ def study(
 
     Per task x scheme x seed: steps to a target (the baseline's median metric half way, a rule fixed before the
     runs; 'not reached' is never a speed-up), the metric at 25/50/100% of the steps; per scheme: the step ratio to
-    the baseline and the paired differences with bootstrap CIs, and the init's scale relative to the baseline.
+    the baseline (t interval of the log ratio), the paired differences (t intervals, exact sign-flip p) and the
+    init's scale relative to the baseline.
     Writes study.json, study_runs.csv, study_arms.csv, study_curves.csv and a figure per task. Finished runs are
     reused. Sizes and cost: vision/study.py (vit-mnist + dit-mnist, 6 schemes x 5 seeds: ~80 min of one core).
     """
-    from vision.study import StudyConfig, run_study, study_tasks, summary_tables
+    from wqk.vision.study import STUDY_KEYS, StudyConfig, run_study, study_tasks, summary_tables
 
     show = Output(fmt)
     try:
@@ -224,7 +225,7 @@ def study(
     except (ValueError, TypeError, FileNotFoundError) as err:
         fail(str(err))
     for title, rows in summary_tables(report):
-        show.table(rows, list(rows[0]), title=title)
+        show.table(rows, list(rows[0]), keys=STUDY_KEYS, title=title)
     for path in report["files"]:
         show.note(f"wrote {path}")
 
@@ -255,7 +256,7 @@ def fidelity_net(
     """
     import torch
 
-    from vision.fidelity import FeatureNetRecipe, build_feature_net, sanity_summary
+    from wqk.vision.fidelity import FeatureNetRecipe, build_feature_net, sanity_summary
 
     show = Output(fmt)
     if threads:
@@ -270,6 +271,7 @@ def fidelity_net(
     show.table(
         summary,
         list(summary[0]),
+        keys=["comparison"],
         title=f"feature net {path.stem}: held-out accuracy {record['test_accuracy']:.4f} "
         f"({record['data']['test']} images); sanity over random halvings of the test split, mean ± 95% CI",
     )

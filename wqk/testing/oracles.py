@@ -1,5 +1,6 @@
-"""Independent oracles for the tests: each quantity written out again in plain Python loops, never through the
+"""Independent oracles: each quantity written out again in plain Python loops or by autograd, never through the
 code under test (no ``theory``, ``sim`` or ``vision`` import here), so a test that compares with them can fail.
+The project's own tests use them (``from wqk.testing import oracles``); so can a test of a new claim.
 
 - scores read off docs/theory.md section 2 (:func:`symmetry`, :func:`directionality`, :func:`pr_directionality`);
 - forms and logits: the dense product head by head (:func:`dense_forms`), ``x_i^T A B^T x_j / sqrt(d_h)``

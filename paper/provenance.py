@@ -1,0 +1,49 @@
+"""What the report's results came from: the git commits of their runs (and those made from uncommitted changes), and
+the frozen registry of predictions with how many verdict rows are confirmatory."""
+
+from __future__ import annotations
+
+from wqk.paper.markdown import fmt
+from wqk.paper.preregistration import REGISTRY, file_hash, freezes, result_commits
+from wqk.paper.results import Results
+
+
+def commit_text(results: Results) -> str:
+    """The git commits the results were made from, and the runs made from a tree with uncommitted changes (no
+    commit reproduces those: their verdicts are exploratory)."""
+
+    made: dict[str, list[str]] = {}
+    for e in results.experiments:
+        for commit in result_commits(results, e):
+            made.setdefault(commit, []).append(e)
+    clean = sorted(c for c in made if not c.endswith("-dirty"))
+    dirty = sorted(c for c in made if c.endswith("-dirty"))
+    text = ", ".join(f"`{c[:12]}`" for c in clean) or "n/a"
+    if dirty:
+        runs = sum(len(made[c]) for c in dirty)
+        experiments = ", ".join(sorted({e for c in dirty for e in made[c]}))
+        bases = ", ".join(f"`{c.removesuffix('-dirty')[:12]}`" for c in dirty)
+        text += (
+            f"; {runs} runs ({experiments}) were made from uncommitted changes on top of {bases}: no commit "
+            "reproduces them exactly, and their verdicts are exploratory"
+        )
+    return text
+
+
+def registry_text(verdicts: list[dict]) -> str:
+    """The frozen registry's hash, the commit that froze it, and how many verdict rows are confirmatory."""
+
+    frozen = freezes()
+    if not frozen:
+        return "The registry of predictions (`paper/preregistration.json`) is not frozen: every verdict is exploratory."
+    last = frozen[-1]
+    flags = [str(r.get("exploratory")) for r in verdicts if r.get("quantity") != "check" and r.get("lo") is not None]
+    confirmatory, exploratory = flags.count("False"), flags.count("True")
+    return (
+        f"Predictions, margins, families and interval rules are frozen in `paper/{REGISTRY.name}` (sha256 "
+        f"`{file_hash()[:16]}`), frozen at commit `{last['commit'][:12]}`"
+        + (f" (first frozen at `{frozen[0]['commit'][:12]}`)" if len(frozen) > 1 else "")
+        + f". A verdict is **exploratory** when its data were made before its prediction was frozen, repeat seeds run "
+        f"before the freeze, or came from uncommitted code: {fmt(exploratory)} of the measured rows are, "
+        f"{fmt(confirmatory)} are confirmatory (claims 7 and 8 on fresh seeds, run after the freeze)."
+    )
