@@ -34,8 +34,9 @@ from wqk.theory.factored import FactoredForms
 from wqk.theory.nulls import DEFAULT_SAMPLES, NullDistribution, null_distribution
 from wqk.theory.report import EXTRA_COLUMNS, PerChoice, ScoreRow, check_per, score_rows, with_extras
 from wqk.theory.scores import DEFAULT_K, SCORE_NAMES
+from wqk.theory.sequential_spectrum_null import factored_sequential_null
 from wqk.theory.skew import EXTRA_NAMES, spectrum_rank_null, z_and_p
-from wqk.theory.spectrum_null import factored_spectrum_null, form_spectrum
+from wqk.theory.spectrum_null import form_spectrum
 
 #: A score row of a checkpoint: which model, its objective family, and which attention stack of it.
 AnalyzeRow = row_type(
@@ -194,15 +195,15 @@ def with_spectrum_null(
     forms: FactoredForms, rows: list[ScoreRow], k: float, samples: dict[str, int], seed: int
 ) -> list[ScoreRow]:
     """``rows`` of one layer (``forms`` ``[1, H, d, d_h]``) with z and p against each form's spectrum-matched null
-    (:mod:`wqk.theory.spectrum_null`): the per-head form's for a head row, the per-layer form's for ``head = "all"``;
-    the extra scores' too where the rows carry them (:func:`wqk.theory.skew.z_and_p`)."""
+    (:mod:`wqk.theory.sequential_spectrum_null`): the per-head form's for a head row, the per-layer form's for
+    ``head = "all"``; the extra scores' too where the rows carry them (:func:`wqk.theory.skew.z_and_p`)."""
     factors = {p: forms.factors(p) for p in ("head", "layer") if p in samples}
     out = []
     for row in rows:
         per = "layer" if row["head"] == "all" else "head"
         index = (row["layer"],) if per == "layer" else (row["layer"], row["head"])
         a, b = (x[index] for x in factors[per])
-        spectrum = factored_spectrum_null(a, b, k, samples[per], seed)
+        spectrum = factored_sequential_null(a, b, k, samples[per], seed)
         z = {f"{n}_z": float(spectrum.z(n, row[n])) for n in SCORE_NAMES}
         changes = {**z, **{f"{n}_p": float(spectrum.p_value(n, row[n])) for n in SCORE_NAMES}}
         if "skew_rank" in row:

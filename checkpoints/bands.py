@@ -14,7 +14,7 @@ from wqk.checkpoints.analyze import layer_forms, stack_nulls, unit_nulls
 from wqk.checkpoints.detect import Plan
 from wqk.checkpoints.loading import Checkpoint
 from wqk.checkpoints.score_options import ScoreOptions
-from wqk.theory.spectrum_null import factored_spectrum_null
+from wqk.theory.sequential_spectrum_null import factored_sequential_null
 
 #: ``(stack, "head" | "layer") -> {score: (2.5%, 97.5%)}``.
 Bands = dict[tuple[str, str], dict[str, tuple[float, float]]]
@@ -36,7 +36,7 @@ def null_bands(ckpt: Checkpoint, plan: Plan, options: ScoreOptions) -> Bands:
             a, b = forms.factors(form)
             mine = quantiles.setdefault((unit.stack, form), {})
             for a_i, b_i in zip(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]), strict=True):
-                spectrum = factored_spectrum_null(a_i, b_i, options.k, n, options.null_seed)
+                spectrum = factored_sequential_null(a_i, b_i, options.k, n, options.null_seed)
                 for name, stats in spectrum.summary().items():
                     mine.setdefault(name, []).append((stats["q025"], stats["q975"]))
     return {

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from wqk.checkpoints.analyze import all_forms, analyze, describe
 from wqk.cli import app
 from wqk.theory.scores import SCORE_NAMES
-from wqk.theory.spectrum_null import factored_spectrum_null
+from wqk.theory.sequential_spectrum_null import factored_sequential_null
 
 transformers = pytest.importorskip("transformers")
 runner = CliRunner()
@@ -52,7 +52,7 @@ def test_each_row_is_against_its_own_forms_null(random_dir):
     for row in rows:
         per, index = ("layer", (row["layer"],)) if row["head"] == "all" else ("head", (row["layer"], row["head"]))
         a, b = (x[index] for x in forms.factors(per))
-        null = factored_spectrum_null(a, b, n_samples=SAMPLES)
+        null = factored_sequential_null(a, b, n_samples=SAMPLES)
         for name in SCORE_NAMES:
             assert row[f"{name}_z"] == pytest.approx(float(null.z(name, row[name])), rel=1e-9, abs=1e-9)
 

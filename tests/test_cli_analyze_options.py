@@ -14,7 +14,7 @@ from wqk.checkpoints.analyze import all_forms, describe
 from wqk.checkpoints.score_options import ScoreOptions
 from wqk.cli import app
 from wqk.theory.nulls import null_distribution
-from wqk.theory.spectrum_null import factored_spectrum_null
+from wqk.theory.sequential_spectrum_null import factored_sequential_null
 
 transformers = pytest.importorskip("transformers")
 SAMPLES = 16
@@ -102,9 +102,9 @@ def test_plot_draws_the_band_of_the_null_the_scores_use(null, bert, tmp_path, mo
     a, b = all_forms(ckpt, plan).factors("layer")
     head_a, head_b = all_forms(ckpt, plan).factors("head")
     if null == "spectrum":  # one layer: its form's own null; heads: the median over the heads of their quantiles
-        layer = factored_spectrum_null(a[0].float(), b[0].float(), 2.0, SAMPLES, 0).summary()
+        layer = factored_sequential_null(a[0].float(), b[0].float(), 2.0, SAMPLES, 0).summary()
         heads = [
-            factored_spectrum_null(x, y, 2.0, SAMPLES, 0).summary() for x, y in zip(head_a[0], head_b[0], strict=True)
+            factored_sequential_null(x, y, 2.0, SAMPLES, 0).summary() for x, y in zip(head_a[0], head_b[0], strict=True)
         ]
     else:
         layer = null_distribution(a.shape[-2], a.shape[-1], 2.0, SAMPLES, 0).summary()

@@ -30,7 +30,7 @@ from wqk.checkpoints.trajectory import (
 )
 from wqk.cli import app
 from wqk.theory.nulls import null_distribution
-from wqk.theory.spectrum_null import factored_spectrum_null
+from wqk.theory.sequential_spectrum_null import factored_sequential_null
 
 NULL_SAMPLES = "32"
 TINY_RUN = ["--set", "dim=16", "--set", "depth=2", "--set", "heads=2", "--steps", "6", "--log-every", "3"]
@@ -272,7 +272,7 @@ def test_the_spectrum_null_band_is_that_of_the_nulls_the_z_scores_use(run_dir, t
     options = ScoreOptions(per="layer", null_samples=n, null="spectrum")
     (scored,) = analyze_series(series_entries([tmp_path / "step_6.safetensors"]), options).scored
     a, b = all_forms(scored.checkpoint, scored.plan).factors("layer")
-    null = factored_spectrum_null(a[0], b[0], 2.0, n, 0)
+    null = factored_sequential_null(a[0], b[0], 2.0, n, 0)
     stack = scored.plan.stacks[0]
     for row in scored.rows:  # the z of both layers' rows is against this null
         assert row["symmetry_z"] == pytest.approx(float(null.z("symmetry", row["symmetry"])))

@@ -175,7 +175,8 @@ def analyze(
         typer.Option(
             min=2,
             help="Random forms per null; default 256, fewer (>= 32) for costly "
-            "per-layer nulls of wide models. Cached on disk.",
+            "per-layer nulls of wide models. With --null spectrum: the draws stop once the null's sd and 95% band "
+            "are as precise as the report prints them, at most 2x this many random frames. Cached on disk.",
         ),
     ] = None,
     family: Annotated[
