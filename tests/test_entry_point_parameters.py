@@ -16,6 +16,7 @@ import pytest
 
 from wqk.cli import app
 from wqk.vision.tasks import BUILDERS
+from wqk.vision.train import Trainer
 
 MOST = 8
 COMMANDS = ("train", "study", "analyze", "scores")
@@ -78,8 +79,6 @@ def _builders() -> list[Callable]:
 
 def entry_points() -> dict[str, Callable]:
     """Every function the rule covers, by qualified name."""
-    from wqk.vision.train import Trainer
-
     todo = [*(_command(name) for name in COMMANDS), *_builders(), Trainer.__init__, Trainer.run, Trainer.log]
     seen: dict[str, Callable] = {}
     while todo:
