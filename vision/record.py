@@ -23,6 +23,7 @@ from wqk.theory.report import ScoreRow, score_rows
 from wqk.theory.scores import zero_forms
 from wqk.vision.tasks import VisionTask, scored_forms
 from wqk.vision.tokens import special_token_columns
+from wqk.vision.train_config import TrainConfig
 
 #: The columns every run's ``metrics.csv`` starts with: which run and form, its scores, the training loss.
 RunRow = row_type(
@@ -74,15 +75,14 @@ def task_row(task: VisionTask) -> type[Row]:
 def score_table(
     task: VisionTask,
     step: int,
-    seed: int,
-    init: str,
-    null_samples: int,
+    cfg: TrainConfig,
     loss: float,
     metrics: dict[str, float],
     initial: FactoredForms | None = None,
     token_inputs: list[torch.Tensor] | None = None,
 ) -> list[Row]:
-    """Rows for ``metrics.csv`` (:func:`task_row`): every scored form per layer and head, each score with its null.
+    """Rows for ``metrics.csv`` (:func:`task_row`): every scored form per layer and head, each score with its null
+    (``cfg.null_samples`` random forms), in the rows of the run's ``cfg.seed`` and ``cfg.init``.
 
     With ``initial`` (the ``W_qk`` forms at step 0) also form ``update`` = ``M_t - M_0`` (from step 1 on, once no
     head's update is zero);
@@ -104,13 +104,13 @@ def score_table(
             if tokens and token_inputs and label in ("W_qk", "update")
             else {}
         )
-        for row in score_rows(forms, "both", null_samples=null_samples):
+        for row in score_rows(forms, "both", null_samples=cfg.null_samples):
             rows.append(
                 row_of(
                     {
                         "step": step,
-                        "seed": seed,
-                        "init": init,
+                        "seed": cfg.seed,
+                        "init": cfg.init,
                         "form": label,
                         **row,
                         "loss": loss,

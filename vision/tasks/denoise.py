@@ -42,6 +42,71 @@ class LargeEvaluation:
         return step > 0 and step % self.every == 0
 
 
+@dataclass(frozen=True)
+class DenoiseOptions:
+    """The denoising task's own options (``--set`` keys beside the DiT's fields), checked here.
+
+    ``sampler`` (a :class:`wqk.vision.diffusion.Sampler` or its fields as a dict, e.g. ``{"guidance": 2}``) draws the
+    sample grids (``samples_per_class`` images per class) and the samples of the sample metrics. ``form_timesteps``:
+    where the adaLN-modulated forms are scored (default: 10%, 50% and 90% of the schedule). ``fidelity_samples > 0``
+    turns the sample metrics on: that many samples scored against the data's test split in the features of
+    ``fidelity_net`` (a name or path for :func:`wqk.vision.fidelity.load_feature_net`; default: the data's name,
+    e.g. ``mnist5k``). ``fidelity_large = N`` with ``fidelity_large_every = S`` adds KID to them, and FID and KID of
+    N samples every S steps (:class:`LargeEvaluation`).
+    """
+
+    sampler: Sampler | dict | None = None
+    form_timesteps: Sequence[int] | None = None
+    samples_per_class: int = 8
+    fidelity_samples: int = 0
+    fidelity_net: str | None = None
+    fidelity_large: int = 0
+    fidelity_large_every: int = 0
+
+    def __post_init__(self) -> None:
+        timesteps = self.form_timesteps
+        if timesteps is not None and not (
+            isinstance(timesteps, list | tuple) and all(isinstance(t, int) for t in timesteps)
+        ):
+            raise ValueError(
+                f"form_timesteps must be a list of integer timesteps, e.g. [100, 500, 900]; got {timesteps!r}"
+            )
+        if isinstance(self.sampler, dict):
+            unknown = set(self.sampler) - set(Sampler.__dataclass_fields__)
+            if unknown:
+                raise ValueError(
+                    f"unknown sampler options {sorted(unknown)}; known: {sorted(Sampler.__dataclass_fields__)}"
+                )
+            object.__setattr__(self, "sampler", Sampler(**self.sampler))
+        elif self.sampler is None:
+            object.__setattr__(self, "sampler", Sampler())
+        elif not isinstance(self.sampler, Sampler):
+            raise ValueError(
+                f"sampler must be a Sampler or a dict of its fields, e.g. {{'method': 'ddpm'}}; got {self.sampler!r}"
+            )
+        samples = self.fidelity_samples
+        if not isinstance(samples, int) or isinstance(samples, bool) or samples < 0:
+            raise ValueError(f"fidelity_samples must be an integer >= 0 (0 = off), got {samples!r}")
+        if 0 < samples < 10:
+            raise ValueError(f"fidelity_samples must be 0 (off) or >= 10 for a covariance, got {samples}")
+        if not samples and (self.fidelity_net is not None or self.fidelity_large):
+            raise ValueError(
+                "fidelity options are set but fidelity_samples = 0: set fidelity_samples=N for sample metrics"
+            )
+        if self.large is not None and self.large.samples < samples:
+            raise ValueError(f"fidelity_large ({self.large.samples}) must be at least fidelity_samples ({samples})")
+
+    @property
+    def large(self) -> LargeEvaluation | None:
+        """The large evaluation, when ``fidelity_large`` or ``fidelity_large_every`` is set."""
+        if not (self.fidelity_large or self.fidelity_large_every):
+            return None
+        return LargeEvaluation(self.fidelity_large, self.fidelity_large_every)
+
+
+DENOISE_OPTIONS = tuple(DenoiseOptions.__dataclass_fields__)
+
+
 class DenoiseTask(TaskBase):
     """DiT + denoising for the trainer: the diffusion loss with label dropout, test denoising loss, samples.
 
@@ -63,28 +128,24 @@ class DenoiseTask(TaskBase):
         self,
         model: DiT,
         objective: Denoising,
-        sampler: Sampler = Sampler(),
-        form_timesteps: Sequence[int] | None = None,
-        samples_per_class: int = 8,
+        options: DenoiseOptions = DenoiseOptions(),
         fidelity: FidelityReference | None = None,
-        fidelity_samples: int = 0,
-        large: LargeEvaluation | None = None,
     ) -> None:
-        self.model, self.objective, self.sampler = model, objective, sampler
-        self.fidelity, self.fidelity_samples, self.large = fidelity, fidelity_samples, large
+        self.model, self.objective, self.sampler = model, objective, options.sampler
+        self.fidelity, self.fidelity_samples, self.large = fidelity, options.fidelity_samples, options.large
         conditional = model.config.n_classes > 0
         sample_columns = [c for c in FIDELITY_COLUMNS if conditional or c != "sample_accuracy"] if fidelity else []
-        if fidelity and large:
+        if fidelity and self.large:
             sample_columns += LARGE_COLUMNS
         self.metric_names = ("test_loss", "test_mse", *sample_columns)
         if fidelity is None:
             self.sample_metrics = None  # the trainer asks for sample metrics only where a task has them
         last = objective.schedule.steps - 1
         default = [round(f * last) for f in (0.1, 0.5, 0.9)]
-        self.form_timesteps = list(form_timesteps) if form_timesteps is not None else default
+        self.form_timesteps = list(options.form_timesteps) if options.form_timesteps is not None else default
         if any(not 0 <= t <= last for t in self.form_timesteps):
             raise ValueError(f"form timesteps {self.form_timesteps} must lie in [0, {last}]")
-        self.samples_per_class = samples_per_class
+        self.samples_per_class = options.samples_per_class
 
     def _labels(self, labels: torch.Tensor) -> torch.Tensor | None:
         return labels if self.model.config.n_classes else None
@@ -180,67 +241,23 @@ def build_task(
     generator: torch.Generator | None = None,
     patch: int | None = None,
     conditional: bool = True,
-    sampler: Sampler | dict | None = None,
-    form_timesteps: Sequence[int] | None = None,
-    samples_per_class: int = 8,
-    fidelity_samples: int = 0,
-    fidelity_net: str | None = None,
-    fidelity_large: int = 0,
-    fidelity_large_every: int = 0,
-    **overrides,
+    **options,
 ) -> DenoiseTask:
     """``dit-<preset>`` + ``denoise`` on ``data`` (image size, channels and classes from the data).
 
     ``patch`` defaults to the preset's (``b-4`` -> 4) and, for ``tiny``, to one that suits the image size.
-    ``conditional=False`` trains an unconditional model (no class embedding). ``sampler`` (a
-    :class:`wqk.vision.diffusion.Sampler` or its fields as a dict, e.g. ``{"guidance": 2}``) draws the sample grids
-    and the samples of the sample metrics. ``fidelity_samples > 0`` turns those on: that many samples scored
-    against the data's test split in the features of ``fidelity_net`` (a name or path for
-    :func:`wqk.vision.fidelity.load_feature_net`; default: the data's name, e.g. ``mnist5k``).
-    ``fidelity_large = N`` with ``fidelity_large_every = S`` adds KID to them and FID and KID of N samples every S
-    steps (:class:`LargeEvaluation`).
+    ``conditional=False`` trains an unconditional model (no class embedding). ``options``: the
+    :class:`DenoiseOptions` (sampler, sample metrics, form timesteps) and DiT fields.
     """
     if objective.name != Denoising.name:
         raise ValueError(f"the DiT trains objective 'denoising', not {objective.name!r}")
     if not isinstance(conditional, bool):
         raise ValueError(f"conditional must be true or false, got {conditional!r}")
-    if form_timesteps is not None and not (
-        isinstance(form_timesteps, list | tuple) and all(isinstance(t, int) for t in form_timesteps)
-    ):
-        raise ValueError(
-            f"form_timesteps must be a list of integer timesteps, e.g. [100, 500, 900]; got {form_timesteps!r}"
-        )
+    own = DenoiseOptions(**{k: options.pop(k) for k in DENOISE_OPTIONS if k in options})
     if patch is None and preset_key(preset) == "tiny":
         patch = default_patch(data.image_size)
     n_classes = data.n_classes if conditional else 0
     fields = {"image_size": data.image_size, "channels": data.channels, "n_classes": n_classes}
-    cfg = dit_config(preset, **fields, **({"patch": patch} if patch else {}), **overrides)
-    if isinstance(sampler, dict):
-        unknown = set(sampler) - set(Sampler.__dataclass_fields__)
-        if unknown:
-            raise ValueError(
-                f"unknown sampler options {sorted(unknown)}; known: {sorted(Sampler.__dataclass_fields__)}"
-            )
-        sampler = Sampler(**sampler)
-    elif sampler is not None and not isinstance(sampler, Sampler):
-        raise ValueError(
-            f"sampler must be a Sampler or a dict of its fields, e.g. {{'method': 'ddpm'}}; got {sampler!r}"
-        )
-    if not isinstance(fidelity_samples, int) or isinstance(fidelity_samples, bool) or fidelity_samples < 0:
-        raise ValueError(f"fidelity_samples must be an integer >= 0 (0 = off), got {fidelity_samples!r}")
-    fidelity = None
-    if fidelity_samples:
-        if fidelity_samples < 10:
-            raise ValueError(f"fidelity_samples must be 0 (off) or >= 10 for a covariance, got {fidelity_samples}")
-        fidelity = reference_for(fidelity_net or data.name, data.test_images)
-    elif fidelity_net is not None or fidelity_large:
-        raise ValueError("fidelity options are set but fidelity_samples = 0: set fidelity_samples=N for sample metrics")
-    large = None
-    if fidelity_large or fidelity_large_every:
-        large = LargeEvaluation(fidelity_large, fidelity_large_every)
-        if large.samples < fidelity_samples:
-            raise ValueError(f"fidelity_large ({large.samples}) must be at least fidelity_samples ({fidelity_samples})")
-    model = DiT(cfg, generator)
-    return DenoiseTask(
-        model, objective, sampler or Sampler(), form_timesteps, samples_per_class, fidelity, fidelity_samples, large
-    )
+    cfg = dit_config(preset, **fields, **({"patch": patch} if patch else {}), **options)
+    fidelity = reference_for(own.fidelity_net or data.name, data.test_images) if own.fidelity_samples else None
+    return DenoiseTask(DiT(cfg, generator), objective, own, fidelity)
