@@ -104,16 +104,26 @@ def study_summary(tables: Tables, baseline: str = "default") -> Tables:
         ids = {"task": arm["task"], "scheme": arm["scheme"], "step": budget}
         out.append(interval_row(ids, "reached", arm["reached"], math.nan, math.nan, arm["seeds"], COUNT))
         out.append(interval_row(ids, "steps_median", arm["steps_median"], math.nan, math.nan, arm["reached"], COUNT))
-        for key in (k for k in arm if k.endswith("_rule")):
-            base = key.removesuffix("_rule")
-            mean = arm.get(base, arm.get(f"{base}_mean"))
-            n = arm["pairs_reached"] if base == "step_ratio" else arm["seeds"]
-            name = "final_metric" if base == "final" else base
-            p = arm.get(f"{base}_p_exact", math.nan)
-            out.append(interval_row(ids, name, mean, arm[f"{base}_lo"], arm[f"{base}_hi"], n, arm[key], p))
+        out += _estimate_rows(ids, arm)
         if arm["scheme"] != baseline and rules.get(arm["task"]):
             out += paper_rule_rows(ids, rules[arm["task"]], arm["scheme"], baseline)
+    for contrast in tables.get("contrasts") or []:  # "arm - reference" rows of a study's other contrasts
+        out += _estimate_rows({"task": contrast["task"], "scheme": contrast["scheme"], "step": budget}, contrast)
     return {"summary": out + gate_rows(tables.get("gates") or [])}
+
+
+def _estimate_rows(ids: dict, arm: dict) -> list[dict]:
+    """A summary row per estimate of an arm's (or a contrast's) row: every ``X_rule`` with ``X`` (or ``X_mean``),
+    ``X_lo``, ``X_hi`` and ``X_p_exact``; a step ratio counts the pairs that both reached the target."""
+    out = []
+    for key in (k for k in arm if k.endswith("_rule")):
+        base = key.removesuffix("_rule")
+        mean = arm.get(base, arm.get(f"{base}_mean"))
+        n = arm["pairs_reached"] if base == "step_ratio" else arm["seeds"]
+        name = "final_metric" if base == "final" else base
+        p = arm.get(f"{base}_p_exact", math.nan)
+        out.append(interval_row(ids, name, mean, arm[f"{base}_lo"], arm[f"{base}_hi"], n, arm[key], p))
+    return out
 
 
 def gate_rows(gates: list[dict]) -> list[dict]:

@@ -46,7 +46,13 @@ ROLES = (HYPOTHESIS, CHECK, EXACT, UNTESTABLE)
 #: The experiments whose seeds were first run under the frozen registry (claims 7 and 8 on fresh seeds): only their
 #: data can be confirmatory. Another experiment run again after a freeze repeats seeds whose numbers were seen
 #: before it, and stays exploratory.
-CONFIRMATORY = ("sim_claim7_confirm", "sim_objectives_confirm", "sim_optimizer_basis_confirm")
+CONFIRMATORY = (
+    "sim_claim7_confirm",
+    "sim_objectives_confirm",
+    "sim_optimizer_basis_confirm",
+    "init_dit_mechanism",
+    "init_dit_plateau",
+)
 #: Experiments whose predictions are made per layer (their verdict rows are named with the layer).
 PER_LAYER = ("vision_", "language_")
 WHOLE = "all"  # the block label of the whole form in the simulator's tables
@@ -141,6 +147,62 @@ WORKING_SCALE = (
                "above", {"scheme": "default"}, margin=Margin(0.95, 0.95, "the working scale's bar for a ViT on MNIST"),
                optional=True, role=CHECK),
 )  # fmt: skip
+
+
+#: The DiT mechanism study's contrasts, ``(arm, reference, what it isolates)``: each arm against the default, then
+#: self-similarity at fixed symmetry, symmetry at fixed self-similarity, and mimetic's own scale and value / output
+#: parts at a fixed query-key structure.
+MECHANISM_CONTRASTS = (
+    ("symmetric", "default", "symmetric positive semidefinite init"),
+    ("symmetric-indefinite", "default", "symmetric indefinite init"),
+    ("self-similar", "default", "self-similar, non-symmetric init"),
+    ("mimetic-qk", "default", "mimetic's query-key part alone"),
+    ("mimetic", "default", "published mimetic init"),
+    ("symmetric", "symmetric-indefinite", "self-similarity at fixed symmetry"),
+    ("symmetric", "self-similar", "symmetry at fixed self-similarity"),
+    ("mimetic", "mimetic-qk", "mimetic's scale and value / output parts"),
+)
+
+
+def _mechanism() -> tuple[Prediction, ...]:
+    """The DiT mechanism study (``init_dit_mechanism``, fresh seeds under the frozen registry): per contrast, the
+    sample FID on 2,000 samples at the end of the budget and the steps to the project's target, paired by seed;
+    and the check that the default arm generates digits."""
+    e = "init_dit_mechanism"
+    rows = [
+        Prediction("DiT mechanism study: the default arm's final FID on 2,000 samples < 30 (a DiT that generates "
+                   "digits)", e, "sample_fid_large_at100", "below", {"scheme": "default"},
+                   margin=Margin(30.0, 30.0, "the working scale's bar for a DiT on MNIST"), role=CHECK),
+    ]  # fmt: skip
+    for arm, reference, what in MECHANISM_CONTRASTS:
+        scheme, name = (arm, f"{arm} - default") if reference == "default" else (f"{arm} - {reference}",) * 2
+        rows.append(
+            Prediction(f"DiT, {what}: FID on 2,000 samples at the end, {name} < 0", e, "sample_fid_large_at100_diff",
+                       "below", {"scheme": scheme}, margin=FID_DIFF)
+        )  # fmt: skip
+        rows.append(
+            Prediction(f"DiT, {what}: steps to the target, {arm} / {reference} < 1", e, "step_ratio", "below",
+                       {"scheme": scheme}, margin=STEP_RATIO)
+        )  # fmt: skip
+    return tuple(rows)
+
+
+def _plateau() -> tuple[Prediction, ...]:
+    """The plateau study (``init_dit_plateau``): the plateau rule as a check (it gates the section: short of a
+    plateau, a difference may still be speed), then the FID differences at the end of the longer budget."""
+    e = "init_dit_plateau"
+    rows = [
+        Prediction("plateau rule: the default arm's FID on 2,000 samples falls by less than 5% over the last quarter "
+                   "of the budget (relative change > -0.05)", e, "sample_fid_large_last_quarter", "above",
+                   {"scheme": "default"}, margin=Margin(-0.05, -0.05, "the plateau rule, fixed before the runs"),
+                   role=CHECK),
+    ]  # fmt: skip
+    for arm, _, what in (c for c in MECHANISM_CONTRASTS if c[1] == "default" and c[0] in ("symmetric", "mimetic")):
+        rows.append(
+            Prediction(f"DiT at the plateau, {what}: FID on 2,000 samples at the end, {arm} - default < 0", e,
+                       "sample_fid_large_at100_diff", "below", {"scheme": arm}, margin=FID_DIFF)
+        )  # fmt: skip
+    return tuple(rows)
 
 
 _BLOCKS = ((WHOLE, "whole form"), ("token-token", "token-token block"), ("evaluated", "evaluated entries"))
@@ -326,6 +388,16 @@ SECTIONS: tuple[Section, ...] = (
             *(_fidelity(scheme) for scheme in ("symmetric", "mimetic", "conditioned")),
             *WORKING_SCALE,
         ),
+    ),
+    Section(
+        "mechanism",
+        "What in a symmetric init helps a DiT: symmetry, self-similarity or scale?",
+        predictions=_mechanism(),
+    ),
+    Section(
+        "plateau",
+        "Speed or fidelity: does the DiT's FID difference last once the default has stopped improving?",
+        predictions=_plateau(),
     ),
 )  # fmt: skip
 SECTION_KEYS = tuple(s.key for s in SECTIONS)

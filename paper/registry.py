@@ -107,9 +107,10 @@ DIT_SMOKE_TRAIN = {
 
 
 def seed_units(config: dict) -> dict[str, dict]:
-    """One unit per group of ``config["units"]`` seeds (``seed0``, ``seeds0-1``), each the config with its
-    ``seed_list``."""
-    seeds, per = list(range(config["seeds"])), config["units"]
+    """One unit per group of ``config["units"]`` seeds from ``config["first_seed"]`` (default 0: ``seed0``,
+    ``seeds0-1``), each the config with its ``seed_list``."""
+    first = config.get("first_seed", 0)
+    seeds, per = list(range(first, first + config["seeds"])), config["units"]
     groups = [seeds[i : i + per] for i in range(0, len(seeds), per)]
     return {(f"seed{g[0]}" if len(g) == 1 else f"seeds{g[0]}-{g[-1]}"): {**config, "seed_list": g} for g in groups}
 
@@ -226,6 +227,76 @@ def _mnist_study(
         **{**quick, **quick_options},
     )
     return entry
+
+
+#: The DiT mechanism study (what in a symmetric init helps a DiT: symmetry, self-similarity or scale): the arms at
+#: the default's per-parameter scale that pull the ingredients apart, and the published mimetic init at its own.
+MECHANISM_SCHEMES = ["default", "symmetric", "symmetric-indefinite", "self-similar", "mimetic-qk", "mimetic"]
+#: Its contrasts besides each arm - default: self-similarity at fixed symmetry (s = 1 both), symmetry at fixed
+#: self-similarity (both positive semidefinite parts), and mimetic's own scale and value / output parts at fixed
+#: query-key structure.
+MECHANISM_CONTRASTS = [
+    ["symmetric", "symmetric-indefinite"],
+    ["symmetric", "self-similar"],
+    ["mimetic", "mimetic-qk"],
+]
+MECHANISM = {
+    "task": "dit-mnist-mechanism",
+    "steps": None,
+    "task_options": None,
+    "schemes": MECHANISM_SCHEMES,
+    "contrasts": MECHANISM_CONTRASTS,
+    "init_structure": True,
+    "seeds": 10,
+    "first_seed": CONFIRM_SEED,  # fresh seeds, run under the frozen registry
+    "units": 1,
+    "data": None,
+    "log_every": 100,
+    "target_at": 0.5,
+    "null_samples": 256,
+    "sample_grid": 1,
+}
+MECHANISM_SMOKE = {
+    **MECHANISM,
+    "steps": 6,
+    "seeds": 2,
+    "schemes": ["default", "symmetric", "self-similar"],
+    "contrasts": [["symmetric", "self-similar"]],
+    "null_samples": 32,
+    "task_options": {
+        "fidelity_samples": 24,
+        "fidelity_large": 48,
+        "fidelity_large_every": 3,
+        "sampler": {"method": "ddim", "steps": 2, "guidance": 2.0},
+    },
+}
+
+
+#: The plateau study: the baseline, ours and the published anchor at three times the budget, where the plateau
+#: rule (the default's FID on 2,000 samples falls by less than 5% over the last quarter) tells a speed effect
+#: (gone at the plateau) from a fidelity effect (still there).
+PLATEAU = {
+    **MECHANISM,
+    "task": "dit-mnist-plateau",
+    "schemes": ["default", "symmetric", "mimetic"],
+    "contrasts": [],
+    "log_every": 300,
+}
+
+
+def _dit_study(name: str, title: str, smoke: dict, standard: dict, cost: float) -> Experiment:
+    """A DiT study of fresh seeds: smoke, and standard (= full: on a GPU the same units run faster); no quick
+    config (``--quick`` shows committed standard results)."""
+    return Experiment(
+        name,
+        title,
+        study_runs,
+        {"smoke": smoke, "standard": standard, "full": standard},
+        derive=study_summary,
+        cost=cost,
+        units=arm_seed_units,
+        merge=study_analysis,
+    )
 
 
 #: ``wqk.sim.grid`` at 8 seeds x 200 steps takes about 8 minutes of two cores (its docstring): quick is a quarter of it.
@@ -485,6 +556,20 @@ EXPERIMENTS: dict[str, Experiment] = {
             "ViT classification on MNIST 5k, steps to a test-accuracy target",
             480,
             standard={"task": "vit-mnist-long", "steps": None, "schemes": ALL_SCHEMES},
+        ),
+        _dit_study(
+            "init_dit_mechanism",
+            "init study: what in a symmetric init helps a DiT (symmetry, self-similarity or scale), 10 fresh seeds",
+            MECHANISM_SMOKE,
+            MECHANISM,
+            60 * 20 * 60,
+        ),
+        _dit_study(
+            "init_dit_plateau",
+            "init study: speed or fidelity? The DiT arms at three times the budget, 10 fresh seeds",
+            {**MECHANISM_SMOKE, "task": "dit-mnist-plateau", "contrasts": []},
+            PLATEAU,
+            30 * 50 * 60,
         ),
     )
 }

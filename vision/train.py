@@ -311,7 +311,7 @@ class Trainer:
                 was_training = self.model.training
                 self.model.eval()
                 with torch.no_grad(), self.autocast():
-                    metrics.update(self.sample_metrics(generator(self.cfg.split_seed, FIDELITY_STREAM)))
+                    metrics.update(self.sample_metrics(generator(self.cfg.split_seed, FIDELITY_STREAM), self.step))
                 self.model.train(was_training)
         return metrics
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,28 @@ from wqk.vision.models.dit import DiT, dit_config, preset_key
 from wqk.vision.models.vit import default_patch
 from wqk.vision.tasks import TaskBase
 
+#: metrics.csv columns of a large evaluation: KID of the regular samples, FID and KID of the large draw (empty on
+#: the steps it skips).
+LARGE_COLUMNS = ["sample_kid", "sample_fid_large", "sample_kid_large"]
+
+
+@dataclass(frozen=True)
+class LargeEvaluation:
+    """FID and KID on ``samples`` images at the positive multiples of ``every`` steps (and KID at every sample
+    evaluation): FID's bias falls with the sample size, KID is unbiased at any size."""
+
+    samples: int
+    every: int
+
+    def __post_init__(self) -> None:
+        for name in ("samples", "every"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"large evaluation: {name} must be an integer >= 1, got {value!r}")
+
+    def due(self, step: int) -> bool:
+        return step > 0 and step % self.every == 0
+
 
 @dataclass(frozen=True)
 class DenoiseOptions:
@@ -28,7 +51,8 @@ class DenoiseOptions:
     where the adaLN-modulated forms are scored (default: 10%, 50% and 90% of the schedule). ``fidelity_samples > 0``
     turns the sample metrics on: that many samples scored against the data's test split in the features of
     ``fidelity_net`` (a name or path for :func:`wqk.vision.fidelity.load_feature_net`; default: the data's name,
-    e.g. ``mnist5k``).
+    e.g. ``mnist5k``). ``fidelity_large = N`` with ``fidelity_large_every = S`` adds KID to them, and FID and KID of
+    N samples every S steps (:class:`LargeEvaluation`).
     """
 
     sampler: Sampler | dict | None = None
@@ -36,6 +60,8 @@ class DenoiseOptions:
     samples_per_class: int = 8
     fidelity_samples: int = 0
     fidelity_net: str | None = None
+    fidelity_large: int = 0
+    fidelity_large_every: int = 0
 
     def __post_init__(self) -> None:
         timesteps = self.form_timesteps
@@ -63,8 +89,19 @@ class DenoiseOptions:
             raise ValueError(f"fidelity_samples must be an integer >= 0 (0 = off), got {samples!r}")
         if 0 < samples < 10:
             raise ValueError(f"fidelity_samples must be 0 (off) or >= 10 for a covariance, got {samples}")
-        if not samples and self.fidelity_net is not None:
-            raise ValueError("fidelity_net is set but fidelity_samples = 0: set fidelity_samples=N for sample metrics")
+        if not samples and (self.fidelity_net is not None or self.fidelity_large):
+            raise ValueError(
+                "fidelity options are set but fidelity_samples = 0: set fidelity_samples=N for sample metrics"
+            )
+        if self.large is not None and self.large.samples < samples:
+            raise ValueError(f"fidelity_large ({self.large.samples}) must be at least fidelity_samples ({samples})")
+
+    @property
+    def large(self) -> LargeEvaluation | None:
+        """The large evaluation, when ``fidelity_large`` or ``fidelity_large_every`` is set."""
+        if not (self.fidelity_large or self.fidelity_large_every):
+            return None
+        return LargeEvaluation(self.fidelity_large, self.fidelity_large_every)
 
 
 DENOISE_OPTIONS = tuple(DenoiseOptions.__dataclass_fields__)
@@ -78,7 +115,9 @@ class DenoiseTask(TaskBase):
     classes (all of them when there are fewer; see :func:`modulated_forms`: the average has rank
     ``C d_h``, so 1,000 ImageNet classes would need tens of GB), and writes a sample grid with one row per class.
     With a :class:`wqk.vision.fidelity.FidelityReference` (``fidelity``), ``sample_metrics`` draws
-    ``fidelity_samples`` images (classes in turn) with the task's sampler and scores them against it.
+    ``fidelity_samples`` images (classes in turn) with the task's sampler and scores them against it. A ``large``
+    evaluation (:class:`LargeEvaluation`) adds KID on those samples and, at the multiples of its ``every`` steps,
+    FID and KID on ``samples`` images whose first ``fidelity_samples`` are the regular ones (the same draws).
     """
 
     uses_ema = True
@@ -93,9 +132,11 @@ class DenoiseTask(TaskBase):
         fidelity: FidelityReference | None = None,
     ) -> None:
         self.model, self.objective, self.sampler = model, objective, options.sampler
-        self.fidelity, self.fidelity_samples = fidelity, options.fidelity_samples
+        self.fidelity, self.fidelity_samples, self.large = fidelity, options.fidelity_samples, options.large
         conditional = model.config.n_classes > 0
         sample_columns = [c for c in FIDELITY_COLUMNS if conditional or c != "sample_accuracy"] if fidelity else []
+        if fidelity and self.large:
+            sample_columns += LARGE_COLUMNS
         self.metric_names = ("test_loss", "test_mse", *sample_columns)
         if fidelity is None:
             self.sample_metrics = None  # the trainer asks for sample metrics only where a task has them
@@ -140,25 +181,43 @@ class DenoiseTask(TaskBase):
         shape = (n, cfg.channels, cfg.image_size, cfg.image_size)
         return sample(self.model, self.objective, shape, y, self.sampler, generator, cfg.null_class, device)
 
-    def sample_metrics(self, generator: torch.Generator) -> dict[str, float]:
-        """Sample-quality metrics of ``fidelity_samples`` generated images (labels ``0, 1, ..., C-1, 0, ...``)."""
-        n, n_classes = self.fidelity_samples, self.model.config.n_classes
-        labels = torch.arange(n) % n_classes if n_classes else None
+    def sample_metrics(self, generator: torch.Generator, step: int | None = None) -> dict[str, float]:
+        """Sample-quality metrics of ``fidelity_samples`` generated images (labels ``0, 1, ..., C-1, 0, ...``); with
+        a large evaluation, their KID and, at a multiple of its ``every`` (``step``), FID and KID of its ``samples``
+        images: these first, then the rest drawn after them from the same stream."""
+        n = self.fidelity_samples
+        images = self._draw(0, n, generator)
+        out = self.fidelity.score(images, self._class_labels(0, n))
+        if self.large is None:
+            return out
+        out["sample_kid"] = self.fidelity.kernel_distance(images)[0]
+        if step is not None and self.large.due(step):
+            images = torch.cat([images, self._draw(n, self.large.samples, generator)])
+            out["sample_fid_large"] = self.fidelity.score(images)["sample_fid"]
+            out["sample_kid_large"] = self.fidelity.kernel_distance(images)[0]
+        return out
+
+    def _class_labels(self, start: int, stop: int) -> torch.Tensor | None:
+        """The labels of samples ``start .. stop - 1`` (classes in turn), or None for an unconditional model."""
+        n_classes = self.model.config.n_classes
+        return torch.arange(start, stop) % n_classes if n_classes else None
+
+    def _draw(self, start: int, stop: int, generator: torch.Generator) -> torch.Tensor:
+        """Samples ``start .. stop - 1`` of the sample metrics, in chunks of ``SAMPLE_BATCH``, clamped to [-1, 1]."""
         chunks = [
             self.sample_images(
-                len(range(i, min(i + self.SAMPLE_BATCH, n))),
-                generator,
-                None if labels is None else labels[i : i + self.SAMPLE_BATCH],
+                min(i + self.SAMPLE_BATCH, stop) - i, generator, self._class_labels(i, min(i + self.SAMPLE_BATCH, stop))
             )
-            for i in range(0, n, self.SAMPLE_BATCH)
+            for i in range(start, stop, self.SAMPLE_BATCH)
         ]
-        return self.fidelity.score(torch.cat(chunks).float().cpu().clamp(-1, 1), labels)
+        return torch.cat(chunks).float().cpu().clamp(-1, 1)
 
     def fidelity_info(self) -> dict:
         """What the sample metrics compare with (recorded in config.json); empty when they are off."""
         if self.fidelity is None:
             return {}
-        return {**self.fidelity.info, "samples": self.fidelity_samples, "k": self.fidelity.k}
+        large = {"large": dataclasses.asdict(self.large)} if self.large else {}
+        return {**self.fidelity.info, "samples": self.fidelity_samples, "k": self.fidelity.k, **large}
 
     def extra_forms(self) -> dict[str, FactoredForms]:
         n_classes = self.model.config.n_classes
