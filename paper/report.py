@@ -14,7 +14,7 @@ from pathlib import Path
 
 from wqk.common.summary import z_text
 from wqk.paper.answers import QUESTIONS, answer_text
-from wqk.paper.control_report import control_piece
+from wqk.paper.control_report import control_piece, control_scale_piece
 from wqk.paper.experiment import MODES, STANDS_IN
 from wqk.paper.first_page import answers_page
 from wqk.paper.margins import PAPER_MEDIANS
@@ -265,6 +265,7 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
     ctx["qc.sampling"] = _safe(lambda: sampling_noise_text(results))
     ctx["qc.gates"] = _safe(lambda: gate_text(results))
     ctx["control.evidence"] = _safe(lambda: control_piece(results))
+    ctx["control_scale.evidence"] = _safe(lambda: control_scale_piece(results))
     return ctx
 
 
