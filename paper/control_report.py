@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from wqk.language.control import SCALE_CONTRASTS
 from wqk.language.tasks import LANGUAGE_TASKS
-from wqk.paper.experiment import config_seeds
 from wqk.paper.margins import PAPER_MEDIANS
 from wqk.paper.markdown import fmt, md_table, value_text
 from wqk.paper.results import MissingResult, Results, select
@@ -20,7 +19,7 @@ def setting_line(results: Results, experiment: str = EXPERIMENT) -> str:
     """The corpus and the models, in words, from the tables and the manifest."""
     corpus = results.table(experiment, "corpus")
     config = results.manifest(experiment)["config"]
-    t, seeds = config["train"], config_seeds(config)
+    t, seeds = config["train"], sorted({r["seed"] for r in results.table(experiment, "curves")})
     return (
         f"**Corpus**: docstrings of {', '.join(corpus['sources'])}, {fmt(corpus['train_tokens'])} training and "
         f"{fmt(corpus['test_tokens'])} held-out tokens over a {fmt(corpus['vocab'])}-word vocabulary; a model "

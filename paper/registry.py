@@ -24,6 +24,8 @@ classification, its training images shifted by up to 2 pixels, reaches 0.97; MAE
 and budget), the DiT on the ``dit-mnist-fast`` recipe,
 the init studies on ``vit-mnist-long`` and ``dit-mnist-fast`` (:data:`wqk.vision.study.STANDARD_TASKS`; DiT arms
 with their attention gates open at init too), 5 seeds each, scores and sample metrics every 5% of the budget;
+the positive control (``language_control``, 5 seeds) and its scale control (``control_scale``: the encoder in the
+five arms of :data:`wqk.language.control.SCALE_ARMS`, fresh seeds 100-109, the held-out loss every 2% of the budget);
 ``dit_sampling_noise`` (standard and full) draws the samples of the standard DiT's seed 0 sixteen times, the sampling
 noise of one logged sample metric beside the seeds' spread.
 docs/benchmarks.md has each unit's measured wall time.
@@ -313,6 +315,15 @@ CONTROL_SCALE_CONFIGS = {
     },
 }
 
+
+def _language(name: str, title: str, configs: dict, derive: Callable) -> Experiment:
+    """A positive-control entry over :mod:`wqk.language`, one unit per objective, arm and seed; no quick config:
+    ``--quick`` shows committed ``--standard`` results."""
+    return Experiment(
+        name, title, language_runs, configs, cost=3000, units=language_units, merge=language_analysis, derive=derive
+    )
+
+
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
     for e in (
@@ -491,25 +502,17 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "sample_grid": 1,
             },
         ),
-        Experiment(
+        _language(
             "language_control",
             "the paper's positive control: BERT-style and GPT-style models on English prose, symmetric W_qk inits",
-            language_runs,
-            LANGUAGE_CONFIGS,  # no quick config: --quick shows committed --standard results
-            cost=3000,
-            units=language_units,
-            merge=language_analysis,
-            derive=control_summary,
+            LANGUAGE_CONFIGS,
+            control_summary,
         ),
-        Experiment(
+        _language(
             "control_scale",
             "the positive control without the scale confound: BERT-style encoders, symmetric or not at either scale",
-            language_runs,
-            CONTROL_SCALE_CONFIGS,  # no quick config: --quick shows committed --standard results
-            cost=3000,
-            units=language_units,
-            merge=language_analysis,
-            derive=control_scale_summary,
+            CONTROL_SCALE_CONFIGS,
+            control_scale_summary,
         ),
         _mnist_study(
             "vit-mnist",
