@@ -118,15 +118,6 @@ def concat_units(config: dict, units: dict[str, Tables]) -> Tables:
     return out
 
 
-def config_seeds(config: Mapping) -> list[int]:
-    """The seeds a runner's config names: a unit's ``seed_list``, else ``seeds`` of them from ``first_seed`` (0 when
-    absent; fresh seeds start at another)."""
-    if "seed_list" in config:
-        return list(config["seed_list"])
-    first = config.get("first_seed", 0)
-    return list(range(first, first + config["seeds"]))
-
-
 def modes(base: dict, **per_mode: dict) -> dict[str, dict]:
     """``{mode: base updated with that mode's entries}`` for smoke, quick and full (a mode not given gets ``base``),
     and for ``standard`` only when given (otherwise it runs the quick config: :data:`FALLBACK`)."""

@@ -49,12 +49,13 @@ from wqk.paper.derive import (
     study_summary,
     vision_summary,
 )
-from wqk.paper.experiment import Experiment, config_seeds, modes
+from wqk.paper.experiment import Experiment, modes
 from wqk.paper.runners.checkpoints import checkpoints, fingerprint, packaged_models
 from wqk.paper.runners.language import language_analysis, language_runs
 from wqk.paper.runners.sim import compare_theory, sim_arms, sim_grid
 from wqk.paper.runners.theory import nulls_vs_d, predictions, theory_check
 from wqk.paper.runners.vision import sampling_noise, study_analysis, study_runs, vision_task
+from wqk.paper.seeds import config_seeds
 from wqk.vision.recipes import RECIPES
 
 SIM_SIZES = {

@@ -7,7 +7,8 @@ large package takes tens of seconds) and read back as numpy arrays.
 
 from __future__ import annotations
 
-from wqk.paper.experiment import Context, Tables, config_seeds
+from wqk.paper.experiment import Context, Tables
+from wqk.paper.seeds import config_seeds
 
 
 def corpus(config: dict, ctx: Context):
