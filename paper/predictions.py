@@ -2,19 +2,21 @@
 
 A section is a claim of docs/theory.md section 4 (``claim1`` ... ``claim9``), the theory-vs-simulation grid
 (``grid``), a question of the project (``qa``: DiT symmetry under denoising, ``qb``: vision objectives per
-layer, ``qc``: init speed-up) or the paper's positive control on language (``control``). Its predictions state
-the claims as the paper does: comparisons between objectives on the same data and backbone as per-seed paired
-differences (``minus``), scores of the blocks that carry meaning beside the whole form, the direction of an
-update at the step the claim names. Each has its region of no effect fixed before the data, with why
-(:mod:`wqk.paper.margins`), and a role: a hypothesis (in its section's Holm family) or a check that a model learned
-its task (it gates the section). Claims 1-6 are the deterministic checks of ``theory check``. The registry is
-frozen in ``paper/preregistration.json`` (:mod:`wqk.paper.preregistration`).
+layer, ``qc``: init speed-up), the paper's positive control on language (``control``) or that control with its
+scale confound taken apart (``control_scale``). Its predictions state the claims as the paper does: comparisons
+between objectives on the same data and backbone as per-seed paired differences (``minus``), scores of the blocks
+that carry meaning beside the whole form, the direction of an update at the step the claim names. Each has its
+region of no effect fixed before the data, with why (:mod:`wqk.paper.margins`), and a role: a hypothesis (in its
+section's Holm family) or a check that a model learned its task (it gates the section). Claims 1-6 are the
+deterministic checks of ``theory check``. The registry is frozen in ``paper/preregistration.json``
+(:mod:`wqk.paper.preregistration`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from wqk.language.control import SCALE_CONTRASTS
 from wqk.paper.margins import (
     CONTEXT,
     DELTA_GAP,
@@ -52,6 +54,7 @@ CONFIRMATORY = (
     "sim_optimizer_basis_confirm",
     "init_dit_mechanism",
     "init_dit_plateau",
+    "control_scale",
 )
 #: Experiments whose predictions are made per layer (their verdict rows are named with the layer).
 PER_LAYER = ("vision_", "language_")
@@ -313,6 +316,29 @@ def _control() -> tuple[Prediction, ...]:
     return tuple(rows)
 
 
+def _control_scale() -> tuple[Prediction, ...]:
+    """The positive control without the scale confound (``control_scale``, fresh seeds): each contrast of
+    :data:`wqk.language.control.SCALE_CONTRASTS` (symmetry at a fixed scale, scale at a fixed symmetry, positive
+    semidefinite against indefinite), paired by seed with the reference arm as the rules' baseline, by the paper's
+    rule beside its null and by the project's step ratio; and the check that the encoder uses context."""
+    e, mlm = "control_scale", {"objective": "mlm"}
+    rows = [
+        Prediction("scale control: BERT-style MLM uses context, final held-out loss minus the no-context loss < 0", e,
+                   "loss_minus_unigram", "below", {**mlm, "arm": "default"}, margin=CONTEXT, role=CHECK),
+    ]  # fmt: skip
+    for (arm, reference), what in SCALE_CONTRASTS.items():
+        where = {**mlm, "arm": arm, "reference": reference}
+        rows.append(
+            Prediction(f"{what}: {arm} vs {reference}, the paper's rule's saving minus its null > 0", e,
+                       "saving_vs_null", "above", where, margin=SAVING_GAP)
+        )  # fmt: skip
+        rows.append(
+            Prediction(f"{what}: {arm} vs {reference}, step ratio < 1", e, "step_ratio", "below", where,
+                       margin=STEP_RATIO)
+        )  # fmt: skip
+    return tuple(rows)
+
+
 SECTIONS: tuple[Section, ...] = (
     Section("claim1", "Claim 1: identities, ranges and invariances of s and δ", checks=(1,)),
     Section("claim2", "Claim 2: null spreads as a function of d, d_h and k", checks=(2,)),
@@ -368,6 +394,11 @@ SECTIONS: tuple[Section, ...] = (
         "control",
         "The paper's positive control: does a symmetric init speed up a BERT-style encoder here?",
         predictions=_control(),
+    ),
+    Section(
+        "control_scale",
+        "The positive control without the scale confound: symmetry, scale or self-similarity?",
+        predictions=_control_scale(),
     ),
     Section(
         "qc",

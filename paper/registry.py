@@ -24,6 +24,8 @@ classification, its training images shifted by up to 2 pixels, reaches 0.97; MAE
 and budget), the DiT on the ``dit-mnist-fast`` recipe,
 the init studies on ``vit-mnist-long`` and ``dit-mnist-fast`` (:data:`wqk.vision.study.STANDARD_TASKS`; DiT arms
 with their attention gates open at init too), 5 seeds each, scores and sample metrics every 5% of the budget;
+the positive control (``language_control``, 5 seeds) and its scale control (``control_scale``: the encoder in the
+five arms of :data:`wqk.language.control.SCALE_ARMS`, fresh seeds 100-109, the held-out loss every 2% of the budget);
 ``dit_sampling_noise`` (standard and full) draws the samples of the standard DiT's seed 0 sixteen times, the sampling
 noise of one logged sample metric beside the seeds' spread.
 docs/benchmarks.md has each unit's measured wall time.
@@ -34,10 +36,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from wqk.checkpoints.analyze import MIN_NULL_SAMPLES
+from wqk.language.control import SCALE_ARMS
 from wqk.paper.derive import (
     check_summary,
     checkpoint_summary,
     compare_summary,
+    control_scale_summary,
     control_summary,
     grid_summary,
     sampling_summary,
@@ -51,6 +55,7 @@ from wqk.paper.runners.language import language_analysis, language_runs
 from wqk.paper.runners.sim import compare_theory, sim_arms, sim_grid
 from wqk.paper.runners.theory import nulls_vs_d, predictions, theory_check
 from wqk.paper.runners.vision import sampling_noise, study_analysis, study_runs, vision_task
+from wqk.paper.seeds import config_seeds
 from wqk.vision.recipes import RECIPES
 
 SIM_SIZES = {
@@ -107,10 +112,9 @@ DIT_SMOKE_TRAIN = {
 
 
 def seed_units(config: dict) -> dict[str, dict]:
-    """One unit per group of ``config["units"]`` seeds from ``config["first_seed"]`` (default 0: ``seed0``,
-    ``seeds0-1``), each the config with its ``seed_list``."""
-    first = config.get("first_seed", 0)
-    seeds, per = list(range(first, first + config["seeds"])), config["units"]
+    """One unit per group of ``config["units"]`` seeds (``seed0``, ``seeds0-1``; from ``first_seed`` where the config
+    names one), each the config with its ``seed_list``."""
+    seeds, per = config_seeds(config), config["units"]
     groups = [seeds[i : i + per] for i in range(0, len(seeds), per)]
     return {(f"seed{g[0]}" if len(g) == 1 else f"seeds{g[0]}-{g[-1]}"): {**config, "seed_list": g} for g in groups}
 
@@ -362,6 +366,34 @@ LANGUAGE_CONFIGS = {
     },
 }
 
+#: The positive control without the scale confound (issue 43): the encoder alone, the arms of
+#: :data:`wqk.language.control.SCALE_ARMS` on fresh seeds, the language control's training, the held-out loss every
+#: 2% of the budget (a step ratio then resolves 0.04 of its reference's median steps, inside its margin of 0.07).
+CONTROL_SCALE = {"objectives": ["mlm"], "arms": list(SCALE_ARMS), "first_seed": CONFIRM_SEED, "record_inits": True}
+CONTROL_SCALE_CONFIGS = {
+    "smoke": {**LANGUAGE_CONFIGS["smoke"], **CONTROL_SCALE},
+    "standard": {
+        **LANGUAGE_CONFIGS["standard"],
+        **CONTROL_SCALE,
+        "seeds": 10,
+        "train": {**LANGUAGE_CONFIGS["standard"]["train"], "log_every": 40},
+    },
+    "full": {
+        **LANGUAGE_CONFIGS["full"],
+        **CONTROL_SCALE,
+        "seeds": 10,
+        "train": {**LANGUAGE_CONFIGS["full"]["train"], "log_every": 400},
+    },
+}
+
+
+def _language(name: str, title: str, configs: dict, derive: Callable) -> Experiment:
+    """A positive-control entry over :mod:`wqk.language`, one unit per objective, arm and seed; no quick config:
+    ``--quick`` shows committed ``--standard`` results."""
+    return Experiment(
+        name, title, language_runs, configs, cost=3000, units=language_units, merge=language_analysis, derive=derive
+    )
+
 
 EXPERIMENTS: dict[str, Experiment] = {
     e.name: e
@@ -541,15 +573,17 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "sample_grid": 1,
             },
         ),
-        Experiment(
+        _language(
             "language_control",
             "the paper's positive control: BERT-style and GPT-style models on English prose, symmetric W_qk inits",
-            language_runs,
-            LANGUAGE_CONFIGS,  # no quick config: --quick shows committed --standard results
-            cost=3000,
-            units=language_units,
-            merge=language_analysis,
-            derive=control_summary,
+            LANGUAGE_CONFIGS,
+            control_summary,
+        ),
+        _language(
+            "control_scale",
+            "the positive control without the scale confound: BERT-style encoders, symmetric or not at either scale",
+            CONTROL_SCALE_CONFIGS,
+            control_scale_summary,
         ),
         _mnist_study(
             "vit-mnist",

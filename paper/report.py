@@ -14,7 +14,7 @@ from pathlib import Path
 
 from wqk.common.summary import z_text
 from wqk.paper.answers import QUESTIONS, answer_text
-from wqk.paper.control_report import control_piece
+from wqk.paper.control_report import control_piece, control_scale_piece
 from wqk.paper.experiment import MODES, STANDS_IN
 from wqk.paper.first_page import answers_page
 from wqk.paper.margins import PAPER_MEDIANS
@@ -268,6 +268,7 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
     ctx["mechanism.evidence"] = _safe(lambda: mechanism_table(results))
     ctx["plateau.evidence"] = _safe(lambda: mechanism_table(results, "init_dit_plateau"))
     ctx["control.evidence"] = _safe(lambda: control_piece(results))
+    ctx["control_scale.evidence"] = _safe(lambda: control_scale_piece(results))
     return ctx
 
 

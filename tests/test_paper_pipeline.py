@@ -116,13 +116,13 @@ def test_a_second_render_reuses_the_figures(rendered):
     assert all(p.stat().st_mtime_ns == mtimes[p] for p in written)
 
 
-def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_digits_studies_and_the_control():
+def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_digits_studies_and_the_controls():
     for name, experiment in EXPERIMENTS.items():
         for mode in ("smoke", "full"):
             assert isinstance(experiment.config(mode), dict), name
     left_out = sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs)
     # the control and the DiT's sampling noise: --quick reads --standard's
-    assert left_out == ["dit_sampling_noise", "init_dit", "init_vit", "language_control"]
+    assert left_out == ["control_scale", "dit_sampling_noise", "init_dit", "init_vit", "language_control"]
 
 
 @pytest.mark.parametrize("mode", ["full", "standard"])

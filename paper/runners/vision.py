@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from wqk.paper.experiment import Context, Tables
+from wqk.paper.seeds import config_seeds
 
 
 def _per_layer(rows: list[dict], ids: dict) -> list[dict]:
@@ -195,7 +196,7 @@ def study_runs(config: dict, ctx: Context) -> Tables:
     sizes = {k: v for k, v in config.items() if k not in ("seeds", "schemes", "seed_list", "units", "sample_grid")}
     out = ctx.scratch("study", f"{modules_version(['vision.study'])}-{config_hash(sizes)}", task.name)
     task, study = _study(config, out, ctx.threads)
-    seeds = list(config.get("seed_list", study_seeds(config)))
+    seeds = config_seeds(config)
     base = task_config(task, study)
     data = load_data(base.data, base.test_fraction, base.split_seed)
     ctx.note(f"{task.model} {task.objective}: {len(study.schemes)} schemes x seeds {seeds} x {task.steps} steps")
@@ -233,7 +234,7 @@ def study_analysis(config: dict, units: dict[str, Tables]) -> Tables:
 
     runs = concat_units(config, units)
     task, study = _study(config)
-    seeds = study_seeds(config)
+    seeds = config_seeds(config)
 
     def curves_of(metric: str) -> dict:
         out = {}
@@ -263,9 +264,3 @@ def study_analysis(config: dict, units: dict[str, Tables]) -> Tables:
     if analysis["contrasts"]:
         tables["contrasts"] = analysis["contrasts"]
     return {**tables, **{name: runs[name] for name in ("gates", "samples") if name in runs}}
-
-
-def study_seeds(config: dict) -> list[int]:
-    """The seeds of a study config: ``seeds`` of them from ``first_seed`` (default 0)."""
-    first = config.get("first_seed", 0)
-    return list(range(first, first + config["seeds"]))
