@@ -183,6 +183,45 @@ def vision_tables(task: str, seeds: int, rng) -> dict:
     return {"scores": scores, "nulls": nulls, "config": {"seeds": seeds}}
 
 
+#: vision_matched's fixture: the update's s per arm (MAE and its no-mask arm alike, both above causal) and δ_PR
+#: (causal below MAE); layer 0's blocks with their share of ||M||^2 (the position block under the 1% floor).
+MATCHED_S = {"classify": 0.25, "mae": 0.3, "mae-no-mask": 0.3, "causal": 0.0}
+MATCHED_SHARES = {"content-content": 0.06, "position-position": 0.005, "content-position": 0.1}
+MATCHED_FIRST_SEED = 100
+
+
+def matched_tables(seeds: int, rng) -> dict:
+    """``vision_matched``'s merged tables on seeds from 100: per arm, layer and step the whole forms (``block =
+    all``), and layer 0's blocks at step 0 (``W_qk``) and at the last step (``W_qk`` and the update)."""
+    scores = []
+    seed_list = range(MATCHED_FIRST_SEED, MATCHED_FIRST_SEED + seeds)
+    for task, s in MATCHED_S.items():
+        for step in STEPS:
+            for seed in seed_list:
+                for form in ("W_qk", "update"):
+                    if form == "update" and step == 0:
+                        continue
+                    delta = -0.4 if task == "causal" else 0.0
+                    ids = {"task": task, "step": step, "seed": seed, "init": "default", "form": form}
+                    for layer in range(LAYERS):
+                        value = s * step / STEPS[-1] if form == "update" else 0.02
+                        scores.append({
+                            **ids, "layer": layer, "block": "all",
+                            "symmetry": value + 0.01 * rng.standard_normal(), "symmetry_z": 1.0,
+                            "directionality": 0.0, "directionality_z": 0.0,
+                            "directionality_pr": delta * step / STEPS[-1] + 0.01 * rng.standard_normal(),
+                            "directionality_pr_z": 0.0, "loss": 1.0, "test_loss": 1.0 - step / 100,
+                        })  # fmt: skip
+                    if step in (0, STEPS[-1]):
+                        scores += [
+                            {**ids, "layer": 0, "block": block, "symmetry": value + 0.01 * rng.standard_normal(),
+                             "directionality": 0.0, "directionality_pr": 0.0, "norm_share": share}
+                            for block, share in MATCHED_SHARES.items()
+                        ]  # fmt: skip
+    nulls = [r for task in MATCHED_S for form in ("W_qk", "update") for r in _null_rows({"task": task, "form": form})]
+    return {"scores": scores, "nulls": nulls}
+
+
 def sampling_tables(rng, draws: int = 8) -> dict:
     """``dit_sampling_noise``: vision_dit's seed 0 at its last step, its samples drawn ``draws`` times (FID spread
     about 0.5, far under the seeds' 5; the accuracy's spread as large as the seeds' 0)."""
@@ -466,6 +505,7 @@ def write_fixture(results: Path, seeds: int = 3, seed: int = 0) -> Path:
     tables["init_dit_mnist"]["gates"] = gate_tables(seeds)
     tables["language_control"] = language_tables(seeds, rng)
     tables["dit_sampling_noise"] = sampling_tables(rng)
+    tables["vision_matched"] = matched_tables(seeds, np.random.default_rng(seed + 1))  # its own draws: the rest stay
     for name, t in tables.items():
         write_experiment(results / name, t, _manifest(name, seeds))
     return results
