@@ -96,6 +96,8 @@ def matched_contrasts(results: Results):
     seed; mean and 95% t interval, as the verdicts read them) against its region of no effect (gray): ``s`` and
     ``δ_PR`` per layer, and ``s`` of layer 0's content and position blocks, each with the least share of ``||M||^2``
     of the arms it compares."""
+    from matplotlib.ticker import MaxNLocator
+
     from wqk.paper.claims import measured
     from wqk.paper.predictions import LAYER0_BLOCKS, MATCHED, SECTIONS, WHOLE
 
@@ -113,23 +115,28 @@ def matched_contrasts(results: Results):
     }
     shares = _block_shares(results, MATCHED)
     for ax, (key, series) in zip(axes, panels.items(), strict=True):
-        for k, (prediction, rows) in enumerate(series):
-            ax.axhspan(prediction.margin.lo, prediction.margin.hi, color="0.85", lw=0, zorder=0)
-            if not rows:
-                continue
-            contrast = rows[0]["contrast"]
+        for margin in dict.fromkeys(prediction.margin for prediction, _ in series):
+            ax.axhspan(margin.lo, margin.hi, color="0.85", lw=0, zorder=0)
+        contrasts: dict[str, list[dict]] = {}
+        for _, rows in series:
+            for r in rows:
+                contrasts.setdefault(r["contrast"], []).append(r)
+        for k, (contrast, rows) in enumerate(contrasts.items()):
             color, marker = MATCHED_LOOK.get(contrast, (PALETTE[0], "o"))
             x = [LAYER0_BLOCKS.index(r["block"]) if key == "blocks" else r["layer"] for r in rows]
-            errorbars(ax, x, rows, color, label=contrast, marker=marker, offset=0.1 * (k - (len(series) - 1) / 2))
+            offset = 0.1 * (k - (len(contrasts) - 1) / 2)
+            errorbars(ax, x, rows, color, label=contrast, marker=marker, offset=offset)
         ax.axhline(0, color="0.3", lw=0.5)
         ax.set_title(titles[key], fontsize=9)
         if key == "blocks":
             ticks = [f"{b}\n||M||² share ≥ {shares[b]:.2g}" if b in shares else b for b in LAYER0_BLOCKS]
             ax.set_xticks(range(len(LAYER0_BLOCKS)), ticks, fontsize=7)
         else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlabel("layer")
         ax.set_ylabel("paired difference (this - that)" if key != "directionality_pr" else "paired difference of δ_PR")
-        ax.legend(fontsize=7, loc="best")
+        if contrasts:
+            ax.legend(fontsize=7, loc="best")
     n = next((r["n"] for series in panels.values() for _, rows in series for r in rows), 0)
     fig.suptitle(f"question (b) from matched starts: contrasts of the update, {n} seeds (gray: no effect)", fontsize=10)
     fig.tight_layout()
