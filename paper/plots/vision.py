@@ -1,9 +1,10 @@
-"""Figures of the vision runs: per-layer scores of each vision objective, and the init study's learning curves,
-steps to target and final samples."""
+"""Figures of the vision runs: per-layer scores of each vision objective, question (b)'s contrasts from matched starts,
+and the init study's learning curves, steps to target and final samples."""
 
 from __future__ import annotations
 
 from wqk.common.figures import PALETTE, pyplot
+from wqk.paper.claims import measured
 from wqk.paper.plots.panels import (
     FORM_STYLE,
     METRIC_LABELS,
@@ -17,6 +18,7 @@ from wqk.paper.plots.panels import (
     seed_band,
     unit_range,
 )
+from wqk.paper.predictions import LAYER0_BLOCKS, MATCHED, SECTIONS, WHOLE
 from wqk.paper.results import Results, select
 from wqk.theory.objectives import color_of
 from wqk.vision.sample_table import images_of
@@ -97,9 +99,6 @@ def matched_contrasts(results: Results):
     ``δ_PR`` per layer, and ``s`` of layer 0's content and position blocks, each with the least share of ``||M||^2``
     of the arms it compares."""
     from matplotlib.ticker import MaxNLocator
-
-    from wqk.paper.claims import measured
-    from wqk.paper.predictions import LAYER0_BLOCKS, MATCHED, SECTIONS, WHOLE
 
     plt = pyplot()
     panels: dict[str, list] = {"symmetry": [], "directionality_pr": [], "blocks": []}
