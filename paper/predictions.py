@@ -219,7 +219,6 @@ def _claim8() -> tuple[Prediction, ...]:
 
 #: The objective arms of ``vision_matched`` (one experiment, matched starts: the arms share each seed's backbone).
 MATCHED = "vision_matched"
-_MATCHED_NAMES = {"mae": "MAE", "classify": "classification", "mae-no-mask": "MAE-no-mask", "causal": "causal"}
 #: Layer 0's blocks of ``vision_matched`` (:mod:`wqk.vision.layer0_blocks`): two diagonal blocks and the cross pair.
 LAYER0_BLOCKS = ("content-content", "position-position", "content-position")
 
@@ -233,14 +232,13 @@ def _matched(
     block: str = WHOLE,
     margin: Margin = S_GAP_VISION,
 ) -> Prediction:
-    """A contrast of ``vision_matched``'s update ``M_t - M_0`` between two objective arms, paired by layer and seed
-    (each layer of the whole form, or layer 0's ``block``)."""
+    """A contrast of ``vision_matched``'s update ``M_t - M_0`` between two objective arms (named as its config names
+    them), paired by layer and seed (each layer of the whole form, or layer 0's ``block``)."""
     score = {"symmetry": "s", "directionality_pr": "δ_PR"}[quantity]
     sign = ">" if direction == "above" else "<"
     where = {"task": task, "form": "update", "layer": "each" if block == WHOLE else 0, "step": "last", "block": block}
     place = "" if block == WHOLE else f"layer 0 {block} block, "
-    names = f"{_MATCHED_NAMES[task]} - {_MATCHED_NAMES[minus]}"
-    label = f"matched starts, {place}update {score}: {names} {sign} 0" + (f" ({note})" if note else "")
+    label = f"matched starts, {place}update {score}: {task} - {minus} {sign} 0" + (f" ({note})" if note else "")
     return Prediction(label, MATCHED, quantity, direction, where, margin=margin, minus=(MATCHED, {"task": minus}))
 
 

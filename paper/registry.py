@@ -149,23 +149,23 @@ def _vision(
     return Experiment(f"vision_{task}", title, vision_task, configs, derive=vision_summary, cost=cost, units=seed_units)
 
 
-#: ``vision_matched``'s objective arms, each its training fields over the shared config (issue 43, question (b)):
-#: the classifier with the standard one's augmentation, MAE, MAE with no patch masked (its loss on every patch,
-#: :mod:`wqk.vision.tasks.mae`: the reconstruction target without the masking) and the causal ViT.
-MATCHED_ARMS = {
-    "classify": {"objective": "classification", "task_options": CLASSIFY_AUGMENT},
-    "mae": {"objective": "masked_autoencoding"},
-    "mae-no-mask": {"objective": "masked_autoencoding", "objective_params": {"mask_ratio": 0.0}},
-    "causal": {"objective": "autoregressive"},
-}
+#: ``vision_matched``'s objective arms, each its name (``arm``) and its training fields over the shared config (issue
+#: 43, question (b)): the classifier with the standard one's augmentation, MAE, MAE with no patch masked (its loss on
+#: every patch, :mod:`wqk.vision.tasks.mae`: the reconstruction target without the masking) and the causal ViT.
+MATCHED_ARMS = [
+    {"arm": "classify", "objective": "classification", "task_options": CLASSIFY_AUGMENT},
+    {"arm": "mae", "objective": "masked_autoencoding"},
+    {"arm": "mae-no-mask", "objective": "masked_autoencoding", "objective_params": {"mask_ratio": 0.0}},
+    {"arm": "causal", "objective": "autoregressive"},
+]
 MATCHED_SEEDS = 10
 
 
 def matched_units(config: dict) -> dict[str, dict]:
     """One unit per objective arm and group of ``config["units"]`` seeds (``mae-no-mask-seed100``)."""
     return {
-        f"{arm}-{name}": {**unit, "arms": {arm: fields}}
-        for arm, fields in config["arms"].items()
+        f"{arm['arm']}-{name}": {**unit, "arms": [arm]}
+        for arm in config["arms"]
         for name, unit in seed_units(config).items()
     }
 

@@ -31,11 +31,12 @@ def test_the_standard_config_is_four_arms_by_ten_fresh_seeds_one_unit_each_from_
     experiment = EXPERIMENTS[MATCHED]
     config = experiment.config("standard")
     units = experiment.split(config)
-    assert set(config["arms"]) == set(MATCHED_S) and config["train"]["task_options"] == {"matched_init": True}
+    arms = {a["arm"]: a for a in config["arms"]}
+    assert set(arms) == set(MATCHED_S) and config["train"]["task_options"] == {"matched_init": True}
     assert config["train"]["steps"] == EXPERIMENTS["vision_mae"].config("standard")["train"]["steps"]
-    assert sorted(units) == sorted(f"{a}-seed{s}" for a in config["arms"] for s in range(100, 110))
+    assert sorted(units) == sorted(f"{a}-seed{s}" for a in arms for s in range(100, 110))
     assert all(len(u["arms"]) == 1 and len(u["seed_list"]) == 1 for u in units.values())
-    assert config["arms"]["mae-no-mask"]["objective_params"] == {"mask_ratio": 0.0}
+    assert arms["mae-no-mask"]["objective_params"] == {"mask_ratio": 0.0}
     assert "quick" not in experiment.configs and MATCHED in CONFIRMATORY
     two = matched_units({**config, "seeds": 2})
     assert sorted(two) == sorted(n for n in units if n.endswith(("100", "101")))
@@ -45,25 +46,27 @@ def test_the_runner_trains_each_arm_from_the_same_backbone_and_scores_layer_0s_b
     """Two arms, one seed, two steps on digits: whole forms marked ``all``, the blocks at step 0 and the last step,
     and at step 0 the same blocks in both arms (their backbones are the same)."""
     config = EXPERIMENTS[MATCHED].config("smoke")
-    arms = {k: config["arms"][k] for k in ("mae", "causal")}
+    arms = [a for a in config["arms"] if a["arm"] in ("mae", "causal")]
     train = {**config["train"], "steps": 2, "log_every": 1}
     tables = EXPERIMENTS[MATCHED].runner(
         {**config, "arms": arms, "train": train, "seed_list": [101]}, Context(tmp_path, device="cpu")
     )
     rows = tables["scores"]
-    assert {r["task"] for r in rows} == set(arms) and {r["seed"] for r in rows} == {101}
+    assert {r["task"] for r in rows} == {"mae", "causal"} and {r["seed"] for r in rows} == {101}
     blocks = [r for r in rows if r["block"] != WHOLE]
     assert {(r["step"], r["form"]) for r in blocks} == {(0, "W_qk"), (2, "W_qk"), (2, "update")}
     assert {r["block"] for r in blocks} == set(LAYER0_BLOCKS) and {r["layer"] for r in blocks} == {0}
-    start = {t: [(r["block"], r["symmetry"]) for r in blocks if r["step"] == 0 and r["task"] == t] for t in arms}
+    start = {
+        t: [(r["block"], r["symmetry"]) for r in blocks if r["step"] == 0 and r["task"] == t] for t in ("mae", "causal")
+    }
     assert start["mae"] == start["causal"]
-    later = {t: [r["symmetry"] for r in blocks if r["step"] == 2 and r["task"] == t] for t in arms}
+    later = {t: [r["symmetry"] for r in blocks if r["step"] == 2 and r["task"] == t] for t in ("mae", "causal")}
     assert later["mae"] != later["causal"]  # training moved them apart
     assert all(0 < r["norm_share"] < 1 for r in blocks)
 
 
 def test_the_contrasts_pair_arms_of_one_experiment_per_layer_and_seed_from_seed_100(results):
-    mae_causal = next(p for p in PREDICTIONS if p.where["task"] == "mae" and p.minus[1] == {"task": "causal"})
+    mae_causal = next(p for p in PREDICTIONS if p.label == "matched starts, update s: mae - causal > 0")
     rows = measured(mae_causal, results)
     assert [r["layer"] for r in rows] == list(range(LAYERS)) and {r["contrast"] for r in rows} == {"mae - causal"}
     assert all(r["n"] == 3 for r in rows)  # the fixture's seeds 100-102, paired
@@ -83,11 +86,11 @@ def test_the_registered_rows_decide_as_the_fixture_is_built(results):
         by_label.setdefault(r.label, []).append(r)
     assert len(by_label) == len(PREDICTIONS)
     words = lambda text: {r.verdict for label, rows in by_label.items() if label.startswith(text) for r in rows}
-    assert words("matched starts, update s: MAE - causal > 0") == {"supported"}
-    masking = words("matched starts, update s: MAE - MAE-no-mask > 0")  # the fixture's MAE arms are alike
+    assert words("matched starts, update s: mae - causal > 0") == {"supported"}
+    masking = words("matched starts, update s: mae - mae-no-mask > 0")  # the fixture's MAE arms are alike
     assert masking and masking <= {"not detected", "inconclusive"}
-    assert words("matched starts, update δ_PR: causal - MAE < 0") == {"supported"}
-    assert len(by_label["matched starts, update s: MAE - causal > 0"]) == LAYERS
+    assert words("matched starts, update δ_PR: causal - mae < 0") == {"supported"}
+    assert len(by_label["matched starts, update s: mae - causal > 0"]) == LAYERS
     position = [r for label, rows in by_label.items() if "position-position" in label for r in rows]
     assert position and all(r.role == UNTESTABLE and "position-position block holds" in r.note for r in position)
     content = [r for label, rows in by_label.items() if "content-content" in label for r in rows]
@@ -96,7 +99,9 @@ def test_the_registered_rows_decide_as_the_fixture_is_built(results):
 
 def test_the_block_share_rule_reads_both_arms_of_a_contrast(results, tmp_path):
     """One arm's block under the floor makes the contrast untestable, whichever side of it that arm is on."""
-    block = next(p for p in PREDICTIONS if p.where["block"] == "content-content" and p.where["task"] == "mae")
+    block = next(
+        p for p in PREDICTIONS if p.label == "matched starts, layer 0 content-content block, update s: mae - causal > 0"
+    )
     assert all(r["role"] != UNTESTABLE for r in evaluate(block, results, "qb"))
     root = tmp_path / "results"
     write_fixture(root)

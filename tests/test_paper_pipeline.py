@@ -142,12 +142,12 @@ def test_long_configs_are_valid(mode):
             if mode == "standard":  # one unit per seed, every seed once
                 assert sorted(s for u in units.values() for s in u["seed_list"]) == list(range(config["seeds"]))
         elif experiment.runner.__name__ == "matched_runs":
-            for fields in config["arms"].values():
-                TrainConfig(**{**config["train"], **fields})
+            for arm in config["arms"]:
+                TrainConfig(**{**config["train"], **{k: v for k, v in arm.items() if k != "arm"}})
             if mode == "standard":  # one unit per arm and seed, every run once, on the fresh seeds
-                runs = sorted((a, s) for u in units.values() for a in u["arms"] for s in u["seed_list"])
+                runs = sorted((a["arm"], s) for u in units.values() for a in u["arms"] for s in u["seed_list"])
                 first = config["first_seed"]
-                want = sorted((a, s) for a in config["arms"] for s in range(first, first + config["seeds"]))
+                want = sorted((a["arm"], s) for a in config["arms"] for s in range(first, first + config["seeds"]))
                 assert runs == want and len(units) == len(want), name
         elif experiment.runner.__name__ == "study_runs":
             task = study_task(config["task"], config["steps"])

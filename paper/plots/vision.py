@@ -83,14 +83,8 @@ def vision_layers(results: Results):
     return fig
 
 
-#: The contrasts of ``vision_matched`` in the figure: colour and marker of each (``this - that`` of the arms).
-MATCHED_LOOK = {
-    "mae - causal": (PALETTE[1], "o"),
-    "classify - causal": (PALETTE[5], "s"),
-    "mae-no-mask - causal": (PALETTE[2], "D"),
-    "mae - mae-no-mask": (PALETTE[6], "^"),
-    "causal - mae": (PALETTE[3], "v"),
-}
+#: Markers of the contrasts of a panel, in order (their colours: the palette in order).
+MARKERS = "osD^v"
 
 
 def matched_contrasts(results: Results):
@@ -121,7 +115,7 @@ def matched_contrasts(results: Results):
             for r in rows:
                 contrasts.setdefault(r["contrast"], []).append(r)
         for k, (contrast, rows) in enumerate(contrasts.items()):
-            color, marker = MATCHED_LOOK.get(contrast, (PALETTE[0], "o"))
+            color, marker = PALETTE[(k + 1) % len(PALETTE)], MARKERS[k % len(MARKERS)]
             x = [LAYER0_BLOCKS.index(r["block"]) if key == "blocks" else r["layer"] for r in rows]
             offset = 0.1 * (k - (len(contrasts) - 1) / 2)
             errorbars(ax, x, rows, color, label=contrast, marker=marker, offset=offset)

@@ -50,16 +50,18 @@ def vision_task(config: dict, ctx: Context) -> Tables:
 
 
 def matched_runs(config: dict, ctx: Context) -> Tables:
-    """``vision_matched``: each objective arm of ``config["arms"]`` (``{arm: training fields over config["train"]}``)
+    """``vision_matched``: each objective arm of ``config["arms"]`` (its name ``arm`` and its training fields over
+    ``config["train"]``)
     from matched starts (``config["train"]``'s ``task_options`` hold ``matched_init``) for the unit's seeds
     (:func:`_seeds`): :func:`vision_task`'s tables with ``task`` = the arm, and layer 0's content and position blocks
     (:func:`final_block_rows`) beside the whole forms (``block = all``)."""
     seeds = _seeds(config)
     out: Tables = {"scores": [], "nulls": []}
-    for arm, fields in config["arms"].items():
+    for arm in config["arms"]:
+        fields = {k: v for k, v in arm.items() if k != "arm"}
         options = {**config["train"].get("task_options", {}), **fields.get("task_options", {})}
         train = {**config["train"], **fields, "task_options": options}
-        tables, _ = _objective_tables(arm, train, seeds, ctx, blocks=True)
+        tables, _ = _objective_tables(arm["arm"], train, seeds, ctx, blocks=True)
         for name in out:
             out[name] += tables[name]
     return out
