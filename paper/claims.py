@@ -21,6 +21,7 @@ from wqk.paper.predictions import (
     UNTESTABLE,
     WHOLE,
     Prediction,
+    fixed_keys,
 )
 from wqk.paper.resolution import block_note, degenerate_note, spacing_note
 from wqk.paper.results import MissingResult, Results, select
@@ -79,14 +80,6 @@ VERDICT_COLUMNS = VerdictRow.columns()
 
 
 # ---- selecting the measured rows -----------------------------------------------------------------------------
-def _fixed(where: dict) -> dict:
-    return {
-        k: v
-        for k, v in where.items()
-        if not (k == "step" and v in STEP_CHOICES) and not (k == "layer" and v in ("last", "each"))
-    }
-
-
 def _at_step(rows: list[dict], step) -> list[dict]:
     if step not in STEP_CHOICES or not rows:
         return rows
@@ -97,7 +90,7 @@ def _at_step(rows: list[dict], step) -> list[dict]:
 
 def _resolve(rows: list[dict], where: dict) -> list[dict]:
     """Rows matching ``where``, with ``step`` ``last``/``early`` and ``layer`` ``last``/``each`` resolved."""
-    rows = _at_step(select(rows, **_fixed(where)), where.get("step"))
+    rows = _at_step(select(rows, **fixed_keys(where)), where.get("step"))
     if rows and where.get("layer") == "last":
         top = max(r["layer"] for r in rows)
         rows = [r for r in rows if r["layer"] == top]
@@ -182,6 +175,12 @@ def _band(results: Results, experiment: str, row: dict, prediction: Prediction) 
 
 
 # ---- one prediction -----------------------------------------------------------------------------------------
+def measured(prediction: Prediction, results: Results) -> list[dict]:
+    """The summary rows one prediction is judged on (one per layer for ``layer = each``; a paired contrast's rows
+    from :func:`_contrast_rows`), as :func:`evaluate` reads them; :class:`MissingResult` when not measured."""
+    return _measured(prediction, results)
+
+
 def _measured(prediction: Prediction, results: Results) -> list[dict]:
     if prediction.minus is not None:
         return _contrast_rows(prediction, results)

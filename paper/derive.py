@@ -76,8 +76,11 @@ def vision_summary(tables: Tables) -> Tables:
     """Per task, layer and form at the first logged step after 0 and the last: every score and metric over seeds
     (``summary``); per task at the last step, ``<metric>_sd``: each sample metric's standard deviation over the seeds
     (``spread``: one value per run, :func:`wqk.paper.summary.sd_row`; set against one model's sampling noise,
-    ``dit_sampling_noise``)."""
+    ``dit_sampling_noise``); where a runner scored blocks of layer 0's input coordinates (a ``block`` column other
+    than ``all``, ``vision_matched``), each block at every step scored (``blocks``)."""
     rows = with_key_query_ratios(tables["scores"])
+    blocks = [r for r in rows if r.get("block") not in (None, "all")]
+    rows = [r for r in rows if r.get("block") in (None, "all")]
     steps = steps_of(rows, "task")
     keep = lambda r: r["step"] in (steps[r["task"]]["early"], steps[r["task"]]["last"])
     spread = []
@@ -89,8 +92,11 @@ def vision_summary(tables: Tables) -> Tables:
         finals = [r for (t, _), r in runs.items() if t == task]
         ids = {"task": task, "step": steps[task]["last"]}
         spread += [sd_row(ids, f"{m}_sd", [r.get(m) for r in finals]) for m in FIDELITY_COLUMNS if m in finals[0]]
-    summary = seed_summary(rows, ("task", "step", "layer", "form"), keep)
-    return {"summary": summary, **({"spread": spread} if spread else {})}
+    summary = seed_summary(rows, ("task", "step", "layer", "form"), keep, drop=("block",))
+    out = {"summary": summary, **({"spread": spread} if spread else {})}
+    if blocks:
+        out["blocks"] = seed_summary(blocks, ("task", "step", "layer", "form", "block"))
+    return out
 
 
 def study_summary(tables: Tables, baseline: str = "default") -> Tables:

@@ -55,10 +55,21 @@ CONFIRMATORY = (
     "init_dit_mechanism",
     "init_dit_plateau",
     "control_scale",
+    "vision_matched",
 )
 #: Experiments whose predictions are made per layer (their verdict rows are named with the layer).
 PER_LAYER = ("vision_", "language_")
 WHOLE = "all"  # the block label of the whole form in the simulator's tables
+
+
+def fixed_keys(where: dict) -> dict:
+    """The entries of a ``where`` that select rows as they stand (``step`` ``last``/``early`` and ``layer``
+    ``last``/``each`` are resolved after the selection)."""
+    return {
+        k: v
+        for k, v in where.items()
+        if not (k == "step" and v in STEP_CHOICES) and not (k == "layer" and v in ("last", "each"))
+    }
 
 
 @dataclass(frozen=True)
@@ -272,6 +283,45 @@ def _claim8() -> tuple[Prediction, ...]:
     return tuple(rows)
 
 
+#: The objective arms of ``vision_matched`` (one experiment, matched starts: the arms share each seed's backbone).
+MATCHED = "vision_matched"
+#: Layer 0's blocks of ``vision_matched`` (:mod:`wqk.vision.layer0_blocks`): two diagonal blocks and the cross pair.
+LAYER0_BLOCKS = ("content-content", "position-position", "content-position")
+
+
+def _matched(
+    task: str,
+    minus: str,
+    quantity: str = "symmetry",
+    direction: str = "above",
+    note: str = "",
+    block: str = WHOLE,
+    margin: Margin = S_GAP_VISION,
+) -> Prediction:
+    """A contrast of ``vision_matched``'s update ``M_t - M_0`` between two objective arms (named as its config names
+    them), paired by layer and seed (each layer of the whole form, or layer 0's ``block``)."""
+    score = {"symmetry": "s", "directionality_pr": "δ_PR"}[quantity]
+    sign = ">" if direction == "above" else "<"
+    where = {"task": task, "form": "update", "layer": "each" if block == WHOLE else 0, "step": "last", "block": block}
+    place = "" if block == WHOLE else f"layer 0 {block} block, "
+    label = f"matched starts, {place}update {score}: {task} - {minus} {sign} 0" + (f" ({note})" if note else "")
+    return Prediction(label, MATCHED, quantity, direction, where, margin=margin, minus=(MATCHED, {"task": minus}))
+
+
+def _qb_matched() -> tuple[Prediction, ...]:
+    """Question (b) from matched starts: the encoders against the causal ViT per layer; the no-mask MAE separates
+    the reconstruction target (with swap-symmetric roles) from the masking; layer 0's content and position blocks."""
+    no_effect = "masking alone; the theory predicts no effect: both encoders' roles are swap-symmetric"
+    return (
+        _matched("mae", "causal"),
+        _matched("classify", "causal"),
+        _matched("mae-no-mask", "causal", note="the reconstruction target without masking"),
+        _matched("mae", "mae-no-mask", note=no_effect),
+        _matched("causal", "mae", "directionality_pr", "below", margin=DELTA_PR_GAP),
+        *(_matched(encoder, "causal", block=block) for block in LAYER0_BLOCKS for encoder in ("mae", "classify")),
+    )
+
+
 def _qb() -> tuple[Prediction, ...]:
     rows = []
     for encoder, name in (("mae", "MAE"), ("classify", "ViT classification")):
@@ -287,7 +337,7 @@ def _qb() -> tuple[Prediction, ...]:
         _vision("classify", "update", "last", "cls_key_query", "below",
                 "ViT classification, top layer: CLS on the query side (‖M x_CLS‖ / ‖x_CLSᵀ M‖ < 1)", margin=RATIO)
     )  # fmt: skip
-    return tuple(rows)
+    return (*rows, *_qb_matched())
 
 
 def _control() -> tuple[Prediction, ...]:

@@ -54,7 +54,7 @@ from wqk.paper.runners.checkpoints import checkpoints, fingerprint, packaged_mod
 from wqk.paper.runners.language import language_analysis, language_runs
 from wqk.paper.runners.sim import compare_theory, sim_arms, sim_grid
 from wqk.paper.runners.theory import nulls_vs_d, predictions, theory_check
-from wqk.paper.runners.vision import sampling_noise, study_analysis, study_runs, vision_task
+from wqk.paper.runners.vision import matched_runs, sampling_noise, study_analysis, study_runs, vision_task
 from wqk.paper.seeds import config_seeds
 from wqk.vision.recipes import RECIPES
 
@@ -151,6 +151,46 @@ def _vision(
         full={"seeds": 8, "train": {**base, **VISION_FULL, **(full or {})}},
     )
     return Experiment(f"vision_{task}", title, vision_task, configs, derive=vision_summary, cost=cost, units=seed_units)
+
+
+#: ``vision_matched``'s objective arms, each its name (``arm``) and its training fields over the shared config (issue
+#: 43, question (b)): the classifier with the standard one's augmentation, MAE, MAE with no patch masked (its loss on
+#: every patch, :mod:`wqk.vision.tasks.mae`: the reconstruction target without the masking) and the causal ViT.
+MATCHED_ARMS = [
+    {"arm": "classify", "objective": "classification", "task_options": CLASSIFY_AUGMENT},
+    {"arm": "mae", "objective": "masked_autoencoding"},
+    {"arm": "mae-no-mask", "objective": "masked_autoencoding", "objective_params": {"mask_ratio": 0.0}},
+    {"arm": "causal", "objective": "autoregressive"},
+]
+MATCHED_SEEDS = 10
+
+
+def matched_units(config: dict) -> dict[str, dict]:
+    """One unit per objective arm and group of ``config["units"]`` seeds (``mae-no-mask-seed100``)."""
+    return {
+        f"{arm['arm']}-{name}": {**unit, "arms": [arm]}
+        for arm in config["arms"]
+        for name, unit in seed_units(config).items()
+    }
+
+
+def _matched_vision() -> Experiment:
+    """``vision_matched``: question (b) from matched starts, every objective arm of :data:`MATCHED_ARMS` with the
+    backbone of the same seed at step 0 (``matched_init``), on fresh seeds from :data:`CONFIRM_SEED`. No quick
+    config: ``--quick`` shows committed ``--standard`` results."""
+    matched = {"task_options": {"matched_init": True}}
+    base = {"arms": MATCHED_ARMS, "seeds": MATCHED_SEEDS, "first_seed": CONFIRM_SEED}
+    smoke = {"model": "vit-tiny", "data": "digits", **VISION_SMOKE, **matched}
+    standard = {**VISION_STANDARD, "log_every": VISION_STANDARD["steps"] // 20, **matched}
+    configs = {
+        "smoke": {**base, "seeds": 2, "train": smoke},
+        "standard": {**base, "units": 1, "train": standard},
+        "full": {**base, "train": {**VISION_FULL, **matched}},
+    }
+    title = "question (b) from matched starts: classification, MAE, MAE with no patch masked, causal ViT"
+    return Experiment(
+        "vision_matched", title, matched_runs, configs, derive=vision_summary, cost=600, units=matched_units
+    )
 
 
 STUDY_SCHEMES = ("default", "symmetric", "symmetric-indefinite", "directional")
@@ -493,6 +533,7 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         _vision("mae", "vit-tiny", "masked_autoencoding", "masked autoencoding ViT on digits", 80),
         _vision("causal", "vit-tiny", "autoregressive", "causal next-patch ViT on digits", 110),
+        _matched_vision(),
         _vision(
             "dit",
             "dit-tiny",

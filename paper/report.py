@@ -19,6 +19,7 @@ from wqk.paper.experiment import MODES, STANDS_IN
 from wqk.paper.first_page import answers_page
 from wqk.paper.margins import PAPER_MEDIANS
 from wqk.paper.markdown import fmt, md_table, value_text
+from wqk.paper.matched_report import matched_piece
 from wqk.paper.mechanism_report import mechanism_table
 from wqk.paper.predictions import CHECK, SECTIONS, UNTESTABLE
 from wqk.paper.provenance import commit_text, registry_text
@@ -262,6 +263,7 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
         )
     )
     ctx["qb.evidence"] = _safe(lambda: vision_tables(results))
+    ctx["qb.matched"] = _safe(lambda: matched_piece(results))
     ctx["qc.evidence"] = _safe(lambda: study_table(results))
     ctx["qc.sampling"] = _safe(lambda: sampling_noise_text(results))
     ctx["qc.gates"] = _safe(lambda: gate_text(results))

@@ -17,6 +17,7 @@ import itertools
 import math
 from typing import TYPE_CHECKING
 
+from wqk.paper.predictions import fixed_keys
 from wqk.paper.results import Results, select
 
 if TYPE_CHECKING:
@@ -63,17 +64,20 @@ def _baseline_steps(results: Results, prediction: Prediction) -> float:
 
 
 def block_note(results: Results, prediction: Prediction, row: dict) -> str:
-    """For a prediction on a block of the simulator's coordinates: the block's share of ``||M||^2`` (the least over
-    the arms it compares) where it is below :data:`MIN_BLOCK_SHARE`, else empty."""
+    """For a prediction on a block of a form's labelled coordinates: the block's share of ``||M||^2`` (the least over
+    the rows it compares, each read from its experiment's ``blocks`` table with the prediction's selection) where it
+    is below :data:`MIN_BLOCK_SHARE`, else empty."""
     block = prediction.where.get("block")
-    if block in (None, "all", "evaluated") or not results.has(prediction.experiment, "blocks"):
+    if block in (None, "all", "evaluated"):
         return ""
-    arms = [prediction.where["arm"], *([prediction.minus[1]["arm"]] if prediction.minus else [])]
-    blocks = results.table(prediction.experiment, "blocks")
+    sides = [(prediction.experiment, prediction.where)]
+    if prediction.minus is not None:
+        sides.append((prediction.minus[0], {**prediction.where, **prediction.minus[1]}))
     shares = [
         r["mean"]
-        for arm in arms
-        for r in select(blocks, arm=arm, block=block, quantity="norm_share", form=prediction.where.get("form"))
+        for experiment, where in sides
+        if results.has(experiment, "blocks")
+        for r in select(results.table(experiment, "blocks"), **fixed_keys(where), quantity="norm_share")
         if r["step"] == row.get("step")
     ]
     if not shares or min(shares) >= MIN_BLOCK_SHARE:

@@ -13,7 +13,9 @@ import numpy as np
 from wqk.language.control import step_rows, summary_rows
 from wqk.paper.registry import experiments
 from wqk.paper.results import write_experiment
+from wqk.paper.runners.vision import study_analysis
 from wqk.vision.sample_table import image_rows
+from wqk.vision.study import STUDY_TASKS
 
 STEPS = (0, 25, 50)
 LAYERS = 4
@@ -181,6 +183,45 @@ def vision_tables(task: str, seeds: int, rng) -> dict:
                     scores.append(row)
     nulls = [r for form in forms for r in _null_rows({"task": task, "form": form})]
     return {"scores": scores, "nulls": nulls, "config": {"seeds": seeds}}
+
+
+#: vision_matched's fixture: the update's s per arm (MAE and its no-mask arm alike, both above causal) and δ_PR
+#: (causal below MAE); layer 0's blocks with their share of ||M||^2 (the position block under the 1% floor).
+MATCHED_S = {"classify": 0.25, "mae": 0.3, "mae-no-mask": 0.3, "causal": 0.0}
+MATCHED_SHARES = {"content-content": 0.06, "position-position": 0.005, "content-position": 0.1}
+MATCHED_FIRST_SEED = 100
+
+
+def matched_tables(seeds: int, rng) -> dict:
+    """``vision_matched``'s merged tables on seeds from 100: per arm, layer and step the whole forms (``block =
+    all``), and layer 0's blocks at step 0 (``W_qk``) and at the last step (``W_qk`` and the update)."""
+    scores = []
+    seed_list = range(MATCHED_FIRST_SEED, MATCHED_FIRST_SEED + seeds)
+    for task, s in MATCHED_S.items():
+        for step in STEPS:
+            for seed in seed_list:
+                for form in ("W_qk", "update"):
+                    if form == "update" and step == 0:
+                        continue
+                    delta = -0.4 if task == "causal" else 0.0
+                    ids = {"task": task, "step": step, "seed": seed, "init": "default", "form": form}
+                    for layer in range(LAYERS):
+                        value = s * step / STEPS[-1] if form == "update" else 0.02
+                        scores.append({
+                            **ids, "layer": layer, "block": "all",
+                            "symmetry": value + 0.01 * rng.standard_normal(), "symmetry_z": 1.0,
+                            "directionality": 0.0, "directionality_z": 0.0,
+                            "directionality_pr": delta * step / STEPS[-1] + 0.01 * rng.standard_normal(),
+                            "directionality_pr_z": 0.0, "loss": 1.0, "test_loss": 1.0 - step / 100,
+                        })  # fmt: skip
+                    if step in (0, STEPS[-1]):
+                        scores += [
+                            {**ids, "layer": 0, "block": block, "symmetry": value + 0.01 * rng.standard_normal(),
+                             "directionality": 0.0, "directionality_pr": 0.0, "norm_share": share}
+                            for block, share in MATCHED_SHARES.items()
+                        ]  # fmt: skip
+    nulls = [r for task in MATCHED_S for form in ("W_qk", "update") for r in _null_rows({"task": task, "form": form})]
+    return {"scores": scores, "nulls": nulls}
 
 
 def sampling_tables(rng, draws: int = 8) -> dict:
@@ -478,6 +519,49 @@ def scale_control_tables(seeds: int, rng) -> dict:
     return tables
 
 
+def dit_study_tables(name: str, seeds: int, rng) -> dict:
+    """A DiT study of fresh seeds with the large evaluation (``init_dit_mechanism``, ``init_dit_plateau``): falling
+    FID curves per arm and seed, merged by the study's own analysis (:func:`wqk.paper.runners.vision.study_analysis`),
+    so its arms, contrasts and budgets are what a real run's would be."""
+    config = {**experiments()[name].configs["standard"], "seeds": seeds}
+    task = STUDY_TASKS[config["task"]]
+    budget, every = task.steps, task.task_options["fidelity_large_every"]
+    steps = np.linspace(0, budget, 17).astype(int)
+    curves = []
+    for k, scheme in enumerate(config["schemes"]):
+        for seed in range(config["first_seed"], config["first_seed"] + seeds):
+            fid = 10 + (30 + 2 * k) * np.exp(-3 * steps / budget) + rng.normal(0, 0.3, len(steps))
+            for step, value in zip(steps, fid, strict=True):
+                large = step > 0 and step % every == 0
+                curves.append(
+                    {
+                        "task": config["task"],
+                        "scheme": scheme,
+                        "seed": seed,
+                        "step": int(step),
+                        "loss": 1.0 / (1 + step),
+                        "sample_fid": float(value),
+                        "sample_kid": float(value) / 1000,
+                        "sample_fid_large": float(value) - 1 if large else None,
+                        "sample_kid_large": float(value) / 1100 if large else None,
+                    }
+                )
+    scales = [
+        {
+            "scheme": scheme,
+            "q_std_ratio": 1.0,
+            "init_symmetry": 0.5,
+            "init_trace_share": 0.5,
+            "init_positive_share": 0.5,
+        }
+        for scheme in config["schemes"]
+    ]
+    unit = {"curves": curves, "scales": scales, "meta": {"fidelity": {}}}
+    tables = study_analysis(config, {"all": unit})
+    tables["study"] = {**tables["study"], "steps": budget, "model": "dit-mnist", "data": "mnist5k"}
+    return tables
+
+
 def write_fixture(results: Path, seeds: int = 3, seed: int = 0) -> Path:
     """Write every experiment's raw tables and manifest under ``results`` (derive and verdicts not yet run)."""
     rng = np.random.default_rng(seed)
@@ -492,6 +576,9 @@ def write_fixture(results: Path, seeds: int = 3, seed: int = 0) -> Path:
     tables["language_control"] = language_tables(seeds, rng)
     tables["dit_sampling_noise"] = sampling_tables(rng)
     tables["control_scale"] = scale_control_tables(seeds, rng)
+    tables["vision_matched"] = matched_tables(seeds, np.random.default_rng(seed + 1))  # its own draws: the rest stay
+    for name in ("init_dit_mechanism", "init_dit_plateau") if seeds >= 2 else ():  # a study pairs two seeds or more
+        tables[name] = dit_study_tables(name, seeds, np.random.default_rng(seed + 2))
     for name, t in tables.items():
         write_experiment(results / name, t, _manifest(name, seeds))
     return results

@@ -121,8 +121,18 @@ def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_d
         for mode in ("smoke", "full"):
             assert isinstance(experiment.config(mode), dict), name
     left_out = sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs)
-    # the control and the DiT's sampling noise: --quick reads --standard's
-    assert left_out == ["control_scale", "dit_sampling_noise", "init_dit", "init_vit", "language_control"]
+    # the controls, the DiT's sampling noise, the DiT studies of fresh seeds and the matched-start ViTs: --quick
+    # reads --standard's
+    assert left_out == [
+        "control_scale",
+        "dit_sampling_noise",
+        "init_dit",
+        "init_dit_mechanism",
+        "init_dit_plateau",
+        "init_vit",
+        "language_control",
+        "vision_matched",
+    ]
 
 
 @pytest.mark.parametrize("mode", ["full", "standard"])
@@ -141,6 +151,14 @@ def test_long_configs_are_valid(mode):
             TrainConfig(**config["train"])
             if mode == "standard":  # one unit per seed, every seed once
                 assert sorted(s for u in units.values() for s in u["seed_list"]) == list(range(config["seeds"]))
+        elif experiment.runner.__name__ == "matched_runs":
+            for arm in config["arms"]:
+                TrainConfig(**{**config["train"], **{k: v for k, v in arm.items() if k != "arm"}})
+            if mode == "standard":  # one unit per arm and seed, every run once, on the fresh seeds
+                runs = sorted((a["arm"], s) for u in units.values() for a in u["arms"] for s in u["seed_list"])
+                first = config["first_seed"]
+                want = sorted((a["arm"], s) for a in config["arms"] for s in range(first, first + config["seeds"]))
+                assert runs == want and len(units) == len(want), name
         elif experiment.runner.__name__ == "study_runs":
             task = study_task(config["task"], config["steps"])
             assert config["steps"] is None or task.steps == config["steps"]

@@ -18,7 +18,7 @@ from wqk.paper.plots.nulls import checkpoints, nulls_vs_d
 from wqk.paper.plots.panels import FigureDataError
 from wqk.paper.plots.theory import attribution, grid_cells, self_cross, theory_vs_sim
 from wqk.paper.plots.toy import claim7_bos, denoising_data, masking, parameterisation, toy_training, toy_wqk
-from wqk.paper.plots.vision import init_curves, init_samples, init_steps, vision_layers
+from wqk.paper.plots.vision import init_curves, init_samples, init_steps, matched_contrasts, vision_layers
 from wqk.paper.results import MissingResult, Results
 from wqk.vision.task_records import VISION_TASKS
 
@@ -26,7 +26,7 @@ from wqk.vision.task_records import VISION_TASKS
 STUDIES = ("init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist")
 #: Figures of optional experiments (given checkpoints, slots, or --standard only): the report links them only
 #: when drawn.
-OPTIONAL_FIGURES = ("checkpoints", "grid", "language_control", "control_scale", "init_samples")
+OPTIONAL_FIGURES = ("checkpoints", "grid", "language_control", "control_scale", "init_samples", "matched_contrasts")
 #: name -> (figure function, the experiments it reads). The report template embeds each by name.
 FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "toy_wqk": (toy_wqk, ("sim_objectives",)),
@@ -39,6 +39,7 @@ FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "parameterisation": (parameterisation, ("sim_parameterisation",)),
     "masking": (masking, ("sim_masking",)),
     "vision_layers": (vision_layers, ("vision_classify", "vision_mae", "vision_causal", "vision_dit")),
+    "matched_contrasts": (matched_contrasts, ("vision_matched",)),
     "init_curves": (init_curves, STUDIES),
     "init_steps": (init_steps, STUDIES),
     "init_samples": (init_samples, STUDIES),

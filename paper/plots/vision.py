@@ -1,9 +1,10 @@
-"""Figures of the vision runs: per-layer scores of each vision objective, and the init study's learning curves,
-steps to target and final samples."""
+"""Figures of the vision runs: per-layer scores of each vision objective, question (b)'s contrasts from matched starts,
+and the init study's learning curves, steps to target and final samples."""
 
 from __future__ import annotations
 
 from wqk.common.figures import PALETTE, pyplot
+from wqk.paper.claims import measured
 from wqk.paper.plots.panels import (
     FORM_STYLE,
     METRIC_LABELS,
@@ -17,6 +18,7 @@ from wqk.paper.plots.panels import (
     seed_band,
     unit_range,
 )
+from wqk.paper.predictions import LAYER0_BLOCKS, MATCHED, SECTIONS, WHOLE
 from wqk.paper.results import Results, select
 from wqk.theory.objectives import color_of
 from wqk.vision.sample_table import images_of
@@ -79,6 +81,72 @@ def vision_layers(results: Results):
     fig.suptitle("vision: per-layer scores (mean, 95% CI); gray: null 95% of W_qk", fontsize=10)
     fig.tight_layout()
     return fig
+
+
+#: Markers of the contrasts of a panel, in order (their colours: the palette in order).
+MARKERS = "osD^v"
+
+
+def matched_contrasts(results: Results):
+    """Question (b) from matched starts: every registered contrast of ``vision_matched``'s update (paired by layer and
+    seed; mean and 95% t interval, as the verdicts read them) against its region of no effect (gray): ``s`` and
+    ``δ_PR`` per layer, and ``s`` of layer 0's content and position blocks, each with the least share of ``||M||^2``
+    of the arms it compares."""
+    from matplotlib.ticker import MaxNLocator
+
+    plt = pyplot()
+    panels: dict[str, list] = {"symmetry": [], "directionality_pr": [], "blocks": []}
+    for prediction in (p for s in SECTIONS for p in s.predictions if p.experiment == MATCHED):
+        key = prediction.quantity if prediction.where.get("block") == WHOLE else "blocks"
+        panels[key].append((prediction, measured(prediction, results)))
+    need([r for series in panels.values() for _, rows in series for r in rows], f"{MATCHED}'s contrasts")
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    titles = {
+        "symmetry": "update s per layer",
+        "directionality_pr": "update δ_PR per layer",
+        "blocks": "layer 0 blocks: update s",
+    }
+    shares = _block_shares(results, MATCHED)
+    for ax, (key, series) in zip(axes, panels.items(), strict=True):
+        for margin in dict.fromkeys(prediction.margin for prediction, _ in series):
+            ax.axhspan(margin.lo, margin.hi, color="0.85", lw=0, zorder=0)
+        contrasts: dict[str, list[dict]] = {}
+        for _, rows in series:
+            for r in rows:
+                contrasts.setdefault(r["contrast"], []).append(r)
+        for k, (contrast, rows) in enumerate(contrasts.items()):
+            color, marker = PALETTE[(k + 1) % len(PALETTE)], MARKERS[k % len(MARKERS)]
+            x = [LAYER0_BLOCKS.index(r["block"]) if key == "blocks" else r["layer"] for r in rows]
+            offset = 0.1 * (k - (len(contrasts) - 1) / 2)
+            errorbars(ax, x, rows, color, label=contrast, marker=marker, offset=offset)
+        ax.axhline(0, color="0.3", lw=0.5)
+        ax.set_title(titles[key], fontsize=9)
+        if key == "blocks":
+            ticks = [f"{b}\n||M||² share ≥ {shares[b]:.2g}" if b in shares else b for b in LAYER0_BLOCKS]
+            ax.set_xticks(range(len(LAYER0_BLOCKS)), ticks, fontsize=7)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.set_xlabel("layer")
+        ax.set_ylabel("paired difference (this - that)" if key != "directionality_pr" else "paired difference of δ_PR")
+        if contrasts:
+            ax.legend(fontsize=7, loc="best")
+    n = next((r["n"] for series in panels.values() for _, rows in series for r in rows), 0)
+    fig.suptitle(f"question (b) from matched starts: contrasts of the update, {n} seeds (gray: no effect)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _block_shares(results: Results, experiment: str) -> dict[str, float]:
+    """Per block of layer 0: the least share of ``||M||^2`` of the update over the arms, at the last step."""
+    if not results.has(experiment, "blocks"):
+        return {}
+    rows = select(results.table(experiment, "blocks"), quantity="norm_share", form="update")
+    last = max((r["step"] for r in rows), default=None)
+    out: dict[str, float] = {}
+    for r in rows:
+        if r["step"] == last:
+            out[r["block"]] = min(out.get(r["block"], r["mean"]), r["mean"])
+    return out
 
 
 def _study_tasks(results: Results) -> list[str]:

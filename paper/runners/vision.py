@@ -35,33 +35,68 @@ def vision_runs(train: dict, ctx: Context) -> Iterator[Path]:
         yield root
 
 
+def _seeds(config: dict) -> list[int]:
+    """The unit's ``seed_list``, else ``config["seeds"]`` seeds from ``first_seed`` (0 unless given)."""
+    first = config.get("first_seed", 0)
+    return list(config.get("seed_list", range(first, first + config["seeds"])))
+
+
 def vision_task(config: dict, ctx: Context) -> Tables:
     """Train ``config["train"]`` (a :class:`wqk.vision.train.TrainConfig`'s fields) for ``config["seeds"]`` seeds (or
-    the unit's ``seed_list``);
+    the unit's ``seed_list``; from ``first_seed`` when given);
     per-seed per-layer scores of every form over training with the task's test metrics, and their nulls."""
+    init = config.get("init", "default")
+    tables, base = _objective_tables(config["task"], config["train"], _seeds(config), ctx, init)
+    return {**tables, "config": {"train": base.to_dict(), "seeds": config["seeds"]}}
+
+
+def matched_runs(config: dict, ctx: Context) -> Tables:
+    """``vision_matched``: each objective arm of ``config["arms"]`` (its name ``arm`` and its training fields over
+    ``config["train"]``)
+    from matched starts (``config["train"]``'s ``task_options`` hold ``matched_init``) for the unit's seeds
+    (:func:`_seeds`): :func:`vision_task`'s tables with ``task`` = the arm, and layer 0's content and position blocks
+    (:func:`final_block_rows`) beside the whole forms (``block = all``)."""
+    seeds = _seeds(config)
+    out: Tables = {"scores": [], "nulls": []}
+    for arm in config["arms"]:
+        fields = {k: v for k, v in arm.items() if k != "arm"}
+        options = {**config["train"].get("task_options", {}), **fields.get("task_options", {})}
+        train = {**config["train"], **fields, "task_options": options}
+        tables, _ = _objective_tables(arm["arm"], train, seeds, ctx, blocks=True)
+        for name in out:
+            out[name] += tables[name]
+    return out
+
+
+def _objective_tables(
+    task: str, train: dict, seeds: list[int], ctx: Context, init: str = "default", blocks: bool = False
+) -> tuple[Tables, object]:
+    """``(tables, base config)``: the runs of ``train`` from the init scheme ``init`` for ``seeds`` (trained or
+    reused), their per-layer scores (``scores``, named ``task``) and nulls; ``blocks``: with layer 0's blocks."""
     from wqk.paper.runners.nulls import null_rows
     from wqk.vision.data import load_data
     from wqk.vision.runs import null_shape, read_metrics, train_grid
     from wqk.vision.train import TrainConfig
 
-    base = TrainConfig(**config["train"], threads=ctx.threads, device=ctx.device, progress=False)
-    init = config.get("init", "default")
-    ctx.note(f"{base.model} {base.objective}: {config['seeds']} seeds x {base.steps} steps")
+    base = TrainConfig(**train, threads=ctx.threads, device=ctx.device, progress=False)
+    ctx.note(f"{base.model} {base.objective}: seeds {seeds} x {base.steps} steps")
     data = load_data(base.data, base.test_fraction, base.split_seed)
-    with vision_runs(config["train"], ctx) as root:
-        results = train_grid(base, [init], list(config.get("seed_list", range(config["seeds"]))), root, data)
+    with vision_runs(train, ctx) as root:
+        results = train_grid(base, [init], seeds, root, data)
     scores, nulls, spectra = [], [], []
     for result in results.values():
-        rows = _per_layer(read_metrics(Path(result.run_dir) / "metrics.csv"), {"task": config["task"]})
+        rows = _per_layer(read_metrics(Path(result.run_dir) / "metrics.csv"), {"task": task})
+        spectra += final_spectrum_rows(task, Path(result.run_dir), data, rows)
+        if blocks:
+            rows = [{**r, "block": "all"} for r in rows] + final_block_rows(task, Path(result.run_dir), data)
         scores += rows
-        spectra += final_spectrum_rows(config["task"], Path(result.run_dir), data, rows)
     first = Path(next(iter(results.values())).run_dir)
     for form in dict.fromkeys(r["form"] for r in scores):
         shape = null_shape(first, form)
         if shape is not None:
-            nulls += null_rows({"task": config["task"], "form": form}, *shape, base.null_samples)
+            nulls += null_rows({"task": task, "form": form}, *shape, base.null_samples)
     nulls += spectra
-    return {"scores": scores, "nulls": nulls, "config": {"train": base.to_dict(), "seeds": config["seeds"]}}
+    return {"scores": scores, "nulls": nulls}, base
 
 
 def sampling_noise(config: dict, ctx: Context) -> Tables:
@@ -125,6 +160,28 @@ def final_spectrum_rows(task: str, run: Path, data, rows: list[dict]) -> list[di
                 sides = ("key", x), ("query", x)
                 out.append(ratio_row(ids, f"{token}_key_query", sigma[layer], forms.d_model, *sides, value))
     return out
+
+
+def final_block_rows(task: str, run: Path, data) -> list[dict]:
+    """Layer 0's content and position blocks (:mod:`wqk.vision.layer0_blocks`) of a finished run: ``W_qk`` at step 0
+    (the run's init, built again) and at its last checkpoint, and the update ``M_t - M_0`` there, in the last
+    step's coordinates."""
+    import json
+
+    from wqk.vision.layer0_blocks import block_rows, difference, layer0_coordinates, layer0_forms
+    from wqk.vision.run_checkpoint import latest_checkpoint, load_weights
+    from wqk.vision.train import TrainConfig, make_task
+
+    cfg = TrainConfig.from_dict(json.loads((run / "config.json").read_text())["config"])
+    built = make_task(cfg, data)
+    initial = layer0_forms(built)
+    steps = {0: block_rows(layer0_coordinates(built.model), {"W_qk": initial})}
+    step = load_weights(latest_checkpoint(run / "ckpt"), built.model)["step"]
+    final = layer0_forms(built)
+    forms = {"W_qk": final, "update": difference(final, initial)}
+    steps[step] = block_rows(layer0_coordinates(built.model), forms)
+    ids = {"task": task, "seed": cfg.seed, "init": cfg.init, "layer": 0}
+    return [{"step": s, **ids, **r} for s, rows in steps.items() for r in rows]
 
 
 def study_task(name: str, steps: int | None = None, task_options: dict | None = None):

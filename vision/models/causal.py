@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from wqk.vision.models.patches import patchify
-from wqk.vision.models.vit import Encoder, PatchEmbed, ViTConfig, init_vit_weights
+from wqk.vision.models.vit import Encoder, PatchEmbed, ViTConfig, init_model
 
 
 class CausalViT(nn.Module):
@@ -25,7 +25,7 @@ class CausalViT(nn.Module):
         self.bos = nn.Parameter(torch.zeros(cfg.dim))
         self.encoder = Encoder(cfg.dim, cfg.depth, cfg.heads, cfg.mlp_ratio, cfg.qkv_bias)
         self.pred = nn.Linear(cfg.dim, cfg.patch_dim)
-        init_vit_weights(self, generator or torch.Generator().manual_seed(0), cfg.weight_init)
+        init_model(self, generator, cfg)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         tokens = self.embed.proj(patchify(images, self.cfg.patch))  # (B, N, d)

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from wqk.vision.models.patches import sincos_2d
-from wqk.vision.models.vit import Encoder, PatchEmbed, ViTConfig, init_vit_weights
+from wqk.vision.models.vit import Encoder, PatchEmbed, ViTConfig, init_model
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class MAE(nn.Module):
         self.register_buffer("dec_pos", sincos_2d(dec.dim, cfg.grid), persistent=False)
         self.decoder = Encoder(dec.dim, dec.depth, dec.heads, cfg.mlp_ratio, cfg.qkv_bias)
         self.pred = nn.Linear(dec.dim, cfg.patch_dim)
-        init_vit_weights(self, generator or torch.Generator().manual_seed(0), cfg.weight_init)
+        init_model(self, generator, cfg)
 
     def forward(self, images: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         """``idx (B, keep)``: indices of the visible patches (:func:`visible_indices`)."""

@@ -37,6 +37,9 @@ class ViTConfig(TransformerSize):
     # Linear weights: xavier_uniform (the MAE and DiT reference init) or trunc_normal(0.02) (timm's ViT).
     # At CPU scale timm's small init trains far slower (digits, 200 steps: 26% vs 90% test accuracy).
     weight_init: Literal["xavier", "trunc_normal"] = "xavier"
+    # The shared backbone (patch embedding, positions, blocks) drawn first, the objective's own modules after it
+    # (:func:`init_model`): models of different objectives built from equal generators share their step-0 backbone.
+    matched_init: bool = False
 
     @property
     def sincos(self) -> bool:
@@ -138,15 +141,21 @@ class PatchEmbed(nn.Module):
         return self.proj(patchify(images, self.patch)) + self.pos  # (B, N, d)
 
 
-def init_vit_weights(model: nn.Module, generator: torch.Generator, weight_init: str = "xavier") -> None:
-    """Overwrite every parameter from ``generator``: Linear weights xavier-uniform (or timm's truncated
-    normal, std 0.02), zero biases, LayerNorm ``(1, 0)``, free tokens and learned positions normal(0.02).
+def init_vit_weights(
+    model: nn.Module, generator: torch.Generator, weight_init: str = "xavier", skip: tuple[nn.Module, ...] = ()
+) -> None:
+    """Overwrite every parameter from ``generator`` (in module order; those of the modules ``skip`` left as they
+    are): Linear weights xavier-uniform (or timm's truncated normal, std 0.02), zero biases, LayerNorm ``(1, 0)``,
+    free tokens and learned positions normal(0.02).
 
     Every parameter is drawn here, so a model built with the same generator state is the same model.
     """
+    skipped = {id(p) for module in skip for p in module.parameters()}
     with torch.no_grad():
         for module in model.modules():
             for leaf, p in module.named_parameters(recurse=False):
+                if id(p) in skipped:
+                    continue
                 if isinstance(module, nn.LayerNorm):
                     p.fill_(1.0 if leaf == "weight" else 0.0)
                 elif leaf == "bias":
@@ -155,6 +164,25 @@ def init_vit_weights(model: nn.Module, generator: torch.Generator, weight_init: 
                     nn.init.xavier_uniform_(p, generator=generator)
                 else:
                     nn.init.trunc_normal_(p, std=0.02, a=-0.04, b=0.04, generator=generator)
+
+
+def backbone(model: nn.Module) -> dict[str, nn.Module]:
+    """The modules every ViT-family model (classifier, MAE, causal ViT) has in common, by attribute name: the patch
+    embedding with its positions and the encoder's blocks (with its final norm)."""
+    return {"embed": model.embed, "encoder": model.encoder}
+
+
+def init_model(model: nn.Module, generator: torch.Generator | None, cfg: ViTConfig) -> None:
+    """A ViT-family model's init from ``generator`` (seed 0 when None): every parameter in module order
+    (:func:`init_vit_weights`), or with ``cfg.matched_init`` the :func:`backbone` first and the objective's own
+    modules (CLS token and head, MAE decoder, start token and head) after it. The backbone's draws then come first
+    whatever else the model holds, so two objectives' models built from equal generators start from the same
+    backbone (the default order draws the model's own tokens first: each objective's backbone is another draw)."""
+    generator = generator or torch.Generator().manual_seed(0)
+    shared = tuple(backbone(model).values()) if cfg.matched_init else ()
+    for module in shared:
+        init_vit_weights(module, generator, cfg.weight_init)
+    init_vit_weights(model, generator, cfg.weight_init, skip=shared)
 
 
 class ViT(nn.Module):
@@ -167,7 +195,7 @@ class ViT(nn.Module):
         self.cls = nn.Parameter(torch.zeros(1, 1, cfg.dim)) if cfg.pool == "cls" else None
         self.encoder = Encoder(cfg.dim, cfg.depth, cfg.heads, cfg.mlp_ratio, cfg.qkv_bias)
         self.head = nn.Linear(cfg.dim, cfg.n_classes)
-        init_vit_weights(self, generator or torch.Generator().manual_seed(0), cfg.weight_init)
+        init_model(self, generator, cfg)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         x = self.embed(images)  # (B, N, d)

@@ -1,4 +1,5 @@
-"""ViT + masked autoencoding: MSE of the masked patches' pixels; the encoder and the narrow decoder scored apart."""
+"""ViT + masked autoencoding: MSE of the masked patches' pixels (of every patch when none is masked); the encoder and
+the narrow decoder scored apart."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from wqk.vision.tasks import TaskBase, vit_task_config
 
 
 class MAETask(TaskBase):
-    """MSE between predicted and true pixels of the masked patches (as MAE, without per-patch normalisation)."""
+    """MSE between predicted and true pixels of the masked patches (as MAE, without per-patch normalisation). With
+    ``mask_ratio = 0`` (or one that rounds to no masked patch) every patch is visible and the loss is the MSE of
+    every patch: the reconstruction target without masking, where the masked patches' loss would be empty."""
 
     metric_names = ("test_loss",)  # what evaluate returns: the columns of metrics.csv
 
@@ -30,6 +33,9 @@ class MAETask(TaskBase):
         visible = visible.to(images.device)
         pred = net(images, indices)  # (B, N, p*p*C)
         err = (pred.float() - patchify(images, self.model.cfg.patch)).pow(2).mean(-1)  # (B, N)
+        n = self.model.cfg.n_patches
+        if self.objective.n_visible(n) == n:  # nothing masked: every patch is a target
+            return err.mean()
         masked = (~visible).float()
         return (err * masked).sum() / masked.sum().clamp(min=1)
 
