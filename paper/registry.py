@@ -50,7 +50,7 @@ from wqk.paper.runners.checkpoints import checkpoints, fingerprint, packaged_mod
 from wqk.paper.runners.language import language_analysis, language_runs
 from wqk.paper.runners.sim import compare_theory, sim_arms, sim_grid
 from wqk.paper.runners.theory import nulls_vs_d, predictions, theory_check
-from wqk.paper.runners.vision import sampling_noise, study_analysis, study_runs, vision_task
+from wqk.paper.runners.vision import config_seeds, sampling_noise, study_analysis, study_runs, vision_task
 from wqk.vision.recipes import RECIPES
 
 SIM_SIZES = {
@@ -107,9 +107,9 @@ DIT_SMOKE_TRAIN = {
 
 
 def seed_units(config: dict) -> dict[str, dict]:
-    """One unit per group of ``config["units"]`` seeds (``seed0``, ``seeds0-1``), each the config with its
-    ``seed_list``."""
-    seeds, per = list(range(config["seeds"])), config["units"]
+    """One unit per group of ``config["units"]`` seeds (``seed0``, ``seeds0-1``, ``seed100`` from ``first_seed``),
+    each the config with its ``seed_list``."""
+    seeds, per = config_seeds(config), config["units"]
     groups = [seeds[i : i + per] for i in range(0, len(seeds), per)]
     return {(f"seed{g[0]}" if len(g) == 1 else f"seeds{g[0]}-{g[-1]}"): {**config, "seed_list": g} for g in groups}
 
@@ -146,6 +146,35 @@ def _vision(
         full={"seeds": 8, "train": {**base, **VISION_FULL, **(full or {})}},
     )
     return Experiment(f"vision_{task}", title, vision_task, configs, derive=vision_summary, cost=cost, units=seed_units)
+
+
+VISION_DIT = _vision(
+    "dit",
+    "dit-tiny",
+    "denoising",
+    "DiT denoising on digits",
+    255,
+    quick_steps=1000,
+    full={"model": "dit-s-2", "steps": 10000},
+    standard=DIT_STANDARD_TRAIN,
+)
+CONFIRM_SEEDS = 10
+
+
+def _dit_confirm(task: str, title: str, causal: bool) -> Experiment:
+    """Question (a)'s pair on fresh seeds: ``vision_dit``'s standard (and full) DiT, bidirectional or with a causal
+    mask in raster order (task option ``causal``, only where set: the bidirectional train config is ``vision_dit``'s,
+    whose runs it shares). No quick config: ``--quick`` shows committed standard results (ten units of about
+    16 min of one core each, docs/benchmarks.md)."""
+    causal_options = lambda train: {**train, "task_options": {**train.get("task_options", {}), "causal": True}}
+    mask = causal_options if causal else lambda train: train
+    seeds = {"task": task, "seeds": CONFIRM_SEEDS, "first_seed": CONFIRM_SEED}
+    configs = {
+        "smoke": {**seeds, "seeds": 2, "train": mask(DIT_SMOKE_TRAIN)},
+        "standard": {**seeds, "units": 1, "train": mask(DIT_STANDARD_TRAIN)},
+        "full": {**seeds, "train": mask(VISION_DIT.configs["full"]["train"])},
+    }
+    return Experiment(f"vision_{task}", title, vision_task, configs, derive=vision_summary, cost=9600, units=seed_units)
 
 
 STUDY_SCHEMES = ("default", "symmetric", "symmetric-indefinite", "directional")
@@ -390,16 +419,11 @@ EXPERIMENTS: dict[str, Experiment] = {
         ),
         _vision("mae", "vit-tiny", "masked_autoencoding", "masked autoencoding ViT on digits", 80),
         _vision("causal", "vit-tiny", "autoregressive", "causal next-patch ViT on digits", 110),
-        _vision(
-            "dit",
-            "dit-tiny",
-            "denoising",
-            "DiT denoising on digits",
-            255,
-            quick_steps=1000,
-            full={"model": "dit-s-2", "steps": 10000},
-            standard=DIT_STANDARD_TRAIN,
-        ),
+        VISION_DIT,
+        # question (a): the standard DiT with a causal mask, paired seed by seed with the bidirectional one, both on
+        # fresh seeds (100-109)
+        _dit_confirm("dit_causal", "DiT denoising with a causal mask (raster order), fresh seeds", causal=True),
+        _dit_confirm("dit_confirm", "DiT denoising (bidirectional) on fresh seeds: the causal DiT's pair", False),
         Experiment(
             "dit_sampling_noise",
             "sampling noise of the DiT's sample metrics: one trained model's samples drawn again and again",

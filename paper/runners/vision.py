@@ -13,6 +13,15 @@ from pathlib import Path
 from wqk.paper.experiment import Context, Tables
 
 
+def config_seeds(config: dict) -> list[int]:
+    """The seeds a config trains: its unit's ``seed_list``, else ``seeds`` of them from ``first_seed`` (0 unless
+    given: the confirmatory runs start at 100)."""
+    if "seed_list" in config:
+        return list(config["seed_list"])
+    first = config.get("first_seed", 0)
+    return list(range(first, first + config["seeds"]))
+
+
 def _per_layer(rows: list[dict], ids: dict) -> list[dict]:
     """The per-layer rows of a run's metrics (``head = all``), without p-values, with ``ids`` in front."""
     return [
@@ -35,8 +44,8 @@ def vision_runs(train: dict, ctx: Context) -> Iterator[Path]:
 
 
 def vision_task(config: dict, ctx: Context) -> Tables:
-    """Train ``config["train"]`` (a :class:`wqk.vision.train.TrainConfig`'s fields) for ``config["seeds"]`` seeds (or
-    the unit's ``seed_list``);
+    """Train ``config["train"]`` (a :class:`wqk.vision.train.TrainConfig`'s fields) for the seeds of
+    :func:`config_seeds`;
     per-seed per-layer scores of every form over training with the task's test metrics, and their nulls."""
     from wqk.paper.runners.nulls import null_rows
     from wqk.vision.data import load_data
@@ -48,7 +57,7 @@ def vision_task(config: dict, ctx: Context) -> Tables:
     ctx.note(f"{base.model} {base.objective}: {config['seeds']} seeds x {base.steps} steps")
     data = load_data(base.data, base.test_fraction, base.split_seed)
     with vision_runs(config["train"], ctx) as root:
-        results = train_grid(base, [init], list(config.get("seed_list", range(config["seeds"]))), root, data)
+        results = train_grid(base, [init], config_seeds(config), root, data)
     scores, nulls, spectra = [], [], []
     for result in results.values():
         rows = _per_layer(read_metrics(Path(result.run_dir) / "metrics.csv"), {"task": config["task"]})

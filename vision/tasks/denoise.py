@@ -143,7 +143,8 @@ def build_task(
     """``dit-<preset>`` + ``denoise`` on ``data`` (image size, channels and classes from the data).
 
     ``patch`` defaults to the preset's (``b-4`` -> 4) and, for ``tiny``, to one that suits the image size.
-    ``conditional=False`` trains an unconditional model (no class embedding). ``sampler`` (a
+    ``conditional=False`` trains an unconditional model (no class embedding); ``causal=True`` masks its attention
+    causally in raster order (:attr:`wqk.vision.models.dit.DiTConfig.causal`). ``sampler`` (a
     :class:`wqk.vision.diffusion.Sampler` or its fields as a dict, e.g. ``{"guidance": 2}``) draws the sample grids
     and the samples of the sample metrics. ``fidelity_samples > 0`` turns those on: that many samples scored
     against the data's test split in the features of ``fidelity_net`` (a name or path for
@@ -151,8 +152,9 @@ def build_task(
     """
     if objective.name != Denoising.name:
         raise ValueError(f"the DiT trains objective 'denoising', not {objective.name!r}")
-    if not isinstance(conditional, bool):
-        raise ValueError(f"conditional must be true or false, got {conditional!r}")
+    for name, flag in (("conditional", conditional), ("causal", overrides.get("causal", False))):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be true or false, got {flag!r}")
     if form_timesteps is not None and not (
         isinstance(form_timesteps, list | tuple) and all(isinstance(t, int) for t in form_timesteps)
     ):
