@@ -25,8 +25,9 @@ and budget), the DiT on the ``dit-mnist-fast`` recipe,
 the init studies on ``vit-mnist-long`` and ``dit-mnist-fast`` (:data:`wqk.vision.study.STANDARD_TASKS`; DiT arms
 with their attention gates open at init too), 5 seeds each, scores and sample metrics every 5% of the budget;
 ``dit_sampling_noise`` (standard and full) draws the samples of the standard DiT's seed 0 sixteen times, the sampling
-noise of one logged sample metric beside the seeds' spread.
-docs/benchmarks.md has each unit's measured wall time.
+noise of one logged sample metric beside the seeds' spread; ``vision_dit_causal`` and ``vision_dit_confirm``
+(standard, full and smoke only) train the standard DiT with and without a causal mask on fresh seeds 100-109, question
+(a)'s pair, one unit per seed. docs/benchmarks.md has each unit's measured wall time.
 """
 
 from __future__ import annotations
@@ -164,8 +165,8 @@ CONFIRM_SEEDS = 10
 def _dit_confirm(task: str, title: str, causal: bool) -> Experiment:
     """Question (a)'s pair on fresh seeds: ``vision_dit``'s standard (and full) DiT, bidirectional or with a causal
     mask in raster order (task option ``causal``, only where set: the bidirectional train config is ``vision_dit``'s,
-    whose runs it shares). No quick config: ``--quick`` shows committed standard results (ten units of about
-    16 min of one core each, docs/benchmarks.md)."""
+    whose runs it shares). No quick config: ``--quick`` shows committed standard results (docs/benchmarks.md has
+    the units' expected cost)."""
     causal_options = lambda train: {**train, "task_options": {**train.get("task_options", {}), "causal": True}}
     mask = causal_options if causal else lambda train: train
     seeds = {"task": task, "seeds": CONFIRM_SEEDS, "first_seed": CONFIRM_SEED}

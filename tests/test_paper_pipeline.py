@@ -13,7 +13,7 @@ from wqk.paper.pipeline import DERIVED_KEY, derive, render, run_pipeline
 from wqk.paper.registry import EXPERIMENTS, checkpoint_experiment, experiments
 from wqk.paper.results import Results, read_csv, write_tables
 from wqk.paper.runners.sim import arm_configs
-from wqk.paper.runners.vision import study_task
+from wqk.paper.runners.vision import config_seeds, study_task
 from wqk.vision.init import is_scheme
 from wqk.vision.train import TrainConfig
 
@@ -121,8 +121,15 @@ def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_d
         for mode in ("smoke", "full"):
             assert isinstance(experiment.config(mode), dict), name
     left_out = sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs)
-    # the control and the DiT's sampling noise: --quick reads --standard's
-    assert left_out == ["dit_sampling_noise", "init_dit", "init_vit", "language_control"]
+    # the control, the DiT's sampling noise and question (a)'s causal pair: --quick reads --standard's
+    assert left_out == [
+        "dit_sampling_noise",
+        "init_dit",
+        "init_vit",
+        "language_control",
+        "vision_dit_causal",
+        "vision_dit_confirm",
+    ]
 
 
 @pytest.mark.parametrize("mode", ["full", "standard"])
@@ -140,7 +147,7 @@ def test_long_configs_are_valid(mode):
         elif experiment.runner.__name__ == "vision_task":
             TrainConfig(**config["train"])
             if mode == "standard":  # one unit per seed, every seed once
-                assert sorted(s for u in units.values() for s in u["seed_list"]) == list(range(config["seeds"]))
+                assert sorted(s for u in units.values() for s in u["seed_list"]) == config_seeds(config)
         elif experiment.runner.__name__ == "study_runs":
             task = study_task(config["task"], config["steps"])
             assert config["steps"] is None or task.steps == config["steps"]
