@@ -157,8 +157,8 @@ def _reference_range(prediction: Prediction, results: Results) -> tuple[float, f
     matching rows, which must be on the same data (:class:`MissingResult` otherwise, or with no such rows)."""
     reference = prediction.margin
     _same_scale(results, prediction.experiment, reference.experiment, keys=("data",))
-    rows = _resolve(select(results.table(reference.experiment, "summary"), quantity=prediction.quantity),
-                    reference.where)  # fmt: skip
+    summary = select(results.table(reference.experiment, "summary"), quantity=prediction.quantity)
+    rows = _resolve(summary, reference.where)
     means = [r["mean"] for r in rows if isinstance(r.get("mean"), float) and math.isfinite(r["mean"])]
     if not means:
         raise MissingResult(f"no {prediction.quantity} rows for {reference.where} in {reference.experiment}")

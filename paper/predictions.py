@@ -46,9 +46,9 @@ NULL_KEYS = ("arm", "task", "form", "layer", "step", "block")
 #: description against another model's range (:class:`wqk.paper.verdict.RangeOf`: outside the family, gates nothing).
 HYPOTHESIS, CHECK, EXACT, UNTESTABLE, DESCRIPTIVE = "hypothesis", "check", "exact", "not testable", "descriptive"
 ROLES = (HYPOTHESIS, CHECK, EXACT, UNTESTABLE, DESCRIPTIVE)
-#: The experiments whose seeds were first run under the frozen registry (claims 7 and 8 on fresh seeds): only their
-#: data can be confirmatory. Another experiment run again after a freeze repeats seeds whose numbers were seen
-#: before it, and stays exploratory.
+#: The experiments whose seeds were first run under the frozen registry (claims 7 and 8, question (a)'s causal DiT
+#: pair, on fresh seeds): only their data can be confirmatory. Another experiment run again after a freeze repeats
+#: seeds whose numbers were seen before it, and stays exploratory.
 CONFIRMATORY = (
     "sim_claim7_confirm",
     "sim_objectives_confirm",
