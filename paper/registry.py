@@ -167,8 +167,8 @@ def _dit_confirm(task: str, title: str, causal: bool) -> Experiment:
     mask in raster order (task option ``causal``, only where set: the bidirectional train config is ``vision_dit``'s,
     whose runs it shares). No quick config: ``--quick`` shows committed standard results (docs/benchmarks.md has
     the units' expected cost)."""
-    causal_options = lambda train: {**train, "task_options": {**train.get("task_options", {}), "causal": True}}
-    mask = causal_options if causal else lambda train: train
+    masked = lambda train: {**train, "task_options": dict(train.get("task_options", {}), causal=True)}
+    mask = masked if causal else lambda train: train
     seeds = {"task": task, "seeds": CONFIRM_SEEDS, "first_seed": CONFIRM_SEED}
     configs = {
         "smoke": {**seeds, "seeds": 2, "train": mask(DIT_SMOKE_TRAIN)},
