@@ -2,7 +2,7 @@
 
 Per objective, from held-out loss curves logged at the same steps, each arm and seed by the target rules of
 :mod:`wqk.common.targets` (the paper's, its null and its reverse, and the project's), against the default run of the
-same seed.
+same seed, or against another arm (:data:`SCALE_CONTRASTS`, the scale-controlled control's factorial).
 """
 
 from __future__ import annotations
@@ -12,6 +12,18 @@ import math
 import numpy as np
 
 from wqk.common.targets import rule_rows, run_curves
+
+#: The scale-controlled control's arms (:data:`wqk.language.train.INITS`): symmetric (positive semidefinite) or not
+#: at the default's scale and at the paper-symmetric arm's, and a symmetric indefinite form at the paper's.
+SCALE_ARMS = ("default", "paper-symmetric", "symmetric", "default-at-paper-scale", "indefinite-at-paper-scale")
+#: Its contrasts, each paired by seed: ``(arm, reference)`` -> what the two arms, alike in all else, tell apart.
+SCALE_CONTRASTS = {
+    ("paper-symmetric", "default-at-paper-scale"): "symmetry at the paper's scale",
+    ("symmetric", "default"): "symmetry at the default's scale",
+    ("paper-symmetric", "symmetric"): "scale, symmetric forms",
+    ("default-at-paper-scale", "default"): "scale, non-symmetric forms",
+    ("paper-symmetric", "indefinite-at-paper-scale"): "positive semidefinite vs indefinite at the paper's scale",
+}
 
 
 def step_rows(curves: list[dict], baseline: str = "default") -> list[dict]:

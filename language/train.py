@@ -4,8 +4,12 @@ held-out loss over training and its ``W_qk`` scores per layer at the end.
 Inits (:data:`INITS`): ``default`` (N(0, 0.02), BERT's and GPT-2's), ``paper-symmetric`` (the paper's arm:
 ``W_k`` drawn again at torch's ``nn.Linear`` default scale, uniform in +-1/sqrt(d), about 2.6x the baseline's
 std at d = 128, and ``W_q`` a copy of it: symmetric, with the scale confound) and ``symmetric`` (``W_q = c W_k``
-at the baseline's std exactly, :func:`wqk.vision.init.symmetric`). Every arm of a seed sees the same batches, masks
-and evaluation draws.
+at the baseline's std exactly, :func:`wqk.vision.init.symmetric`). Two arms take the scale confound apart, each at
+the paper-symmetric arm's per-parameter scale (:func:`paper_std`; it changes only ``W_q`` and ``W_k``):
+``default-at-paper-scale`` (the default's own independent ``W_q`` and ``W_k``, both multiplied by one factor: not
+symmetric, ``W_qk`` a positive multiple of the default's) and ``indefinite-at-paper-scale`` (the paper's ``W_k``
+with ``W_q^h = W_k^h S_h``, balanced random signs per head: symmetric, ``s = 1``, but indefinite, as
+:func:`wqk.vision.init.symmetric_indefinite`). Every arm of a seed sees the same batches, masks and evaluation draws.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from wqk.language.model import TextConfig, TextTransformer
+from wqk.language.model import INIT_STD, TextConfig, TextTransformer
 from wqk.language.tasks import LANGUAGE_TASKS
 from wqk.language.tokens import MASK, SPECIALS
 from wqk.theory.objectives import objective_class
@@ -39,10 +43,36 @@ def paper_symmetric(model: torch.nn.Module, generator: torch.Generator) -> None:
             t.q.copy_(t.k)
 
 
+def paper_std(d: int) -> float:
+    """The standard deviation of the paper's key draw, uniform in +-1/sqrt(d): ``1 / sqrt(3 d)``."""
+    return 1 / math.sqrt(3 * d)
+
+
+def default_at_paper_scale(model: torch.nn.Module, generator: torch.Generator) -> None:
+    """The default's own ``W_q`` and ``W_k`` (independent draws of std :data:`INIT_STD`), each multiplied by
+    ``paper_std(d) / INIT_STD``: the paper-symmetric arm's per-parameter scale without its symmetry."""
+    with torch.no_grad():
+        for _, attn in attention_modules(model):
+            t = thirds(attn)
+            factor = paper_std(t.k.shape[1]) / INIT_STD
+            t.q.mul_(factor)
+            t.k.mul_(factor)
+
+
+def indefinite_at_paper_scale(model: torch.nn.Module, generator: torch.Generator) -> None:
+    """The paper-symmetric arm's draw (the same ``W_k`` for the same generator), then ``W_q^h := W_k^h S_h`` with
+    balanced random signs ``S_h`` per head (:func:`wqk.vision.init.symmetric_indefinite`, whose factor is 1 up to
+    rounding here): symmetric and indefinite at the paper's scale."""
+    paper_symmetric(model, generator)
+    apply_init(model, "symmetric-indefinite", generator)
+
+
 INITS = {
     "default": lambda model, generator: None,
     "paper-symmetric": paper_symmetric,
     "symmetric": lambda model, generator: apply_init(model, "symmetric", generator),
+    "default-at-paper-scale": default_at_paper_scale,
+    "indefinite-at-paper-scale": indefinite_at_paper_scale,
 }
 
 

@@ -1,29 +1,32 @@
-"""The report's piece for the paper's positive control (``language_control``): the corpus and the models, the
+"""The report's pieces for the paper's positive control (``language_control``): the corpus and the models, the
 held-out loss against a model that sees no context, each init arm by the paper's rule beside its null and its
-reverse and by the project's rule, and the trained forms' ``s`` per layer beside the paper's family medians."""
+reverse and by the project's rule, and the trained forms' ``s`` per layer beside the paper's family medians; and for
+the control without its scale confound (``control_scale``): each arm's init as measured and the factorial's
+contrasts (:data:`wqk.language.control.SCALE_CONTRASTS`)."""
 
 from __future__ import annotations
 
+from wqk.language.control import SCALE_CONTRASTS
 from wqk.language.tasks import LANGUAGE_TASKS
 from wqk.paper.margins import PAPER_MEDIANS
 from wqk.paper.markdown import fmt, md_table, value_text
 from wqk.paper.results import MissingResult, Results, select
 
-EXPERIMENT = "language_control"
+EXPERIMENT, SCALE_EXPERIMENT = "language_control", "control_scale"
 
 
-def setting_line(results: Results) -> str:
+def setting_line(results: Results, experiment: str = EXPERIMENT) -> str:
     """The corpus and the models, in words, from the tables and the manifest."""
-    corpus = results.table(EXPERIMENT, "corpus")
-    config = results.manifest(EXPERIMENT)["config"]
-    t = config["train"]
+    corpus = results.table(experiment, "corpus")
+    config = results.manifest(experiment)["config"]
+    t, seeds = config["train"], sorted({r["seed"] for r in results.table(experiment, "curves")})
     return (
         f"**Corpus**: docstrings of {', '.join(corpus['sources'])}, {fmt(corpus['train_tokens'])} training and "
         f"{fmt(corpus['test_tokens'])} held-out tokens over a {fmt(corpus['vocab'])}-word vocabulary; a model "
         f"that sees no context (the training unigram frequencies) scores {fmt(corpus['unigram_loss'])} nats on "
         f"the held-out tokens. **Models**: {fmt(t['depth'])} layers of width {fmt(t['dim'])}, {fmt(t['heads'])} "
-        f"heads, {fmt(t['length'])} tokens, {fmt(config['seeds'])} seeds x {fmt(t['steps'])} steps of batch "
-        f"{fmt(t['batch_size'])}."
+        f"heads, {fmt(t['length'])} tokens, {fmt(len(seeds))} seeds ({fmt(seeds[0])}-{fmt(seeds[-1])}) x "
+        f"{fmt(t['steps'])} steps of batch {fmt(t['batch_size'])}, held-out loss every {fmt(t['log_every'])} steps."
     )
 
 
@@ -164,6 +167,62 @@ def control_piece(results: Results) -> str:
             "arm's final loss, *ours* = reaching the default's median loss at half the budget.",
             savings_table(results),
             layers_table(results),
+        )
+    )
+
+
+def scale_arms_table(results: Results) -> str:
+    """Per arm of the scale control: its init as measured at step 0 (the query and key weights' std pooled over the
+    layers, ``s`` and the positive share of the heads' forms; seed means) and its final held-out loss, alone and
+    minus that of a model that sees no context."""
+    summary = results.table(SCALE_EXPERIMENT, "summary")
+    body = []
+    for objective, arm in dict.fromkeys((r["objective"], r["arm"]) for r in select(summary, quantity="test_loss")):
+        q = {r["quantity"]: r for r in select(summary, objective=objective, arm=arm, reference=None, layer=None)}
+        inits = [fmt(q[f"init_{name}"]["mean"], digits) if f"init_{name}" in q else "n/a"
+                 for name, digits in (("q_std", 4), ("k_std", 4), ("symmetry", 3), ("positive_share", 3))]  # fmt: skip
+        body.append([_label(objective), arm, *inits, value_text(q["test_loss"]), value_text(q["loss_minus_unigram"])])
+    columns = ["model", "init", "W_q std", "W_k std", "s at init", "positive share at init", "final held-out loss",
+               "minus no context"]  # fmt: skip
+    return md_table(columns, body)
+
+
+def contrasts_table(results: Results) -> str:
+    """The scale control's contrasts, paired by seed with the reference arm as the rules' baseline: the factorial's
+    (what each isolates), then every other arm against the default; the paper's rule's saving minus its null, the
+    project's step ratio, the final held-out loss's difference and the reference's median steps to its target."""
+    summary = results.table(SCALE_EXPERIMENT, "summary")
+    measured = [(r["objective"], r["arm"], r["reference"]) for r in select(summary, quantity="final_diff")]
+    rank = {pair: i for i, pair in enumerate(SCALE_CONTRASTS)}  # the factorial first, in its order
+    body = []
+    for objective, arm, reference in sorted(measured, key=lambda c: rank.get(c[1:], len(rank))):
+        q = {r["quantity"]: r for r in select(summary, objective=objective, arm=arm, reference=reference)}
+        body.append(
+            [_label(objective), SCALE_CONTRASTS.get((arm, reference), "against the default"), arm, reference,
+             value_text(q["saving_vs_null"]), value_text(q["step_ratio"], 2) if "step_ratio" in q else "n/a",
+             value_text(q["final_diff"]), fmt(q["reference_steps"]["mean"], 0)]
+        )  # fmt: skip
+    columns = ["model", "what it isolates", "init", "reference", "paper's saving minus null",
+               "step ratio, ours [95% CI]", "final loss minus reference's", "reference's median steps"]  # fmt: skip
+    return md_table(columns, body)
+
+
+def control_scale_piece(results: Results) -> str:
+    """The scale control's evidence: its figure, the setting, the arms as initialised and the contrasts (or what
+    runs it)."""
+    if not results.has(SCALE_EXPERIMENT, "summary"):
+        return (
+            "*(not yet run: `python cli.py paper --standard --only control_scale` runs it, one unit per init and "
+            "seed, each committed as it lands)*"
+        )
+    return "\n\n".join(
+        (
+            "![positive control without the scale confound](figures/control_scale.png)",
+            setting_line(results, SCALE_EXPERIMENT),
+            scale_arms_table(results),
+            "Each contrast pairs the runs of the same seed; the reference arm is the baseline of both rules (its "
+            "final loss for the paper's, its median loss half way for the project's).",
+            contrasts_table(results),
         )
     )
 

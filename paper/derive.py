@@ -8,14 +8,16 @@ Each function maps an experiment's tables to new tables (``summary`` in the long
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from wqk.common.rows import missing
 from wqk.common.targets import paper_rule_differences, rule_rows, run_curves
+from wqk.language.control import SCALE_CONTRASTS
 from wqk.paper.experiment import Tables
-from wqk.paper.results import select
 from wqk.paper.summary import (
+    ID_COLUMNS,
     interval_row,
     paired_difference,
     proportion_row,
@@ -27,7 +29,7 @@ from wqk.paper.summary import (
 )
 from wqk.vision.fidelity import FIDELITY_COLUMNS
 from wqk.vision.record import GATE_COLUMN
-from wqk.vision.study_statistics import compare_arm
+from wqk.vision.study_statistics import censored_median, compare_arm
 
 #: The "rule" of a count (how many seeds reached a target, their median steps): a description without an interval.
 COUNT = "count"
@@ -104,16 +106,26 @@ def study_summary(tables: Tables, baseline: str = "default") -> Tables:
         ids = {"task": arm["task"], "scheme": arm["scheme"], "step": budget}
         out.append(interval_row(ids, "reached", arm["reached"], math.nan, math.nan, arm["seeds"], COUNT))
         out.append(interval_row(ids, "steps_median", arm["steps_median"], math.nan, math.nan, arm["reached"], COUNT))
-        for key in (k for k in arm if k.endswith("_rule")):
-            base = key.removesuffix("_rule")
-            mean = arm.get(base, arm.get(f"{base}_mean"))
-            n = arm["pairs_reached"] if base == "step_ratio" else arm["seeds"]
-            name = "final_metric" if base == "final" else base
-            p = arm.get(f"{base}_p_exact", math.nan)
-            out.append(interval_row(ids, name, mean, arm[f"{base}_lo"], arm[f"{base}_hi"], n, arm[key], p))
+        out += _estimate_rows(ids, arm)
         if arm["scheme"] != baseline and rules.get(arm["task"]):
             out += paper_rule_rows(ids, rules[arm["task"]], arm["scheme"], baseline)
+    for contrast in tables.get("contrasts") or []:  # "arm - reference" rows of a study's other contrasts
+        out += _estimate_rows({"task": contrast["task"], "scheme": contrast["scheme"], "step": budget}, contrast)
     return {"summary": out + gate_rows(tables.get("gates") or [])}
+
+
+def _estimate_rows(ids: dict, arm: dict) -> list[dict]:
+    """A summary row per estimate of an arm's (or a contrast's) row: every ``X_rule`` with ``X`` (or ``X_mean``),
+    ``X_lo``, ``X_hi`` and ``X_p_exact``; a step ratio counts the pairs that both reached the target."""
+    out = []
+    for key in (k for k in arm if k.endswith("_rule")):
+        base = key.removesuffix("_rule")
+        mean = arm.get(base, arm.get(f"{base}_mean"))
+        n = arm["pairs_reached"] if base == "step_ratio" else arm["seeds"]
+        name = "final_metric" if base == "final" else base
+        p = arm.get(f"{base}_p_exact", math.nan)
+        out.append(interval_row(ids, name, mean, arm[f"{base}_lo"], arm[f"{base}_hi"], n, arm[key], p))
+    return out
 
 
 def gate_rows(gates: list[dict]) -> list[dict]:
@@ -165,23 +177,20 @@ def paper_rule_rows(ids: dict, rules: list[dict], arm: str, baseline: str) -> li
     ]
 
 
-def control_summary(tables: Tables, baseline: str = "default") -> Tables:
-    """The positive control's estimates in the long format, per objective and init arm, paired by seed with the
-    default arm: the paper's rule beside its null and its reverse (:func:`paper_rule_rows`), ``step_ratio`` (steps to
-    the project's target over the default's, t interval on the log ratio over the seeds where both reached it, as
-    in the init studies) and ``final_diff`` (final held-out loss); per objective and arm, ``test_loss`` at the end and
-    ``loss_minus_unigram`` (the final held-out loss minus that of a model that sees no context)."""
-
-    def per_seed(objective, arm, rule, column="saving"):
-        """seed -> the rule's value (None: the target was never reached)."""
-        rows = select(tables["steps"], objective=objective, arm=arm, rule=rule)
-        return {r["seed"]: None if missing(r[column]) else r[column] for r in rows}
-
+def control_summary(
+    tables: Tables, baseline: str = "default", contrasts: Sequence[tuple[str, str]] | None = None
+) -> Tables:
+    """The positive control's estimates in the long format. Per objective and init arm: ``test_loss`` at the end,
+    ``loss_minus_unigram`` (the final held-out loss minus that of a model that sees no context) and, where the runs
+    recorded them, the init's scale and structure (``init_*``, at step 0). Per objective and contrast ``(arm,
+    reference)`` (by default every arm against ``baseline``), paired by seed and identified by ``arm`` and
+    ``reference`` (:func:`contrast_rows`). Per objective, arm and layer: the trained forms' scores at the end."""
     final: dict[tuple, tuple[int, float]] = {}
     for r in tables["curves"]:
         key = (r["objective"], r["arm"], r["seed"])
         if key not in final or r["step"] > final[key][0]:
             final[key] = (r["step"], r["test_loss"])
+    runs = run_curves(tables["curves"], "objective", "arm", "test_loss")
     unigram = tables["corpus"]["unigram_loss"]
     out = []
     for objective, arm in dict.fromkeys((o, a) for o, a, _ in final):
@@ -190,24 +199,54 @@ def control_summary(tables: Tables, baseline: str = "default") -> Tables:
         losses = [final[(objective, arm, s)][1] for s in seeds]
         out.append(summary_row(ids, "test_loss", losses))
         out.append(summary_row(ids, "loss_minus_unigram", [v - unigram for v in losses]))
-        if arm == baseline:
-            continue
-        out += paper_rule_rows(ids, select(tables["steps"], objective=objective), arm, baseline)
-        mine = {s: final[(objective, arm, s)][1] for s in seeds}
-        base = {s: v for (o, a, s), (_, v) in final.items() if (o, a) == (objective, baseline)}
-        out.append(paired_difference(ids, "final_diff", mine, base))
-        ours, base_ours = per_seed(objective, arm, "ours", "steps"), per_seed(objective, baseline, "ours", "steps")
-        paired = [s for s in seeds if s in base_ours]
-        if paired:
-            zeros = [0.0] * len(paired)  # compare_arm's final-metric difference is final_diff's, above
-            ratio = compare_arm([ours[s] for s in paired], [base_ours[s] for s in paired], zeros, zeros)
-            out.append(interval_row(ids, "step_ratio", ratio["step_ratio"], ratio["step_ratio_lo"],
-                                    ratio["step_ratio_hi"], ratio["pairs_reached"], ratio["step_ratio_rule"],
-                                    ratio["step_ratio_p_exact"]))  # fmt: skip
+        arms = {a for a, _ in runs[objective]}
+        pairs = [(arm, baseline)] if contrasts is None and arm != baseline else []
+        pairs += [(a, b) for a, b in contrasts or () if a == arm and b in arms]
+        finals = {a: {s: v for (o, a_, s), (_, v) in sorted(final.items()) if (o, a_) == (objective, a)} for a in arms}
+        for _, reference in pairs:
+            out += contrast_rows({**ids, "reference": reference}, runs[objective], finals, arm, reference)
     # per layer at the end: the trained forms' scores over seeds (the encoder-decoder contrast reads them per seed)
     last = {(r["objective"], r["arm"]): r["step"] for r in out}
-    scores = seed_summary(tables["scores"], ("objective", "arm", "layer"))
-    return {"summary": out + [{**r, "step": last[(r["objective"], r["arm"])]} for r in scores]}
+    out += [
+        {**r, "step": last[(r["objective"], r["arm"])]}
+        for r in seed_summary(tables["scores"], ("objective", "arm", "layer"))
+    ]
+    inits = [{k if k in ID_COLUMNS or k in ("objective", "arm") else f"init_{k}": v for k, v in r.items()}
+             for r in tables.get("inits") or []]  # fmt: skip
+    return {"summary": out + [{**r, "step": 0} for r in seed_summary(inits, ("objective", "arm"))]}
+
+
+def contrast_rows(ids: dict, runs: dict, finals: dict[str, dict], arm: str, reference: str) -> list[dict]:
+    """One contrast of the control, ``arm`` against ``reference`` paired by seed, with ``reference`` the rules'
+    baseline (:func:`wqk.common.targets.rule_rows` of the objective's ``runs``): the paper's rule beside its null and
+    its reverse (:func:`paper_rule_rows`); ``step_ratio``, steps to the project's target (the reference's median loss
+    half way) over the reference's, t interval on the log ratio over the seeds where both reached it (as in the init
+    studies); ``final_diff`` (final held-out loss, ``finals[arm][seed]``); ``reference_steps``, the reference's
+    median steps to that target (never reached counts as never), the scale a step ratio resolves."""
+    rules = rule_rows(runs, reference)
+    out = paper_rule_rows(ids, rules, arm, reference)
+    out.append(paired_difference(ids, "final_diff", finals[arm], finals[reference]))
+    ours = {
+        of: {r["seed"]: r["steps"] for r in rules if r["arm"] == of and r["rule"] == "ours"} for of in (arm, reference)
+    }
+    paired = sorted(s for s in ours[arm] if s in ours[reference])
+    if paired:
+        zeros = [0.0] * len(paired)  # compare_arm's final-metric difference is final_diff's, above
+        ratio = compare_arm([ours[arm][s] for s in paired], [ours[reference][s] for s in paired], zeros, zeros)
+        out.append(interval_row(ids, "step_ratio", ratio["step_ratio"], ratio["step_ratio_lo"],
+                                ratio["step_ratio_hi"], ratio["pairs_reached"], ratio["step_ratio_rule"],
+                                ratio["step_ratio_p_exact"]))  # fmt: skip
+    base = list(ours[reference].values())
+    out.append(interval_row(ids, "reference_steps", censored_median(base), math.nan, math.nan, len(base), COUNT))
+    return out
+
+
+def control_scale_summary(tables: Tables) -> Tables:
+    """The scale-controlled positive control: :func:`control_summary` with every arm against the default and the
+    factorial's contrasts (:data:`wqk.language.control.SCALE_CONTRASTS`)."""
+    arms = dict.fromkeys(r["arm"] for r in tables["curves"])
+    pairs = [(arm, "default") for arm in arms if arm != "default"]
+    return control_summary(tables, contrasts=list(dict.fromkeys([*pairs, *SCALE_CONTRASTS])))
 
 
 def compare_summary(tables: Tables) -> Tables:

@@ -2,19 +2,21 @@
 
 A section is a claim of docs/theory.md section 4 (``claim1`` ... ``claim9``), the theory-vs-simulation grid
 (``grid``), a question of the project (``qa``: DiT symmetry under denoising, ``qb``: vision objectives per
-layer, ``qc``: init speed-up) or the paper's positive control on language (``control``). Its predictions state
-the claims as the paper does: comparisons between objectives on the same data and backbone as per-seed paired
-differences (``minus``), scores of the blocks that carry meaning beside the whole form, the direction of an
-update at the step the claim names. Each has its region of no effect fixed before the data, with why
-(:mod:`wqk.paper.margins`), and a role: a hypothesis (in its section's Holm family) or a check that a model learned
-its task (it gates the section). Claims 1-6 are the deterministic checks of ``theory check``. The registry is
-frozen in ``paper/preregistration.json`` (:mod:`wqk.paper.preregistration`).
+layer, ``qc``: init speed-up), the paper's positive control on language (``control``) or that control with its
+scale confound taken apart (``control_scale``). Its predictions state the claims as the paper does: comparisons
+between objectives on the same data and backbone as per-seed paired differences (``minus``), scores of the blocks
+that carry meaning beside the whole form, the direction of an update at the step the claim names. Each has its
+region of no effect fixed before the data, with why (:mod:`wqk.paper.margins`), and a role: a hypothesis (in its
+section's Holm family) or a check that a model learned its task (it gates the section). Claims 1-6 are the
+deterministic checks of ``theory check``. The registry is frozen in ``paper/preregistration.json``
+(:mod:`wqk.paper.preregistration`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from wqk.language.control import SCALE_CONTRASTS
 from wqk.paper.margins import (
     CONTEXT,
     DELTA_GAP,
@@ -46,13 +48,16 @@ NULL_KEYS = ("arm", "task", "form", "layer", "step", "block")
 #: description against another model's range (:class:`wqk.paper.verdict.RangeOf`: outside the family, gates nothing).
 HYPOTHESIS, CHECK, EXACT, UNTESTABLE, DESCRIPTIVE = "hypothesis", "check", "exact", "not testable", "descriptive"
 ROLES = (HYPOTHESIS, CHECK, EXACT, UNTESTABLE, DESCRIPTIVE)
-#: The experiments whose seeds were first run under the frozen registry (claims 7 and 8, question (a)'s causal DiT
-#: pair, on fresh seeds): only their data can be confirmatory. Another experiment run again after a freeze repeats
-#: seeds whose numbers were seen before it, and stays exploratory.
+#: The experiments whose seeds were first run under the frozen registry (claims 7 and 8, issue 43's studies and
+#: question (a)'s causal DiT pair, on fresh seeds): only their data can be confirmatory. Another experiment run again
+#: after a freeze repeats seeds whose numbers were seen before it, and stays exploratory.
 CONFIRMATORY = (
     "sim_claim7_confirm",
     "sim_objectives_confirm",
     "sim_optimizer_basis_confirm",
+    "init_dit_mechanism",
+    "init_dit_plateau",
+    "control_scale",
     "vision_dit_causal",
     "vision_dit_confirm",
 )
@@ -182,6 +187,62 @@ WORKING_SCALE = (
 )  # fmt: skip
 
 
+#: The DiT mechanism study's contrasts, ``(arm, reference, what it isolates)``: each arm against the default, then
+#: self-similarity at fixed symmetry, symmetry at fixed self-similarity, and mimetic's own scale and value / output
+#: parts at a fixed query-key structure.
+MECHANISM_CONTRASTS = (
+    ("symmetric", "default", "symmetric positive semidefinite init"),
+    ("symmetric-indefinite", "default", "symmetric indefinite init"),
+    ("self-similar", "default", "self-similar, non-symmetric init"),
+    ("mimetic-qk", "default", "mimetic's query-key part alone"),
+    ("mimetic", "default", "published mimetic init"),
+    ("symmetric", "symmetric-indefinite", "self-similarity at fixed symmetry"),
+    ("symmetric", "self-similar", "symmetry at fixed self-similarity"),
+    ("mimetic", "mimetic-qk", "mimetic's scale and value / output parts"),
+)
+
+
+def _mechanism() -> tuple[Prediction, ...]:
+    """The DiT mechanism study (``init_dit_mechanism``, fresh seeds under the frozen registry): per contrast, the
+    sample FID on 2,000 samples at the end of the budget and the steps to the project's target, paired by seed;
+    and the check that the default arm generates digits."""
+    e = "init_dit_mechanism"
+    rows = [
+        Prediction("DiT mechanism study: the default arm's final FID on 2,000 samples < 30 (a DiT that generates "
+                   "digits)", e, "sample_fid_large_at100", "below", {"scheme": "default"},
+                   margin=Margin(30.0, 30.0, "the working scale's bar for a DiT on MNIST"), role=CHECK),
+    ]  # fmt: skip
+    for arm, reference, what in MECHANISM_CONTRASTS:
+        scheme, name = (arm, f"{arm} - default") if reference == "default" else (f"{arm} - {reference}",) * 2
+        rows.append(
+            Prediction(f"DiT, {what}: FID on 2,000 samples at the end, {name} < 0", e, "sample_fid_large_at100_diff",
+                       "below", {"scheme": scheme}, margin=FID_DIFF)
+        )  # fmt: skip
+        rows.append(
+            Prediction(f"DiT, {what}: steps to the target, {arm} / {reference} < 1", e, "step_ratio", "below",
+                       {"scheme": scheme}, margin=STEP_RATIO)
+        )  # fmt: skip
+    return tuple(rows)
+
+
+def _plateau() -> tuple[Prediction, ...]:
+    """The plateau study (``init_dit_plateau``): the plateau rule as a check (it gates the section: short of a
+    plateau, a difference may still be speed), then the FID differences at the end of the longer budget."""
+    e = "init_dit_plateau"
+    rows = [
+        Prediction("plateau rule: the default arm's FID on 2,000 samples falls by less than 5% over the last quarter "
+                   "of the budget (relative change > -0.05)", e, "sample_fid_large_last_quarter", "above",
+                   {"scheme": "default"}, margin=Margin(-0.05, -0.05, "the plateau rule, fixed before the runs"),
+                   role=CHECK),
+    ]  # fmt: skip
+    for arm, _, what in (c for c in MECHANISM_CONTRASTS if c[1] == "default" and c[0] in ("symmetric", "mimetic")):
+        rows.append(
+            Prediction(f"DiT at the plateau, {what}: FID on 2,000 samples at the end, {arm} - default < 0", e,
+                       "sample_fid_large_at100_diff", "below", {"scheme": arm}, margin=FID_DIFF)
+        )  # fmt: skip
+    return tuple(rows)
+
+
 _BLOCKS = ((WHOLE, "whole form"), ("token-token", "token-token block"), ("evaluated", "evaluated entries"))
 _OPTIMISERS = ("adam, onehot", "sgd, onehot", "adam, orthogonal", "sgd, orthogonal")
 
@@ -290,6 +351,29 @@ def _control() -> tuple[Prediction, ...]:
     return tuple(rows)
 
 
+def _control_scale() -> tuple[Prediction, ...]:
+    """The positive control without the scale confound (``control_scale``, fresh seeds): each contrast of
+    :data:`wqk.language.control.SCALE_CONTRASTS` (symmetry at a fixed scale, scale at a fixed symmetry, positive
+    semidefinite against indefinite), paired by seed with the reference arm as the rules' baseline, by the paper's
+    rule beside its null and by the project's step ratio; and the check that the encoder uses context."""
+    e, mlm = "control_scale", {"objective": "mlm"}
+    rows = [
+        Prediction("scale control: BERT-style MLM uses context, final held-out loss minus the no-context loss < 0", e,
+                   "loss_minus_unigram", "below", {**mlm, "arm": "default"}, margin=CONTEXT, role=CHECK),
+    ]  # fmt: skip
+    for (arm, reference), what in SCALE_CONTRASTS.items():
+        where = {**mlm, "arm": arm, "reference": reference}
+        rows.append(
+            Prediction(f"{what}: {arm} vs {reference}, the paper's rule's saving minus its null > 0", e,
+                       "saving_vs_null", "above", where, margin=SAVING_GAP)
+        )  # fmt: skip
+        rows.append(
+            Prediction(f"{what}: {arm} vs {reference}, step ratio < 1", e, "step_ratio", "below", where,
+                       margin=STEP_RATIO)
+        )  # fmt: skip
+    return tuple(rows)
+
+
 SECTIONS: tuple[Section, ...] = (
     Section("claim1", "Claim 1: identities, ranges and invariances of s and δ", checks=(1,)),
     Section("claim2", "Claim 2: null spreads as a function of d, d_h and k", checks=(2,)),
@@ -349,6 +433,11 @@ SECTIONS: tuple[Section, ...] = (
         predictions=_control(),
     ),
     Section(
+        "control_scale",
+        "The positive control without the scale confound: symmetry, scale or self-similarity?",
+        predictions=_control_scale(),
+    ),
+    Section(
         "qc",
         "Question (c): does a symmetric or directional init speed up ViT / DiT training?",
         predictions=(
@@ -367,6 +456,16 @@ SECTIONS: tuple[Section, ...] = (
             *(_fidelity(scheme) for scheme in ("symmetric", "mimetic", "conditioned")),
             *WORKING_SCALE,
         ),
+    ),
+    Section(
+        "mechanism",
+        "What in a symmetric init helps a DiT: symmetry, self-similarity or scale?",
+        predictions=_mechanism(),
+    ),
+    Section(
+        "plateau",
+        "Speed or fidelity: does the DiT's FID difference last once the default has stopped improving?",
+        predictions=_plateau(),
     ),
 )  # fmt: skip
 SECTION_KEYS = tuple(s.key for s in SECTIONS)

@@ -24,6 +24,8 @@ classification, its training images shifted by up to 2 pixels, reaches 0.97; MAE
 and budget), the DiT on the ``dit-mnist-fast`` recipe,
 the init studies on ``vit-mnist-long`` and ``dit-mnist-fast`` (:data:`wqk.vision.study.STANDARD_TASKS`; DiT arms
 with their attention gates open at init too), 5 seeds each, scores and sample metrics every 5% of the budget;
+the positive control (``language_control``, 5 seeds) and its scale control (``control_scale``: the encoder in the
+five arms of :data:`wqk.language.control.SCALE_ARMS`, fresh seeds 100-109, the held-out loss every 2% of the budget);
 ``dit_sampling_noise`` (standard and full) draws the samples of the standard DiT's seed 0 sixteen times, the sampling
 noise of one logged sample metric beside the seeds' spread; ``vision_dit_causal`` and ``vision_dit_confirm``
 (standard, full and smoke only) train the standard DiT with and without a causal mask on fresh seeds 100-109, question
@@ -35,10 +37,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from wqk.checkpoints.analyze import MIN_NULL_SAMPLES
+from wqk.language.control import SCALE_ARMS
 from wqk.paper.derive import (
     check_summary,
     checkpoint_summary,
     compare_summary,
+    control_scale_summary,
     control_summary,
     grid_summary,
     sampling_summary,
@@ -51,7 +55,8 @@ from wqk.paper.runners.checkpoints import checkpoints, fingerprint, packaged_mod
 from wqk.paper.runners.language import language_analysis, language_runs
 from wqk.paper.runners.sim import compare_theory, sim_arms, sim_grid
 from wqk.paper.runners.theory import nulls_vs_d, predictions, theory_check
-from wqk.paper.runners.vision import config_seeds, sampling_noise, study_analysis, study_runs, vision_task
+from wqk.paper.runners.vision import sampling_noise, study_analysis, study_runs, vision_task
+from wqk.paper.seeds import config_seeds
 from wqk.vision.recipes import RECIPES
 
 SIM_SIZES = {
@@ -108,8 +113,8 @@ DIT_SMOKE_TRAIN = {
 
 
 def seed_units(config: dict) -> dict[str, dict]:
-    """One unit per group of ``config["units"]`` seeds (``seed0``, ``seeds0-1``, ``seed100`` from ``first_seed``),
-    each the config with its ``seed_list``."""
+    """One unit per group of ``config["units"]`` seeds (``seed0``, ``seeds0-1``; from ``first_seed`` where the config
+    names one), each the config with its ``seed_list``."""
     seeds, per = config_seeds(config), config["units"]
     groups = [seeds[i : i + per] for i in range(0, len(seeds), per)]
     return {(f"seed{g[0]}" if len(g) == 1 else f"seeds{g[0]}-{g[-1]}"): {**config, "seed_list": g} for g in groups}
@@ -258,6 +263,76 @@ def _mnist_study(
     return entry
 
 
+#: The DiT mechanism study (what in a symmetric init helps a DiT: symmetry, self-similarity or scale): the arms at
+#: the default's per-parameter scale that pull the ingredients apart, and the published mimetic init at its own.
+MECHANISM_SCHEMES = ["default", "symmetric", "symmetric-indefinite", "self-similar", "mimetic-qk", "mimetic"]
+#: Its contrasts besides each arm - default: self-similarity at fixed symmetry (s = 1 both), symmetry at fixed
+#: self-similarity (both positive semidefinite parts), and mimetic's own scale and value / output parts at fixed
+#: query-key structure.
+MECHANISM_CONTRASTS = [
+    ["symmetric", "symmetric-indefinite"],
+    ["symmetric", "self-similar"],
+    ["mimetic", "mimetic-qk"],
+]
+MECHANISM = {
+    "task": "dit-mnist-mechanism",
+    "steps": None,
+    "task_options": None,
+    "schemes": MECHANISM_SCHEMES,
+    "contrasts": MECHANISM_CONTRASTS,
+    "init_structure": True,
+    "seeds": 10,
+    "first_seed": CONFIRM_SEED,  # fresh seeds, run under the frozen registry
+    "units": 1,
+    "data": None,
+    "log_every": 100,
+    "target_at": 0.5,
+    "null_samples": 256,
+    "sample_grid": 1,
+}
+MECHANISM_SMOKE = {
+    **MECHANISM,
+    "steps": 6,
+    "seeds": 2,
+    "schemes": ["default", "symmetric", "self-similar"],
+    "contrasts": [["symmetric", "self-similar"]],
+    "null_samples": 32,
+    "task_options": {
+        "fidelity_samples": 24,
+        "fidelity_large": 48,
+        "fidelity_large_every": 3,
+        "sampler": {"method": "ddim", "steps": 2, "guidance": 2.0},
+    },
+}
+
+
+#: The plateau study: the baseline, ours and the published anchor at three times the budget, where the plateau
+#: rule (the default's FID on 2,000 samples falls by less than 5% over the last quarter) tells a speed effect
+#: (gone at the plateau) from a fidelity effect (still there).
+PLATEAU = {
+    **MECHANISM,
+    "task": "dit-mnist-plateau",
+    "schemes": ["default", "symmetric", "mimetic"],
+    "contrasts": [],
+    "log_every": 300,
+}
+
+
+def _dit_study(name: str, title: str, smoke: dict, standard: dict, cost: float) -> Experiment:
+    """A DiT study of fresh seeds: smoke, and standard (= full: on a GPU the same units run faster); no quick
+    config (``--quick`` shows committed standard results)."""
+    return Experiment(
+        name,
+        title,
+        study_runs,
+        {"smoke": smoke, "standard": standard, "full": standard},
+        derive=study_summary,
+        cost=cost,
+        units=arm_seed_units,
+        merge=study_analysis,
+    )
+
+
 #: ``wqk.sim.grid`` at 8 seeds x 200 steps takes about 8 minutes of two cores (its docstring): quick is a quarter of it.
 GRID_SIZES = {
     "smoke": {"seeds": 2, "steps": 4, "mc_sequences": 32, "max_cells": 3},
@@ -320,6 +395,34 @@ LANGUAGE_CONFIGS = {
         "train": {**LANGUAGE_TRAIN, "dim": 256, "steps": 20000, "log_every": 1000, "warmup": 1000},
     },
 }
+
+#: The positive control without the scale confound (issue 43): the encoder alone, the arms of
+#: :data:`wqk.language.control.SCALE_ARMS` on fresh seeds, the language control's training, the held-out loss every
+#: 2% of the budget (a step ratio then resolves 0.04 of its reference's median steps, inside its margin of 0.07).
+CONTROL_SCALE = {"objectives": ["mlm"], "arms": list(SCALE_ARMS), "first_seed": CONFIRM_SEED, "record_inits": True}
+CONTROL_SCALE_CONFIGS = {
+    "smoke": {**LANGUAGE_CONFIGS["smoke"], **CONTROL_SCALE},
+    "standard": {
+        **LANGUAGE_CONFIGS["standard"],
+        **CONTROL_SCALE,
+        "seeds": 10,
+        "train": {**LANGUAGE_CONFIGS["standard"]["train"], "log_every": 40},
+    },
+    "full": {
+        **LANGUAGE_CONFIGS["full"],
+        **CONTROL_SCALE,
+        "seeds": 10,
+        "train": {**LANGUAGE_CONFIGS["full"]["train"], "log_every": 400},
+    },
+}
+
+
+def _language(name: str, title: str, configs: dict, derive: Callable) -> Experiment:
+    """A positive-control entry over :mod:`wqk.language`, one unit per objective, arm and seed; no quick config:
+    ``--quick`` shows committed ``--standard`` results."""
+    return Experiment(
+        name, title, language_runs, configs, cost=3000, units=language_units, merge=language_analysis, derive=derive
+    )
 
 
 EXPERIMENTS: dict[str, Experiment] = {
@@ -495,21 +598,37 @@ EXPERIMENTS: dict[str, Experiment] = {
                 "sample_grid": 1,
             },
         ),
-        Experiment(
+        _language(
             "language_control",
             "the paper's positive control: BERT-style and GPT-style models on English prose, symmetric W_qk inits",
-            language_runs,
-            LANGUAGE_CONFIGS,  # no quick config: --quick shows committed --standard results
-            cost=3000,
-            units=language_units,
-            merge=language_analysis,
-            derive=control_summary,
+            LANGUAGE_CONFIGS,
+            control_summary,
+        ),
+        _language(
+            "control_scale",
+            "the positive control without the scale confound: BERT-style encoders, symmetric or not at either scale",
+            CONTROL_SCALE_CONFIGS,
+            control_scale_summary,
         ),
         _mnist_study(
             "vit-mnist",
             "ViT classification on MNIST 5k, steps to a test-accuracy target",
             480,
             standard={"task": "vit-mnist-long", "steps": None, "schemes": ALL_SCHEMES},
+        ),
+        _dit_study(
+            "init_dit_mechanism",
+            "init study: what in a symmetric init helps a DiT (symmetry, self-similarity or scale), 10 fresh seeds",
+            MECHANISM_SMOKE,
+            MECHANISM,
+            60 * 20 * 60,
+        ),
+        _dit_study(
+            "init_dit_plateau",
+            "init study: speed or fidelity? The DiT arms at three times the budget, 10 fresh seeds",
+            {**MECHANISM_SMOKE, "task": "dit-mnist-plateau", "contrasts": []},
+            PLATEAU,
+            30 * 50 * 60,
         ),
     )
 }

@@ -15,11 +15,12 @@ from pathlib import Path
 from wqk.common.summary import z_text
 from wqk.paper.answers import QUESTIONS, answer_text
 from wqk.paper.causal_dit_report import causal_dit_piece
-from wqk.paper.control_report import control_piece
+from wqk.paper.control_report import control_piece, control_scale_piece
 from wqk.paper.experiment import MODES, STANDS_IN
 from wqk.paper.first_page import answers_page
 from wqk.paper.margins import PAPER_MEDIANS
 from wqk.paper.markdown import fmt, md_table, value_text
+from wqk.paper.mechanism_report import mechanism_table
 from wqk.paper.predictions import CHECK, DESCRIPTIVE, SECTIONS, UNTESTABLE
 from wqk.paper.provenance import commit_text, registry_text
 from wqk.paper.results import MissingResult, Results, select
@@ -267,7 +268,10 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
     ctx["qc.evidence"] = _safe(lambda: study_table(results))
     ctx["qc.sampling"] = _safe(lambda: sampling_noise_text(results))
     ctx["qc.gates"] = _safe(lambda: gate_text(results))
+    ctx["mechanism.evidence"] = _safe(lambda: mechanism_table(results))
+    ctx["plateau.evidence"] = _safe(lambda: mechanism_table(results, "init_dit_plateau"))
     ctx["control.evidence"] = _safe(lambda: control_piece(results))
+    ctx["control_scale.evidence"] = _safe(lambda: control_scale_piece(results))
     return ctx
 
 

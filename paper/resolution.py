@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 from typing import TYPE_CHECKING
 
 from wqk.paper.results import Results, select
@@ -53,18 +52,14 @@ def spacing_note(results: Results, prediction: Prediction) -> str:
 
 
 def _baseline_steps(results: Results, prediction: Prediction) -> float:
-    """The default arm's median steps to the project's target: an init study's summary row, or the median over the
-    positive control's ``steps`` table (rule ``ours``) for the prediction's objective."""
-    e = prediction.experiment
-    base = select(results.table(e, "summary"), scheme="default", quantity="steps_median")
-    if base:
-        return base[0]["mean"]
-    if not results.has(e, "steps"):
-        return math.nan
-    where = {k: v for k, v in prediction.where.items() if k not in ("arm", "scheme", "layer", "step")}
-    steps = [r["steps"] for r in select(results.table(e, "steps"), **where, arm="default", rule="ours")]
-    finite = [float(v) for v in steps if isinstance(v, (int, float)) and math.isfinite(v)]
-    return float(statistics.median(finite)) if finite else math.nan
+    """The baseline's median steps to the project's target: an init study's default scheme's summary row, or, for
+    the positive control, the ``reference_steps`` row of the contrast the prediction reads (its reference arm's)."""
+    summary = results.table(prediction.experiment, "summary")
+    base = select(summary, scheme="default", quantity="steps_median")
+    if not base:
+        where = {k: v for k, v in prediction.where.items() if k not in ("layer", "step")}
+        base = select(summary, **where, quantity="reference_steps")
+    return base[0]["mean"] if base else math.nan
 
 
 def block_note(results: Results, prediction: Prediction, row: dict) -> str:

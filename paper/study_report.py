@@ -19,6 +19,8 @@ def study_table(results: Results) -> str:
         rows = results.required_rows(experiment, "summary")
         for scheme in dict.fromkeys(r["scheme"] for r in rows):
             q = {r["quantity"]: r for r in select(rows, scheme=scheme)}
+            if "reached" not in q:  # a contrast between two arms (the mechanism study's own table shows them)
+                continue
             body.append(
                 [
                     f"{study['model']} ({study['metric']}, target {fmt(study['target'], 4)})",

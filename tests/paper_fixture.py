@@ -46,7 +46,7 @@ def _manifest(name: str, seeds: int) -> dict:
     configs = registry[name].configs if name in registry else {}
     # the digits studies have no quick config; question (a)'s pair neither, and its smoke one is on the digits, as the
     # fixture's MAE it is described against
-    fallback = "smoke" if name.startswith("vision_dit_c") else "full"
+    fallback = "smoke" if name in ("vision_dit_causal", "vision_dit_confirm") else "full"
     config = dict(configs.get("quick") or configs.get(fallback) or {})
     return {
         "experiment": name,
@@ -438,16 +438,18 @@ LANGUAGE_TAU = {"default": 30.0, "paper-symmetric": 15.0, "symmetric": 30.0}
 LANGUAGE_S = {"mlm": 0.3, "causal": 0.05}
 
 
-def language_tables(seeds: int, rng) -> dict:
+def language_tables(
+    seeds: int, rng, taus: dict = LANGUAGE_TAU, objectives=("mlm", "causal"), first_seed: int = 0, every: int = 5
+) -> dict:
     """The positive control's merged tables: held-out loss curves (an exponential approach to 1.5 nats below
-    the no-context loss, the causal model at the default's pace in every arm), per-layer scores, and the steps and
-    savings of :mod:`wqk.language.control`."""
+    the no-context loss, time constant ``taus[arm]``, the causal model at the default's pace in every arm, evaluated
+    every ``every`` of 100 steps), per-layer scores, and the steps and savings of :mod:`wqk.language.control`."""
     curves, scores = [], []
-    for objective in ("mlm", "causal"):
-        for arm, tau in LANGUAGE_TAU.items():
-            tau = tau if objective == "mlm" else LANGUAGE_TAU["default"]
-            for seed in range(seeds):
-                for step in range(0, 101, 5):  # evaluated every 5% of the budget, as the control's runs
+    for objective in objectives:
+        for arm, tau in taus.items():
+            tau = tau if objective == "mlm" else taus["default"]
+            for seed in range(first_seed, first_seed + seeds):
+                for step in range(0, 101, every):
                     loss = float(UNIGRAM + 0.5 - 2.0 * (1 - np.exp(-step / tau)) + 0.005 * rng.standard_normal())
                     curves.append({"objective": objective, "arm": arm, "seed": seed, "step": step, "test_loss": loss})
                 for layer in range(LAYERS):
@@ -458,6 +460,29 @@ def language_tables(seeds: int, rng) -> dict:
     corpus = {"sources": ["fixture"], "train_tokens": 1000, "test_tokens": 100, "vocab": 50, "unigram_loss": UNIGRAM}
     savings = summary_rows(steps, curves)
     return {"curves": curves, "scores": scores, "corpus": corpus, "steps": steps, "savings": savings}
+
+
+#: The scale control's fixture: the paper's scale speeds the encoder up, symmetry and self-similarity do not; each
+#: arm's init: (W_q and W_k std, s, trace share, positive share).
+SCALE_TAU = {"default": 30.0, "paper-symmetric": 15.0, "symmetric": 30.0, "default-at-paper-scale": 15.0,
+             "indefinite-at-paper-scale": 15.0}  # fmt: skip
+SCALE_INITS = {"default": (0.02, 0.0, 0.0, 0.5), "paper-symmetric": (0.051, 1.0, 1.0, 1.0),
+               "symmetric": (0.02, 1.0, 1.0, 1.0), "default-at-paper-scale": (0.051, 0.0, 0.0, 0.5),
+               "indefinite-at-paper-scale": (0.051, 1.0, 0.0, 0.5)}  # fmt: skip
+
+
+def scale_control_tables(seeds: int, rng) -> dict:
+    """``control_scale``'s merged tables: the encoder's curves on fresh seeds (from 100), evaluated every 2% of the
+    budget, and each run's init (:data:`SCALE_INITS`, its std drawn about the arm's)."""
+    tables = language_tables(seeds, rng, SCALE_TAU, ("mlm",), first_seed=100, every=2)
+    tables["inits"] = []
+    for arm, (std, s, trace, positive) in SCALE_INITS.items():
+        for seed in range(100, 100 + seeds):
+            drawn = std * (1 + 0.01 * float(rng.standard_normal()))
+            tables["inits"].append({"objective": "mlm", "arm": arm, "seed": seed, "q_std": drawn, "k_std": drawn,
+                                    "v_std": 0.02, "proj_std": 0.02, "symmetry": s, "trace_share": trace,
+                                    "positive_share": positive})  # fmt: skip
+    return tables
 
 
 def write_fixture(results: Path, seeds: int = 3, seed: int = 0) -> Path:
@@ -475,6 +500,7 @@ def write_fixture(results: Path, seeds: int = 3, seed: int = 0) -> Path:
     tables["init_dit_mnist"]["gates"] = gate_tables(seeds)
     tables["language_control"] = language_tables(seeds, rng)
     tables["dit_sampling_noise"] = sampling_tables(rng)
+    tables["control_scale"] = scale_control_tables(seeds, rng)
     for name, t in tables.items():
         write_experiment(results / name, t, _manifest(name, seeds))
     return results

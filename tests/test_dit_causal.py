@@ -15,7 +15,7 @@ from wqk.paper.pipeline import run_pipeline
 from wqk.paper.predictions import CAUSAL_DIT, CONFIRMATORY, DESCRIPTIVE, HYPOTHESIS, MAE_REFERENCE, SECTIONS
 from wqk.paper.registry import CONFIRM_SEED, DIT_STANDARD_TRAIN, EXPERIMENTS
 from wqk.paper.results import Results, read_csv, write_experiment
-from wqk.paper.runners.vision import config_seeds
+from wqk.paper.seeds import config_seeds
 from wqk.vision.data import ImageData
 from wqk.vision.models import attention
 from wqk.vision.models.dit import DiT, DiTConfig

@@ -13,7 +13,8 @@ from wqk.paper.pipeline import DERIVED_KEY, derive, render, run_pipeline
 from wqk.paper.registry import EXPERIMENTS, checkpoint_experiment, experiments
 from wqk.paper.results import Results, read_csv, write_tables
 from wqk.paper.runners.sim import arm_configs
-from wqk.paper.runners.vision import config_seeds, study_task
+from wqk.paper.runners.vision import study_task
+from wqk.paper.seeds import config_seeds
 from wqk.vision.init import is_scheme
 from wqk.vision.train import TrainConfig
 
@@ -116,13 +117,14 @@ def test_a_second_render_reuses_the_figures(rendered):
     assert all(p.stat().st_mtime_ns == mtimes[p] for p in written)
 
 
-def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_digits_studies_and_the_control():
+def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_digits_studies_and_the_controls():
     for name, experiment in EXPERIMENTS.items():
         for mode in ("smoke", "full"):
             assert isinstance(experiment.config(mode), dict), name
     left_out = sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs)
-    # the control, the DiT's sampling noise and question (a)'s causal pair: --quick reads --standard's
+    # the controls, the DiT's sampling noise and question (a)'s causal pair: --quick reads --standard's
     assert left_out == [
+        "control_scale",
         "dit_sampling_noise",
         "init_dit",
         "init_vit",

@@ -119,6 +119,15 @@ def _check_factors(a: torch.Tensor, b: torch.Tensor) -> None:
         raise ValueError(f"need d >= 2 to score a form; got factors of shape {tuple(a.shape)}")
 
 
+def zero_forms(a: ArrayLike, b: ArrayLike) -> torch.Tensor:
+    """Where ``M = A B^T`` (factors ``[..., d, r]``) is numerically zero, the forms :func:`factored_scores` refuses to
+    score: ``||M||^2`` below a rounding error of ``||A||^2 ||B||^2``."""
+    a, b = _as_real(a, "A"), _as_real(b, "B")
+    _check_factors(a, b)
+    _, sq_norm, scale = _factored_parts(a, b)
+    return sq_norm <= _ZERO_RTOL * scale
+
+
 def _raise_if_zero(zero: torch.Tensor) -> None:
     if zero.any():
         where = [tuple(i) for i in torch.nonzero(zero.reshape(zero.shape or (1,))).tolist()][:5]

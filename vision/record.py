@@ -20,8 +20,10 @@ from wqk.common.io import append_csv, atomic_write_text, write_csv
 from wqk.common.rows import Row, extended, row_type
 from wqk.theory.factored import FactoredForms
 from wqk.theory.report import ScoreRow, score_rows
+from wqk.theory.scores import zero_forms
 from wqk.vision.tasks import VisionTask, scored_forms
 from wqk.vision.tokens import special_token_columns
+from wqk.vision.train_config import TrainConfig
 
 #: The columns every run's ``metrics.csv`` starts with: which run and form, its scores, the training loss.
 RunRow = row_type(
@@ -73,23 +75,25 @@ def task_row(task: VisionTask) -> type[Row]:
 def score_table(
     task: VisionTask,
     step: int,
-    seed: int,
-    init: str,
-    null_samples: int,
+    cfg: TrainConfig,
     loss: float,
     metrics: dict[str, float],
     initial: FactoredForms | None = None,
     token_inputs: list[torch.Tensor] | None = None,
 ) -> list[Row]:
-    """Rows for ``metrics.csv`` (:func:`task_row`): every scored form per layer and head, each score with its null.
+    """Rows for ``metrics.csv`` (:func:`task_row`): every scored form per layer and head, each score with its null
+    (``cfg.null_samples`` random forms), in the rows of the run's ``cfg.seed`` and ``cfg.init``.
 
-    With ``initial`` (the ``W_qk`` forms at step 0) also form ``update`` = ``M_t - M_0`` (from step 1 on);
+    With ``initial`` (the ``W_qk`` forms at step 0) also form ``update`` = ``M_t - M_0`` (from step 1 on, once no
+    head's update is zero);
     with ``token_inputs`` (attention inputs of a probe batch) the ``<token>_key_norm`` / ``_query_norm``
     columns of the task's ``special_tokens`` for forms ``W_qk`` and ``update`` (:mod:`wqk.vision.tokens`).
     """
     forms_now = scored_forms(task)
     if initial is not None and step > 0:
-        forms_now["update"] = forms_now["W_qk"] - initial  # M_t - M_0, factored with rank 2 d_h per head
+        update = forms_now["W_qk"] - initial  # M_t - M_0, factored with rank 2 d_h per head
+        if not zero_forms(*update.factors("head")).any():  # a DiT's closed gates leave W_qk still for a step
+            forms_now["update"] = update
     tokens = getattr(task, "special_tokens", {})
     gates = attention_gate_rms(task) if has_attention_gates(task) else {}
     row_of = task_row(task).of
@@ -100,13 +104,13 @@ def score_table(
             if tokens and token_inputs and label in ("W_qk", "update")
             else {}
         )
-        for row in score_rows(forms, "both", null_samples=null_samples):
+        for row in score_rows(forms, "both", null_samples=cfg.null_samples):
             rows.append(
                 row_of(
                     {
                         "step": step,
-                        "seed": seed,
-                        "init": init,
+                        "seed": cfg.seed,
+                        "init": cfg.init,
                         "form": label,
                         **row,
                         "loss": loss,

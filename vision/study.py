@@ -52,7 +52,7 @@ from wqk.common.io import provenance, write_csv, write_json
 from wqk.common.targets import baseline_target, paper_rule_differences, rule_rows, steps_to_target, value_at
 from wqk.vision.data import load_data
 from wqk.vision.figures import _curves
-from wqk.vision.init import SCHEMES, init_scales, is_scheme
+from wqk.vision.init import SCHEMES, init_scales, init_structure, is_scheme
 from wqk.vision.recipes import RECIPES
 from wqk.vision.record import is_number, logged_rows
 from wqk.vision.runs import metric_names, read_metrics, train_grid
@@ -67,7 +67,12 @@ from wqk.vision.study_statistics import (
     interval_columns,
     paired_difference,
 )
+from wqk.vision.tasks.denoise import LARGE_COLUMNS
 from wqk.vision.train import TrainConfig, make_task
+
+#: The start of the last quarter of the budget: a further metric's relative change from there to the end
+#: (``<metric>_last_quarter``, e.g. -0.04 for a 4% fall) says whether it has stopped improving.
+LAST_QUARTER = 0.75
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,7 @@ class StudyTask:
     train: dict = field(default_factory=dict)  # TrainConfig fields besides the study's own (batch_size, lr, ...)
     log_every: int | None = None  # None: the study's log_every
     fidelity_every: int = 0  # for DiT tasks with sample metrics: a multiple of log_every
+    also: tuple[str, ...] = ()  # further metrics read at the budgets and compared like the metric (e.g. KID)
 
     def __post_init__(self) -> None:
         if self.steps < 1:
@@ -131,9 +137,12 @@ STUDY_TASKS: dict[str, StudyTask] = {
 }
 
 
-def recipe_task(name: str, recipe: str, metric: str, higher_is_better: bool, every: int, **task_options) -> StudyTask:
+def recipe_task(
+    name: str, recipe: str, metric: str, higher_is_better: bool, every: int, also: tuple[str, ...] = (), **task_options
+) -> StudyTask:
     """A study task that trains a :mod:`wqk.vision.recipes` recipe as it is, logging and scoring its sample metrics
-    every ``every`` steps; ``task_options`` replace the recipe's (e.g. fewer samples per evaluation)."""
+    every ``every`` steps (``also``: further metrics compared at the budgets); ``task_options`` replace the recipe's
+    (e.g. fewer samples per evaluation)."""
     cfg = RECIPES[recipe]
     own = ("model", "objective", "data", "steps", "log_every", "fidelity_every", "task_options", "threads")
     own += ("progress", "init", "seed", "out_dir", "null_samples", "device")
@@ -151,6 +160,7 @@ def recipe_task(name: str, recipe: str, metric: str, higher_is_better: bool, eve
         train=train,
         log_every=every,
         fidelity_every=every if cfg.fidelity_every else 0,
+        also=also,
     )
 
 
@@ -160,6 +170,18 @@ STANDARD_TASKS: dict[str, StudyTask] = {
     "dit-mnist-recipe": recipe_task("dit-mnist-recipe", "dit-mnist", "sample_fid", False, 100, fidelity_samples=250),
     # the dit-mnist-fast recipe (batch 32, 4,000 steps), 500 samples (DPM-Solver++, 10 steps) every 5% of the budget
     "dit-mnist-fast": recipe_task("dit-mnist-fast", "dit-mnist-fast", "sample_fid", False, 200),
+    # the same recipe, sample metrics every 2.5% of the budget (a step ratio resolves 0.05 of the baseline's steps
+    # to its half-way target) with KID, and FID and KID of 2,000 samples at 25, 50, 75 and 100%
+    "dit-mnist-mechanism": recipe_task(
+        "dit-mnist-mechanism",
+        "dit-mnist-fast",
+        "sample_fid",
+        False,
+        100,
+        also=LARGE_COLUMNS,
+        fidelity_large=2000,
+        fidelity_large_every=1000,
+    ),
     # ViT classification on MNIST 5k at 28 x 28 to >= 0.97 test accuracy (batch 128, lr 2e-3, 3,000 steps)
     "vit-mnist-long": StudyTask(
         "vit-mnist-long",
@@ -174,6 +196,21 @@ STANDARD_TASKS: dict[str, StudyTask] = {
         train={"batch_size": 128, "lr": 2e-3},
     ),
 }
+#: The plateau study: the same recipe three times as long (its cosine schedule stretched to 12,000 steps), sample
+#: metrics every 2.5% of the budget, FID and KID of 2,000 samples at 25, 50, 75 and 100%.
+STANDARD_TASKS["dit-mnist-plateau"] = replace(
+    recipe_task(
+        "dit-mnist-plateau",
+        "dit-mnist-fast",
+        "sample_fid",
+        False,
+        300,
+        also=LARGE_COLUMNS,
+        fidelity_large=2000,
+        fidelity_large_every=3000,
+    ),
+    steps=12000,
+)
 STUDY_TASKS.update(STANDARD_TASKS)
 DEFAULT_TASKS = (STUDY_TASKS["vit"], STUDY_TASKS["dit"])
 DEFAULT_SCHEMES = ("default", "symmetric", "symmetric-indefinite", "directional", "mimetic", "conditioned")
@@ -230,10 +267,15 @@ class StudyConfig:
     null_samples: int = 256
     out: str = "runs/study"
     progress: bool = True
+    contrasts: tuple[tuple[str, str], ...] = ()  # (arm, reference) pairs compared besides each arm vs the baseline
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tasks", tuple(self.tasks))
         object.__setattr__(self, "schemes", tuple(self.schemes))
+        object.__setattr__(self, "contrasts", tuple(tuple(c) for c in self.contrasts))
+        for pair in self.contrasts:
+            if len(pair) != 2 or pair[0] == pair[1] or any(arm not in self.schemes for arm in pair):
+                raise ValueError(f"a contrast is two different studied schemes (arm, reference); got {pair}")
         unknown = [s for s in self.schemes if not is_scheme(s)]
         if unknown:
             raise ValueError(f"unknown init scheme(s) {unknown}; choose from {list(SCHEMES)}")
@@ -258,16 +300,23 @@ def analyze_task(
     curves: dict[tuple[str, int], tuple[np.ndarray, np.ndarray]],
     cfg: StudyConfig,
     scales: dict[str, dict[str, float]] | None = None,
+    also: dict[str, dict[tuple[str, int], tuple[np.ndarray, np.ndarray]]] | None = None,
 ) -> dict:
-    """Target, per-run steps to target and budget values, per-arm summaries and comparisons against the baseline.
+    """Target, per-run steps to target and budget values, per-arm summaries and comparisons against the baseline,
+    and the study's contrasts between other arms (``cfg.contrasts``).
 
-    ``curves[(scheme, seed)] = (steps, values)`` of the task's metric; ``scales[scheme]`` the init's std ratios.
+    ``curves[(scheme, seed)] = (steps, values)`` of the task's metric; ``scales[scheme]`` the init's std ratios (and
+    structure); ``also[metric]`` the curves of each of ``task.also``, read at the budgets like the metric.
     """
     seeds = sorted({s for _, s in curves})
     base = [curves[(cfg.baseline, s)] for s in seeds]
     target = task.target if task.target is not None else baseline_target(base, cfg.target_at * task.steps)
     steps = {k: steps_to_target(s, v, target, task.higher_is_better) for k, (s, v) in curves.items()}
-    budget = {k: {b: value_at(s, v, b * task.steps) for b in BUDGETS} for k, (s, v) in curves.items()}
+    at = lambda runs, fractions: {
+        k: {b: value_at(s, v, b * task.steps) for b in fractions} for k, (s, v) in runs.items()
+    }
+    budget = at(curves, BUDGETS)
+    others = {m: at(runs, (*BUDGETS, LAST_QUARTER)) for m, runs in (also or {}).items()}
     runs, arms = [], []
     for scheme in cfg.schemes:
         for seed in seeds:
@@ -284,7 +333,6 @@ def analyze_task(
                 }
             )
         own_steps = [steps[(scheme, s)] for s in seeds]
-        own_final = [budget[(scheme, s)][1.0] for s in seeds]
         reached = [x for x in own_steps if x is not None]
         row = {
             "task": task.name,
@@ -298,20 +346,25 @@ def analyze_task(
             "steps": own_steps,
             **(scales or {}).get(scheme, {}),
         }
-        for b in BUDGETS:
-            values = [budget[(scheme, s)][b] for s in seeds]
-            key = budget_key(b)
-            mean = interval_columns(key, t_interval(values))
-            row.update({f"{key}_mean": mean.pop(key), **mean})
+        for prefix, values in (("", budget), *((f"{m}_", v) for m, v in others.items())):
+            for b in BUDGETS:
+                key = prefix + budget_key(b)
+                mean = interval_columns(
+                    key, t_interval([values[(scheme, s)][b] for s in seeds if (scheme, s) in values])
+                )
+                row.update({f"{key}_mean": mean.pop(key), **mean})
+        for m, values in others.items():  # has the metric stopped improving? (a plateau rule reads it)
+            change = [values[(scheme, s)][1.0] / values[(scheme, s)][LAST_QUARTER] - 1 for s in seeds]
+            row.update(interval_columns(f"{m}_last_quarter", t_interval(change)))
         row.update({f"final_{part}": row[f"at100_{part}"] for part in ("mean", "lo", "hi", "rule")})
         if scheme != cfg.baseline:
-            base_steps = [steps[(cfg.baseline, s)] for s in seeds]
-            base_final = [budget[(cfg.baseline, s)][1.0] for s in seeds]
-            row.update(compare_arm(own_steps, base_steps, own_final, base_final))
-            for b in BUDGETS:
-                mine, theirs = ([budget[(arm, s)][b] for s in seeds] for arm in (scheme, cfg.baseline))
-                row.update(paired_difference(mine, theirs, f"{budget_key(b)}_diff"))
+            row.update(_versus(scheme, cfg.baseline, seeds, steps, budget, others))
         arms.append(row)
+    contrasts = [
+        {"task": task.name, "scheme": f"{a} - {b}", "metric": task.metric, "seeds": len(seeds)}
+        | _versus(a, b, seeds, steps, budget, others)
+        for a, b in cfg.contrasts
+    ]
     return {
         "task": task.name,
         "model": task.model,
@@ -325,8 +378,26 @@ def analyze_task(
         if task.target is not None
         else f"median of the baseline ({cfg.baseline}) runs at step {cfg.target_at} x {task.steps}",
         "arms": arms,
+        "contrasts": contrasts,
         "runs": runs,
     }
+
+
+def _versus(arm: str, reference: str, seeds: list[int], steps: dict, budget: dict, others: dict) -> dict:
+    """``arm`` against ``reference``, paired by seed: the step ratio, and the difference of the metric (and of each
+    further metric, its columns prefixed with its name) at each budget."""
+    pick = lambda table, scheme, b: [table.get((scheme, s), {}).get(b, math.nan) for s in seeds]
+    out = compare_arm(
+        [steps[(arm, s)] for s in seeds],
+        [steps[(reference, s)] for s in seeds],
+        pick(budget, arm, 1.0),
+        pick(budget, reference, 1.0),
+    )
+    for prefix, table in (("", budget), *((f"{m}_", v) for m, v in others.items())):
+        for b in BUDGETS:
+            name = f"{prefix}{budget_key(b)}_diff"
+            out.update(paired_difference(pick(table, arm, b), pick(table, reference, b), name))
+    return out
 
 
 def paper_rule_columns(
@@ -364,11 +435,18 @@ def task_config(task: StudyTask, cfg: StudyConfig) -> TrainConfig:
     )
 
 
-def init_scale_ratios(base: TrainConfig, schemes, data) -> dict[str, dict[str, float]]:
-    """Per scheme: the std of its q, k, v thirds and output projection over the baseline's (seed 0's init)."""
-    scales = {s: init_scales(make_task(replace(base, init=s, seed=0), data).model) for s in schemes}
+def init_scale_ratios(base: TrainConfig, schemes, data, structure: bool = False) -> dict[str, dict[str, float]]:
+    """Per scheme: the std of its q, k, v thirds and output projection over the baseline's (seed 0's init); with
+    ``structure``, also the init's s, trace share and positive share (:func:`wqk.vision.init.init_structure`, the
+    mean over layers and heads, as ``init_symmetry`` ...)."""
+    models = {s: make_task(replace(base, init=s, seed=0), data).model for s in schemes}
+    scales = {s: init_scales(model) for s, model in models.items()}
     ref = scales[base.init]
-    return {s: {f"{k}_ratio": v / ref[k] for k, v in sc.items()} for s, sc in scales.items()}
+    out = {s: {f"{k}_ratio": v / ref[k] for k, v in sc.items()} for s, sc in scales.items()}
+    if structure:
+        for s, model in models.items():
+            out[s].update({f"init_{k}": v for k, v in init_structure(model).items()})
+    return out
 
 
 def run_study(cfg: StudyConfig) -> dict:

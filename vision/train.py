@@ -298,17 +298,7 @@ class Trainer:
         undeclared = sorted(set(self.metrics) - set(self.metrics_log.columns))
         if undeclared:
             raise ValueError(f"the task reported metrics {undeclared} it does not declare in metric_names")
-        rows = score_table(
-            self.task,
-            self.step,
-            self.cfg.seed,
-            self.cfg.init,
-            self.cfg.null_samples,
-            loss,
-            self.metrics,
-            self.initial_forms,
-            self._token_inputs(),
-        )
+        rows = score_table(self.task, self.step, self.cfg, loss, self.metrics, self.initial_forms, self._token_inputs())
         self.metrics_log.append(rows)
         self.rows += rows
 
@@ -321,7 +311,7 @@ class Trainer:
                 was_training = self.model.training
                 self.model.eval()
                 with torch.no_grad(), self.autocast():
-                    metrics.update(self.sample_metrics(generator(self.cfg.split_seed, FIDELITY_STREAM)))
+                    metrics.update(self.sample_metrics(generator(self.cfg.split_seed, FIDELITY_STREAM), self.step))
                 self.model.train(was_training)
         return metrics
 

@@ -14,7 +14,7 @@ from wqk.common.figures import save_figure
 from wqk.common.io import write_json
 from wqk.paper.codeversion import code_version
 from wqk.paper.plots.causal_dit import dit_causal
-from wqk.paper.plots.language import language_control
+from wqk.paper.plots.language import control_scale, language_control
 from wqk.paper.plots.nulls import checkpoints, nulls_vs_d
 from wqk.paper.plots.panels import FigureDataError
 from wqk.paper.plots.theory import attribution, grid_cells, self_cross, theory_vs_sim
@@ -27,7 +27,7 @@ from wqk.vision.task_records import VISION_TASKS
 STUDIES = ("init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist")
 #: Figures of optional experiments (given checkpoints, slots, or --standard only): the report links them only
 #: when drawn.
-OPTIONAL_FIGURES = ("checkpoints", "grid", "language_control", "init_samples", "dit_causal")
+OPTIONAL_FIGURES = ("checkpoints", "grid", "language_control", "control_scale", "init_samples", "dit_causal")
 #: name -> (figure function, the experiments it reads). The report template embeds each by name.
 FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "toy_wqk": (toy_wqk, ("sim_objectives",)),
@@ -49,6 +49,7 @@ FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "nulls_vs_d": (nulls_vs_d, ("nulls", "sim_objectives", *(f"vision_{t}" for t in VISION_TASKS))),
     "checkpoints": (checkpoints, ("checkpoints",)),
     "language_control": (language_control, ("language_control",)),
+    "control_scale": (control_scale, ("control_scale",)),
 }
 #: Which figures were drawn from which results: ``{name: key}``, kept beside the result tables.
 INDEX = "figures.json"

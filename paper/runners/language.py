@@ -1,5 +1,5 @@
 """Runner over :mod:`wqk.language`: the paper's positive control, encoder (MLM) and decoder (next token) of the same
-size on English docstring prose, arms default / paper-symmetric / symmetric, several seeds.
+size on English docstring prose, several init arms (:data:`wqk.language.train.INITS`), several seeds.
 
 The tokenised corpus is kept under ``WORK/language/<sources, vocabulary, split>/`` (reading the docstrings of a
 large package takes tens of seconds) and read back as numpy arrays.
@@ -8,6 +8,7 @@ large package takes tens of seconds) and read back as numpy arrays.
 from __future__ import annotations
 
 from wqk.paper.experiment import Context, Tables
+from wqk.paper.seeds import config_seeds
 
 
 def corpus(config: dict, ctx: Context):
@@ -39,24 +40,30 @@ def corpus(config: dict, ctx: Context):
 
 
 def language_runs(config: dict, ctx: Context) -> Tables:
-    """Train every objective x arm x seed of ``config`` (a unit's ``seed_list``, default every seed): held-out
-    loss curves, per-layer ``W_qk`` scores at the end, and the corpus with its no-context (unigram) loss."""
+    """Train every objective x arm x seed of ``config`` (a unit's ``seed_list``, default every seed of the config):
+    held-out loss curves, per-layer ``W_qk`` scores at the end, and the corpus with its no-context (unigram) loss; with
+    ``record_inits``, each run's init as ``inits`` (the query and key thirds' scale, ``s`` and self-similarity at
+    step 0, :func:`wqk.vision.init.init_scales` and :func:`wqk.vision.init.init_structure`)."""
     import torch
 
     from wqk.language.tokens import unigram_loss
-    from wqk.language.train import LMConfig, train_lm
+    from wqk.language.train import LMConfig, build, train_lm
+    from wqk.vision.init import init_scales, init_structure
 
     if ctx.threads > 0:
         torch.set_num_threads(ctx.threads)
     train, test, vocab = corpus(config, ctx)
-    curves, scores = [], []
+    curves, scores, inits = [], [], []
     for objective in config["objectives"]:
         for arm in config["arms"]:
-            for seed in config.get("seed_list", range(config["seeds"])):
+            for seed in config_seeds(config):
                 ctx.note(f"{objective} {arm} seed {seed}")
                 cfg = LMConfig(objective=objective, init=arm, seed=seed, **config["train"])
-                run = train_lm(cfg, train, test, vocab)
                 ids = {"objective": objective, "arm": arm, "seed": seed}
+                if config.get("record_inits"):
+                    model = build(cfg, vocab)  # the run's own step-0 model: its seed's draws, deterministic
+                    inits.append({**ids, **init_scales(model), **init_structure(model)})
+                run = train_lm(cfg, train, test, vocab)
                 curves += [{**ids, **r} for r in run["curve"]]
                 scores += [{**ids, **{k: v for k, v in r.items() if not k.endswith("_p")}} for r in run["scores"]]
     info = {
@@ -66,7 +73,7 @@ def language_runs(config: dict, ctx: Context) -> Tables:
         "vocab": vocab,
         "unigram_loss": unigram_loss(train, test, vocab),  # the loss of a model that sees no context
     }
-    return {"curves": curves, "scores": scores, "corpus": info}
+    return {"curves": curves, "scores": scores, "corpus": info, **({"inits": inits} if inits else {})}
 
 
 def language_analysis(config: dict, units: dict[str, Tables]) -> Tables:

@@ -11,15 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from wqk.paper.experiment import Context, Tables
-
-
-def config_seeds(config: dict) -> list[int]:
-    """The seeds a config trains: its unit's ``seed_list``, else ``seeds`` of them from ``first_seed`` (0 unless
-    given: the confirmatory runs start at 100)."""
-    if "seed_list" in config:
-        return list(config["seed_list"])
-    first = config.get("first_seed", 0)
-    return list(range(first, first + config["seeds"]))
+from wqk.paper.seeds import config_seeds
 
 
 def _per_layer(rows: list[dict], ids: dict) -> list[dict]:
@@ -177,6 +169,7 @@ def _study(config: dict, out: Path | None = None, threads: int = 1):
         out=str(out or "."),
         threads=threads,
         progress=False,
+        contrasts=tuple(tuple(c) for c in config.get("contrasts", ()) if set(c) <= set(config["schemes"])),
     )
     return task, study
 
@@ -203,7 +196,7 @@ def study_runs(config: dict, ctx: Context) -> Tables:
     sizes = {k: v for k, v in config.items() if k not in ("seeds", "schemes", "seed_list", "units", "sample_grid")}
     out = ctx.scratch("study", f"{modules_version(['vision.study'])}-{config_hash(sizes)}", task.name)
     task, study = _study(config, out, ctx.threads)
-    seeds = list(config.get("seed_list", range(study.seeds)))
+    seeds = config_seeds(config)
     base = task_config(task, study)
     data = load_data(base.data, base.test_fraction, base.split_seed)
     ctx.note(f"{task.model} {task.objective}: {len(study.schemes)} schemes x seeds {seeds} x {task.steps} steps")
@@ -221,7 +214,9 @@ def study_runs(config: dict, ctx: Context) -> Tables:
             for r in rows
             if GATE_COLUMN in r and r["form"] == "W_qk" and r["head"] == "all"
         ]
-    ratios = init_scale_ratios(replace(base, init=study.baseline), study.schemes, data)
+    ratios = init_scale_ratios(
+        replace(base, init=study.baseline), study.schemes, data, config.get("init_structure", False)
+    )
     first = next(iter(results.values())).run_dir
     meta = {"fidelity": json.loads((Path(first) / "config.json").read_text()).get("fidelity", {})}
     tables = {"curves": curves, "scales": [{"scheme": s, **r} for s, r in ratios.items()], "meta": meta}
@@ -239,25 +234,33 @@ def study_analysis(config: dict, units: dict[str, Tables]) -> Tables:
 
     runs = concat_units(config, units)
     task, study = _study(config)
-    curves = {}
-    for scheme in study.schemes:
-        for seed in range(study.seeds):
-            picked = sorted(
-                (r["step"], r[task.metric])
-                for r in runs["curves"]
-                if r["scheme"] == scheme and r["seed"] == seed and is_number(r.get(task.metric))
-            )
-            steps, values = zip(*picked, strict=True) if picked else ((), ())
-            curves[(scheme, seed)] = (np.asarray(steps), np.asarray(values, dtype=np.float64))
+    seeds = config_seeds(config)
+
+    def curves_of(metric: str) -> dict:
+        out = {}
+        for scheme in study.schemes:
+            for seed in seeds:
+                picked = sorted(
+                    (r["step"], r[metric])
+                    for r in runs["curves"]
+                    if r["scheme"] == scheme and r["seed"] == seed and is_number(r.get(metric))
+                )
+                steps, values = zip(*picked, strict=True) if picked else ((), ())
+                out[(scheme, seed)] = (np.asarray(steps), np.asarray(values, dtype=np.float64))
+        return out
+
     scales = {r["scheme"]: {k: v for k, v in r.items() if k != "scheme"} for r in runs["scales"]}
-    analysis = analyze_task(task, curves, study, scales)
+    also = {metric: curves_of(metric) for metric in task.also}
+    analysis = analyze_task(task, curves_of(task.metric), study, scales, also)
     arms = [{"task": task.name, **{k: v for k, v in a.items() if k not in ("task", "steps")}} for a in analysis["arms"]]
     steps = [
         {"task": task.name, "scheme": a["scheme"], "seed": seed, "steps_to_target": s}
         for a in analysis["arms"]
-        for seed, s in enumerate(a["steps"])
+        for seed, s in zip(seeds, a["steps"], strict=True)
     ]
-    meta = {k: v for k, v in analysis.items() if k not in ("arms", "runs", "config")}
+    meta = {k: v for k, v in analysis.items() if k not in ("arms", "contrasts", "runs", "config")}
     study_table = {**meta, **runs["meta"], "seeds": study.seeds, "steps": task.steps}
     tables = {"arms": arms, "steps": steps, "curves": runs["curves"], "study": study_table}
+    if analysis["contrasts"]:
+        tables["contrasts"] = analysis["contrasts"]
     return {**tables, **{name: runs[name] for name in ("gates", "samples") if name in runs}}

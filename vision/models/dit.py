@@ -16,34 +16,24 @@ import torch
 from torch import nn
 
 from wqk.vision.models.attention import Attention
-from wqk.vision.models.patches import check_geometry, patchify, sincos_2d, unpatchify
+from wqk.vision.models.patches import patchify, sincos_2d, unpatchify
+from wqk.vision.models.transformer_size import TransformerSize
 
 
 @dataclass(frozen=True)
-class DiTConfig:
-    """Sizes of a DiT. ``n_classes = 0`` is unconditional; ``label_dropout > 0`` adds a null class (for guidance)."""
+class DiTConfig(TransformerSize):
+    """A DiT of a :class:`TransformerSize` (positions always sin-cos). ``n_classes = 0`` is unconditional;
+    ``label_dropout > 0`` adds a null class (for guidance)."""
 
-    image_size: int = 8
-    channels: int = 1
-    patch: int = 2
-    dim: int = 64
-    depth: int = 4
-    heads: int = 4
-    mlp_ratio: float = 4.0
-    n_classes: int = 10
     label_dropout: float = 0.1
     learn_sigma: bool = False
     freq_dim: int = 256
     causal: bool = False  # attend to patches j <= i in raster order (ViT's causal mask): question (a)'s control
 
     def __post_init__(self) -> None:
-        check_geometry(self.image_size, self.patch, self.dim, self.heads)  # positions are always sin-cos
+        super().__post_init__()
         if not 0 <= self.label_dropout < 1:
             raise ValueError(f"label_dropout must be in [0, 1), got {self.label_dropout}")
-
-    @property
-    def grid(self) -> tuple[int, int]:
-        return (self.image_size // self.patch,) * 2
 
     @property
     def out_channels(self) -> int:
@@ -97,8 +87,8 @@ def forward_flops(config: DiTConfig) -> int:
     (LayerNorm, GELU, softmax, modulation) is left out, as in the usual MFU accounting; a training
     step costs about 3 times this (the backward pass is twice the forward).
     """
-    n, d, m = config.grid[0] * config.grid[1], config.dim, int(config.dim * config.mlp_ratio)
-    patch_in, patch_out = config.patch**2 * config.channels, config.patch**2 * config.out_channels
+    n, d, m = config.n_patches, config.dim, int(config.dim * config.mlp_ratio)
+    patch_in, patch_out = config.patch_dim, config.patch**2 * config.out_channels
     block = 6 * n * d * d + 4 * n * n * d + 2 * n * d * d + 4 * n * d * m + 12 * d * d
     embed = 2 * n * patch_in * d + 2 * (config.freq_dim * d + d * d)
     final = 2 * n * d * patch_out + 4 * d * d

@@ -6,16 +6,6 @@ import torch
 from einops import rearrange
 
 
-def check_geometry(image_size: int, patch: int, dim: int, heads: int, sincos: bool = True) -> None:
-    """Check the shape rules of a patch-token transformer config (ViT, DiT): a clear error for each broken rule."""
-    if patch < 1 or image_size % patch:
-        raise ValueError(f"image size {image_size} is not divisible by patch size {patch}")
-    if heads < 1 or dim % heads:
-        raise ValueError(f"width {dim} is not divisible by {heads} heads")
-    if sincos and dim % 4:
-        raise ValueError(f"sin-cos position embeddings need a width divisible by 4, got {dim}")
-
-
 def patchify(images: torch.Tensor, patch: int) -> torch.Tensor:
     """``(B, C, H, W)`` -> ``(B, N, p*p*C)`` in raster order (row-major over the patch grid)."""
     if images.shape[-1] % patch or images.shape[-2] % patch:

@@ -15,7 +15,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from wqk.vision.models.attention import Attention
-from wqk.vision.models.patches import check_geometry, patchify, sincos_2d
+from wqk.vision.models.patches import patchify, sincos_2d
+from wqk.vision.models.transformer_size import TransformerSize
 
 #: Width, depth, heads of the standard ViT sizes (Dosovitskiy et al.; DeiT for Ti/S) and a CPU tiny.
 PRESETS: dict[str, dict] = {
@@ -27,26 +28,22 @@ PRESETS: dict[str, dict] = {
 
 
 @dataclass(frozen=True)
-class ViTConfig:
-    """A ViT encoder on ``image_size`` x ``image_size`` x ``channels`` images cut into ``patch`` x ``patch`` tokens."""
+class ViTConfig(TransformerSize):
+    """A ViT encoder of a :class:`TransformerSize`: qkv bias, positions, read-out and weight init."""
 
-    image_size: int = 8
-    channels: int = 1
-    patch: int = 2
-    dim: int = 64
-    depth: int = 4
-    heads: int = 4
-    mlp_ratio: float = 4.0
     qkv_bias: bool = True
     pos: Literal["sincos", "learned"] = "sincos"  # fixed 2-D sin-cos (MAE, DiT) or learned (ViT)
-    n_classes: int = 10
     pool: Literal["cls", "mean"] = "cls"  # classification read-out; "cls" is what objective "classify" describes
     # Linear weights: xavier_uniform (the MAE and DiT reference init) or trunc_normal(0.02) (timm's ViT).
     # At CPU scale timm's small init trains far slower (digits, 200 steps: 26% vs 90% test accuracy).
     weight_init: Literal["xavier", "trunc_normal"] = "xavier"
 
+    @property
+    def sincos(self) -> bool:
+        return self.pos == "sincos"
+
     def __post_init__(self) -> None:
-        check_geometry(self.image_size, self.patch, self.dim, self.heads, sincos=self.pos == "sincos")
+        super().__post_init__()
         if (
             self.pos not in ("sincos", "learned")
             or self.pool not in ("cls", "mean")
@@ -56,19 +53,6 @@ class ViTConfig:
                 f"pos must be sincos/learned, pool cls/mean, weight_init xavier/trunc_normal; "
                 f"got {self.pos!r}, {self.pool!r}, {self.weight_init!r}"
             )
-
-    @property
-    def grid(self) -> tuple[int, int]:
-        side = self.image_size // self.patch
-        return side, side
-
-    @property
-    def n_patches(self) -> int:
-        return self.grid[0] * self.grid[1]
-
-    @property
-    def patch_dim(self) -> int:
-        return self.patch * self.patch * self.channels
 
 
 def default_patch(image_size: int) -> int:

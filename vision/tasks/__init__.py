@@ -23,7 +23,7 @@ Rules a task follows so that the trainer can scale it (DDP, ``torch.compile``, e
 ``metric_names`` lists the keys ``evaluate`` (and ``sample_metrics``) return: ``metrics.csv``'s header is fixed
 from it when a run starts, so the file can be appended to (:class:`wqk.vision.record.MetricsLog`).
 
-Optional, read with ``getattr``: ``sample_metrics(generator)`` returns sample-quality metrics of generated images
+Optional, read with ``getattr``: ``sample_metrics(generator, step)`` returns sample-quality metrics of generated images
 (DiT's ``sample_fid`` and friends, :mod:`wqk.vision.fidelity`), computed at the trainer's ``fidelity_every`` with the
 EMA weights; ``forms()`` replaces the default ``{"W_qk": attention_forms(model)}`` (MAE scores its encoder and
 its narrower decoder apart); ``special_tokens`` (``{"cls": 0}``) names

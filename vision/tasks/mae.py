@@ -52,13 +52,13 @@ def build_mae_task(
     data,
     generator: torch.Generator | None = None,
     patch: int | None = None,
-    decoder_dim: int | None = None,
-    decoder_depth: int = 1,
-    decoder_heads: int | None = None,
-    **overrides,
+    **options,
 ) -> MAETask:
-    """``vit-<preset>`` + ``mae``: decoder width defaults to half the encoder's, one block."""
-    cfg = vit_task_config(preset, objective, MaskedAutoencoding, data, patch, overrides)
-    dim = decoder_dim or max(16, cfg.dim // 2)
-    dec = DecoderConfig(dim=dim, depth=decoder_depth, heads=decoder_heads or max(1, cfg.heads // 2))
+    """``vit-<preset>`` + ``mae``. ``options``: ``decoder_dim`` (default half the encoder's width, at least 16),
+    ``decoder_depth`` (default one block) and ``decoder_heads`` (default half the encoder's) size the decoder; the
+    others are ViT fields."""
+    decoder = {key: options.pop(f"decoder_{key}", None) for key in ("dim", "depth", "heads")}
+    cfg = vit_task_config(preset, objective, MaskedAutoencoding, data, patch, options)
+    dim, heads = decoder["dim"] or max(16, cfg.dim // 2), decoder["heads"] or max(1, cfg.heads // 2)
+    dec = DecoderConfig(dim=dim, depth=1 if decoder["depth"] is None else decoder["depth"], heads=heads)
     return MAETask(MAE(cfg, dec, generator), objective)

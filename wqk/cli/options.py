@@ -55,15 +55,13 @@ def choice(values: tuple[str, ...], message: str) -> Callable:
 
 
 PER_CHOICES = ("head", "layer", "both")
+PER_HELP = "Per-head forms M_h, per-layer M = sum_h M_h, or both."
+PER_SETTINGS = {
+    "callback": choice(PER_CHOICES, "{option} must be head, layer or both; got {value!r}"),
+    "metavar": "head|layer|both",
+}
 #: Which forms are scored: per head ``M_h``, per layer ``M = sum_h M_h``, or both.
-Per = Annotated[
-    str,
-    typer.Option(
-        callback=choice(PER_CHOICES, "{option} must be head, layer or both; got {value!r}"),
-        metavar="head|layer|both",
-        help="Per-head forms M_h, per-layer M = sum_h M_h, or both.",
-    ),
-]
+Per = Annotated[str, typer.Option(help=PER_HELP, **PER_SETTINGS)]
 #: The simulator's objective (or the main ones side by side).
 Objective = Annotated[
     str,

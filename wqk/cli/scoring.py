@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from wqk.cli.errors import fail
-from wqk.cli.options import OUTPUT_FILE, Format, Per, split
+from wqk.cli.option_groups import OptionGroup, OptionTable, with_groups
+from wqk.cli.options import OUTPUT_FILE, PER_HELP, PER_SETTINGS, Format, Per, split
 from wqk.cli.output import Output
 from wqk.cli.plans import SCORES_TITLE, describe_plan, print_plan
 
@@ -107,6 +109,119 @@ def null(
     )
 
 
+@dataclass(frozen=True)
+class ScoringFlags:
+    """The :class:`wqk.checkpoints.score_options.ScoreOptions` fields ``analyze`` sets, with their defaults (that
+    module loads torch, too slow to read for ``--help``)."""
+
+    per: str = "both"
+    k: float = 2.0
+    null_samples: int | None = None
+    null: str = "iid"
+    fold_ln: bool = False
+    fold_qk_norm: bool = False
+    extra: bool = False
+
+
+SCORING_OPTIONS: OptionTable = {
+    "per": (PER_HELP, PER_SETTINGS),
+    "k": (K_HELP, {"min": 0.0}),
+    "null_samples": (
+        "Random forms per null; default 256, fewer (>= 32) for costly per-layer nulls of wide models. With --null "
+        "spectrum: the draws stop once the null's sd and 95% band are as precise as the report prints them, at most "
+        "2x this many random frames. Cached on disk.",
+        {"min": 2},
+    ),
+    "null": (
+        "Null of the z-scores: iid (Gaussian factors of the form's d and rank) or spectrum (random forms with each "
+        "head's or layer's own singular values: only the alignment the scores measure is random; one null per form, "
+        "slower, cached on disk).",
+        {"metavar": "iid|spectrum"},
+    ),
+    "fold_ln": (
+        "Score diag(gamma) W_q W_k^T diag(gamma), gamma the pre-attention norm's gain (LayerNorm or RMSNorm): the "
+        "form the normalised tokens see. LayerNorm's centring is not folded (the standardised tokens are already "
+        "mean-free); the per-token 1/sigma is left out.",
+        {"flags": ("--fold-ln",)},
+    ),
+    "fold_qk_norm": (
+        "Score W_q^h diag(g_q g_k) W_k^h^T with the q/k RMSNorm gains folded in; the per-token, per-head "
+        "1/rms(q_h), 1/rms(k_h) are left out.",
+        {"flags": ("--fold-qk-norm",)},
+    ),
+    "extra": (EXTRA_HELP, {"flags": ("--extra",)}),
+}
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """How a checkpoint's attention is read where its config does not say (or says wrongly):
+    :func:`wqk.checkpoints.analyze.describe`'s ``heads``, ``kv_heads``, ``prefix`` and ``family``."""
+
+    heads: int | None = None
+    kv_heads: int | None = None
+    prefix: str | None = None
+    family: str | None = None
+
+
+PLAN_OPTIONS: OptionTable = {
+    "heads": ("Query heads, when config.json / GGUF metadata do not say (overrides them).", {"min": 1}),
+    "kv_heads": (
+        "Key/value heads for grouped-query attention (inferred from the key weight's shape when not given).",
+        {"min": 1},
+    ),
+    "prefix": (
+        "Key prefix of the stack to score when a file holds several, e.g. 'model.' instead of the default 'ema.' of "
+        "a DiT training checkpoint.",
+        {},
+    ),
+    "family": (
+        "Objective family of the rows, when the model type does not say or says wrongly (e.g. a DINO checkpoint of "
+        "model type vit): encoder, decoder, encoder-decoder, vision-supervised, vision-self-supervised, "
+        "vision-language, segmentation, diffusion.",
+        {},
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What ``analyze`` gives besides its tables: a dry run instead of the scores, the rows as CSV, a plot."""
+
+    describe: bool = False
+    csv: Path | None = None
+    plot: Path | None = None
+
+
+OUTPUTS_OPTIONS: OptionTable = {
+    "describe": (
+        "Dry run: list the layers and heads that would be scored, and every attention-looking key skipped, with the "
+        "reason.",
+        {"flags": ("--describe",)},
+    ),
+    "csv": (
+        "Write the rows (columns of `scores` plus model, family; of a trajectory: checkpoint, step first and "
+        "duplicates last).",
+        OUTPUT_FILE,
+    ),
+    "plot": (
+        "Draw scores per layer with the 95% null band (PNG, PDF or SVG); of a trajectory: each score's per-layer "
+        "median and IQR against step, over the band of the null the z-scores use.",
+        OUTPUT_FILE,
+    ),
+}
+ANALYZE_HELP_ORDER = (
+    *("sources", "revisions", "per", "describe", "csv", "plot", "heads", "kv_heads", "prefix", "k", "null_samples"),
+    *("family", "null", "fold_ln", "fold_qk_norm", "list_cache", "download", "extra", "fmt"),
+)
+
+
+@with_groups(
+    ANALYZE_HELP_ORDER,
+    scoring=OptionGroup(ScoringFlags, SCORING_OPTIONS, partial=True),
+    plan_options=OptionGroup(PlanOptions, PLAN_OPTIONS, partial=True),
+    outputs=OptionGroup(Outputs, OUTPUTS_OPTIONS),
+)
 def analyze(
     sources: Annotated[
         list[str] | None,
@@ -126,93 +241,10 @@ def analyze(
             "cache: a trajectory, as NAME@REV arguments give.",
         ),
     ] = None,
-    per: Per = "both",
-    describe: Annotated[
-        bool,
-        typer.Option(
-            "--describe",
-            help="Dry run: list the layers and heads that would be scored, "
-            "and every attention-looking key skipped, with the reason.",
-        ),
-    ] = False,
-    csv: Annotated[
-        Path | None,
-        typer.Option(
-            **OUTPUT_FILE,
-            help="Write the rows (columns of `scores` plus model, family; of a trajectory: checkpoint, step first "
-            "and duplicates last).",
-        ),
-    ] = None,
-    plot: Annotated[
-        Path | None,
-        typer.Option(
-            **OUTPUT_FILE,
-            help="Draw scores per layer with the 95% null band (PNG, PDF or SVG); of a trajectory: each score's "
-            "per-layer median and IQR against step, over the band of the null the z-scores use.",
-        ),
-    ] = None,
-    heads: Annotated[
-        int | None,
-        typer.Option(min=1, help="Query heads, when config.json / GGUF metadata do not say (overrides them)."),
-    ] = None,
-    kv_heads: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Key/value heads for grouped-query attention (inferred from the key weight's shape when not given).",
-        ),
-    ] = None,
-    prefix: Annotated[
-        str | None,
-        typer.Option(
-            help="Key prefix of the stack to score when a file holds several, e.g. "
-            "'model.' instead of the default 'ema.' of a DiT training checkpoint."
-        ),
-    ] = None,
-    k: Annotated[float, typer.Option(min=0.0, help=K_HELP)] = 2.0,
-    null_samples: Annotated[
-        int | None,
-        typer.Option(
-            min=2,
-            help="Random forms per null; default 256, fewer (>= 32) for costly "
-            "per-layer nulls of wide models. With --null spectrum: the draws stop once the null's sd and 95% band "
-            "are as precise as the report prints them, at most 2x this many random frames. Cached on disk.",
-        ),
-    ] = None,
-    family: Annotated[
-        str | None,
-        typer.Option(
-            help="Objective family of the rows, when the model type does not say or says wrongly (e.g. a DINO "
-            "checkpoint of model type vit): encoder, decoder, encoder-decoder, vision-supervised, "
-            "vision-self-supervised, vision-language, segmentation, diffusion."
-        ),
-    ] = None,
-    null: Annotated[
-        str,
-        typer.Option(
-            metavar="iid|spectrum",
-            help="Null of the z-scores: iid (Gaussian factors of the form's d and rank) or spectrum (random forms "
-            "with each head's or layer's own singular values: only the alignment the scores measure is random; one "
-            "null per form, slower, cached on disk).",
-        ),
-    ] = "iid",
-    fold_ln: Annotated[
-        bool,
-        typer.Option(
-            "--fold-ln",
-            help="Score diag(gamma) W_q W_k^T diag(gamma), gamma the pre-attention norm's gain (LayerNorm or "
-            "RMSNorm): the form the normalised tokens see. LayerNorm's centring is not folded (the standardised "
-            "tokens are already mean-free); the per-token 1/sigma is left out.",
-        ),
-    ] = False,
-    fold_qk_norm: Annotated[
-        bool,
-        typer.Option(
-            "--fold-qk-norm",
-            help="Score W_q^h diag(g_q g_k) W_k^h^T with the q/k RMSNorm gains folded in; the per-token, per-head "
-            "1/rms(q_h), 1/rms(k_h) are left out.",
-        ),
-    ] = False,
+    *,
+    scoring: dict[str, Any],
+    plan_options: dict[str, Any],
+    outputs: Outputs,
     list_cache: Annotated[
         bool,
         typer.Option("--list-cache", help="List the models in the local Hugging Face cache and which analyze reads."),
@@ -221,7 +253,6 @@ def analyze(
         bool,
         typer.Option("--download", help="Fetch a hub id that is not cached (huggingface_hub, needs a network)."),
     ] = False,
-    extra: Extra = False,
     fmt: Format = "table",
 ) -> None:
     """Scores of a checkpoint's attention layers and heads (the help text is :func:`_analyze_help`)."""
@@ -232,15 +263,7 @@ def analyze(
 
     out = Output(fmt)
     try:  # every scoring option is checked here, in one place, before anything is read
-        options = ScoreOptions(
-            per=per,  # type: ignore[arg-type]
-            k=k,
-            null=null,  # type: ignore[arg-type]
-            null_samples=null_samples,
-            fold_ln=fold_ln,
-            fold_qk_norm=fold_qk_norm,
-            extra=extra,
-        )
+        options = ScoreOptions(**scoring)
     except ValueError as err:
         fail(err)
     if list_cache:
@@ -258,52 +281,50 @@ def analyze(
     if series is not None:
         from wqk.cli.trajectory import analyze_trajectory
 
-        if extra:
+        if options.extra:
             fail("--extra scores one checkpoint at a time; a series of checkpoints takes the standard scores")
-
-        plan_options = {"heads": heads, "kv_heads": kv_heads, "prefix": prefix, "family": family}
-        analyze_trajectory(out, series, describe, csv, plot, download, options, plan_options)
+        analyze_trajectory(out, series, outputs.describe, outputs.csv, outputs.plot, download, options, plan_options)
         return
     try:
         checkpoint = open_source(sources[0], download=download)
         checkpoint = checkpoint if isinstance(checkpoint, Checkpoint) else open_checkpoint(checkpoint)
-        if describe:
-            plan = ana.describe(checkpoint, heads, kv_heads, prefix, family)[1]
-            describe_plan(out, plan, per, null_samples, fold_ln, fold_qk_norm)
+        if outputs.describe:
+            plan = ana.describe(checkpoint, **plan_options)[1]
+            describe_plan(out, plan, options.per, options.null_samples, options.fold_ln, options.fold_qk_norm)
             return
-        analysis = _scored(out, checkpoint, options, heads, kv_heads, prefix, family)
+        analysis = _scored(out, checkpoint, options, plan_options)
     except CheckpointError as err:
         fail(err)
     except ValueError as err:  # bad input met while reading
         fail(err)
-    print_plan(out, analysis.plan, fold_ln, fold_qk_norm)
+    print_plan(out, analysis.plan, options.fold_ln, options.fold_qk_norm)
     rows, stack = analysis.rows, ["stack"] if len(analysis.plan.stacks) > 1 else []
     if fmt == "table":
         from wqk.theory.report import SHOWN_KEYS, shown_columns
 
         shown = rows if len(rows) <= 200 else [r for r in rows if r["head"] == "all"] or rows[:200]
-        columns, title = stack + shown_columns(extra), f"{analysis.plan.model}: {SCORES_TITLE}"
+        columns, title = stack + shown_columns(options.extra), f"{analysis.plan.model}: {SCORES_TITLE}"
         out.table(shown, columns, keys=[*stack, *SHOWN_KEYS], title=title)
         if len(shown) < len(rows):
             out.note(f"({len(rows) - len(shown)} more rows: write them with --csv)")
         _print_summary(out, analysis.summary, stack)
     else:
         title = f"{analysis.plan.model}: {SCORES_TITLE}"
-        out.table(rows, ana.analyze_columns(extra), keys=ana.ANALYZE_KEYS, title=title)
+        out.table(rows, ana.analyze_columns(options.extra), keys=ana.ANALYZE_KEYS, title=title)
         out.table(analysis.summary, ana.SummaryRow.columns(), keys=ana.SUMMARY_KEYS, title=SUMMARY_TITLE)
-    if csv is not None:
+    if outputs.csv is not None:
         from wqk.common.io import write_csv
 
-        write_csv(csv, rows, ana.analyze_columns(extra))
-        out.note(f"wrote {csv}")
-    if plot is not None:
+        write_csv(outputs.csv, rows, ana.analyze_columns(options.extra))
+        out.note(f"wrote {outputs.csv}")
+    if outputs.plot is not None:
         from wqk.checkpoints.bands import null_bands
         from wqk.checkpoints.plot import plot_scores
 
         bands = null_bands(checkpoint, analysis.plan, options)  # the null the z-scores use
         title = f"{analysis.plan.model} ({analysis.plan.family}); null: {options.null}"
-        plot_scores(rows, bands, plot, title)
-        out.note(f"wrote {plot}")
+        plot_scores(rows, bands, outputs.plot, title)
+        out.note(f"wrote {outputs.plot}")
 
 
 def _series(sources: list[str], revisions: list[str]):
@@ -335,8 +356,9 @@ def _print_summary(out: Output, summary: list, stack: list[str]) -> None:
         out.table(over, [*stack, "over"], keys=stack, title="each stack's summary is over")
 
 
-def _scored(out: Output, checkpoint, options, heads, kv_heads, prefix, family):
-    """:func:`wqk.checkpoints.analyze.analyze` with a progress display on a terminal."""
+def _scored(out: Output, checkpoint, options, plan_options: dict[str, Any]):
+    """:func:`wqk.checkpoints.analyze.analyze` (``plan_options``: its ``heads``, ``kv_heads``, ``prefix``,
+    ``family``) with a progress display on a terminal."""
     from rich.progress import Progress
 
     from wqk.checkpoints.analyze import analyze as run
@@ -350,4 +372,4 @@ def _scored(out: Output, checkpoint, options, heads, kv_heads, prefix, family):
             ),
             on_layer=lambda done, total: progress.update(task, description="layers", completed=done, total=total),
         )
-        return run(checkpoint, options, heads=heads, kv_heads=kv_heads, prefix=prefix, family=family, hooks=hooks)
+        return run(checkpoint, options, **plan_options, hooks=hooks)

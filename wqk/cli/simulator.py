@@ -10,11 +10,12 @@ from __future__ import annotations
 import inspect
 import typing
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from wqk.cli.errors import fail
+from wqk.cli.option_groups import OptionTable, cli_type, option_parameter, with_parameters
 from wqk.cli.options import OUTPUT_DIR, SEED_THREADS, Format, Objective, in_open_unit_interval, key_values, positive
 from wqk.cli.output import Output
 from wqk.sim.config import COMPARE_DEFAULTS, OPTION_FIELDS, DataConfig, ModelConfig, SimConfig, default_text
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from wqk.sim.report import SimSummaryRow
 
 #: ``simulate``'s config options in help order: (what it sets, click settings: a range, a check, flag names).
-SIM_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
+SIM_OPTIONS: OptionTable = {
     "d": ("Model dimension", {"min": 2}),
     "n": ("Positions per sequence, BOS/CLS included", {"min": 2}),
     "heads": ("Attention heads per layer", {"min": 1}),
@@ -65,35 +66,22 @@ SIM_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
 
 
 def _field_type(option: str) -> type:
-    """The Python type of the config field an option sets (a ``Literal`` of names is a ``str``)."""
+    """The command-line type of the config field an option sets (:func:`wqk.cli.option_groups.cli_type`)."""
     part, _, name = OPTION_FIELDS[option].rpartition("__")
     owner = {"": SimConfig, "model": ModelConfig, "data": DataConfig}[part]
-    hint = typing.get_type_hints(owner)[name]
-    return str if typing.get_origin(hint) is typing.Literal else hint
+    return cli_type(typing.get_type_hints(owner)[name])
 
 
 def config_parameters() -> list[inspect.Parameter]:
     """``simulate``'s config options as keyword parameters: type from the config, default None (the objective's)."""
-    params = []
-    for option, (text, settings) in SIM_OPTIONS.items():
-        settings = dict(settings)
-        flags = settings.pop("flags", ())
-        info = typer.Option(*flags, help=f"{text} ({default_text(option)}).", **settings)
-        annotation = Annotated[_field_type(option) | None, info]  # type: ignore[operator]
-        params.append(inspect.Parameter(option, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation))
-    return params
-
-
-def with_config_options(command):
-    """``command(**options)`` with :func:`config_parameters` added to its signature for typer to declare."""
-    signature = inspect.signature(command, eval_str=True)
-    own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    command.__signature__ = signature.replace(parameters=own + config_parameters())
-    return command
+    return [
+        option_parameter(option, _field_type(option) | None, None, f"{text} ({default_text(option)}).", settings)
+        for option, (text, settings) in SIM_OPTIONS.items()
+    ]
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(with_config_options(simulate))
+    app.command()(with_parameters(simulate, config_parameters()))
     app.command("compare-theory")(compare_theory)
     app.command("first-update")(first_update)
     app.command()(experiment)

