@@ -171,9 +171,13 @@ class CodeVersion:
 
 
 def modules_version(roots: Iterable[str], tree: SourceTree = SourceTree()) -> str:
-    """Hash of the source of every project module reachable from ``roots``: names a run directory by its code."""
+    """Hash of the source of every project module reachable from ``roots``: names a run directory by its code (an
+    error when no root is a project module: the hash of nothing would name every version alike)."""
+    modules = closure(roots, tree)
+    if not modules:
+        raise ValueError(f"no project module among {list(roots)}: name modules by their full names (wqk.vision...)")
     digest = hashlib.sha256()
-    for module in closure(roots, tree):
+    for module in modules:
         digest.update(module.encode() + b"\0" + tree.read(module) + b"\0")
     return digest.hexdigest()[:12]
 

@@ -1,5 +1,6 @@
 """The cache rule: an experiment reruns when its config or the code its runner can reach changes, and only then."""
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +11,8 @@ from wqk.paper.experiment import Experiment, modes
 from wqk.paper.pipeline import run_pipeline
 from wqk.paper.registry import EXPERIMENTS
 from wqk.paper.runners import theory
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _tree(tmp_path: Path) -> SourceTree:
@@ -43,6 +46,28 @@ def test_changing_a_module_changes_only_the_versions_that_reach_it(tmp_path):
     assert {r for r in before if before[r] != after[r]} == {"pkgx.a", "pkgx.sub.d", "pkgx.unrelated"}
 
 
+def test_a_version_of_no_project_module_is_an_error(tmp_path):
+    """A root that names no module (a name from before the ``wqk`` namespace) would hash nothing: every code
+    version of a run directory would be the same, and a stale run would be resumed."""
+    tree = _tree(tmp_path)
+    with pytest.raises(ValueError, match="no project module among"):
+        modules_version(["pkgy.a"], tree)
+
+
+def test_the_runners_name_their_run_directories_by_project_modules():
+    """Every run directory the paper's runners name by code reaches project modules (the real source tree)."""
+    for roots in (
+        ["wqk.vision.runs"],
+        ["wqk.vision.study"],
+        ["wqk.sim.grid"],
+        ["wqk.sim.train", "wqk.sim.experiments"],
+    ):
+        assert len(closure(roots, SourceTree())) > len(roots)
+    source = (ROOT / "paper" / "runners").rglob("*.py")
+    calls = [m for path in source for m in re.findall(r"modules_version\(\[([^\]]*)\]", path.read_text())]
+    assert calls and all(all(name.strip(" '\"").startswith("wqk.") for name in c.split(",")) for c in calls), calls
+
+
 @dataclass(frozen=True)
 class EditedTree(SourceTree):
     """The project's source with one module's text changed (as an edit to that file would)."""
@@ -61,7 +86,10 @@ def _versions(tree: SourceTree) -> dict[str, str]:
     ("module", "expected"),
     [
         ("wqk.sim.compare", {"compare_theory", "sim_grid"}),  # wqk.sim.grid compares cell by cell
-        ("wqk.vision.study", {"init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist"}),
+        (
+            "wqk.vision.study",
+            {"init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist", "init_dit_mechanism", "init_dit_plateau"},
+        ),
         ("wqk.sim.experiments", {n for n in EXPERIMENTS if n.startswith("sim_")}),
         ("wqk.theory.attribution", {"predictions", "theory_check"}),  # wqk.sim.compare does not import it
         # imported only by name, through wqk.vision.tasks.BUILDERS

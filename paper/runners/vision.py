@@ -30,7 +30,7 @@ def vision_runs(train: dict, ctx: Context) -> Iterator[Path]:
     from wqk.paper.codeversion import modules_version
     from wqk.paper.experiment import config_hash
 
-    root = ctx.scratch("vision", f"{modules_version(['vision.runs'])}-{config_hash(train)}")
+    root = ctx.scratch("vision", f"{modules_version(['wqk.vision.runs'])}-{config_hash(train)}")
     with ctx.locked(root):
         yield root
 
@@ -194,7 +194,7 @@ def study_runs(config: dict, ctx: Context) -> Tables:
     task, _ = _study(config)
     # the runs' directory: more seeds or arms add runs to it, the final samples are drawn after them
     sizes = {k: v for k, v in config.items() if k not in ("seeds", "schemes", "seed_list", "units", "sample_grid")}
-    out = ctx.scratch("study", f"{modules_version(['vision.study'])}-{config_hash(sizes)}", task.name)
+    out = ctx.scratch("study", f"{modules_version(['wqk.vision.study'])}-{config_hash(sizes)}", task.name)
     task, study = _study(config, out, ctx.threads)
     seeds = config_seeds(config)
     base = task_config(task, study)
