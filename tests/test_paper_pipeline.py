@@ -122,11 +122,14 @@ def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_d
         for mode in ("smoke", "full"):
             assert isinstance(experiment.config(mode), dict), name
     left_out = sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs)
-    # the controls, the DiT's sampling noise and question (a)'s causal pair: --quick reads --standard's
+    # the controls, the DiT's sampling noise, issue 43's DiT studies and question (a)'s causal pair: --quick reads
+    # --standard's
     assert left_out == [
         "control_scale",
         "dit_sampling_noise",
         "init_dit",
+        "init_dit_mechanism",
+        "init_dit_plateau",
         "init_vit",
         "language_control",
         "vision_dit_causal",
