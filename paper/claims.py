@@ -29,6 +29,7 @@ from wqk.paper.summary import paired_difference, paired_values, with_key_query_r
 from wqk.paper.verdict import (
     ALPHA,
     BOUNDS,
+    RangeOf,
     check_verdict,
     decision_p,
     holm,
@@ -107,16 +108,16 @@ def _seed_values(rows: list[dict], quantity: str) -> dict:
 SCALE_KEYS = ("model", "data")
 
 
-def _same_scale(results: Results, this: str, that: str) -> None:
+def _same_scale(results: Results, this: str, that: str, keys: tuple[str, ...] = SCALE_KEYS) -> None:
     """Raise :class:`MissingResult` when two experiments ran at different scales (one at ``--standard``, the other
-    at ``--quick``, as while standard units land): their seeds do not pair."""
+    at ``--quick``, as while standard units land): their seeds do not pair (``keys``: what they must share)."""
     if this == that:
         return
     configs = [results.manifest(e)["config"].get("train", {}) for e in (this, that)]
-    differ = {k: (configs[0].get(k), configs[1].get(k)) for k in SCALE_KEYS if configs[0].get(k) != configs[1].get(k)}
+    differ = {k: (configs[0].get(k), configs[1].get(k)) for k in keys if configs[0].get(k) != configs[1].get(k)}
     if differ:
         text = ", ".join(f"{k} {a} vs {b}" for k, (a, b) in differ.items())
-        raise MissingResult(f"{this} and {that} ran at different scales ({text}): no paired contrast")
+        raise MissingResult(f"{this} and {that} ran at different scales ({text}): not compared")
 
 
 def _contrast_rows(prediction: Prediction, results: Results) -> list[dict]:
@@ -137,6 +138,24 @@ def _contrast_rows(prediction: Prediction, results: Results) -> list[dict]:
         if row["n"]:
             out.append({**{k: a[0].get(k) for k in ("form", "block")}, **row, "values": paired_values(va, vb)})
     return out
+
+
+def paired_contrast(prediction: Prediction, results: Results) -> list[dict]:
+    """A contrast prediction's per-layer rows of paired differences, as its verdict reads them (figures draw them)."""
+    return _contrast_rows(prediction, results)
+
+
+def _reference_range(prediction: Prediction, results: Results) -> tuple[float, float]:
+    """A descriptive row's region (:class:`RangeOf`): the lowest and highest seed mean of the reference experiment's
+    matching rows, which must be on the same data (:class:`MissingResult` otherwise, or with no such rows)."""
+    reference = prediction.margin
+    _same_scale(results, prediction.experiment, reference.experiment, keys=("data",))
+    summary = select(results.table(reference.experiment, "summary"), quantity=prediction.quantity)
+    rows = _resolve(summary, reference.where)
+    means = [r["mean"] for r in rows if isinstance(r.get("mean"), float) and math.isfinite(r["mean"])]
+    if not means:
+        raise MissingResult(f"no {prediction.quantity} rows for {reference.where} in {reference.experiment}")
+    return min(means), max(means)
 
 
 # ---- the region of no effect --------------------------------------------------------------------------------
@@ -161,6 +180,8 @@ def _band(results: Results, experiment: str, row: dict, prediction: Prediction) 
     """``(band_lo, band_hi, null)``: the spectrum-matched null of this form where one was computed, else the
     registry's fixed region, else the i.i.d. null of a whole form (``null`` says which: ``spectrum``, ``iid``
     or empty for a fixed region)."""
+    if isinstance(prediction.margin, RangeOf):
+        return (*_reference_range(prediction, results), "")
     nulls = results.table(experiment, "nulls") if results.has(experiment, "nulls") else []
     if prediction.minus is None:
         spectrum = _null_match(nulls, row, prediction.quantity, "spectrum")
@@ -184,6 +205,8 @@ def measured(prediction: Prediction, results: Results) -> list[dict]:
 def _measured(prediction: Prediction, results: Results) -> list[dict]:
     if prediction.minus is not None:
         return _contrast_rows(prediction, results)
+    if isinstance(prediction.margin, RangeOf):
+        _reference_range(prediction, results)  # a reference not measured (or on other data): not measured
     table = results.table(prediction.experiment, prediction.table)
     return _resolve(select(table, quantity=prediction.quantity), prediction.where)
 
@@ -272,9 +295,9 @@ def evaluate(prediction: Prediction, results: Results, section: str) -> list[dic
 
 def adjust_section(rows: list[dict]) -> list[dict]:
     """Holm over a section's family, its measured hypotheses: a decided row whose adjusted p exceeds :data:`ALPHA`
-    becomes inconclusive (every hypothesis with an interval counts in ``m``; checks, deterministic checks, rows not
-    testable at their resolution and unmeasured rows do not). Then the section's checks gate it: while one has not
-    passed (supported), every hypothesis is inconclusive, "not at a working scale"."""
+    becomes inconclusive (every hypothesis with an interval counts in ``m``; checks, deterministic checks,
+    descriptive rows, rows not testable at their resolution and unmeasured rows do not). Then the section's checks
+    gate it: while one has not passed (supported), every hypothesis is inconclusive, "not at a working scale"."""
     family = [r for r in rows if r.get("role") == HYPOTHESIS and r.get("lo") is not None and r.get("n", 0) >= 2]
     decided = [r for r in family if r["verdict"] != "inconclusive"]
     pvalues = [r["p"] for r in decided] + [1.0] * (len(family) - len(decided))

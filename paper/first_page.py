@@ -24,9 +24,14 @@ QUESTIONS = (
     Question(
         "qa",
         "(a) Does denoising make a DiT's W_qk symmetric?",
-        ("DiT: s of the update M_t - M_0 above the null", "toy denoising: s above the null"),
-        "that denoising makes the form more symmetric than another objective would on the same backbone: an update "
-        "above its null says the training left structure, and no causal DiT is paired with it yet",
+        (
+            "update s: bidirectional DiT - causal DiT > 0",
+            "DiT: s of the update M_t - M_0 above the null",
+            "toy denoising: s above the null",
+        ),
+        "how the DiT's form compares in size with an encoder's: the MAE ViT is another backbone (depth, width), so "
+        "the DiT's update is described against the MAE's per-layer range, not tested; nor what the causal mask does "
+        "to the samples",
     ),
     Question(
         "qb",

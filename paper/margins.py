@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from wqk.paper.verdict import Margin
+from wqk.paper.verdict import Margin, RangeOf
 
 S_GAP = Margin.around(
     0.0,
@@ -48,6 +48,16 @@ FID_DIFF = Margin.around(
     "16 draws of the same model's 500 samples, dit_sampling_noise): the paper gives no fidelity effect",
 )
 GRID_AIM = Margin(0.9, 0.9, "the project's aim for the grid, set on a run of 8 seeds per cell")
+#: Question (a)'s encoder reference: the MAE ViT has another depth and width than the DiT, so its layers do not pair
+#: with the DiT's and a difference of the two would mix backbone with objective; the DiT is described against it.
+MAE_UPDATE_RANGE = RangeOf(
+    None,
+    None,
+    "the MAE ViT's update s per layer (seed means at its last step), lowest to highest layer, on the same data: "
+    "another backbone (depth, width), so a description, not a region of no effect",
+    experiment="vision_mae",
+    where={"task": "mae", "form": "update", "step": "last"},
+)
 
 
 #: The paper's released tables (docs/theory.md section 5): per family, the median over models of the per-layer

@@ -23,6 +23,7 @@ from wqk.paper.margins import (
     DELTA_PR_GAP,
     FID_DIFF,
     GRID_AIM,
+    MAE_UPDATE_RANGE,
     RATIO,
     RATIO_GAP,
     S_GAP,
@@ -33,6 +34,7 @@ from wqk.paper.margins import (
 from wqk.paper.verdict import (
     NULL_BAND,
     Margin,
+    RangeOf,
 )
 
 #: A ``where`` entry for ``step``: ``"last"``, ``"early"`` (the first recorded step after 0) or a step number;
@@ -42,12 +44,13 @@ STEP_CHOICES = ("last", "early")
 NULL_KEYS = ("arm", "task", "form", "layer", "step", "block")
 #: A row's role: a hypothesis (Holm-adjusted within its section), a check that a model learned its task (it gates
 #: the section's hypotheses: failed, they are "not at a working scale"), a deterministic check of claims 1-6, or a
-#: row measured at a resolution that cannot decide (:mod:`wqk.paper.resolution`), listed outside the family.
-HYPOTHESIS, CHECK, EXACT, UNTESTABLE = "hypothesis", "check", "exact", "not testable"
-ROLES = (HYPOTHESIS, CHECK, EXACT, UNTESTABLE)
-#: The experiments whose seeds were first run under the frozen registry (claims 7 and 8 on fresh seeds): only their
-#: data can be confirmatory. Another experiment run again after a freeze repeats seeds whose numbers were seen
-#: before it, and stays exploratory.
+#: row measured at a resolution that cannot decide (:mod:`wqk.paper.resolution`), listed outside the family, or a
+#: description against another model's range (:class:`wqk.paper.verdict.RangeOf`: outside the family, gates nothing).
+HYPOTHESIS, CHECK, EXACT, UNTESTABLE, DESCRIPTIVE = "hypothesis", "check", "exact", "not testable", "descriptive"
+ROLES = (HYPOTHESIS, CHECK, EXACT, UNTESTABLE, DESCRIPTIVE)
+#: The experiments whose seeds were first run under the frozen registry (claims 7 and 8, issue 43's studies and
+#: question (a)'s causal DiT pair, on fresh seeds): only their data can be confirmatory. Another experiment run again
+#: after a freeze repeats seeds whose numbers were seen before it, and stays exploratory.
 CONFIRMATORY = (
     "sim_claim7_confirm",
     "sim_objectives_confirm",
@@ -56,6 +59,8 @@ CONFIRMATORY = (
     "init_dit_plateau",
     "control_scale",
     "vision_matched",
+    "vision_dit_causal",
+    "vision_dit_confirm",
 )
 #: Experiments whose predictions are made per layer (their verdict rows are named with the layer).
 PER_LAYER = ("vision_", "language_")
@@ -85,6 +90,12 @@ class Prediction:
     optional: bool = False  # no verdict row at all until measured (a slot's experiment; an arm a mode leaves out)
     role: str = HYPOTHESIS  # a hypothesis (in the section's Holm family) or a check that the model learned (gates)
 
+    @property
+    def experiments(self) -> list[str]:
+        """The experiments its rows read: its own, the one it is paired with, the one whose range it is set against."""
+        reference = [self.margin.experiment] if isinstance(self.margin, RangeOf) else []
+        return [self.experiment, *([self.minus[0]] if self.minus else []), *reference]
+
 
 @dataclass(frozen=True)
 class Section:
@@ -110,6 +121,30 @@ def _vision(task, form, layer, quantity, direction, label, minus=None, **kw):
     where = {"task": task, "form": form, "layer": layer, "step": "last"}
     other = None if minus is None else (f"vision_{minus}", {"task": minus})
     return Prediction(label, f"vision_{task}", quantity, direction, where, minus=other, **kw)
+
+
+#: Question (a) made specific (fresh seeds 100-109): denoising's swap-symmetric roles against the causal mask on the
+#: same DiT, data and init, seed by seed; and the DiT's update described against the MAE ViT, the encoder reference.
+CAUSAL_DIT = _vision(
+    "dit_confirm",
+    "update",
+    "each",
+    "symmetry",
+    "above",
+    "update s: bidirectional DiT - causal DiT > 0",
+    minus="dit_causal",
+    margin=S_GAP_VISION,
+)
+MAE_REFERENCE = _vision(
+    "dit_confirm",
+    "update",
+    "each",
+    "symmetry",
+    "inside",
+    "DiT update s inside the MAE ViT's range over layers (described: another backbone)",
+    margin=MAE_UPDATE_RANGE,
+    role=DESCRIPTIVE,
+)
 
 
 def _speedup(task: str, scheme: str, model: str, experiment: str | None = None, optional: bool = False):
@@ -437,6 +472,8 @@ SECTIONS: tuple[Section, ...] = (
         predictions=(
             _sim("denoising", "symmetry", "above", "toy denoising: s above the null", "sim_objectives"),
             _vision("dit", "update", "each", "symmetry", "above", "DiT: s of the update M_t - M_0 above the null"),
+            CAUSAL_DIT,
+            MAE_REFERENCE,
         ),
     ),
     Section("qb", "Question (b): how do vision objectives shape W_qk, per layer?", predictions=_qb()),

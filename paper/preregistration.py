@@ -154,7 +154,7 @@ def result_commits(results, experiment: str) -> list[str]:
 
 def mark_exploratory(rows: list, results) -> list:
     """The verdict rows with ``exploratory`` set (:func:`exploratory` under each prediction's freeze); a contrast
-    counts the runs of the experiment it pairs with too."""
+    counts the runs of the experiment it pairs with too, a descriptive row those of its reference."""
     hashes, by_label = definition_hashes(), {}
     for s in SECTIONS:
         for p in s.predictions:
@@ -165,7 +165,7 @@ def mark_exploratory(rows: list, results) -> list:
         if prediction is None or not results.has(prediction.experiment):
             out.append(row)
             continue
-        names = [prediction.experiment, *([prediction.minus[0]] if prediction.minus else [])]
+        names = prediction.experiments
         commits = [c for name in names if results.has(name) for c in result_commits(results, name)]
         freeze = frozen_at(prediction_id(row["section"], row["label"]), hashes)
         fresh = all(name in CONFIRMATORY for name in names)

@@ -45,5 +45,5 @@ def registry_text(verdicts: list[dict]) -> str:
         + (f" (first frozen at `{frozen[0]['commit'][:12]}`)" if len(frozen) > 1 else "")
         + f". A verdict is **exploratory** when its data were made before its prediction was frozen, repeat seeds run "
         f"before the freeze, or came from uncommitted code: {fmt(exploratory)} of the measured rows are, "
-        f"{fmt(confirmatory)} are confirmatory (claims 7 and 8 on fresh seeds, run after the freeze)."
+        f"{fmt(confirmatory)} are confirmatory (the experiments on fresh seeds, run after the freeze)."
     )

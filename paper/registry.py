@@ -27,8 +27,9 @@ with their attention gates open at init too), 5 seeds each, scores and sample me
 the positive control (``language_control``, 5 seeds) and its scale control (``control_scale``: the encoder in the
 five arms of :data:`wqk.language.control.SCALE_ARMS`, fresh seeds 100-109, the held-out loss every 2% of the budget);
 ``dit_sampling_noise`` (standard and full) draws the samples of the standard DiT's seed 0 sixteen times, the sampling
-noise of one logged sample metric beside the seeds' spread.
-docs/benchmarks.md has each unit's measured wall time.
+noise of one logged sample metric beside the seeds' spread; ``vision_dit_causal`` and ``vision_dit_confirm``
+(standard, full and smoke only) train the standard DiT with and without a causal mask on fresh seeds 100-109, question
+(a)'s pair, one unit per seed. docs/benchmarks.md has each unit's measured wall time.
 """
 
 from __future__ import annotations
@@ -191,6 +192,35 @@ def _matched_vision() -> Experiment:
     return Experiment(
         "vision_matched", title, matched_runs, configs, derive=vision_summary, cost=600, units=matched_units
     )
+
+
+VISION_DIT = _vision(
+    "dit",
+    "dit-tiny",
+    "denoising",
+    "DiT denoising on digits",
+    255,
+    quick_steps=1000,
+    full={"model": "dit-s-2", "steps": 10000},
+    standard=DIT_STANDARD_TRAIN,
+)
+CONFIRM_SEEDS = 10
+
+
+def _dit_confirm(task: str, title: str, causal: bool) -> Experiment:
+    """Question (a)'s pair on fresh seeds: ``vision_dit``'s standard (and full) DiT, bidirectional or with a causal
+    mask in raster order (task option ``causal``, only where set: the bidirectional train config is ``vision_dit``'s,
+    whose runs it shares). No quick config: ``--quick`` shows committed standard results (docs/benchmarks.md has
+    the units' expected cost)."""
+    masked = lambda train: {**train, "task_options": dict(train.get("task_options", {}), causal=True)}
+    mask = masked if causal else lambda train: train
+    seeds = {"task": task, "seeds": CONFIRM_SEEDS, "first_seed": CONFIRM_SEED}
+    configs = {
+        "smoke": {**seeds, "seeds": 2, "train": mask(DIT_SMOKE_TRAIN)},
+        "standard": {**seeds, "units": 1, "train": mask(DIT_STANDARD_TRAIN)},
+        "full": {**seeds, "train": mask(VISION_DIT.configs["full"]["train"])},
+    }
+    return Experiment(f"vision_{task}", title, vision_task, configs, derive=vision_summary, cost=9600, units=seed_units)
 
 
 STUDY_SCHEMES = ("default", "symmetric", "symmetric-indefinite", "directional")
@@ -534,16 +564,11 @@ EXPERIMENTS: dict[str, Experiment] = {
         _vision("mae", "vit-tiny", "masked_autoencoding", "masked autoencoding ViT on digits", 80),
         _vision("causal", "vit-tiny", "autoregressive", "causal next-patch ViT on digits", 110),
         _matched_vision(),
-        _vision(
-            "dit",
-            "dit-tiny",
-            "denoising",
-            "DiT denoising on digits",
-            255,
-            quick_steps=1000,
-            full={"model": "dit-s-2", "steps": 10000},
-            standard=DIT_STANDARD_TRAIN,
-        ),
+        VISION_DIT,
+        # question (a): the standard DiT with a causal mask, paired seed by seed with the bidirectional one, both on
+        # fresh seeds (100-109)
+        _dit_confirm("dit_causal", "DiT denoising with a causal mask (raster order), fresh seeds", causal=True),
+        _dit_confirm("dit_confirm", "DiT denoising (bidirectional) on fresh seeds: the causal DiT's pair", False),
         Experiment(
             "dit_sampling_noise",
             "sampling noise of the DiT's sample metrics: one trained model's samples drawn again and again",

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from wqk.common.summary import z_text
 from wqk.paper.answers import QUESTIONS, answer_text
+from wqk.paper.causal_dit_report import causal_dit_piece
 from wqk.paper.control_report import control_piece, control_scale_piece
 from wqk.paper.experiment import MODES, STANDS_IN
 from wqk.paper.first_page import answers_page
@@ -21,7 +22,7 @@ from wqk.paper.margins import PAPER_MEDIANS
 from wqk.paper.markdown import fmt, md_table, value_text
 from wqk.paper.matched_report import matched_piece
 from wqk.paper.mechanism_report import mechanism_table
-from wqk.paper.predictions import CHECK, SECTIONS, UNTESTABLE
+from wqk.paper.predictions import CHECK, DESCRIPTIVE, SECTIONS, UNTESTABLE
 from wqk.paper.provenance import commit_text, registry_text
 from wqk.paper.results import MissingResult, Results, select
 from wqk.paper.runners.checkpoints import is_packaged
@@ -96,12 +97,13 @@ def verdict_table(rows: list[dict]) -> str:
 
 
 def role_tables(rows: list[dict]) -> str:
-    """A section's checks (they gate its hypotheses) and its rows not testable at their resolution, each under its
-    own heading after the section's table; empty where it has neither."""
+    """A section's checks (they gate its hypotheses), its rows not testable at their resolution and its descriptive
+    rows, each under its own heading after the section's table; empty where it has none."""
     parts = []
     for role, heading in (
         (CHECK, "Checks (the model learned its task; they gate the section and are not in its Holm family)"),
         (UNTESTABLE, "Measured, not testable at this resolution (outside the family)"),
+        (DESCRIPTIVE, "Described against another model's range, not tested (outside the family; gates nothing)"),
     ):
         mine = [r for r in rows if r.get("role") == role]
         if mine:
@@ -262,6 +264,7 @@ def section_pieces(results: Results, verdicts: list[dict]) -> dict[str, str]:
             + arms_table(results, "sim_denoising", SCORE_HEADERS, forms=("W_qk", "grad_cross"))
         )
     )
+    ctx["qa.causal"] = _safe(lambda: causal_dit_piece(results, verdicts))
     ctx["qb.evidence"] = _safe(lambda: vision_tables(results))
     ctx["qb.matched"] = _safe(lambda: matched_piece(results))
     ctx["qc.evidence"] = _safe(lambda: study_table(results))

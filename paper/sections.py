@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from wqk.common.rows import row_type
-from wqk.paper.predictions import CHECK, PER_LAYER, SECTIONS, UNTESTABLE
+from wqk.paper.predictions import CHECK, DESCRIPTIVE, PER_LAYER, SECTIONS, UNTESTABLE
 from wqk.paper.verdict import VERDICTS, count_words
 
 #: One section's verdicts (``results/sections.csv``): how many of its predictions got each word, and the rows
@@ -36,9 +36,9 @@ def row_name(row: Mapping) -> str:
 
 def section_verdicts(rows: Sequence[Mapping], key: str) -> list[Mapping]:
     """A section's predictions (its hypotheses and deterministic checks, and the rows of other sections it cites),
-    without its checks and its rows not testable at their resolution."""
+    without its checks, its descriptive rows and its rows not testable at their resolution."""
     section = next(s for s in SECTIONS if s.key == key)
-    counted = [r for r in rows if r.get("role") not in (CHECK, UNTESTABLE)]
+    counted = [r for r in rows if r.get("role") not in (CHECK, UNTESTABLE, DESCRIPTIVE)]
     return [r for r in counted if r["section"] == key or (r["section"], r["label"]) in section.cites]
 
 

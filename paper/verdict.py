@@ -10,7 +10,7 @@ seeds; within a section the decisions are Holm-adjusted (:func:`holm`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 VERDICTS = ("supported", "contradicted", "not detected", "inconclusive")
 DIRECTIONS = ("above", "below", "inside")
@@ -40,7 +40,10 @@ RULE = (
     "as *measured, not testable at this resolution*, outside the family. **Checks** that a model learned its task "
     "(the MLM uses context, a DiT's FID below the working scale's bar) are not hypotheses: they gate their "
     'section (while one has not passed, its hypotheses are inconclusive, "not at a working scale") and never '
-    "count in its family. Within a section the hypotheses' decisions are **Holm-adjusted**: each decided row's "
+    "count in its family. A **descriptive** row sets one model's value against the range of another's (another "
+    "backbone, where no paired contrast exists): *supported* means its interval lies inside that range; it is "
+    "outside the family and gates nothing. Within a section the hypotheses' decisions are **Holm-adjusted**: each "
+    "decided row's "
     "one-sided p-value (from its interval, on the interval's own scale) is adjusted over the section's measured "
     "hypotheses, and a row whose adjusted p exceeds the interval's own one-sided level becomes inconclusive. A "
     "measurement that answers two sections is counted once: claim 9 cites question (c)'s rows, claim 7 claim 8's "
@@ -70,6 +73,16 @@ class Margin:
 
 #: The region of the predictions set against their null.
 NULL_BAND = Margin(None, None, "the null's 95% band: the values one random form of the same shape takes")
+
+
+@dataclass(frozen=True)
+class RangeOf(Margin):
+    """A descriptive row's region: from the lowest to the highest seed mean of ``experiment``'s summary rows matching
+    ``where`` (one per layer). Read from results, so it is never a hypothesis's region of no effect: it says where
+    one model's value lies among another's (``lo = hi = None`` until read)."""
+
+    experiment: str = ""
+    where: dict = field(default_factory=dict)
 
 
 def _finite(*values: float | None) -> bool:

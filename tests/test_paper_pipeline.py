@@ -14,6 +14,7 @@ from wqk.paper.registry import EXPERIMENTS, checkpoint_experiment, experiments
 from wqk.paper.results import Results, read_csv, write_tables
 from wqk.paper.runners.sim import arm_configs
 from wqk.paper.runners.vision import study_task
+from wqk.paper.seeds import config_seeds
 from wqk.vision.init import is_scheme
 from wqk.vision.train import TrainConfig
 
@@ -121,8 +122,8 @@ def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_d
         for mode in ("smoke", "full"):
             assert isinstance(experiment.config(mode), dict), name
     left_out = sorted(n for n, e in EXPERIMENTS.items() if "quick" not in e.configs)
-    # the controls, the DiT's sampling noise, the DiT studies of fresh seeds and the matched-start ViTs: --quick
-    # reads --standard's
+    # the controls, the DiT's sampling noise, issue 43's DiT studies, question (a)'s causal pair and the
+    # matched-start ViTs: --quick reads --standard's
     assert left_out == [
         "control_scale",
         "dit_sampling_noise",
@@ -131,6 +132,8 @@ def test_every_registry_entry_has_smoke_and_full_and_quick_leaves_out_only_the_d
         "init_dit_plateau",
         "init_vit",
         "language_control",
+        "vision_dit_causal",
+        "vision_dit_confirm",
         "vision_matched",
     ]
 
@@ -150,14 +153,13 @@ def test_long_configs_are_valid(mode):
         elif experiment.runner.__name__ == "vision_task":
             TrainConfig(**config["train"])
             if mode == "standard":  # one unit per seed, every seed once
-                assert sorted(s for u in units.values() for s in u["seed_list"]) == list(range(config["seeds"]))
+                assert sorted(s for u in units.values() for s in u["seed_list"]) == config_seeds(config)
         elif experiment.runner.__name__ == "matched_runs":
             for arm in config["arms"]:
                 TrainConfig(**{**config["train"], **{k: v for k, v in arm.items() if k != "arm"}})
             if mode == "standard":  # one unit per arm and seed, every run once, on the fresh seeds
                 runs = sorted((a["arm"], s) for u in units.values() for a in u["arms"] for s in u["seed_list"])
-                first = config["first_seed"]
-                want = sorted((a["arm"], s) for a in config["arms"] for s in range(first, first + config["seeds"]))
+                want = sorted((a["arm"], s) for a in config["arms"] for s in config_seeds(config))
                 assert runs == want and len(units) == len(want), name
         elif experiment.runner.__name__ == "study_runs":
             task = study_task(config["task"], config["steps"])

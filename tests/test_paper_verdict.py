@@ -13,7 +13,7 @@ from wqk.common.summary import z_text
 from wqk.paper.claims import adjust_section, evaluate, verdict_rows
 from wqk.paper.margins import RATIO
 from wqk.paper.pipeline import derive
-from wqk.paper.predictions import SECTIONS, Prediction
+from wqk.paper.predictions import DESCRIPTIVE, SECTIONS, Prediction
 from wqk.paper.results import Results, read_csv, write_experiment
 from wqk.paper.sections import section_rows
 from wqk.paper.verdict import ALPHA, NULL_BAND, Margin, count_words, decision_p, holm, verdict
@@ -185,13 +185,20 @@ def test_every_margin_is_fixed_in_the_registry_with_why():
 
 def test_margins_do_not_depend_on_the_measured_results(tmp_path):
     """Two result trees with other measured values (other draws) and the same nulls: every verdict row has the
-    same region of no effect; a margin read from a results table would move with the values."""
+    same region of no effect; a margin read from a results table would move with the values (a descriptive row's
+    range is read from results by design, and is no hypothesis's region)."""
     bands = []
     for seed in (0, 1):
         root = write_fixture(tmp_path / f"r{seed}" / "results", seed=seed)
         derive(root)
         rows = verdict_rows(Results(root))
-        bands.append({(r["section"], r["label"], r["layer"]): (r["band_lo"], r["band_hi"]) for r in rows})
+        bands.append(
+            {
+                (r["section"], r["label"], r["layer"]): (r["band_lo"], r["band_hi"])
+                for r in rows
+                if r["role"] != DESCRIPTIVE
+            }
+        )
         assert any(r["mean"] is not None for r in rows)
     assert bands[0] == bands[1]
     fixed = [b for b in bands[0].values() if b[0] is not None]

@@ -11,10 +11,10 @@ import pytest
 
 from wqk.paper import preregistration as prereg
 from wqk.paper.margins import FID_DIFF, FID_SAMPLING_SD, sampling_margin
-from wqk.paper.predictions import CHECK, HYPOTHESIS, SECTIONS
+from wqk.paper.predictions import CHECK, DESCRIPTIVE, HYPOTHESIS, SECTIONS
 from wqk.paper.resolution import degenerate_note
 from wqk.paper.results import Results
-from wqk.paper.verdict import BOUNDS, VERDICTS, verdict
+from wqk.paper.verdict import BOUNDS, VERDICTS, RangeOf, verdict
 
 RESULTS = Path(__file__).resolve().parent.parent / "paper" / "results"
 PREDICTIONS = [(s.key, p) for s in SECTIONS for p in s.predictions]
@@ -75,9 +75,12 @@ def test_every_hypothesis_can_give_each_of_the_four_words(section, prediction):
     assert words == set(VERDICTS), f"{prediction.label} ({prediction.direction} [{lo}, {hi}]) gives only {words}"
 
 
-def test_checks_and_hypotheses_are_the_only_roles_registered():
-    assert {p.role for _, p in PREDICTIONS} <= {HYPOTHESIS, CHECK}
+def test_checks_hypotheses_and_descriptions_are_the_only_roles_registered():
+    """A description (a model's value against another model's range) is the only row whose region is read from
+    results, and it is never a hypothesis."""
+    assert {p.role for _, p in PREDICTIONS} <= {HYPOTHESIS, CHECK, DESCRIPTIVE}
     assert all(p.direction != "inside" for _, p in PREDICTIONS if p.role == HYPOTHESIS)
+    assert all(isinstance(p.margin, RangeOf) == (p.role == DESCRIPTIVE) for _, p in PREDICTIONS)
 
 
 def test_every_verdict_row_uses_the_interval_rule_its_kind_names():

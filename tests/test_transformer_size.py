@@ -81,6 +81,8 @@ RECIPE_DIT = [
     ("label_dropout", 0.1),
     ("learn_sigma", False),
     ("freq_dim", 256),
+    ("causal", False),  # question (a)'s mask, off; no run persists a DiTConfig (a run's TrainConfig names causal only
+    # in the task options of the runs that set it)
 ]
 
 
@@ -100,6 +102,7 @@ def test_the_model_configs_serialise_flat_with_the_size_first():
         "pos": "sincos",
         "pool": "cls",
         "weight_init": "xavier",
+        "matched_init": False,  # question (b)'s matched starts, off
     }
     assert list(vit)[:8] == SIZE_FIELDS
     assert [f.name for f in dataclasses.fields(DiTConfig)][:8] == SIZE_FIELDS

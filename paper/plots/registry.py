@@ -13,6 +13,7 @@ from pathlib import Path
 from wqk.common.figures import save_figure
 from wqk.common.io import write_json
 from wqk.paper.codeversion import code_version
+from wqk.paper.plots.causal_dit import dit_causal
 from wqk.paper.plots.language import control_scale, language_control
 from wqk.paper.plots.nulls import checkpoints, nulls_vs_d
 from wqk.paper.plots.panels import FigureDataError
@@ -26,7 +27,15 @@ from wqk.vision.task_records import VISION_TASKS
 STUDIES = ("init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist")
 #: Figures of optional experiments (given checkpoints, slots, or --standard only): the report links them only
 #: when drawn.
-OPTIONAL_FIGURES = ("checkpoints", "grid", "language_control", "control_scale", "init_samples", "matched_contrasts")
+OPTIONAL_FIGURES = (
+    "checkpoints",
+    "grid",
+    "language_control",
+    "control_scale",
+    "init_samples",
+    "matched_contrasts",
+    "dit_causal",
+)
 #: name -> (figure function, the experiments it reads). The report template embeds each by name.
 FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "toy_wqk": (toy_wqk, ("sim_objectives",)),
@@ -40,6 +49,7 @@ FIGURES: dict[str, tuple[Callable, tuple[str, ...]]] = {
     "masking": (masking, ("sim_masking",)),
     "vision_layers": (vision_layers, ("vision_classify", "vision_mae", "vision_causal", "vision_dit")),
     "matched_contrasts": (matched_contrasts, ("vision_matched",)),
+    "dit_causal": (dit_causal, ("vision_dit_confirm", "vision_dit_causal")),
     "init_curves": (init_curves, STUDIES),
     "init_steps": (init_steps, STUDIES),
     "init_samples": (init_samples, STUDIES),

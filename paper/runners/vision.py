@@ -35,28 +35,21 @@ def vision_runs(train: dict, ctx: Context) -> Iterator[Path]:
         yield root
 
 
-def _seeds(config: dict) -> list[int]:
-    """The unit's ``seed_list``, else ``config["seeds"]`` seeds from ``first_seed`` (0 unless given)."""
-    first = config.get("first_seed", 0)
-    return list(config.get("seed_list", range(first, first + config["seeds"])))
-
-
 def vision_task(config: dict, ctx: Context) -> Tables:
-    """Train ``config["train"]`` (a :class:`wqk.vision.train.TrainConfig`'s fields) for ``config["seeds"]`` seeds (or
-    the unit's ``seed_list``; from ``first_seed`` when given);
+    """Train ``config["train"]`` (a :class:`wqk.vision.train.TrainConfig`'s fields) for the seeds of
+    :func:`config_seeds`;
     per-seed per-layer scores of every form over training with the task's test metrics, and their nulls."""
     init = config.get("init", "default")
-    tables, base = _objective_tables(config["task"], config["train"], _seeds(config), ctx, init)
+    tables, base = _objective_tables(config["task"], config["train"], config_seeds(config), ctx, init)
     return {**tables, "config": {"train": base.to_dict(), "seeds": config["seeds"]}}
 
 
 def matched_runs(config: dict, ctx: Context) -> Tables:
     """``vision_matched``: each objective arm of ``config["arms"]`` (its name ``arm`` and its training fields over
-    ``config["train"]``)
-    from matched starts (``config["train"]``'s ``task_options`` hold ``matched_init``) for the unit's seeds
-    (:func:`_seeds`): :func:`vision_task`'s tables with ``task`` = the arm, and layer 0's content and position blocks
-    (:func:`final_block_rows`) beside the whole forms (``block = all``)."""
-    seeds = _seeds(config)
+    ``config["train"]``) from matched starts (``config["train"]``'s ``task_options`` hold ``matched_init``) for the
+    unit's seeds (:func:`config_seeds`): :func:`vision_task`'s tables with ``task`` = the arm, and layer 0's content
+    and position blocks (:func:`final_block_rows`) beside the whole forms (``block = all``)."""
+    seeds = config_seeds(config)
     out: Tables = {"scores": [], "nulls": []}
     for arm in config["arms"]:
         fields = {k: v for k, v in arm.items() if k != "arm"}

@@ -28,6 +28,7 @@ class DiTConfig(TransformerSize):
     label_dropout: float = 0.1
     learn_sigma: bool = False
     freq_dim: int = 256
+    causal: bool = False  # attend to patches j <= i in raster order (ViT's causal mask): question (a)'s control
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -162,9 +163,9 @@ class DiTBlock(nn.Module):
         """``(shift_msa, scale_msa, gate_msa, shift_mlp, scale_mlp, gate_mlp)``, each ``(B, d)``."""
         return self.adaLN_modulation(c).chunk(6, dim=-1)
 
-    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, c: torch.Tensor, causal: bool = False) -> torch.Tensor:
         shift_a, scale_a, gate_a, shift_m, scale_m, gate_m = self.modulation(c)  # (B, d) each
-        x = x + gate_a.unsqueeze(1) * self.attn(modulate(self.norm1(x), shift_a, scale_a))  # (B, N, d)
+        x = x + gate_a.unsqueeze(1) * self.attn(modulate(self.norm1(x), shift_a, scale_a), causal=causal)  # (B, N, d)
         return x + gate_m.unsqueeze(1) * self.mlp(modulate(self.norm2(x), shift_m, scale_m))
 
 
@@ -239,7 +240,7 @@ class DiT(nn.Module):
         h = self.patch_embed(patchify(x, cfg.patch)) + self.pos_embed  # (B, N, d)
         c = self.condition(t, y)  # (B, d)
         for block in self.blocks:
-            h = block(h, c)
+            h = block(h, c, causal=cfg.causal)
         out = self.final_layer(h, c)  # (B, N, p*p*C_out)
         return unpatchify(out, cfg.patch, cfg.out_channels, cfg.grid)  # (B, C_out, H, W)
 

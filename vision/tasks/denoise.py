@@ -246,13 +246,15 @@ def build_task(
     """``dit-<preset>`` + ``denoise`` on ``data`` (image size, channels and classes from the data).
 
     ``patch`` defaults to the preset's (``b-4`` -> 4) and, for ``tiny``, to one that suits the image size.
-    ``conditional=False`` trains an unconditional model (no class embedding). ``options``: the
+    ``conditional=False`` trains an unconditional model (no class embedding); ``causal=True`` masks its attention
+    causally in raster order (:attr:`wqk.vision.models.dit.DiTConfig.causal`). ``options``: the
     :class:`DenoiseOptions` (sampler, sample metrics, form timesteps) and DiT fields.
     """
     if objective.name != Denoising.name:
         raise ValueError(f"the DiT trains objective 'denoising', not {objective.name!r}")
-    if not isinstance(conditional, bool):
-        raise ValueError(f"conditional must be true or false, got {conditional!r}")
+    for name, flag in (("conditional", conditional), ("causal", options.get("causal", False))):
+        if not isinstance(flag, bool):
+            raise ValueError(f"{name} must be true or false, got {flag!r}")
     own = DenoiseOptions(**{k: options.pop(k) for k in DENOISE_OPTIONS if k in options})
     if patch is None and preset_key(preset) == "tiny":
         patch = default_patch(data.image_size)
