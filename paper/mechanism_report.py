@@ -14,7 +14,10 @@ BUDGETS = (25, 50, 100)
 
 
 def mechanism_table(results: Results, experiment: str = EXPERIMENT) -> str:
-    """The arms' table and the contrasts' table of a DiT study with the large evaluation (``experiment``)."""
+    """The arms' table and the contrasts' table of a DiT study with the large evaluation (``experiment``), or a line
+    saying how to run it."""
+    if not results.has(experiment, "summary"):
+        return f"*(not yet run: `python cli.py paper --standard --only {experiment}` runs its units, one seed each)*"
     rows = results.required_rows(experiment, "summary")
     arms = {a["scheme"]: a for a in results.required_rows(experiment, "arms")}
     quantity = lambda scheme: {r["quantity"]: r for r in select(rows, scheme=scheme)}
