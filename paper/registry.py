@@ -50,13 +50,14 @@ from wqk.paper.derive import (
     study_summary,
     vision_summary,
 )
+from wqk.paper.dit_studies import MECHANISM, MECHANISM_SMOKE, PLATEAU, dit_study
 from wqk.paper.experiment import Experiment, modes
 from wqk.paper.runners.checkpoints import checkpoints, fingerprint, packaged_models
 from wqk.paper.runners.language import language_analysis, language_runs
 from wqk.paper.runners.sim import compare_theory, sim_arms, sim_grid
 from wqk.paper.runners.theory import nulls_vs_d, predictions, theory_check
 from wqk.paper.runners.vision import matched_runs, sampling_noise, study_analysis, study_runs, vision_task
-from wqk.paper.seeds import config_seeds
+from wqk.paper.units import CONFIRM_SEED, arm_seed_units, language_units, matched_units, seed_units
 from wqk.vision.recipes import RECIPES
 
 SIM_SIZES = {
@@ -77,9 +78,6 @@ def _sim(
     configs = {mode: {"arms": arms, "matrices": matrices, "overrides": size} for mode, size in sizes.items()}
     return Experiment(name, title, sim_arms, configs, derive=sim_summary, cost=cost)
 
-
-#: The first seed of the confirmatory runs of claims 7 and 8 (the exploratory ones used seeds 0-7).
-CONFIRM_SEED = 100
 
 VISION_SMOKE = {"steps": 4, "log_every": 2, "null_samples": 32, "eval_limit": 64, "batch_size": 16}
 VISION_FULL = {"model": "vit-s", "data": "mnist5k", "batch_size": 128, "steps": 5000, "log_every": 250}
@@ -110,23 +108,6 @@ DIT_SMOKE_TRAIN = {
     **VISION_SMOKE,
     "task_options": {"fidelity_samples": 20, "sampler": {"method": "ddim", "steps": 2, "guidance": 2.0}},
 }
-
-
-def seed_units(config: dict) -> dict[str, dict]:
-    """One unit per group of ``config["units"]`` seeds (``seed0``, ``seeds0-1``; from ``first_seed`` where the config
-    names one), each the config with its ``seed_list``."""
-    seeds, per = config_seeds(config), config["units"]
-    groups = [seeds[i : i + per] for i in range(0, len(seeds), per)]
-    return {(f"seed{g[0]}" if len(g) == 1 else f"seeds{g[0]}-{g[-1]}"): {**config, "seed_list": g} for g in groups}
-
-
-def arm_seed_units(config: dict) -> dict[str, dict]:
-    """One unit per scheme and group of ``config["units"]`` seeds (``symmetric-seed0``)."""
-    return {
-        f"{scheme}-{name}": {**unit, "schemes": [scheme]}
-        for scheme in config["schemes"]
-        for name, unit in seed_units(config).items()
-    }
 
 
 def _vision(
@@ -164,15 +145,6 @@ MATCHED_ARMS = [
     {"arm": "causal", "objective": "autoregressive"},
 ]
 MATCHED_SEEDS = 10
-
-
-def matched_units(config: dict) -> dict[str, dict]:
-    """One unit per objective arm and group of ``config["units"]`` seeds (``mae-no-mask-seed100``)."""
-    return {
-        f"{arm['arm']}-{name}": {**unit, "arms": [arm]}
-        for arm in config["arms"]
-        for name, unit in seed_units(config).items()
-    }
 
 
 def _matched_vision() -> Experiment:
@@ -303,92 +275,12 @@ def _mnist_study(
     return entry
 
 
-#: The DiT mechanism study (what in a symmetric init helps a DiT: symmetry, self-similarity or scale): the arms at
-#: the default's per-parameter scale that pull the ingredients apart, and the published mimetic init at its own.
-MECHANISM_SCHEMES = ["default", "symmetric", "symmetric-indefinite", "self-similar", "mimetic-qk", "mimetic"]
-#: Its contrasts besides each arm - default: self-similarity at fixed symmetry (s = 1 both), symmetry at fixed
-#: self-similarity (both positive semidefinite parts), and mimetic's own scale and value / output parts at fixed
-#: query-key structure.
-MECHANISM_CONTRASTS = [
-    ["symmetric", "symmetric-indefinite"],
-    ["symmetric", "self-similar"],
-    ["mimetic", "mimetic-qk"],
-]
-MECHANISM = {
-    "task": "dit-mnist-mechanism",
-    "steps": None,
-    "task_options": None,
-    "schemes": MECHANISM_SCHEMES,
-    "contrasts": MECHANISM_CONTRASTS,
-    "init_structure": True,
-    "seeds": 10,
-    "first_seed": CONFIRM_SEED,  # fresh seeds, run under the frozen registry
-    "units": 1,
-    "data": None,
-    "log_every": 100,
-    "target_at": 0.5,
-    "null_samples": 256,
-    "sample_grid": 1,
-}
-MECHANISM_SMOKE = {
-    **MECHANISM,
-    "steps": 6,
-    "seeds": 2,
-    "schemes": ["default", "symmetric", "self-similar"],
-    "contrasts": [["symmetric", "self-similar"]],
-    "null_samples": 32,
-    "task_options": {
-        "fidelity_samples": 24,
-        "fidelity_large": 48,
-        "fidelity_large_every": 3,
-        "sampler": {"method": "ddim", "steps": 2, "guidance": 2.0},
-    },
-}
-
-
-#: The plateau study: the baseline, ours and the published anchor at three times the budget, where the plateau
-#: rule (the default's FID on 2,000 samples falls by less than 5% over the last quarter) tells a speed effect
-#: (gone at the plateau) from a fidelity effect (still there).
-PLATEAU = {
-    **MECHANISM,
-    "task": "dit-mnist-plateau",
-    "schemes": ["default", "symmetric", "mimetic"],
-    "contrasts": [],
-    "log_every": 300,
-}
-
-
-def _dit_study(name: str, title: str, smoke: dict, standard: dict, cost: float) -> Experiment:
-    """A DiT study of fresh seeds: smoke, and standard (= full: on a GPU the same units run faster); no quick
-    config (``--quick`` shows committed standard results)."""
-    return Experiment(
-        name,
-        title,
-        study_runs,
-        {"smoke": smoke, "standard": standard, "full": standard},
-        derive=study_summary,
-        cost=cost,
-        units=arm_seed_units,
-        merge=study_analysis,
-    )
-
-
 #: ``wqk.sim.grid`` at 8 seeds x 200 steps takes about 8 minutes of two cores (its docstring): quick is a quarter of it.
 GRID_SIZES = {
     "smoke": {"seeds": 2, "steps": 4, "mc_sequences": 32, "max_cells": 3},
     "quick": {"seeds": 4, "steps": 100, "mc_sequences": 256, "max_cells": None},
     "full": {"seeds": 16, "steps": 400, "mc_sequences": 1024, "max_cells": None},
 }
-
-
-def language_units(config: dict) -> dict[str, dict]:
-    """One unit per objective, arm and group of ``config["units"]`` seeds (``mlm-symmetric-seed0``)."""
-    return {
-        f"{objective}-{arm}-{name}": {**unit, "objectives": [objective], "arms": [arm]}
-        for objective in config["objectives"]
-        for arm in config["arms"]
-        for name, unit in seed_units(config).items()
-    }
 
 
 #: The positive control: docstring prose of the standard library, numpy and scipy (about 2.2 million words),
@@ -657,14 +549,14 @@ EXPERIMENTS: dict[str, Experiment] = {
             480,
             standard={"task": "vit-mnist-long", "steps": None, "schemes": ALL_SCHEMES},
         ),
-        _dit_study(
+        dit_study(
             "init_dit_mechanism",
             "init study: what in a symmetric init helps a DiT (symmetry, self-similarity or scale), 10 fresh seeds",
             MECHANISM_SMOKE,
             MECHANISM,
             60 * 20 * 60,
         ),
-        _dit_study(
+        dit_study(
             "init_dit_plateau",
             "init study: speed or fidelity? The DiT arms at three times the budget, 10 fresh seeds",
             {**MECHANISM_SMOKE, "task": "dit-mnist-plateau", "contrasts": []},
