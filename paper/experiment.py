@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,16 +54,18 @@ class Context:
         return path
 
     @contextmanager
-    def locked(self, directory: Path) -> Iterator[None]:
-        """Hold an exclusive lock on a run directory: two experiments sharing a run train it once, in turn."""
+    def locked(self, directory: Path, names: Iterable[str] = ("",)) -> Iterator[None]:
+        """Hold exclusive locks on the runs ``names`` of a run directory (``""``: the whole directory): two units or
+        experiments sharing a run train it once, in turn, and units of distinct runs train at once. The locks are
+        taken in sorted order, so two holders of overlapping sets cannot wait on each other."""
         import fcntl
 
-        with (directory / ".lock").open("w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        with ExitStack() as stack:
+            for name in sorted(set(names)):
+                handle = stack.enter_context((directory / f".lock{'-' if name else ''}{name}").open("w"))
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                stack.callback(fcntl.flock, handle, fcntl.LOCK_UN)
+            yield
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,13 @@
 """Step 1 of the pipeline, plan: every experiment's units, and which of them still run.
 
-A unit's result is kept while it is valid (:func:`is_valid`: its cache key, and the same source or the same
+A unit's result is kept while it is valid (:func:`validity`: its cache key, and the same source or the same
 fingerprint); the others are the plan's ``todo``, ordered seed by seed. A :class:`Task` is plain data, so that any
 executor (:mod:`wqk.paper.execute`) can hand it to another process or another machine.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from wqk.common.io import write_json
@@ -76,6 +76,7 @@ class Plan:
     mode: str
     tasks: list[Task]
     todo: list[Task]
+    unchecked: list[Task] = field(default_factory=list)  # a listing's cached units whose source changed
 
     @property
     def task(self) -> Task:
@@ -110,30 +111,38 @@ def load_registry(spec: str, checkpoint_paths: list[str] | None = None) -> dict[
     return getattr(importlib.import_module(module), function)(checkpoint_paths)
 
 
-def is_valid(task: Task, experiment: Experiment, record: bool = True) -> bool:
-    """Whether ``task``'s results are cached and still valid: same cache key and tables present, and the same
-    source (code version) or, the source having changed, the same fingerprint as the one stored
+#: What a cached result is for a plan (:func:`validity`).
+VALID, INVALID, UNCHECKED = "valid", "invalid", "source changed"
+
+
+def validity(task: Task, experiment: Experiment, listing: bool = False) -> str:
+    """Whether ``task``'s results are cached and still :data:`VALID`: same cache key and tables present, and the
+    same source (code version) or, the source having changed, the same fingerprint as the one stored
     (:func:`wqk.paper.fingerprint.same_computation`). A result kept by its fingerprint has its manifest's code version
-    brought up to date (the next check is free), unless ``record`` is False (a listing writes nothing)."""
+    brought up to date (the next check is free). A ``listing`` writes nothing and runs no fingerprint (a run of
+    every changed experiment's smoke config, minutes after a change every runner reaches): a result whose source
+    changed is :data:`UNCHECKED` there, its fingerprint checked by the next run."""
 
     manifest = read_manifest(task.directory)
     if manifest is None or not is_cached(task.directory, task.key):
-        return False
+        return INVALID
     if manifest.get("code_version") == task.code:
-        return True
+        return VALID
     stored = manifest.get("fingerprint")
-    new = fingerprint(experiment, task.code) if stored is not None else None
+    if stored is None:
+        return INVALID
+    if listing:
+        return UNCHECKED
+    new = fingerprint(experiment, task.code)
     if new is None or not same_computation(new, stored):
-        return False
-    if not record:
-        return True
+        return INVALID
     # a kept result stays anchored to the signature of the run that made it (an exact digest becomes a signature)
     kept = new if isinstance(stored, str) else stored
     write_json(
         task.directory / MANIFEST,
         {**manifest, "code_version": task.code, "modules": list(task.modules), "fingerprint": kept},
     )
-    return True
+    return VALID
 
 
 def _tasks(experiment: Experiment, mode: str, common: dict) -> list[Task]:
@@ -165,13 +174,13 @@ def plan(
     command: str = "",
     checkpoint_paths: tuple[str, ...] = (),
     registry_spec: str = REGISTRY,
-    record: bool = True,
+    listing: bool = False,
 ) -> list[Plan]:
     """Each experiment's units and which of them still run (longest expected experiment first). Valid results of a
     mode that :data:`~wqk.paper.experiment.STANDS_IN` for ``mode`` are reused in its place (``--quick`` reads committed
     ``--standard`` results, even of an entry without a quick config); otherwise an entry without a config for
-    ``mode`` (or its :data:`~wqk.paper.experiment.FALLBACK`) is not part of it. ``record``: whether a result kept by
-    its fingerprint gets its manifest's code version brought up to date (:func:`is_valid`)."""
+    ``mode`` (or its :data:`~wqk.paper.experiment.FALLBACK`) is not part of it. ``listing``: write nothing and run no
+    fingerprint (:func:`validity`; a result whose source changed counts as cached, listed in :attr:`Plan.unchecked`)."""
     common = {
         "results": str(results),
         "work": str(work),
@@ -188,9 +197,10 @@ def plan(
         for other in STANDS_IN.get(mode, ()):
             if other in experiment.configs:
                 tasks = _tasks(experiment, other, common)
+                states = _by_validity(tasks, experiment, listing)
                 # every unit valid: the merge step merges them again where the merged tables are stale
-                if all(is_valid(t, experiment, record) for t in tasks):
-                    chosen = Plan(experiment, other, tasks, [])
+                if not states[INVALID]:
+                    chosen = Plan(experiment, other, tasks, [], states[UNCHECKED])
                     break
         if chosen is None and own is None:
             continue
@@ -198,10 +208,18 @@ def plan(
             tasks = _tasks(experiment, own, common)
             # merge_units merges complete ones; the rest run seed by seed, so that a run stopped part way leaves
             # whole seeds (every arm of each) to compare
-            todo = sorted((t for t in tasks if not is_valid(t, experiment, record)), key=_first_seed)
-            chosen = Plan(experiment, own, tasks, todo)
+            states = _by_validity(tasks, experiment, listing)
+            chosen = Plan(experiment, own, tasks, sorted(states[INVALID], key=_first_seed), states[UNCHECKED])
         out.append(chosen)
     return sorted(out, key=lambda p: -p.experiment.cost)
+
+
+def _by_validity(tasks: list[Task], experiment: Experiment, listing: bool) -> dict[str, list[Task]]:
+    """``tasks`` grouped by their :func:`validity`."""
+    out: dict[str, list[Task]] = {VALID: [], INVALID: [], UNCHECKED: []}
+    for task in tasks:
+        out[validity(task, experiment, listing)].append(task)
+    return out
 
 
 def _first_seed(task: Task) -> int:

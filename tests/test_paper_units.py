@@ -322,12 +322,19 @@ def test_a_changed_merge_merges_the_cached_units_again_in_every_mode(tmp_path):
     assert [r["twice"] for r in rows] == [2 * r["value"] for r in rows]
 
 
-def test_a_listing_checks_fingerprints_and_writes_nothing(tmp_path):
-    """plan(record=False), as `paper --list` calls it: a result kept by its fingerprint is listed as cached and its
-    manifest is left as it was (the next real run brings the code version up to date)."""
+def test_a_listing_runs_no_fingerprint_and_writes_nothing(tmp_path):
+    """plan(listing=True), as `paper --list` calls it: a cached result whose source changed is listed as cached and
+    unchecked, without a fingerprint run, and its manifest is left as it was; the next real run checks the
+    fingerprint and brings the code version up to date."""
     _run(tmp_path, _entry(runner_v1))
     stored = _manifest(tmp_path)
-    plans = plan(_entry(runner_v2), "quick", tmp_path / "out" / "results", tmp_path / "work", record=False)
-    assert plans[0].cached and _manifest(tmp_path) == stored
+    calls: list[str] = []
+    plans = plan(_entry(runner_v2, calls=calls), "quick", tmp_path / "out" / "results", tmp_path / "work", listing=True)
+    assert plans[0].cached and [t.name for t in plans[0].unchecked] == ["e"]
+    assert calls == [] and _manifest(tmp_path) == stored
     _run(tmp_path, _entry(runner_v2))
     assert _manifest(tmp_path)["code_version"] != stored["code_version"]
+    assert (
+        plan(_entry(runner_v2), "quick", tmp_path / "out" / "results", tmp_path / "work", listing=True)[0].unchecked
+        == []
+    )

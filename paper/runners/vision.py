@@ -24,14 +24,15 @@ def _per_layer(rows: list[dict], ids: dict) -> list[dict]:
 
 
 @contextmanager
-def vision_runs(train: dict, ctx: Context) -> Iterator[Path]:
+def vision_runs(train: dict, ctx: Context, init: str, seeds: list[int]) -> Iterator[Path]:
     """The root of the runs of the training config ``train`` (named by the code and the config: a changed config
-    never meets the trainer's "cannot resume"), held locked: runners that share runs train them once, in turn."""
+    never meets the trainer's "cannot resume"), its runs of ``init`` and ``seeds`` held locked: runners (and units)
+    that share a run train it once, in turn; units of other seeds train beside them."""
     from wqk.paper.codeversion import modules_version
     from wqk.paper.experiment import config_hash
 
     root = ctx.scratch("vision", f"{modules_version(['wqk.vision.runs'])}-{config_hash(train)}")
-    with ctx.locked(root):
+    with ctx.locked(root, [f"{init}-seed{seed}" for seed in seeds]):
         yield root
 
 
@@ -74,7 +75,7 @@ def _objective_tables(
     base = TrainConfig(**train, threads=ctx.threads, device=ctx.device, progress=False)
     ctx.note(f"{base.model} {base.objective}: seeds {seeds} x {base.steps} steps")
     data = load_data(base.data, base.test_fraction, base.split_seed)
-    with vision_runs(train, ctx) as root:
+    with vision_runs(train, ctx, init, seeds) as root:
         results = train_grid(base, [init], seeds, root, data)
     scores, nulls, spectra = [], [], []
     for result in results.values():
@@ -106,8 +107,9 @@ def sampling_noise(config: dict, ctx: Context) -> Tables:
     base = TrainConfig(**config["train"], threads=ctx.threads, device=ctx.device, progress=False)
     init, draws = config.get("init", "default"), config["draws"]
     data = load_data(base.data, base.test_fraction, base.split_seed)
-    with vision_runs(config["train"], ctx) as root:
-        results = train_grid(base, [init], list(config["seed_list"]), root, data)
+    seeds = list(config["seed_list"])
+    with vision_runs(config["train"], ctx, init, seeds) as root:
+        results = train_grid(base, [init], seeds, root, data)
     rows = []
     for (init, seed), result in results.items():
         cfg = replace(base, init=init, seed=seed, out_dir=str(result.run_dir))

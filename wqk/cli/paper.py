@@ -63,7 +63,14 @@ def paper(
     force: Annotated[
         list[str], typer.Option(metavar="NAME", help="Rerun this experiment even when cached (repeat).")
     ] = [],
-    list_: Annotated[bool, typer.Option("--list", help="List the experiments and their cache state.")] = False,
+    list_: Annotated[
+        bool,
+        typer.Option(
+            "--list",
+            help="List the experiments and their cache state, in seconds: 'source changed' is cached but the code it "
+            "reaches changed (the next run keeps it if its fingerprint, a run of its smoke config, is unchanged).",
+        ),
+    ] = False,
     device: Annotated[str, typer.Option(help="Device of the vision runs: auto (CUDA if present), cpu, cuda.")] = "auto",
     executor: Annotated[
         str,
@@ -129,12 +136,12 @@ def paper(
     if executor == "local" and any(slurm.values()):
         fail(f"{', '.join(k for k, given in slurm.items() if given)}: only with --executor slurm")
     if list_:
-        plans = plan(experiments(paths), mode, out / "results", work, record=False)  # a listing writes nothing
+        plans = plan(experiments(paths), mode, out / "results", work, listing=True)  # writes nothing, runs nothing
         show.table(
             [
                 {
                     "experiment": p.task.name,
-                    "cached": "yes" if p.cached else "no",
+                    "cached": ("source changed" if p.unchecked else "yes") if p.cached else "no",
                     "mode": p.mode,
                     "units done": f"{len(p.tasks) - len(p.todo)} of {len(p.tasks)}" if len(p.tasks) > 1 else "",
                     "cost s": p.experiment.cost,
