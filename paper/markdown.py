@@ -16,7 +16,9 @@ def fmt(x, digits: int = 3) -> str:
         return str(x)
     if isinstance(x, float) and x.is_integer() and digits == 0:
         return str(int(x))
-    return f"{x:.{digits}f}"
+    text = f"{x:.{digits}f}"
+    # a value that rounds to zero prints unsigned: the sign of a rounding residue (-1e-9) differs between CPUs
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
 
 
 def value_text(row: dict, digits: int = 3) -> str:
