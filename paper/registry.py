@@ -4,8 +4,9 @@ Adding an experiment is one entry here (name, runner, configs, derive), one figu
 :mod:`wqk.paper.figures` (:data:`wqk.paper.figures.FIGURES`) and one section in the report template (with its
 predictions in :mod:`wqk.paper.predictions`).
 
-Sizes (the ``quick`` mode is the committed CPU run, about 16 minutes of two cores measured from an empty cache; ``full``
-is the same pipeline at GPU sizes: vision runs use CUDA when present, the simulator runs on the CPU):
+Sizes (the ``quick`` mode is the committed CPU run, about 6 minutes of two cores measured from an empty cache, which
+reads the committed ``standard`` results where they exist; ``full`` is the same pipeline at GPU sizes: vision runs use
+CUDA when present, the simulator runs on the CPU):
 
 - simulator arms: smoke 2 seeds x 4 steps; quick 8 seeds x 300 steps (the ``simulate`` defaults); full 32 x 1500;
 - compare-theory: quick 4 seeds x 2 steps of 1024 sequences, 2048 Monte Carlo sequences; full 16 x 2 x 4096, 8192;

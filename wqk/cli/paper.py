@@ -19,7 +19,11 @@ def register(app: typer.Typer) -> None:
 def paper(
     quick: Annotated[
         bool,
-        typer.Option("--quick", help="The committed CPU run (default): about 16 minutes of 2 cores measured, cold."),
+        typer.Option(
+            "--quick",
+            help="The committed CPU run (default): about 6 minutes of 2 cores measured, cold (committed --standard "
+            "results are reused).",
+        ),
     ] = False,
     standard: Annotated[
         bool,
