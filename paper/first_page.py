@@ -150,6 +150,12 @@ QUESTIONS = (
             Reading(
                 "What the factorial shows (FID on 2,000 samples at the end, paired by seed)",
                 tuple(_mechanism_factor(*c) for c in MECHANISM_CONTRASTS if c[1] != "default" or c[0] == "mimetic-qk"),
+                gate=(
+                    "mechanism",
+                    "DiT mechanism study: the default arm's final FID on 2,000 samples < 30 (a DiT that generates "
+                    "digits)",
+                ),
+                gate_failed="the default DiT did not reach the working scale's FID: the factorial decides nothing",
             ),
             Reading(
                 "Speed or fidelity (the same FID once the default has stopped improving)",
@@ -203,6 +209,11 @@ QUESTIONS = (
                         ),
                     )
                 ),
+                gate=(
+                    "control_scale",
+                    "scale control: BERT-style MLM uses context, final held-out loss minus the no-context loss < 0",
+                ),
+                gate_failed="the encoder did not learn to use its context: the scale control decides nothing",
             ),
         ),
     ),
@@ -267,7 +278,7 @@ def reading_text(reading: Reading, verdicts: Sequence[Mapping]) -> str:
 
 def question_paragraph(results: Results, question: Question, verdicts: Sequence[Mapping]) -> str:
     keys = [(key[1], rows) for key in question.key if _measured(rows := _rows(verdicts, key))]
-    sections = dict.fromkeys(key[0] for key in question.key)
+    sections = {key[0] for key in question.key} | {f.key[0] for r in question.readings for f in r.factors}
     if not keys:
         return f"**{question.title}** Not measured yet."
     supported = sum(r["verdict"] == "supported" for _, rows in keys for r in rows)
