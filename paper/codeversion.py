@@ -158,8 +158,21 @@ def function_roots(fn: Callable, tree: SourceTree = SourceTree()) -> tuple[set[s
             elif (owner := getattr(obj, "__module__", None)) and tree.is_project(owner):
                 modules.add(owner)
             elif obj is not None and not callable(obj) and not isinstance(obj, type):
-                sources.append(f"{name} = {obj!r}")  # a module-level constant the function reads
+                sources.append(f"{name} = {stable_repr(obj)}")  # a module-level constant the function reads
     return modules, sorted(sources)
+
+
+def stable_repr(value: object) -> str:
+    """``repr`` with the elements of every set sorted: a set of strings iterates in an order that changes from one
+    process to the next (hash randomisation), and a code version must not."""
+    if isinstance(value, (set, frozenset)):
+        return f"{type(value).__name__}({{{', '.join(sorted(stable_repr(v) for v in value))}}})"
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(stable_repr(v) for v in value)
+        return f"({inner}{',' if len(value) == 1 else ''})" if isinstance(value, tuple) else f"[{inner}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{stable_repr(k)}: {stable_repr(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 @dataclass(frozen=True)

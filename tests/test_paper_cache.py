@@ -161,3 +161,46 @@ def test_a_failing_experiment_is_reported_and_the_others_run(tmp_path):
 def test_unknown_experiment_names_are_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="unknown experiment"):
         run_pipeline(tmp_path, registry=_fake_registry([], {"one": 1}), only=["nope"])
+
+
+def test_every_code_version_is_the_same_in_every_process():
+    """A constant a function reads enters its code version through its repr, and a set of strings iterates in a
+    per-process order (hash randomisation): every derivation's and runner's version must not depend on it (the
+    positive control's derivation reads a frozenset, and changed key in every run)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "from wqk.paper.codeversion import code_version\n"
+        "from wqk.paper.derivation import known\n"
+        "from wqk.paper.registry import EXPERIMENTS\n"
+        "fns = {**{f'derive:{k}': f for k, f in known().items()}, **{e.name: e.runner for e in EXPERIMENTS.values()}}\n"
+        "print({k: code_version(f).digest for k, f in sorted(fns.items())})\n"
+    )
+    versions = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(versions) == 1
+
+
+def test_a_set_constant_reads_the_same_in_any_order():
+    from wqk.paper.codeversion import stable_repr
+
+    assert (
+        stable_repr(frozenset({"b", "a", "c"}))
+        == stable_repr(frozenset({"c", "b", "a"}))
+        == "frozenset({'a', 'b', 'c'})"
+    )
+    assert (
+        stable_repr(("x", {"b", "a"}, [1], {"k": frozenset({2, 1})}))
+        == "('x', set({'a', 'b'}), [1], {'k': frozenset({1, 2})})"
+    )
+    assert stable_repr((1,)) == repr((1,)) and stable_repr({"a": (1, 2)}) == repr({"a": (1, 2)})
