@@ -3,7 +3,9 @@
 The merged tables are the experiment's :attr:`~wqk.paper.experiment.Experiment.merge` of its units' (rows in unit
 order) and a ``units`` table of each unit's wall and CPU time; the manifest's cache key is that of the units'
 keys (:attr:`wqk.paper.plan.Plan.merged_key`), so a unit run again is merged again. An experiment with a unit still
-missing is left waiting.
+missing is left waiting. A study's units are meant to run on one kind of device (CPU or GPU: their kernels round
+differently, and an arm run on the other would differ by device too): a merge of units from several kinds is
+exploratory, and says so.
 """
 
 from __future__ import annotations
@@ -13,6 +15,12 @@ from wqk.paper.results import Results, is_cached, read_manifest, table_name, wri
 
 #: What a merged manifest keeps of each unit's: where it ran and what it was.
 UNIT_FIELDS = ("cache_key", "provenance", "executor", "job", "host", "device", "exploratory_why")
+
+
+def device_kind(label: str) -> str:
+    """``cpu`` or ``cuda`` of a manifest's device label (``cuda:0 (NVIDIA H100 80GB HBM3)``): a study's arms are
+    compared on one kind of device, whose kernels round alike."""
+    return label.split()[0].split(":")[0] if label else "cpu"
 
 
 def missing_units(plan: Plan) -> list[str]:
@@ -43,9 +51,15 @@ def merge_units(plan: Plan, exploratory: str = "") -> bool:
     tables = {**plan.experiment.combine(config, units), "units": rows}
     first = manifests[tasks[0].unit]
     exploratory_units = [u for u, m in manifests.items() if m.get("exploratory")]
+    kinds = sorted({device_kind(m.get("device", "cpu")) for m in manifests.values()})
     why = "; ".join(
         ([exploratory] if exploratory else [])
         + ([f"exploratory units {exploratory_units}"] if exploratory_units else [])
+        + (
+            [f"its units ran on several kinds of device ({', '.join(kinds)}): arms may differ by device"]
+            if len(kinds) > 1
+            else []
+        )
     )
     manifest = {
         **{k: first[k] for k in ("title", "mode", "libraries", "provenance", "command")},

@@ -338,3 +338,17 @@ def test_a_listing_runs_no_fingerprint_and_writes_nothing(tmp_path):
         plan(_entry(runner_v2), "quick", tmp_path / "out" / "results", tmp_path / "work", listing=True)[0].unchecked
         == []
     )
+
+
+def test_units_from_several_kinds_of_device_merge_as_exploratory(tmp_path):
+    """A study's arms compare on one kind of device: units from a CPU and a GPU merge, marked exploratory and why."""
+    registry = _entry(runner_v2, units=True, standard={"seeds": 4, "units": 2})
+    _run(tmp_path, registry, mode="standard")
+    assert "device" not in _manifest(tmp_path).get("exploratory_why", "")
+    unit = tmp_path / "out" / "results" / "e" / "units" / "seeds2-3" / "manifest.json"
+    unit.write_text(json.dumps({**json.loads(unit.read_text()), "device": "cuda:0 (NVIDIA H100 80GB HBM3)"}))
+    (tmp_path / "out" / "results" / "e" / "manifest.json").unlink()  # merge again
+    _run(tmp_path, registry, mode="standard")
+    merged = _manifest(tmp_path)
+    assert merged["exploratory"] and "several kinds of device (cpu, cuda)" in merged["exploratory_why"]
+    assert merged["units"]["seeds2-3"]["device"].startswith("cuda:0")
