@@ -153,8 +153,9 @@ def result_commits(results, experiment: str) -> list[str]:
 
 
 def mark_exploratory(rows: list, results) -> list:
-    """The verdict rows with ``exploratory`` set (:func:`exploratory` under each prediction's freeze); a contrast
-    counts the runs of the experiment it pairs with too, a descriptive row those of its reference."""
+    """The verdict rows with ``exploratory`` set (:func:`exploratory` under each prediction's freeze, or True where
+    a result's manifest is marked exploratory); a contrast counts the runs of the experiment it pairs with too, a
+    descriptive row those of its reference."""
     hashes, by_label = definition_hashes(), {}
     for s in SECTIONS:
         for p in s.predictions:
@@ -169,7 +170,9 @@ def mark_exploratory(rows: list, results) -> list:
         commits = [c for name in names if results.has(name) for c in result_commits(results, name)]
         freeze = frozen_at(prediction_id(row["section"], row["label"]), hashes)
         fresh = all(name in CONFIRMATORY for name in names)
-        out.append(row.replace(exploratory=exploratory(commits, freeze, fresh)))
+        # a merge marked exploratory (units from several kinds of device, :mod:`wqk.paper.merge`) stays so
+        marked = any(results.manifest(name).get("exploratory") for name in names if results.has(name))
+        out.append(row.replace(exploratory=True if marked else exploratory(commits, freeze, fresh)))
     return out
 
 

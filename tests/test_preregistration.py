@@ -121,3 +121,24 @@ def test_a_score_that_measured_nothing_is_not_testable():
     assert degenerate_note([0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 0.0])
     assert not degenerate_note([0.2, 0.2, 0.2, 0.2, 0.2])  # a constant effect decides
     assert not degenerate_note([0.1, 0.0, 0.3, 0.0])
+
+
+def test_a_result_marked_exploratory_in_its_manifest_gives_exploratory_verdicts():
+    """A merge of units from several kinds of device is marked in its manifest (wqk.paper.merge): its rows are
+    exploratory even where every commit descends from the freeze."""
+    from wqk.paper.claims import verdict_rows
+
+    results = Results(RESULTS)
+    confirmed = {r["experiment"] for r in prereg.mark_exploratory(verdict_rows(results), results)
+                 if r["exploratory"] is False}  # fmt: skip
+    assert confirmed, "the committed results hold confirmatory rows"
+    name = sorted(confirmed)[0]
+
+    class Marked(Results):
+        def manifest(self, experiment):
+            manifest = super().manifest(experiment)
+            return {**manifest, "exploratory": True} if experiment == name else manifest
+
+    marked = Marked(RESULTS)
+    rows = [r for r in prereg.mark_exploratory(verdict_rows(marked), marked) if r["experiment"] == name]
+    assert rows and all(r["exploratory"] is True for r in rows)
