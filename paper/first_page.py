@@ -6,7 +6,7 @@ experiment still running is named with what its results will show)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from wqk.paper.answers import scale_text
 from wqk.paper.markdown import fmt
@@ -39,12 +39,12 @@ class Reading:
 
 @dataclass(frozen=True)
 class Question:
-    section: str
+    section: str  # the question's own section (its id)
     title: str
     key: tuple[Key, ...]  # the verdict rows that carry the answer (one per layer where per layer)
     not_shown: str  # what these rows cannot show, whatever their values
     awaits: tuple[tuple[tuple[str, ...], str], ...] = ()  # (experiments, what their results will show) until all ran
-    readings: tuple[Reading, ...] = field(default_factory=tuple)
+    readings: tuple[Reading, ...] = ()
 
 
 def _fid_words(helps: str = "lowers the FID", hurts: str = "raises the FID") -> dict[str, str]:
