@@ -1,12 +1,15 @@
 """The cache rule: an experiment reruns when its config or the code its runner can reach changes, and only then."""
 
+import os
 import re
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from wqk.paper.codeversion import SourceTree, closure, code_version, function_roots, modules_version
+from wqk.paper.codeversion import SourceTree, closure, code_version, function_roots, modules_version, stable_repr
 from wqk.paper.experiment import Experiment, modes
 from wqk.paper.pipeline import run_pipeline
 from wqk.paper.registry import EXPERIMENTS
@@ -167,10 +170,6 @@ def test_every_code_version_is_the_same_in_every_process():
     """A constant a function reads enters its code version through its repr, and a set of strings iterates in a
     per-process order (hash randomisation): every derivation's and runner's version must not depend on it (the
     positive control's derivation reads a frozenset, and changed key in every run)."""
-    import os
-    import subprocess
-    import sys
-
     script = (
         "from wqk.paper.codeversion import code_version\n"
         "from wqk.paper.derivation import known\n"
@@ -192,8 +191,6 @@ def test_every_code_version_is_the_same_in_every_process():
 
 
 def test_a_set_constant_reads_the_same_in_any_order():
-    from wqk.paper.codeversion import stable_repr
-
     assert (
         stable_repr(frozenset({"b", "a", "c"}))
         == stable_repr(frozenset({"c", "b", "a"}))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from wqk.paper import preregistration as prereg
+from wqk.paper.claims import verdict_rows
 from wqk.paper.margins import FID_DIFF, FID_SAMPLING_SD, sampling_margin
 from wqk.paper.predictions import CHECK, DESCRIPTIVE, HYPOTHESIS, SECTIONS
 from wqk.paper.resolution import degenerate_note
@@ -126,8 +127,6 @@ def test_a_score_that_measured_nothing_is_not_testable():
 def test_a_result_marked_exploratory_in_its_manifest_gives_exploratory_verdicts():
     """A merge of units from several kinds of device is marked in its manifest (wqk.paper.merge): its rows are
     exploratory even where every commit descends from the freeze."""
-    from wqk.paper.claims import verdict_rows
-
     results = Results(RESULTS)
     confirmed = {r["experiment"] for r in prereg.mark_exploratory(verdict_rows(results), results)
                  if r["exploratory"] is False}  # fmt: skip
