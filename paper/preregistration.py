@@ -147,7 +147,11 @@ def exploratory(commits: list[str], freeze: dict | None, fresh: bool = True) -> 
 
 def result_commits(results, experiment: str) -> list[str]:
     """The git commits every run behind an experiment's results was made from (each unit's, for a split one)."""
-    manifest = results.manifest(experiment)
+    return manifest_commits(results.manifest(experiment))
+
+
+def manifest_commits(manifest: dict) -> list[str]:
+    """The git commits of the runs behind one results manifest (each unit's, for a split experiment's)."""
     units = manifest.get("units") or {"all": manifest}
     return [u.get("provenance", {}).get("git_commit", "unknown") for u in units.values()]
 
@@ -157,6 +161,7 @@ def mark_exploratory(rows: list, results) -> list:
     a result's manifest is marked exploratory); a contrast counts the runs of the experiment it pairs with too, a
     descriptive row those of its reference."""
     hashes, by_label = definition_hashes(), {}
+    manifests = {name: results.manifest(name) for name in results.experiments}  # read once, not once per row
     for s in SECTIONS:
         for p in s.predictions:
             by_label[(s.key, p.label)] = p
@@ -167,11 +172,12 @@ def mark_exploratory(rows: list, results) -> list:
             out.append(row)
             continue
         names = prediction.experiments
-        commits = [c for name in names if results.has(name) for c in result_commits(results, name)]
+        present = [manifests[name] for name in names if name in manifests]
+        commits = [c for manifest in present for c in manifest_commits(manifest)]
         freeze = frozen_at(prediction_id(row["section"], row["label"]), hashes)
         fresh = all(name in CONFIRMATORY for name in names)
         # a merge marked exploratory (units from several kinds of device, :mod:`wqk.paper.merge`) stays so
-        marked = any(results.manifest(name).get("exploratory") for name in names if results.has(name))
+        marked = any(manifest.get("exploratory") for manifest in present)
         out.append(row.replace(exploratory=True if marked else exploratory(commits, freeze, fresh)))
     return out
 
