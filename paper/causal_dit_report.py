@@ -1,11 +1,13 @@
 """Question (a)'s causal control in the report: the DiT with a causal (raster-order) mask paired seed by seed with the
 bidirectional DiT, per layer: each mask's ``s`` of the update and of ``W_qk``, the registered paired difference of the
-update with its verdict, and the figure; or a line saying the pair is not yet run."""
+update with its verdict, the figure, and what the mask does to the samples (described beside the pair, not tested);
+or a line saying the pair is not yet run."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from wqk.paper.answers import learned_text
 from wqk.paper.markdown import fmt, md_table, value_text
 from wqk.paper.predictions import CAUSAL_DIT
 from wqk.paper.results import Results, select
@@ -46,4 +48,11 @@ def causal_dit_piece(results: Results, verdicts: Sequence[Mapping]) -> str:
          "update s: bidirectional - causal (paired)", "verdict"],
         body,
     )  # fmt: skip
-    return f"![causal vs bidirectional DiT](figures/dit_causal.png)\n\n{table}"
+    return f"![causal vs bidirectional DiT](figures/dit_causal.png)\n\n{table}\n\n{_samples_text(results)}"
+
+
+def _samples_text(results: Results) -> str:
+    """Each mask's sample metrics at the end (mean ± t half-width over seeds): a description, no prediction tests it."""
+    finals = [(mask, learned_text(results, e)) for mask, e in zip(("bidirectional", "causal"), PAIR, strict=True)]
+    measured = "; ".join(f"{mask}: {text}" for mask, text in finals if text)
+    return f"The samples at the end (described, not tested): {measured}." if measured else ""

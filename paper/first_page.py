@@ -84,8 +84,8 @@ QUESTIONS = (
             ("qa", "toy denoising: s above the null"),
         ),
         "how the DiT's form compares in size with an encoder's: the MAE ViT is another backbone (depth, width), so "
-        "the DiT's update is described against the MAE's per-layer range, not tested; nor what the causal mask does "
-        "to the samples",
+        "the DiT's update is described against the MAE's per-layer range, not tested; nor whether the causal mask "
+        "changes the samples: their metrics are described beside the pair, not tested",
         awaits=(
             (
                 ("vision_dit_confirm", "vision_dit_causal"),

@@ -9,6 +9,7 @@ import pytest
 import torch
 from tolerance import kernel_tolerance
 
+from wqk.paper.causal_dit_report import causal_dit_piece
 from wqk.paper.claims import adjust_section, evaluate
 from wqk.paper.derive import vision_summary
 from wqk.paper.pipeline import run_pipeline
@@ -204,3 +205,26 @@ def test_the_mae_reference_is_described_and_stays_out_of_the_family(tmp_path):
     assert {r["verdict"] for r in outside} == {"contradicted"}
     other = evaluate(MAE_REFERENCE, _results(tmp_path / "digits", 0.25, 0.05, mae_data="digits"), "qa")
     assert [r["verdict"] for r in other] == ["inconclusive"] and "different scales" in other[0]["note"]
+
+
+def test_the_piece_describes_each_masks_samples_beside_the_pair(tmp_path):
+    """Each mask's final sample FID (mean ± t half-width over its seeds) is printed under the table; without sample
+    metrics the line is left out."""
+    rng, fresh = np.random.default_rng(1), range(CONFIRM_SEED, CONFIRM_SEED + 4)
+    for experiment, task, update_s, fid in (
+        ("vision_dit_confirm", "dit_confirm", 0.3, 14.0),
+        ("vision_dit_causal", "dit_causal", 0.05, 21.0),
+    ):
+        scores = _scores(task, update_s, fresh, 2, rng)
+        for r in scores:
+            r["sample_fid"] = fid + r["seed"] - CONFIRM_SEED - 1.5  # seeds 100-103: fid - 1.5 .. fid + 1.5
+        tables = {"scores": scores, **vision_summary({"scores": scores})}
+        config = {"task": task, "seeds": 4, "train": {"model": "dit-mnist", "data": "mnist5k"}}
+        write_experiment(
+            tmp_path / experiment, tables, {"experiment": experiment, "mode": "standard", "config": config}
+        )
+    piece = causal_dit_piece(Results(tmp_path), [])
+    half = 3.182446 * (5 / 3) ** 0.5 / 2  # t half-width of {-1.5, -0.5, 0.5, 1.5}: t_0.975(3) sd / sqrt(4)
+    assert f"bidirectional: final sample_fid 14 ± {half:.3g};" in piece
+    assert f"causal: final sample_fid 21 ± {half:.3g}." in piece
+    assert "The samples at the end" not in causal_dit_piece(_results(tmp_path / "no_samples", 0.3, 0.05), [])
