@@ -65,11 +65,12 @@ def z_text(z: float | None) -> str:
         return "n/a"
     if abs(z) > Z_VALIDATED:
         return f"> {Z_VALIDATED:g}" if z > 0 else f"< -{Z_VALIDATED:g}"
-    return f"{z:.1f}"
+    return f"{round(z, 1) + 0.0:.1f}"  # no "-0.0" for a z that rounds to zero
 
 
 def plus_minus(mean: float, half: float, digits: int = 3, sep: str = " ± ") -> str:
-    """``+0.123 ± 0.045`` (empty for a missing mean, no ``±`` part for a missing half-width)."""
+    """``+0.123 ± 0.045`` (empty for a missing mean, no ``±`` part for a missing half-width). A mean that rounds to
+    zero prints as ``+0.000``: the sign of a rounding residue such as ``-1e-17`` says nothing."""
     if not math.isfinite(mean):
         return ""
-    return f"{mean:+.{digits}f}" + ("" if not math.isfinite(half) else f"{sep}{half:.{digits}f}")
+    return f"{round(mean, digits) + 0.0:+.{digits}f}" + ("" if not math.isfinite(half) else f"{sep}{half:.{digits}f}")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from wqk.common.summary import combined_z, mean_ci, mean_sd, plus_minus
+from wqk.common.summary import combined_z, mean_ci, mean_sd, plus_minus, z_text
 
 
 def test_mean_ci_is_the_t_interval():
@@ -56,4 +56,11 @@ def test_plus_minus_formats_sign_digits_and_missing_parts():
     assert plus_minus(0.1234, 0.0456) == "+0.123 ± 0.046"
     assert plus_minus(-0.5, math.nan, 2) == "-0.50"
     assert plus_minus(math.nan, 0.1) == ""
+    assert plus_minus(-1e-17, 0.0, 2) == "+0.00 ± 0.00"  # a rounding residue carries no sign
+    assert plus_minus(-0.004, 0.0, 2) == "+0.00 ± 0.00"
+    assert plus_minus(-0.006, 0.0, 2) == "-0.01 ± 0.00"
+
+
+def test_z_text_prints_no_sign_for_a_z_that_rounds_to_zero():
+    assert z_text(-0.04) == "0.0" and z_text(-0.06) == "-0.1" and z_text(0.04) == "0.0"
     assert plus_minus(0.25, 0.01, 2, "±") == "+0.25±0.01"
