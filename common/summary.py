@@ -68,9 +68,15 @@ def z_text(z: float | None) -> str:
     return f"{round(z, 1) + 0.0:.1f}"  # no "-0.0" for a z that rounds to zero
 
 
+def signed(value: float, digits: int = 3) -> str:
+    """``value`` with its sign and ``digits`` decimals; one that rounds to zero prints as ``+0.000``: the sign of a
+    rounding residue such as ``-1e-17`` says nothing."""
+    return f"{round(value, digits) + 0.0:+.{digits}f}"
+
+
 def plus_minus(mean: float, half: float, digits: int = 3, sep: str = " ± ") -> str:
-    """``+0.123 ± 0.045`` (empty for a missing mean, no ``±`` part for a missing half-width). A mean that rounds to
-    zero prints as ``+0.000``: the sign of a rounding residue such as ``-1e-17`` says nothing."""
+    """``+0.123 ± 0.045`` (empty for a missing mean, no ``±`` part for a missing half-width; the mean as
+    :func:`signed` prints it)."""
     if not math.isfinite(mean):
         return ""
-    return f"{round(mean, digits) + 0.0:+.{digits}f}" + ("" if not math.isfinite(half) else f"{sep}{half:.{digits}f}")
+    return signed(mean, digits) + ("" if not math.isfinite(half) else f"{sep}{half:.{digits}f}")

@@ -32,7 +32,7 @@ from pathlib import Path
 from wqk.common.figures import pyplot, save_figure
 from wqk.common.io import provenance, write_csv, write_json
 from wqk.common.rows import Row, table
-from wqk.common.summary import combined_z, mean_ci, plus_minus
+from wqk.common.summary import combined_z, mean_ci, plus_minus, signed
 from wqk.sim.analysis import attention_to, bos_dominance
 from wqk.sim.config import DEFAULTS, SimConfig, default_config
 from wqk.sim.record import MetricRow
@@ -392,7 +392,7 @@ def format_experiment(rows: Sequence[ExperimentRow]) -> tuple[list[dict], list[d
                 continue
             slope = ""
             if form == "update" and get("pos_key_slope") is not None:
-                slope = f"{get('pos_key_slope')['mean']:+.3f} / {get('pos_query_slope')['mean']:+.3f}"
+                slope = f"{signed(get('pos_key_slope')['mean'])} / {signed(get('pos_query_slope')['mean'])}"
             share = get("norm_share")
             forms.append(
                 {

@@ -18,7 +18,7 @@ import numpy as np
 
 from wqk.common.figures import NULL_COLOR, PALETTE, pyplot, save_figure
 from wqk.common.rows import row_type
-from wqk.common.summary import combined_z, mean_ci, plus_minus, z_text
+from wqk.common.summary import combined_z, mean_ci, plus_minus, signed, z_text
 from wqk.sim.record import FORMS, MetricRow, PositionRow
 from wqk.theory.objectives import color_of
 
@@ -168,7 +168,7 @@ def format_blocks(rows: Sequence[SimSummaryRow], forms: tuple[str, ...] = ("W_qk
             continue
         slope = ""
         if r["block"] == "all" and math.isfinite(r["pos_key_slope"]):
-            slope = f"{r['pos_key_slope']:+.3f} / {r['pos_query_slope']:+.3f}"
+            slope = f"{signed(r['pos_key_slope'])} / {signed(r['pos_query_slope'])}"
         pr = "" if not math.isfinite(r["delta_pr"]) else f"{plus_minus(r['delta_pr'], r['delta_pr_ci'], 2, '±')}"
         out.append(
             {

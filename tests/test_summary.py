@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from wqk.common.summary import combined_z, mean_ci, mean_sd, plus_minus, z_text
+from wqk.common.summary import combined_z, mean_ci, mean_sd, plus_minus, signed, z_text
 
 
 def test_mean_ci_is_the_t_interval():
@@ -59,8 +59,13 @@ def test_plus_minus_formats_sign_digits_and_missing_parts():
     assert plus_minus(-1e-17, 0.0, 2) == "+0.00 ± 0.00"  # a rounding residue carries no sign
     assert plus_minus(-0.004, 0.0, 2) == "+0.00 ± 0.00"
     assert plus_minus(-0.006, 0.0, 2) == "-0.01 ± 0.00"
+    assert plus_minus(0.25, 0.01, 2, "±") == "+0.25±0.01"
+
+
+def test_signed_keeps_the_sign_of_what_survives_rounding():
+    assert signed(-0.0004) == "+0.000" and signed(-0.0006) == "-0.001" and signed(0.0) == "+0.000"
+    assert signed(-0.0) == "+0.000" and signed(2.5, 1) == "+2.5" and signed(-2.25, 1) == "-2.2"
 
 
 def test_z_text_prints_no_sign_for_a_z_that_rounds_to_zero():
     assert z_text(-0.04) == "0.0" and z_text(-0.06) == "-0.1" and z_text(0.04) == "0.0"
-    assert plus_minus(0.25, 0.01, 2, "±") == "+0.25±0.01"

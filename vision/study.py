@@ -49,6 +49,7 @@ import numpy as np
 
 from wqk.common.intervals import t_interval
 from wqk.common.io import provenance, write_csv, write_json
+from wqk.common.summary import signed
 from wqk.common.targets import baseline_target, paper_rule_differences, rule_rows, steps_to_target, value_at
 from wqk.vision.data import load_data
 from wqk.vision.figures import _curves
@@ -538,8 +539,9 @@ def summary_tables(report: dict) -> list[tuple[str, list[dict]]]:
             row["rule - null [CI] (rev.)"] = (
                 "baseline"
                 if "saving_vs_null" not in arm
-                else f"{arm['saving_vs_null']:+.2f} [{arm['saving_vs_null_lo']:+.2f}, {arm['saving_vs_null_hi']:+.2f}] "
-                f"({arm['reverse_vs_null']:+.2f})"
+                else f"{signed(arm['saving_vs_null'], 2)} "
+                f"[{signed(arm['saving_vs_null_lo'], 2)}, {signed(arm['saving_vs_null_hi'], 2)}] "
+                f"({signed(arm['reverse_vs_null'], 2)})"
             )
             if "q_std_ratio" in arm:
                 row["qk/v scale"] = f"{arm['q_std_ratio']:.2f}/{arm['v_std_ratio']:.2f}"

@@ -256,6 +256,7 @@ def first_update(
     parameterisation and optimiser trained (-lr (G W_k W_k^T + W_q W_q^T G) for separate factors, sign-like for
     Adam). Prints s and delta_PR predicted / measured, their cosine, and the cosine the batch noise allows.
     """
+    from wqk.common.summary import signed
     from wqk.sim.config import configs_from_options
     from wqk.sim.first_update import FIRST_UPDATE_KEYS, compare_first_update
 
@@ -278,8 +279,8 @@ def first_update(
                 "name": r["name"],
                 "prediction": r["prediction"],
                 "step": r["step"],
-                "s pred / meas": f"{r['s_pred']:+.3f} / {r['s_meas']:+.3f}",
-                "δ_PR pred / meas": f"{r['delta_pr_pred']:+.3f} / {r['delta_pr_meas']:+.3f}",
+                "s pred / meas": f"{signed(r['s_pred'])} / {signed(r['s_meas'])}",
+                "δ_PR pred / meas": f"{signed(r['delta_pr_pred'])} / {signed(r['delta_pr_meas'])}",
                 "cosine": f"{r['cosine']:.3f} ± {r['cosine_ci']:.3f}",
                 "ceiling": f"{r['ceiling']:.3f}",
             }
@@ -373,6 +374,7 @@ def grid(
     agreement.csv, rates.csv, grid.json and grid.png under --out (cells already run are reused).
     """
     from wqk.cli.options import split
+    from wqk.common.summary import signed, z_text
     from wqk.sim.grid import run_grid, select_cells
 
     show = Output(fmt)
@@ -406,8 +408,8 @@ def grid(
                     "cell": r["cell"],
                     "score": r["score"],
                     "vs": r["simulated"],
-                    "predicted (z)": f"{r['theory_mean']:+.3f} ({r['theory_z']:.1f})",
-                    "simulated (z)": f"{r['simulated_mean']:+.3f} ({r['simulated_z']:.1f})",
+                    "predicted (z)": f"{signed(r['theory_mean'])} ({z_text(r['theory_z'])})",
+                    "simulated (z)": f"{signed(r['simulated_mean'])} ({z_text(r['simulated_z'])})",
                 }
                 for r in bad
             ],
