@@ -79,6 +79,21 @@ def bigcode_fused(c_attn_weight: torch.Tensor, n_heads: int, n_kv_heads: int) ->
     return neox_interleaved(c_attn_weight, n_heads, n_kv_heads)
 
 
+#: CodeGen's fused projection is split into this many model-parallel shards (``mp_num``, fixed in its code).
+CODEGEN_SHARDS = 4
+
+
+def codegen_qkv(qkv_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:
+    """CodeGen ``qkv_proj``: four model-parallel shards, each holding its quarter of the heads' queries, then
+    values, then keys: ``"(mp three hl dh) d"`` with the three in the order q | v | k and head ``mp * hl + j``
+    (``CodeGenAttention.forward``: ``reshape(..., mp_num, -1)``, ``split(local_dim)`` into query, value, key,
+    then ``_split_heads`` over ``mp_num``)."""
+    q, _, k = rearrange(
+        qkv_weight, "(mp three hl dh) d -> three (mp hl dh) d", mp=CODEGEN_SHARDS, three=3, hl=n_heads // CODEGEN_SHARDS
+    )
+    return FactoredForms.from_linear(q, k, n_heads)
+
+
 def gated_query_qk(q_weight: torch.Tensor, k_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:
     """Qwen3-Next / Qwen3.5 and MiniCPM5 gated attention: ``q_proj`` holds per head its query then its output gate,
     ``"(h (two dh)) d"`` (``torch.chunk(q_proj(x).view(..., H, 2 d_h), 2)``); the gate is not read."""
@@ -218,6 +233,13 @@ def _falcon_shapes(qkv: tuple[int, ...], **_heads) -> tuple[int, int, int]:
     return qkv[1], qkv[1], (qkv[0] - qkv[1]) // 2
 
 
+def _codegen_shapes(qkv: tuple[int, ...], n_heads: int | None = None, **_heads) -> tuple[int, int, int]:
+    d, q_rows, k_rows = _fused_shapes(qkv)
+    if n_heads and n_heads % CODEGEN_SHARDS:
+        raise ValueError(f"CodeGen splits its heads over {CODEGEN_SHARDS} shards: {n_heads} heads do not divide")
+    return d, q_rows, k_rows
+
+
 @dataclass(frozen=True)
 class Reader:
     """An adapter with the check of the stored shapes it reads.
@@ -241,4 +263,5 @@ BLOCKED_GQA = Reader(blocked_gqa, _gqa_fused_shapes)
 FALCON = Reader(falcon_grouped, _falcon_shapes)
 BIGCODE = Reader(bigcode_fused, _falcon_shapes)
 GATED = Reader(gated_query_qk, _gated_shapes)
+CODEGEN = Reader(codegen_qkv, _codegen_shapes)
 LATENT = Reader(latent_qk, _latent_shapes, latent_layer_rank)

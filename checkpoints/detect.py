@@ -24,7 +24,7 @@ from wqk.checkpoints.heads import resolve_heads
 from wqk.checkpoints.keys import ADALN, attention_keys_listing, key_warnings, refuse_packed, skipped_keys
 from wqk.checkpoints.layouts import Layout
 from wqk.checkpoints.loading import Checkpoint, CheckpointError
-from wqk.checkpoints.model_types import FAMILIES, class_family, trained_family
+from wqk.checkpoints.model_types import FAMILIES, class_family, head_family, trained_family
 from wqk.checkpoints.model_types import model_type as model_type_record
 from wqk.checkpoints.plan import Plan, Stack, Unit, describe_stack, stack_order
 from wqk.checkpoints.stacks import (
@@ -106,6 +106,13 @@ def _family(stacks: list[Stack], keys: list[str], config: Mapping[str, Any], fam
     by_class = class_family(kind)
     if by_class is not None:
         return by_class, []
+    by_head = head_family(config.get("architectures") or [])
+    if by_head is not None:
+        family, name = by_head
+        return family, [
+            f"model type {kind or 'none'} has no record: family '{family}' from its architecture {name}; pass "
+            "--family to group it otherwise"
+        ]
     if any(s.layout.name == "timm-vit" for s in stacks) and any(ADALN.search(k) for k in keys):
         return "diffusion", []
     return "unknown", [

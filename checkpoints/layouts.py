@@ -20,6 +20,7 @@ from wqk.checkpoints.adapters import (
     BIGCODE,
     BLOCKED,
     BLOCKED_GQA,
+    CODEGEN,
     CONV1D,
     FALCON,
     GATED,
@@ -68,6 +69,15 @@ def _segformer_label(config: Mapping[str, Any], stage: int, block: int) -> Label
     ratios = config.get("sr_ratios") or []
     reduced = stage < len(ratios) and ratios[stage] > 1
     return ("reduced-keys", True) if reduced else ("self", False)
+
+
+def _gpt_neo_label(config: Mapping[str, Any], stage: int, block: int) -> Label:
+    """GPT-Neo: each layer attends globally or locally (within ``window_size`` tokens), as ``attention_layers``
+    (or its run-length form ``attention_types``, ``[[["global", "local"], 12]]``) says."""
+    layers = config.get("attention_layers") or [
+        kind for kinds, repeat in config.get("attention_types") or [] for _ in range(repeat) for kind in kinds
+    ]
+    return (layers[block] if block < len(layers) else "self"), False
 
 
 @dataclass(frozen=True)
@@ -403,6 +413,47 @@ LAYOUTS = (
         "query_key_value: (g (r + 2) dh) d, r = H / H_kv query heads then one key and one value per key head "
         "(multi-query: g = 1; classic multi-head: g = H, i.e. (h three dh))",
         rotary=True,
+    ),
+    Layout(
+        "gpt-neo",
+        r"h\.(?P<layer>\d+)\.attn\.attention\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        SEPARATE,
+        f"attn.attention.q_proj, .k_proj: {_LINEAR}",
+        labeller=_gpt_neo_label,
+        caveat="GPT-Neo has no 1/sqrt(d_h) in its logits (x_i^T M x_j unscaled: the scores are scale-free, so "
+        "unchanged); its layers alternate global attention and local attention within window_size tokens (the "
+        "stack column)",
+        pre_norm=("{prefix}h.{layer}.ln_1.weight",),
+    ),
+    Layout(
+        "codegen",
+        r"h\.(?P<layer>\d+)\.attn\.qkv_proj\.weight",
+        None,
+        CODEGEN,
+        "qkv_proj: (mp three hl dh) d, four shards of q | v | k -> head mp * hl + j (CodeGenAttention's mp_num = 4)",
+        rotary=True,
+        pre_norm=("{prefix}h.{layer}.ln_1.weight",),
+    ),
+    Layout(
+        "mpt",
+        r"blocks\.(?P<layer>\d+)\.attn\.Wqkv\.weight",
+        None,
+        BLOCKED_GQA,
+        "attn.Wqkv: (h dh | g dh | g dh) d -> q, k, v blocked (MptAttention's qkv.chunk(3); g = H)",
+        caveat="ALiBi: MPT adds -m_h (i - j) to the logits of head h, a fixed linear-in-distance bias that is not "
+        "part of W_q W_k^T",
+        pre_norm=("{prefix}blocks.{layer}.norm_1.weight",),
+    ),
+    Layout(
+        "dbrx",
+        r"blocks\.(?P<layer>\d+)\.norm_attn_norm\.attn\.Wqkv\.weight",
+        None,
+        BLOCKED_GQA,
+        "norm_attn_norm.attn.Wqkv: (h dh | g dh | g dh) d -> q, k, v blocked (DbrxAttention's split by "
+        "[d, g dh, g dh])",
+        rotary=True,
+        pre_norm=("{prefix}blocks.{layer}.norm_attn_norm.norm_1.weight",),
     ),
     Layout(
         "phi3",

@@ -56,6 +56,24 @@ def trained_family(objective: str) -> str | None:
     return next((f.name for f in FAMILY_RECORDS if name in f.trained), None)
 
 
+#: Transformers head classes whose name says what a model of a type with no record was trained to do:
+#: ``SomeNewForCausalLM`` predicts the next token, ``SomeNewForMaskedLM`` masked tokens.
+HEAD_SUFFIX_FAMILIES = (("ForCausalLM", "decoder"), ("ForMaskedLM", "encoder"))
+
+
+def head_family(architectures: list[str]) -> tuple[str, str] | None:
+    """The family that a config's ``architectures`` name by their head class, with the class that names it; None
+    where none does or two disagree."""
+    named = [
+        (family, name)
+        for name in architectures
+        if isinstance(name, str)
+        for suffix, family in HEAD_SUFFIX_FAMILIES
+        if name.endswith(suffix)
+    ]
+    return named[0] if len({family for family, _ in named}) == 1 else None
+
+
 def class_family(kind: str) -> str | None:
     """The family of a diffusers class not listed by name, from the ending of its name, or None."""
     return next((family for suffix, family in CLASS_SUFFIX_FAMILIES if kind.endswith(suffix)), None)
@@ -174,6 +192,35 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("baichuan", _DEC, rotary=True),
     ModelType("xglm", _DEC, _LLAMA),
     ModelType("jamba", _DEC, _LLAMA),
+    ModelType("gpt_neo", _DEC, ("gpt-neo",)),
+    ModelType("codegen", _DEC, ("codegen",), rotary=True),
+    ModelType("mpt", _DEC, ("mpt",)),
+    ModelType("dbrx", _DEC, ("dbrx",), rotary=True),
+    *(
+        ModelType(name, _DEC, _LLAMA, rotary=True)
+        for name in (
+            "smollm3",
+            "olmo3",
+            "olmoe",
+            "cohere2",
+            "gpt_oss",
+            "glm",
+            "glm4",
+            "exaone4",
+            "ministral",
+            "helium",
+            "arcee",
+            "seed_oss",
+            "ernie4_5",
+            "hunyuan_v1_dense",
+            "granitemoe",
+            "phimoe",
+            "apertus",
+            "nemotron",
+            "llama4_text",
+        )
+    ),
+    ModelType("vaultgemma", _DEC, _LLAMA, rotary=True, gain_plus_one=True),
     ModelType("nemotron_h", _DEC, ("nemotron-h",)),
     ModelType("deepseek_v2", _DEC, _MLA, rotary=True),
     ModelType("deepseek_v3", _DEC, _MLA, rotary=True),

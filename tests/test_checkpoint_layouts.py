@@ -33,7 +33,7 @@ from checkpoint_builders import (
     split_heads_hf,
 )
 
-from wqk.checkpoints.adapters import bigcode_fused, blocked_gqa, falcon_grouped, neox_interleaved
+from wqk.checkpoints.adapters import bigcode_fused, blocked_gqa, blocked_qkv, falcon_grouped, neox_interleaved
 from wqk.checkpoints.analyze import analyze, describe, layer_forms
 from wqk.theory.factored import FactoredForms
 
@@ -428,7 +428,7 @@ def test_segformer_reduced_key_stages_have_no_symmetry(tmp_path):
     assert any(".sr." in p and "spatial reduction" in why for p, _, why in plan.skipped)
 
 
-# ---- fused-qkv language models: Phi-3, Falcon, Bloom; GPT-J ------------------------------------------------
+# ---- fused-qkv language models: Phi-3, Falcon, MPT, DBRX, CodeGen, Bloom; GPT-J, GPT-Neo ----------------------------
 def test_phi3_qkv_proj_is_blocked_with_grouped_keys(tmp_path):
     config = transformers.Phi3Config(
         vocab_size=50, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2, **SMALL
@@ -468,6 +468,148 @@ def test_falcon_query_key_value_in_each_architecture(variant, tmp_path):
     w = [b.self_attention.query_key_value.weight.detach() for b in model.transformer.h]
     blocked = FactoredForms.stack([blocked_gqa(x, H, expected_kv) for x in w])
     assert _differs(blocked, reference) == (expected_kv > 1)
+
+
+def _fused_reference(layers, split, n_heads: int = H, n_kv: int = H) -> FactoredForms:
+    """Forms of fused projections: ``split(out)`` gives a layer's queries ``[d, H d_h]`` and keys ``[d, H_kv d_h]``
+    from its probed map ``out`` as the model's forward splits them; key heads shared as ``repeat_kv`` does."""
+    from transformers.models.llama.modeling_llama import repeat_kv
+
+    q, k = [], []
+    for layer in layers:
+        q_all, k_all = split(probe(layer))
+        q.append(split_heads_hf(q_all, n_heads))
+        k.append(repeat_kv(split_heads_hf(k_all, n_kv)[None], n_heads // n_kv)[0])
+    return FactoredForms(torch.stack(q), torch.stack(k), n_kv)
+
+
+def test_mpt_wqkv_is_blocked_and_alibi_warned(tmp_path):
+    config = transformers.MptConfig(vocab_size=50, d_model=D, n_heads=H, n_layers=L, expansion_ratio=2)
+    model = transformers.MptForCausalLM(config)
+    # MptAttention.forward: mixed_qkv.chunk(3, dim=2), then view(B, N, H, d_h)
+    reference = _fused_reference([b.attn.Wqkv for b in model.transformer.blocks], lambda out: out.chunk(3, dim=1)[:2])
+    plan = _matched_plan(model, tmp_path, reference)
+    assert (plan.layout.name, plan.family, plan.heads.n_kv_heads) == ("mpt", "decoder", H)
+    assert any("ALiBi" in w for w in plan.warnings) and not any("rotary" in w for w in plan.warnings)
+    w = [b.attn.Wqkv.weight.detach() for b in model.transformer.blocks]
+    assert _differs(FactoredForms.stack([neox_interleaved(x, H, H) for x in w]), reference)
+
+
+def test_dbrx_wqkv_is_blocked_with_grouped_keys(tmp_path):
+    config = transformers.DbrxConfig(
+        vocab_size=50,
+        d_model=D,
+        n_heads=H,
+        n_layers=L,
+        attn_config={"kv_n_heads": 2, "rope_theta": 10000.0},  # read by DbrxAttention, not set by its config
+        ffn_config={"ffn_hidden_size": 16, "moe_num_experts": 2, "moe_top_k": 1},
+    )
+    model = transformers.DbrxForCausalLM(config)
+    d_head = D // H
+    # DbrxAttention.forward: qkv.split([d, H_kv d_h, H_kv d_h], dim=2)
+    reference = _fused_reference(
+        [b.norm_attn_norm.attn.Wqkv for b in model.transformer.blocks],
+        lambda out: out.split([D, 2 * d_head, 2 * d_head], dim=1)[:2],
+        n_kv=2,
+    )
+    plan = _matched_plan(model, tmp_path, reference)
+    assert (plan.layout.name, plan.family, plan.heads.n_kv_heads) == ("dbrx", "decoder", 2)
+    assert any("rotary" in w for w in plan.warnings)
+    w = [b.norm_attn_norm.attn.Wqkv.weight.detach() for b in model.transformer.blocks]
+    assert _differs(FactoredForms.stack([falcon_grouped(x, H, 2) for x in w]), reference)
+
+
+def test_codegen_qkv_proj_is_split_over_four_shards_as_query_value_key(tmp_path):
+    heads, d = 8, 64  # CodeGen's four shards need a multiple of 4 heads; 8 makes the shards' order matter
+    config = transformers.CodeGenConfig(vocab_size=50, n_embd=d, n_layer=L, n_head=heads, rotary_dim=4, n_positions=16)
+    model = transformers.CodeGenForCausalLM(config)
+
+    def split(out):  # CodeGenAttention.forward: view(..., 4, 3 d / 4).split(d / 4) -> query, value, key
+        query, _, key = out.view(d, 4, -1).split(d // 4, dim=-1)
+        return query.reshape(d, d), key.reshape(d, d)
+
+    reference = _fused_reference([b.attn.qkv_proj for b in model.transformer.h], split, heads, heads)
+    plan = _matched_plan(model, tmp_path, reference)
+    assert (plan.layout.name, plan.family) == ("codegen", "decoder")
+    assert any("rotary" in w for w in plan.warnings)
+    w = [b.attn.qkv_proj.weight.detach() for b in model.transformer.h]
+    assert _differs(FactoredForms.stack([blocked_qkv(x, heads, heads) for x in w]), reference)
+
+
+def test_gpt_neo_global_and_local_layers_are_stacks_of_their_own(tmp_path):
+    config = transformers.GPTNeoConfig(
+        vocab_size=50, hidden_size=D, num_layers=L, num_heads=H, attention_types=[[["global", "local"], 1]]
+    )
+    model = transformers.GPTNeoForCausalLM(config)
+    model.save_pretrained(tmp_path)
+    pairs = [(b.attn.attention.q_proj, b.attn.attention.k_proj) for b in model.transformer.h]
+    assert_stacks_match(tmp_path, {"global": pairs_reference(pairs[:1]), "local": pairs_reference(pairs[1:])})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family) == ("gpt-neo", "decoder")
+    assert any("no 1/sqrt(d_h)" in w for w in plan.warnings)
+
+
+#: Decoders stored with llama-style q_proj / k_proj (their records in wqk.checkpoints.model_types).
+LLAMA_STYLE_DECODERS = (
+    "smollm3",
+    "olmo3",
+    "olmoe",
+    "cohere2",
+    "gpt_oss",
+    "glm",
+    "glm4",
+    "exaone4",
+    "ministral",
+    "helium",
+    "arcee",
+    "seed_oss",
+    "ernie4_5",
+    "hunyuan_v1_dense",
+    "granitemoe",
+    "phimoe",
+    "apertus",
+    "nemotron",
+    "llama4_text",
+    "vaultgemma",
+)
+
+
+def _tiny_decoder(model_type: str):
+    """A tiny causal LM of ``model_type`` from its library's default config: 2 layers of width 32, 4 query heads
+    over 2 key heads where the type has grouped keys, small MoE; per-layer lists cut to the 2 layers."""
+    try:
+        config = transformers.AutoConfig.for_model(model_type)
+    except ValueError:
+        pytest.skip(f"this transformers has no {model_type}")
+    small = {
+        **SMALL,
+        "num_key_value_heads": 2,
+        "head_dim": D // H,
+        "vocab_size": 50,
+        "moe_intermediate_size": 16,
+        "num_experts": 2,
+        "num_local_experts": 2,
+        "num_experts_per_tok": 1,
+    }
+    for key, value in small.items():
+        if hasattr(config, key):
+            setattr(config, key, value)
+    for key in ("layer_types", "mlp_layer_types"):
+        if isinstance(getattr(config, key, None), list):
+            setattr(config, key, getattr(config, key)[:L])
+    for key in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        if isinstance(getattr(config, key, None), int) and getattr(config, key) >= 50:
+            setattr(config, key, 0)
+    torch.manual_seed(0)
+    return transformers.AutoModelForCausalLM.from_config(config)
+
+
+@pytest.mark.parametrize("model_type", LLAMA_STYLE_DECODERS)
+def test_llama_style_decoders_are_read_as_decoders(model_type, tmp_path):
+    model = _tiny_decoder(model_type)
+    n_kv = getattr(model.config, "num_key_value_heads", None) or H
+    plan = _matched_plan(model, tmp_path, separate_reference(model, H, n_kv))
+    assert (plan.layout.name, plan.model_type, plan.family) == ("llama-style", model_type, "decoder")
 
 
 def test_openai_gpt_is_read_as_gpt2s_conv1d(tmp_path):

@@ -34,3 +34,24 @@ def test_an_unlisted_diffusers_transformer_is_a_diffusion_model():
 def test_falcon_warns_of_rotary_positions_unless_it_uses_alibi():
     assert "falcon without alibi" in _rotary_warning(FALCON, {"model_type": "falcon"})
     assert _rotary_warning(FALCON, {"model_type": "falcon", "alibi": True}) is None
+
+
+@pytest.mark.parametrize(
+    ("architectures", "family"),
+    [
+        (["SomeNewForCausalLM"], "decoder"),
+        (["SomeNewForMaskedLM"], "encoder"),
+        (["SomeNewForCausalLM", "OtherForCausalLM"], "decoder"),
+        (["SomeNewForCausalLM", "SomeNewForMaskedLM"], "unknown"),  # they disagree: no guess
+        (["SomeNewForConditionalGeneration"], "unknown"),  # an encoder-decoder or a vision-language model
+        ([], "unknown"),
+    ],
+)
+def test_a_model_type_without_a_record_gets_the_family_its_head_class_names(architectures, family):
+    got, notes = _family([], [], {"model_type": "some_new", "architectures": architectures}, None)
+    assert got == family
+    assert any(("from its architecture" if family != "unknown" else "no known model type") in n for n in notes)
+
+
+def test_a_record_outranks_the_head_class():
+    assert _family([], [], {"model_type": "bert", "architectures": ["BertForCausalLM"]}, None)[0] == "encoder"
