@@ -266,7 +266,7 @@ LAYOUTS = (
     ),
     Layout(
         "llama-style",
-        r"layers\.(?P<layer>\d+)\.(?:self_attn|attention)\.q_proj\.weight",
+        r"layers\.(?P<layer>\d+)\.(?:self_attn|attention|attn)\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),
         SEPARATE,
         f"q_proj, k_proj: {_LINEAR}",

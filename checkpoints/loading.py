@@ -168,6 +168,9 @@ def config_head_counts(
     heads = _first(config, role_keys + _HEAD_KEYS, stage)
     if heads is None:
         return None
+    ratio = _count(config.get("head_ratio"), None)
+    if ratio is not None:  # ConvBERT: H / head_ratio attention heads (at least one); its other "heads" convolve
+        heads = (f"{heads[0]} / head_ratio", max(1, heads[1] // ratio))
     kv = _first(config, tuple(f"{role}_{n}" for n in _KV_HEAD_KEYS if role) + _KV_HEAD_KEYS, stage)
     if config.get("multi_query") is True and not config.get("new_decoder_architecture"):
         kv = ("multi_query", 1)  # Falcon writes num_kv_heads = H beside it, but its forward uses one key head

@@ -151,6 +151,14 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("mpnet", _ENC, ("mpnet",)),
     ModelType("modernbert", _ENC, ("nomic-bert",), rotary=True),
     ModelType("gte", _ENC, ("gte",)),
+    ModelType("eurobert", _ENC, _LLAMA, rotary=True),
+    ModelType(
+        "convbert",
+        _ENC,
+        _HF,
+        caveat="ConvBERT's mixed attention: num_attention_heads / head_ratio self-attention heads are read; the "
+        "span-based dynamic convolution beside them has no W_q W_k^T",
+    ),
     ModelType("nomic_bert", _ENC, ("nomic-bert",)),
     ModelType("jina_embeddings_v3", _ENC, ("jina-v3",)),
     ModelType("xlm", _ENC, ("xlm",)),
@@ -221,6 +229,7 @@ MODEL_TYPES: tuple[ModelType, ...] = (
         )
     ),
     ModelType("vaultgemma", _DEC, _LLAMA, rotary=True, gain_plus_one=True),
+    ModelType("modernbert-decoder", _DEC, _LLAMA, rotary=True),
     ModelType("nemotron_h", _DEC, ("nemotron-h",)),
     ModelType("deepseek_v2", _DEC, _MLA, rotary=True),
     ModelType("deepseek_v3", _DEC, _MLA, rotary=True),

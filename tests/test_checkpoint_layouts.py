@@ -571,12 +571,14 @@ LLAMA_STYLE_DECODERS = (
     "nemotron",
     "llama4_text",
     "vaultgemma",
+    "modernbert-decoder",  # its q_proj, k_proj under attn.
 )
 
 
-def _tiny_decoder(model_type: str):
-    """A tiny causal LM of ``model_type`` from its library's default config: 2 layers of width 32, 4 query heads
-    over 2 key heads where the type has grouped keys, small MoE; per-layer lists cut to the 2 layers."""
+def _tiny_model(model_type: str, auto=None):
+    """A tiny language model (by default a causal LM) of ``model_type`` from its library's default config: 2
+    layers of width 32, 4 query heads over 2 key heads where the type has grouped keys, small MoE; per-layer lists
+    cut to the 2 layers."""
     try:
         config = transformers.AutoConfig.for_model(model_type)
     except ValueError:
@@ -601,15 +603,29 @@ def _tiny_decoder(model_type: str):
         if isinstance(getattr(config, key, None), int) and getattr(config, key) >= 50:
             setattr(config, key, 0)
     torch.manual_seed(0)
-    return transformers.AutoModelForCausalLM.from_config(config)
+    return (auto or transformers.AutoModelForCausalLM).from_config(config)
 
 
 @pytest.mark.parametrize("model_type", LLAMA_STYLE_DECODERS)
 def test_llama_style_decoders_are_read_as_decoders(model_type, tmp_path):
-    model = _tiny_decoder(model_type)
+    model = _tiny_model(model_type)
     n_kv = getattr(model.config, "num_key_value_heads", None) or H
     plan = _matched_plan(model, tmp_path, separate_reference(model, H, n_kv))
     assert (plan.layout.name, plan.model_type, plan.family) == ("llama-style", model_type, "decoder")
+
+
+def test_convbert_reads_its_attention_heads_not_its_convolution_heads(tmp_path):
+    model = transformers.ConvBertModel(transformers.ConvBertConfig(vocab_size=50, head_ratio=2, **SMALL))
+    reference = pairs_reference([(b.attention.self.query, b.attention.self.key) for b in model.encoder.layer], H // 2)
+    plan = _matched_plan(model, tmp_path, reference)
+    assert (plan.layout.name, plan.family, plan.heads.n_heads) == ("hf-encoder", "encoder", H // 2)
+    assert "head_ratio" in plan.heads.source and any("convolution" in n for n in plan.notes)
+
+
+def test_eurobert_is_a_llama_style_encoder(tmp_path):
+    model = _tiny_model("eurobert", transformers.AutoModelForMaskedLM)
+    plan = _matched_plan(model, tmp_path, separate_reference(model, H, model.config.num_key_value_heads))
+    assert (plan.layout.name, plan.family) == ("llama-style", "encoder")
 
 
 def test_openai_gpt_is_read_as_gpt2s_conv1d(tmp_path):
