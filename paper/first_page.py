@@ -293,9 +293,9 @@ def question_paragraph(results: Results, question: Question, verdicts: Sequence[
     exploratory = [str(r.get("exploratory")) == "True" for _, rows in keys for r in rows]
     pending = []
     for names, what in question.awaits:
-        missing = [f"`{e}`" for e in names if not results.has(e)]
+        missing = [_progress(results, e) for e in names if not results.has(e)]
         if missing:
-            pending.append(f"{what} ({', '.join(missing)}: not run yet)")
+            pending.append(f"{what} ({'; '.join(missing)})")
     readings = [r for r in question.readings if any(_measured(_rows(verdicts, f.key)) for f in r.factors)]
     lines = [
         f"**{question.title}** {finding}.",
@@ -305,6 +305,12 @@ def question_paragraph(results: Results, question: Question, verdicts: Sequence[
         f"- Does not show: {'; '.join([*pending, question.not_shown])}.",
     ]
     return "\n".join(lines)
+
+
+def _progress(results: Results, experiment: str) -> str:
+    """An unmerged experiment's state: not run yet, or how many of its units have landed."""
+    landed = results.units(experiment)
+    return f"`{experiment}`: " + (f"{landed} units in, not merged yet" if landed else "not run yet")
 
 
 def _exploratory_text(flags: Sequence[bool]) -> str:

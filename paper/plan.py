@@ -14,10 +14,8 @@ from wqk.common.io import write_json
 from wqk.paper.codeversion import code_version
 from wqk.paper.experiment import STANDS_IN, Experiment, cache_key, config_hash
 from wqk.paper.fingerprint import fingerprint, same_computation
-from wqk.paper.results import MANIFEST, is_cached, read_manifest
+from wqk.paper.results import MANIFEST, UNITS, is_cached, read_manifest
 
-#: The folder of a split experiment's units inside its results directory.
-UNITS = "units"
 #: Libraries whose version is part of every cache key (a new torch may change the numbers).
 LIBRARIES = ("torch", "numpy", "scipy")
 #: Where a worker process finds the registry it runs from: ``module:function(checkpoint_paths) -> registry``.

@@ -25,6 +25,8 @@ from typing import Any
 from wqk.common.io import atomic_write_bytes, write_json
 
 MANIFEST = "manifest.json"
+#: The folder of a split experiment's units inside its results directory.
+UNITS = "units"
 #: A CSV table of more bytes than this is written gzip-compressed (``name.csv.gz``; small tables stay plain text,
 #: readable in a diff). Readers go through :func:`read_csv`, which reads both.
 GZIP_ABOVE = 256 * 1024
@@ -156,6 +158,11 @@ class Results:
             if (path := self.root / experiment / f"{table}{suffix}").is_file():
                 return path
         return None
+
+    def units(self, experiment: str) -> int:
+        """How many units of a split experiment have landed (``<experiment>/units/<unit>/`` with a manifest)."""
+        folder = self.root / experiment / UNITS
+        return sum((u / MANIFEST).is_file() for u in folder.iterdir()) if folder.is_dir() else 0
 
     def manifest(self, experiment: str) -> dict:
         manifest = read_manifest(self.root / experiment)

@@ -72,3 +72,18 @@ def test_the_committed_page_names_each_experiment_still_to_run(tmp_path):
             missing = [e for e in names if not results.has(e)]
             assert (what in page) is bool(missing), what
             assert all(f"`{e}`" in page for e in missing)
+
+
+def test_an_unmerged_experiment_says_how_many_of_its_units_have_landed(tmp_path):
+    question, (experiment, other), what = next(
+        (q, names, what) for q in QUESTIONS for names, what in q.awaits if len(names) == 2
+    )
+    for unit in ("a-seed0", "b-seed0", "c-seed0"):
+        (tmp_path / experiment / "units" / unit).mkdir(parents=True)
+    (tmp_path / experiment / "units" / "a-seed0" / "manifest.json").write_text("{}")
+    (tmp_path / experiment / "units" / "b-seed0" / "manifest.json").write_text("{}")  # c-seed0: still running
+    results = Results(tmp_path)
+    assert results.units(experiment) == 2 and results.units(other) == 0
+    measured = {**_row(question.key[0], "supported"), "experiment": "elsewhere"}  # one key row: the page is written
+    page = answers_page(results, [measured])
+    assert f"{what} (`{experiment}`: 2 units in, not merged yet; `{other}`: not run yet)" in page
