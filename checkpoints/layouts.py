@@ -512,12 +512,17 @@ LAYOUTS = (
     ),
     Layout(
         "diffusers-dit",
-        r"transformer_blocks\.(?P<layer>\d+)\.attn1\.to_q\.weight",
+        r"(?:transformer_blocks|blocks|layers)\.(?P<layer>\d+)\.attn1\.to_q\.weight",
         ("to_q.weight", "to_k.weight"),
         SEPARATE,
-        f"attn1.to_q, attn1.to_k: {_LINEAR}",
+        f"attn1.to_q, attn1.to_k (DiT, PixArt, the video DiTs; Wan's and HunyuanDiT's blocks, Lumina-Next's layers): "
+        f"{_LINEAR}",
         any_model=True,
-        pre_norm=("{prefix}transformer_blocks.{layer}.norm1.weight",),  # none in DiT,
+        pre_norm=(  # none in DiT
+            "{prefix}transformer_blocks.{layer}.norm1.weight",
+            "{prefix}blocks.{layer}.norm1.weight",
+            "{prefix}layers.{layer}.norm1.weight",
+        ),
     ),
     Layout(
         "diffusers-cross",
@@ -532,19 +537,20 @@ LAYOUTS = (
     ),
     Layout(
         "mmdit-image",
-        r"transformer_blocks\.(?P<layer>\d+)\.attn\.to_q\.weight",
+        r"(?:joint_)?transformer_blocks\.(?P<layer>\d+)\.attn1?\.to_q\.weight",
         ("to_q.weight", "to_k.weight"),
         SEPARATE,
-        f"attn.to_q, attn.to_k (image stream): {_LINEAR}",
+        f"attn.to_q, attn.to_k (image stream; Mochi's and EasyAnimate's attn1, AuraFlow's joint blocks): {_LINEAR}",
         stack="image",
         requires=(".to_q.weight", ".add_k_proj.weight"),
+        supersedes=frozenset({"diffusers-dit"}),  # an attn1 with a text stream beside it (Mochi) is one of these
         caveat="MMDiT joint attention: image and text tokens, each stream with its own projections, attend over "
         "the joined sequence; scored: the image stream's form ('image'), the text stream's ('text') and the "
         "image-query/text-key block ('image-text', W_q^image W_k^text^T: two spaces, symmetry not defined)",
     ),
     Layout(
         "mmdit-text",
-        r"transformer_blocks\.(?P<layer>\d+)\.attn\.add_q_proj\.weight",
+        r"(?:joint_)?transformer_blocks\.(?P<layer>\d+)\.attn1?\.add_q_proj\.weight",
         ("add_q_proj.weight", "add_k_proj.weight"),
         SEPARATE,
         f"attn.add_q_proj, attn.add_k_proj (text stream): {_LINEAR}",
@@ -559,7 +565,7 @@ LAYOUTS = (
     ),
     Layout(
         "mmdit-image-text",
-        r"transformer_blocks\.(?P<layer>\d+)\.attn\.to_q\.weight",
+        r"(?:joint_)?transformer_blocks\.(?P<layer>\d+)\.attn1?\.to_q\.weight",
         ("to_q.weight", "add_k_proj.weight"),
         SEPARATE,
         f"attn.to_q (image stream), attn.add_k_proj (text stream): {_LINEAR}",
@@ -585,6 +591,15 @@ LAYOUTS = (
         f"single-stream blocks' attn.to_q, attn.to_k on the joined text + image sequence: {_LINEAR}",
         stack="joint",
         companion=True,
+    ),
+    Layout(
+        "lumina2",
+        r"layers\.(?P<layer>\d+)\.attn\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        SEPARATE,
+        f"layers.*.attn.to_q, .to_k on the joined caption + image sequence (Lumina 2's main layers; its noise and "
+        f"context refiners are not read): {_LINEAR}",
+        rotary=True,
     ),
     Layout(
         "gguf",

@@ -41,7 +41,12 @@ FAMILY_RECORDS = (
 FAMILIES = tuple(f.name for f in FAMILY_RECORDS)
 _FAMILY = {f.name: f for f in FAMILY_RECORDS}
 #: Diffusers transformer classes not listed by name are read by the ending of their class name.
-CLASS_SUFFIX_FAMILIES = (("Transformer2DModel", "diffusion"),)
+CLASS_SUFFIX_FAMILIES = (
+    ("Transformer2DModel", "diffusion"),
+    ("Transformer3DModel", "diffusion"),  # the video DiTs
+    ("DiT2DModel", "diffusion"),  # HunyuanDiT, Lumina-Next
+    ("DiTModel", "diffusion"),  # Stable Audio
+)
 
 
 def family_objective(family: str) -> str | None:
@@ -324,6 +329,26 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("Transformer2DModel", _DIFF, _PIXART),
     ModelType("SD3Transformer2DModel", _DIFF, (*_MMDIT, "sd3-attn2")),
     ModelType("FluxTransformer2DModel", _DIFF, (*_MMDIT, "flux-single")),
+    ModelType("ChromaTransformer2DModel", _DIFF, (*_MMDIT, "flux-single"), rotary=True),
+    ModelType("HunyuanVideoTransformer3DModel", _DIFF, (*_MMDIT, "flux-single"), rotary=True),
+    ModelType("AuraFlowTransformer2DModel", _DIFF, (*_MMDIT, "flux-single")),
+    ModelType("QwenImageTransformer2DModel", _DIFF, _MMDIT, rotary=True),
+    ModelType("MochiTransformer3DModel", _DIFF, _MMDIT, rotary=True),
+    ModelType("EasyAnimateTransformer3DModel", _DIFF, _MMDIT, rotary=True),
+    ModelType("Lumina2Transformer2DModel", _DIFF, ("lumina2",)),
+    ModelType("LuminaNextDiT2DModel", _DIFF, ("diffusers-dit",), rotary=True),
+    ModelType("HunyuanDiT2DModel", _DIFF, ("diffusers-dit",), rotary=True),
+    ModelType("WanTransformer3DModel", _DIFF, ("diffusers-dit",), rotary=True),
+    ModelType("CogVideoXTransformer3DModel", _DIFF, ("diffusers-dit",)),
+    ModelType("LTXVideoTransformer3DModel", _DIFF, ("diffusers-dit",), rotary=True),
+    ModelType("AllegroTransformer3DModel", _DIFF, ("diffusers-dit",), rotary=True),
+    ModelType(
+        "SanaTransformer2DModel",
+        _DIFF,
+        ("diffusers-dit",),
+        caveat="Sana's self-attention is linear: tokens are weighted by ReLU(W_q^T x_i) . ReLU(W_k^T x_j), without "
+        "a softmax, so W_q W_k^T is the form before the ReLU feature maps",
+    ),
 )
 BY_NAME = {record.name: record for record in MODEL_TYPES}
 

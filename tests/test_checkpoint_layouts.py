@@ -210,12 +210,13 @@ def _sd3(**kw):
     )
 
 
-def _joint_refs(blocks) -> dict[str, FactoredForms]:
-    live = [b for b in blocks if getattr(b.attn, "to_add_out", None) is not None]
+def _joint_refs(blocks, attn: str = "attn", n_heads: int = H) -> dict[str, FactoredForms]:
+    attns = [getattr(b, attn) for b in blocks]
+    live = [a for a in attns if getattr(a, "to_add_out", None) is not None]
     return {
-        "image": pairs_reference([(b.attn.to_q, b.attn.to_k) for b in blocks]),
-        "text": pairs_reference([(b.attn.add_q_proj, b.attn.add_k_proj) for b in live]),
-        "image-text": pairs_reference([(b.attn.to_q, b.attn.add_k_proj) for b in blocks]),
+        "image": pairs_reference([(a.to_q, a.to_k) for a in attns], n_heads),
+        "text": pairs_reference([(a.add_q_proj, a.add_k_proj) for a in live], n_heads),
+        "image-text": pairs_reference([(a.to_q, a.add_k_proj) for a in attns], n_heads),
     }
 
 
@@ -260,6 +261,71 @@ def test_flux_double_and_single_stream_blocks(tmp_path):
     assert_stacks_match(tmp_path, refs, cross={"image-text"})
     warnings = _plan(tmp_path).warnings
     assert any("rotary" in w for w in warnings) and any("q/k normalisation" in w for w in warnings)
+
+
+#: Diffusion transformers beyond DiT, PixArt, SD3 and Flux: (blocks, attention) of their self-attention read as one
+#: stack, or of their MMDiT streams, and the single-stream blocks where there are some.
+DIFFUSERS_SELF = {
+    "SanaTransformer2DModel": ("transformer_blocks", "attn1"),
+    "CogView4Transformer2DModel": ("transformer_blocks", "attn1"),
+    "CogVideoXTransformer3DModel": ("transformer_blocks", "attn1"),
+    "LTXVideoTransformer3DModel": ("transformer_blocks", "attn1"),
+    "AllegroTransformer3DModel": ("transformer_blocks", "attn1"),
+    "HunyuanDiT2DModel": ("blocks", "attn1"),
+    "WanTransformer3DModel": ("blocks", "attn1"),
+    "LuminaNextDiT2DModel": ("layers", "attn1"),
+    "Lumina2Transformer2DModel": ("layers", "attn"),
+}
+DIFFUSERS_JOINT = {
+    "QwenImageTransformer2DModel": ("transformer_blocks", "attn", None),
+    "MochiTransformer3DModel": ("transformer_blocks", "attn1", None),
+    "EasyAnimateTransformer3DModel": ("transformer_blocks", "attn1", None),
+    "ChromaTransformer2DModel": ("transformer_blocks", "attn", "single_transformer_blocks"),
+    "HunyuanVideoTransformer3DModel": ("transformer_blocks", "attn", "single_transformer_blocks"),
+    "AuraFlowTransformer2DModel": ("joint_transformer_blocks", "attn", "single_transformer_blocks"),
+}
+
+
+def _tiny_diffusers(name: str):
+    """A tiny ``name`` of diffusers: 2 blocks (1 single-stream) of 2 heads of 16, every other argument its default."""
+    import inspect
+
+    cls = getattr(_diffusers(), name, None)
+    if cls is None:
+        pytest.skip(f"this diffusers has no {name}")
+    small = {
+        "num_layers": L, "num_single_layers": 1, "num_mmdit_layers": 1, "num_attention_heads": 2,
+        "attention_head_dim": 16, "num_kv_heads": 1, "in_channels": 4, "out_channels": 4, "cross_attention_dim": 32,
+        "caption_channels": 32, "joint_attention_dim": 32, "pooled_projection_dim": 32, "text_embed_dim": 32,
+        "sample_size": 8, "patch_size": 2, "num_refiner_layers": 1, "hidden_size": 32, "axes_dims_rope": (4, 6, 6),
+        "caption_projection_dim": 32, "cap_feat_dim": 32, "time_embed_dim": 32, "text_hidden_dim": 32,
+    }  # fmt: skip
+    params = inspect.signature(cls.__init__).parameters
+    fits = {k: v for k, v in small.items() if k in params and type(params[k].default) in (type(v), type(None))}
+    torch.manual_seed(0)
+    return cls(**fits)  # an argument of another type by default (Wan's patch_size: a tuple) keeps its default
+
+
+@pytest.mark.parametrize("name", list(DIFFUSERS_SELF))
+def test_diffusion_transformers_self_attention(name, tmp_path):
+    model = _tiny_diffusers(name)
+    blocks, attn = DIFFUSERS_SELF[name]
+    n_kv = getattr(model.config, "num_kv_heads", None) or 2
+    pairs = [(getattr(b, attn).to_q, getattr(b, attn).to_k) for b in getattr(model, blocks)]
+    plan = _matched_plan(model, tmp_path, pairs_reference(pairs, 2, n_kv))
+    assert (plan.family, plan.model_type) == ("diffusion", name)
+
+
+@pytest.mark.parametrize("name", list(DIFFUSERS_JOINT))
+def test_diffusion_transformers_joint_attention(name, tmp_path):
+    model = _tiny_diffusers(name)
+    blocks, attn, single = DIFFUSERS_JOINT[name]
+    model.save_pretrained(tmp_path)
+    refs = _joint_refs(getattr(model, blocks), attn, n_heads=2)
+    if single:
+        refs["joint"] = pairs_reference([(b.attn.to_q, b.attn.to_k) for b in getattr(model, single)], 2)
+    assert_stacks_match(tmp_path, refs, cross={"image-text"})
+    assert _plan(tmp_path).family == "diffusion"
 
 
 # ---- vision towers trained with language: CLIP, SigLIP ----------------------------------------------------
