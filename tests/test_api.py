@@ -61,13 +61,36 @@ def _dit():
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("kind", ["transformers", "diffusers"])
+def _mmdit():
+    diffusers = pytest.importorskip("diffusers")
+    return diffusers.AuraFlowTransformer2DModel(
+        num_mmdit_layers=1, num_single_dit_layers=1, attention_head_dim=8, num_attention_heads=2, in_channels=4,
+        out_channels=4, joint_attention_dim=16, caption_projection_dim=16, sample_size=8, pos_embed_max_size=64,
+    )  # fmt: skip
+
+
+def _recordless_decoder():
+    """A causal LM of a model type with no record: its family comes from its head class, as from a saved config."""
+    config = transformers.DiffLlamaConfig(**SMALL)
+    return transformers.DiffLlamaForCausalLM(config)
+
+
+LIVE = {  # a live module, the family its rows carry
+    "transformers": (lambda bert: bert, "encoder"),
+    "diffusers": (lambda _: _dit(), "diffusion"),
+    "diffusers-mmdit": (lambda _: _mmdit(), "diffusion"),
+    "transformers-recordless": (lambda _: _recordless_decoder(), "decoder"),
+}
+
+
+@pytest.mark.parametrize("kind", list(LIVE))
 def test_a_live_module_gives_the_rows_of_its_saved_checkpoint(kind, bert, tmp_path):
-    model = bert if kind == "transformers" else _dit()
+    build, family = LIVE[kind]
+    model = build(bert)
     model.save_pretrained(tmp_path / "saved")
     live = wqk.analyze(model, null_samples=16)
     saved = wqk.analyze(str(tmp_path / "saved"), null_samples=16)
-    assert set(live.family) == {"encoder" if kind == "transformers" else "diffusion"}
+    assert set(live.family) == {family}
     pandas.testing.assert_frame_equal(live.drop(columns="model"), saved.drop(columns="model"))
 
 

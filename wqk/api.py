@@ -83,12 +83,18 @@ def _trajectory(model: Any, revisions: Sequence[str] | str) -> bool:
 
 
 def _live(module: torch.nn.Module, heads: int | None):
-    """A live module as a checkpoint read in memory: its state dict and config, and its head count where the
-    config does not state one (``num_heads`` of its first attention, e.g. a timm ViT)."""
+    """A live module as a checkpoint read in memory: its state dict and config (with the class name its library
+    writes on saving, which names a diffusers model's type and a transformers model's head), and its head count
+    where the config does not state one (``num_heads`` of its first attention, e.g. a timm ViT)."""
     from wqk.checkpoints.loading import Checkpoint
 
     config = getattr(module, "config", None)
     config = dict(config.to_dict() if hasattr(config, "to_dict") else config or {})
+    library = type(module).__module__.partition(".")[0]
+    if library == "diffusers":
+        config.setdefault("_class_name", type(module).__name__)  # as its save_config writes it
+    elif library == "transformers" and not config.get("architectures"):
+        config["architectures"] = [type(module).__name__]  # as its save_pretrained writes it
     if heads is None and not config:
         heads = next((m.num_heads for m in module.modules() if isinstance(getattr(m, "num_heads", None), int)), None)
     name = config.get("_name_or_path") or type(module).__name__
