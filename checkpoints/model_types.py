@@ -141,6 +141,28 @@ _LM_TOWER = (
     "read as decoder: pretrained to predict the next token of interleaved text and images; its vision tower's rows "
     "carry the same family (pass --family to group them otherwise)"
 )
+#: Decoders whose checkpoints keep q_proj / k_proj as Llama's do, with rotary positions and nothing more to say.
+LLAMA_STYLE_DECODERS = (
+    "smollm3",
+    "olmo3",
+    "olmoe",
+    "cohere2",
+    "gpt_oss",
+    "glm",
+    "glm4",
+    "exaone4",
+    "ministral",
+    "helium",
+    "arcee",
+    "seed_oss",
+    "ernie4_5",
+    "hunyuan_v1_dense",
+    "granitemoe",
+    "phimoe",
+    "apertus",
+    "nemotron",
+    "llama4_text",
+)
 MODEL_TYPES: tuple[ModelType, ...] = (
     # encoders
     ModelType("bert", _ENC, _HF),
@@ -209,30 +231,7 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("codegen", _DEC, ("codegen",), rotary=True),
     ModelType("mpt", _DEC, ("mpt",)),
     ModelType("dbrx", _DEC, ("dbrx",), rotary=True),
-    *(
-        ModelType(name, _DEC, _LLAMA, rotary=True)
-        for name in (
-            "smollm3",
-            "olmo3",
-            "olmoe",
-            "cohere2",
-            "gpt_oss",
-            "glm",
-            "glm4",
-            "exaone4",
-            "ministral",
-            "helium",
-            "arcee",
-            "seed_oss",
-            "ernie4_5",
-            "hunyuan_v1_dense",
-            "granitemoe",
-            "phimoe",
-            "apertus",
-            "nemotron",
-            "llama4_text",
-        )
-    ),
+    *(ModelType(name, _DEC, _LLAMA, rotary=True) for name in LLAMA_STYLE_DECODERS),
     ModelType("vaultgemma", _DEC, _LLAMA, rotary=True, gain_plus_one=True),
     ModelType("modernbert-decoder", _DEC, _LLAMA, rotary=True),
     ModelType("nemotron_h", _DEC, ("nemotron-h",)),

@@ -35,6 +35,7 @@ from checkpoint_builders import (
 
 from wqk.checkpoints.adapters import bigcode_fused, blocked_gqa, blocked_qkv, falcon_grouped, neox_interleaved
 from wqk.checkpoints.analyze import analyze, describe, layer_forms
+from wqk.checkpoints.model_types import LLAMA_STYLE_DECODERS
 from wqk.theory.factored import FactoredForms
 
 transformers = pytest.importorskip("transformers")
@@ -615,30 +616,8 @@ def test_gpt_neo_global_and_local_layers_are_stacks_of_their_own(tmp_path):
     assert any("no 1/sqrt(d_h)" in w for w in plan.warnings)
 
 
-#: Decoders stored with llama-style q_proj / k_proj (their records in wqk.checkpoints.model_types).
-LLAMA_STYLE_DECODERS = (
-    "smollm3",
-    "olmo3",
-    "olmoe",
-    "cohere2",
-    "gpt_oss",
-    "glm",
-    "glm4",
-    "exaone4",
-    "ministral",
-    "helium",
-    "arcee",
-    "seed_oss",
-    "ernie4_5",
-    "hunyuan_v1_dense",
-    "granitemoe",
-    "phimoe",
-    "apertus",
-    "nemotron",
-    "llama4_text",
-    "vaultgemma",
-    "modernbert-decoder",  # its q_proj, k_proj under attn.
-)
+#: Decoders read as llama-style, each under its own record (wqk.checkpoints.model_types).
+DECODERS = (*LLAMA_STYLE_DECODERS, "vaultgemma", "modernbert-decoder")  # the last: q_proj, k_proj under attn.
 
 
 def _tiny_model(model_type: str, auto=None):
@@ -672,7 +651,7 @@ def _tiny_model(model_type: str, auto=None):
     return (auto or transformers.AutoModelForCausalLM).from_config(config)
 
 
-@pytest.mark.parametrize("model_type", LLAMA_STYLE_DECODERS)
+@pytest.mark.parametrize("model_type", DECODERS)
 def test_llama_style_decoders_are_read_as_decoders(model_type, tmp_path):
     model = _tiny_model(model_type)
     n_kv = getattr(model.config, "num_key_value_heads", None) or H
