@@ -54,12 +54,12 @@ ROTARY_CONFIG_KEYS = (
 
 def _rotary_warning(layout: Layout, config: Mapping[str, Any]) -> str | None:
     present = [k for k in ROTARY_CONFIG_KEYS if k in config]
-    model_type = config.get("model_type")
-    record = model_type_record(str(model_type or ""))
+    model_type = config_kind(config)  # a diffusers config names its type by _class_name
+    record = model_type_record(model_type)
     if record is not None and record.rotary_unless_alibi and not config.get("alibi"):
         present = present or [f"{record.name} without alibi"]
     usual = record is not None and record.rotary
-    if not present and not usual and (config_kind(config) or not layout.rotary):
+    if not present and not usual and (model_type or not layout.rotary):
         return None
     rope = config.get("rope_parameters") or {}
     fraction = config.get("rotary_pct") or config.get("partial_rotary_factor") or rope.get("partial_rotary_factor")

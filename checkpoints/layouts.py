@@ -593,6 +593,14 @@ LAYOUTS = (
         companion=True,
     ),
     Layout(
+        "gguf-qkv",
+        r"blk\.(?P<layer>\d+)\.attn_qkv\.weight",
+        None,
+        BLOCKED_GQA,
+        "attn_qkv (numpy order (out, in)): (h dh | g dh | g dh) d -> q, k, v blocked, as llama.cpp stores Phi-3's "
+        "qkv_proj, Phi-2's Wqkv, StarCoder's c_attn and MPT's Wqkv",
+    ),
+    Layout(
         "lumina2",
         r"layers\.(?P<layer>\d+)\.attn\.to_q\.weight",
         ("to_q.weight", "to_k.weight"),

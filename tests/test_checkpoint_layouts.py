@@ -35,7 +35,7 @@ from checkpoint_builders import (
 
 from wqk.checkpoints.adapters import bigcode_fused, blocked_gqa, blocked_qkv, falcon_grouped, neox_interleaved
 from wqk.checkpoints.analyze import analyze, describe, layer_forms
-from wqk.checkpoints.model_types import LLAMA_STYLE_DECODERS
+from wqk.checkpoints.model_types import LLAMA_STYLE_DECODERS, model_type
 from wqk.theory.factored import FactoredForms
 
 transformers = pytest.importorskip("transformers")
@@ -315,6 +315,9 @@ def test_diffusion_transformers_self_attention(name, tmp_path):
     pairs = [(getattr(b, attn).to_q, getattr(b, attn).to_k) for b in getattr(model, blocks)]
     plan = _matched_plan(model, tmp_path, pairs_reference(pairs, 2, n_kv))
     assert (plan.family, plan.model_type) == ("diffusion", name)
+    record = model_type(name)  # a diffusers config names it by _class_name
+    if record is not None and record.rotary:
+        assert any("rotary" in w for w in plan.warnings)
 
 
 @pytest.mark.parametrize("name", list(DIFFUSERS_JOINT))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from checkpoint_builders import D, H, L, write_gguf
+from checkpoint_builders import D, H, L, assert_stacks_match, phi3_reference, write_gguf
 
 from wqk.checkpoints.analyze import describe
 from wqk.checkpoints.layouts import LAYOUTS
@@ -56,3 +56,23 @@ def test_gemma3_gguf_gets_the_decoder_family(tmp_path):
     write_gguf(path, tensors, H, H, D, L, arch="gemma3")
     plan = describe(path)[1]
     assert (plan.layout.name, plan.model_type, plan.family) == ("gguf", "gemma3", "decoder")
+
+
+def test_a_phi3_gguf_reads_its_fused_attn_qkv_as_phi3s_qkv_proj(tmp_path):
+    """llama.cpp stores Phi-3's qkv_proj as blk.N.attn_qkv unchanged (q | k | v blocked, grouped keys)."""
+    pytest.importorskip("gguf")
+    transformers = pytest.importorskip("transformers")
+    config = transformers.Phi3Config(
+        vocab_size=50, hidden_size=D, num_hidden_layers=L, num_attention_heads=H, num_key_value_heads=2,
+        intermediate_size=37, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    )  # fmt: skip
+    model = transformers.Phi3ForCausalLM(config)
+    tensors = {
+        f"blk.{i}.attn_qkv.weight": b.self_attn.qkv_proj.weight.detach().numpy()
+        for i, b in enumerate(model.model.layers)
+    }
+    path = tmp_path / "tiny-phi3.gguf"
+    write_gguf(path, tensors, H, 2, D, L, arch="phi3")
+    assert_stacks_match(path, {"self": phi3_reference(model)})
+    plan = describe(path)[1]
+    assert (plan.layout.name, plan.model_type, plan.family, plan.heads.n_kv_heads) == ("gguf-qkv", "phi3", "decoder", 2)
