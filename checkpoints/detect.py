@@ -21,7 +21,14 @@ from itertools import takewhile
 from typing import Any
 
 from wqk.checkpoints.heads import resolve_heads
-from wqk.checkpoints.keys import ADALN, attention_keys_listing, key_warnings, refuse_packed, skipped_keys
+from wqk.checkpoints.keys import (
+    ADALN,
+    attention_keys_listing,
+    key_warnings,
+    refuse_channel_attention,
+    refuse_packed,
+    skipped_keys,
+)
 from wqk.checkpoints.layouts import Layout
 from wqk.checkpoints.loading import Checkpoint, CheckpointError
 from wqk.checkpoints.model_types import FAMILIES, class_family, head_family, trained_family
@@ -131,6 +138,7 @@ def plan_checkpoint(
     """Detect the layout, choose the stacks, check every shape and resolve head counts; reads no tensor."""
     keys, config = ckpt.keys, ckpt.config
     refuse_packed(keys, config)
+    refuse_channel_attention(keys)
     if prefix and not prefix.endswith("."):
         prefix += "."
     all_stacks = find_stacks(keys)

@@ -134,3 +134,18 @@ def refuse_packed(keys: list[str], config: Mapping[str, Any]) -> None:
             f"{', '.join(packed[:3])}): they are not read here; dequantise the model first (e.g. load it with "
             "transformers and save_pretrained it in bfloat16), or score its unquantised release"
         )
+
+
+#: XCiT's cross-covariance attention keeps a learned temperature per head beside its ``qkv``.
+CHANNEL_ATTENTION = re.compile(r"(^|\.)attn\.temperature$")
+
+
+def refuse_channel_attention(keys: list[str]) -> None:
+    """Attention over channels instead of tokens has no token-token form: refuse rather than score it as one."""
+    found = sorted({key_pattern(k) for k in keys if CHANNEL_ATTENTION.search(k)})
+    if found:
+        raise CheckpointError(
+            f"cross-covariance attention (XCiT: {found[0]}): its softmax runs over the d_h x d_h covariance of "
+            "queries and keys across tokens, not over tokens, so no W_q W_k^T weighs one token against another; "
+            "not read"
+        )

@@ -199,6 +199,18 @@ def test_timm_vit_needs_heads_without_a_config_and_matches_with_them(tmp_path):
     assert_rows_match(result.rows, model.reference())
 
 
+def test_xcit_cross_covariance_attention_is_refused_not_scored_as_tokens(tmp_path):
+    """XCiT's blocks store a timm ViT's ``attn.qkv`` beside a per-head temperature; its softmax is over channels."""
+    tensors = {k: v.contiguous() for k, v in TimmStack().state_dict().items()}
+    path = tmp_path / "vit.safetensors"
+    save_file(tensors, path)
+    assert describe(path, heads=H)[1].layout.name == "timm-vit"  # the same keys without it are a ViT
+    tensors.update({f"blocks.{i}.attn.temperature": torch.ones(H, 1, 1) for i in range(L)})
+    save_file(tensors, tmp_path / "xcit.safetensors")
+    with pytest.raises(ValueError, match="cross-covariance attention"):
+        describe(tmp_path / "xcit.safetensors", heads=H)
+
+
 def test_timm_vit_preset_width_gives_heads_with_a_warning(tmp_path):
     model = TimmStack(dim=192, n_heads=3, n_layers=1)  # ViT-Ti
     path = tmp_path / "vit_tiny.safetensors"
