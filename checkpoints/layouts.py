@@ -80,6 +80,12 @@ def _gpt_neo_label(config: Mapping[str, Any], stage: int, block: int) -> Label:
     return (layers[block] if block < len(layers) else "self"), False
 
 
+def _vitdet_label(config: Mapping[str, Any], stage: int, block: int) -> Label:
+    """ViTDet: blocks in ``window_block_indices`` attend within windows of ``window_size``, the others globally."""
+    windowed = block in (config.get("window_block_indices") or []) and config.get("window_size")
+    return ("windowed" if windowed else "global"), False
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where a family keeps layer ``i``'s ``W_q, W_k``, how they are shaped, and the adapter that reads them."""
@@ -490,6 +496,36 @@ LAYOUTS = (
         "depends on the query, but not on the key token, and is not part of W_q W_k^T",
     ),
     Layout(
+        "vitdet",
+        r"layer\.(?P<layer>\d+)\.attention\.qkv\.weight",
+        None,
+        BLOCKED,
+        "attention.qkv: (three h dh) d -> three h d dh (blocked, VitDetAttention)",
+        labeller=_vitdet_label,
+        caveat="ViTDet adds SAM's decomposed relative position term q_i^T (R_h(dh_ij) + R_w(dw_ij)) to the logits "
+        "(use_relative_position_embeddings), which is not part of W_q W_k^T; its windowed blocks attend within "
+        "windows (the stack column)",
+    ),
+    Layout(
+        "timesformer",
+        r"layer\.(?P<layer>\d+)\.attention\.attention\.qkv\.weight",
+        None,
+        BLOCKED,
+        "attention.attention.qkv: (three h dh) d -> three h d dh (blocked; the spatial attention of each frame)",
+        stack="spatial",
+        caveat="TimeSformer's divided space-time attention: each block attends over time (the patches at one place "
+        "in every frame: 'temporal'), then over space (the patches of one frame: 'spatial'), with their own weights",
+    ),
+    Layout(
+        "timesformer-temporal",
+        r"layer\.(?P<layer>\d+)\.temporal_attention\.attention\.qkv\.weight",
+        None,
+        BLOCKED,
+        "temporal_attention.attention.qkv: (three h dh) d -> three h d dh (blocked; attention over frames)",
+        stack="temporal",
+        companion=True,
+    ),
+    Layout(
         "swin",
         r"layers\.(?P<stage>\d+)\.blocks\.(?P<layer>\d+)\.attention\.self\.query\.weight",
         (".query.weight", ".key.weight"),
@@ -534,6 +570,15 @@ LAYOUTS = (
         cross=True,
         companion=True,
         caveat=_CROSS.format("attn2", "the image tokens", "the projected caption tokens"),
+    ),
+    Layout(
+        "latte-temporal",
+        r"temporal_transformer_blocks\.(?P<layer>\d+)\.attn1\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        SEPARATE,
+        f"temporal_transformer_blocks.*.attn1.to_q, .to_k (Latte's attention over frames): {_LINEAR}",
+        stack="temporal",
+        companion=True,
     ),
     Layout(
         "mmdit-image",

@@ -282,6 +282,8 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ),
     ModelType("deit", _SUP, _HF),
     ModelType("swin", _SUP, ("swin",)),
+    ModelType("vitdet", _SUP, ("vitdet",)),
+    ModelType("timesformer", _SUP, ("timesformer", "timesformer-temporal")),
     ModelType("donut-swin", _SUP, ("swin",)),
     # vision, self-supervised
     ModelType("dinov2", _SSL, _HF),
@@ -343,6 +345,7 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("CogVideoXTransformer3DModel", _DIFF, ("diffusers-dit",)),
     ModelType("LTXVideoTransformer3DModel", _DIFF, ("diffusers-dit",), rotary=True),
     ModelType("AllegroTransformer3DModel", _DIFF, ("diffusers-dit",), rotary=True),
+    ModelType("LatteTransformer3DModel", _DIFF, ("diffusers-dit", "latte-temporal")),
     ModelType(
         "SanaTransformer2DModel",
         _DIFF,

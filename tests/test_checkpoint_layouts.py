@@ -320,6 +320,17 @@ def test_diffusion_transformers_self_attention(name, tmp_path):
         assert any("rotary" in w for w in plan.warnings)
 
 
+def test_latte_spatial_and_temporal_blocks_are_stacks_of_their_own(tmp_path):
+    model = _tiny_diffusers("LatteTransformer3DModel")
+    model.save_pretrained(tmp_path)
+    refs = {
+        name: pairs_reference([(b.attn1.to_q, b.attn1.to_k) for b in getattr(model, blocks)], 2)
+        for name, blocks in (("self", "transformer_blocks"), ("temporal", "temporal_transformer_blocks"))
+    }
+    assert_stacks_match(tmp_path, refs)
+    assert _differs(refs["temporal"], refs["self"])
+
+
 @pytest.mark.parametrize("name", list(DIFFUSERS_JOINT))
 def test_diffusion_transformers_joint_attention(name, tmp_path):
     model = _tiny_diffusers(name)
@@ -330,6 +341,40 @@ def test_diffusion_transformers_joint_attention(name, tmp_path):
         refs["joint"] = pairs_reference([(b.attn.to_q, b.attn.to_k) for b in getattr(model, single)], 2)
     assert_stacks_match(tmp_path, refs, cross={"image-text"})
     assert _plan(tmp_path).family == "diffusion"
+
+
+def _blocked(modules, n_heads: int = H) -> FactoredForms:
+    """``qkv(x).reshape(B, N, 3, H, d_h)``: q | k | v blocked (timm's, ViTDet's, TimeSformer's)."""
+    return _fused_reference(modules, lambda out: out.chunk(3, dim=1)[:2], n_heads, n_heads)
+
+
+def test_vitdet_windowed_and_global_blocks(tmp_path):
+    config = transformers.VitDetConfig(
+        hidden_size=D, num_hidden_layers=L, num_attention_heads=H, mlp_ratio=2, image_size=16, pretrain_image_size=16,
+        patch_size=4, window_block_indices=[0], window_size=2, use_relative_position_embeddings=True,
+    )  # fmt: skip
+    model = transformers.VitDetModel(config)
+    model.save_pretrained(tmp_path)
+    attns = [b.attention.qkv for b in model.encoder.layer]
+    assert_stacks_match(tmp_path, {"windowed": _blocked(attns[:1]), "global": _blocked(attns[1:])})
+    plan = _plan(tmp_path)
+    assert (plan.layout.name, plan.family) == ("vitdet", "vision-supervised")
+    assert any("relative position" in w for w in plan.warnings)
+
+
+def test_timesformer_spatial_and_temporal_attention(tmp_path):
+    config = transformers.TimesformerConfig(image_size=8, patch_size=4, num_frames=2, **SMALL)
+    model = transformers.TimesformerModel(config)
+    model.save_pretrained(tmp_path)
+    layers = model.encoder.layer
+    refs = {
+        "spatial": _blocked([b.attention.attention.qkv for b in layers]),
+        "temporal": _blocked([b.temporal_attention.attention.qkv for b in layers]),
+    }
+    assert_stacks_match(tmp_path, refs)
+    plan = _plan(tmp_path)
+    assert plan.family == "vision-supervised" and any("divided space-time" in w for w in plan.warnings)
+    assert _differs(refs["temporal"], refs["spatial"])
 
 
 # ---- vision towers trained with language: CLIP, SigLIP ----------------------------------------------------
