@@ -29,7 +29,7 @@ from wqk.checkpoints.keys import (
     refuse_packed,
     skipped_keys,
 )
-from wqk.checkpoints.layouts import Layout
+from wqk.checkpoints.layout import Layout
 from wqk.checkpoints.loading import Checkpoint, CheckpointError
 from wqk.checkpoints.model_types import FAMILIES, class_family, head_family, trained_family
 from wqk.checkpoints.model_types import model_type as model_type_record

@@ -20,7 +20,7 @@ import re
 
 import torch
 
-from wqk.checkpoints.layouts import Layout
+from wqk.checkpoints.layout import Layout
 from wqk.checkpoints.loading import Checkpoint, CheckpointError
 from wqk.checkpoints.model_types import model_type
 from wqk.checkpoints.plan import Plan, Unit

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from wqk.checkpoints.layouts import Layout
+from wqk.checkpoints.layout import Layout
 from wqk.checkpoints.loading import HeadCounts
 
 #: Order of the stacks in a plan (and in the rows).
