@@ -11,7 +11,8 @@ A plan is a list of *units*, one attention of one block each, labelled with the 
 encoder-decoder; ``self`` / ``cross`` for PixArt; ``image`` / ``text`` / ``image-text`` (/ ``joint`` for
 Flux's single-stream blocks) for MMDiT joint attention; ``windowed`` / ``global`` for SAM, ``window`` /
 ``shifted-window`` / ``global`` for Swin; ``self`` / ``reduced-keys`` for SegFormer; ``vision`` / ``text``
-for both towers of a CLIP or SigLIP model. The ``family`` groups models by training objective.
+(/ ``audio`` / ``image`` / ``video``) for a model's towers (CLIP, SigLIP, an audio language model). The
+``family`` groups models by training objective.
 """
 
 from __future__ import annotations
@@ -198,22 +199,35 @@ def _units(
         warnings.append(f"{where[:-1]}: {hybrid}" if where else hybrid)
     layers = stack.layers
     layer_keys = {i: layout.keys(first) for i, first in layers.items()}
+    hierarchical = any(len(index) == 2 for index in stack.found)
+    shared = {} if hierarchical else _shared_keys(stack, scope, layer_keys, ckpt, dead)
+    if shared:
+        pairs = ", ".join(f"{stack.position(i)[1]} <- {stack.position(j)[1]}" for i, j in shared.items())
+        warnings.append(
+            f"{where[:-1] + ': ' if where else ''}key/value sharing across layers (num_kv_shared_layers): layers "
+            f"attend to the keys of an earlier layer of their type (query layer <- key layer: {pairs}); their forms "
+            "pair their own W_q with that layer's W_k"
+        )
     absent = [k for group in layer_keys.values() for k in group if k not in ckpt.shapes]
     if absent:
         raise CheckpointError(
             f"the {layout.name} layout needs {absent[0]!r}, which is not in the checkpoint "
             f"({len(absent)} such keys missing)"
         )
-    hierarchical = any(len(index) == 2 for index in stack.found)
-    stages = sorted({stack.position(i)[0] for i in layers})
+    groups: dict[tuple, list[int]] = {}  # per stage; a flat stack's layers also per stored shape
+    for i in layers:
+        shapes = () if hierarchical else tuple(ckpt.shapes[k] for k in layer_keys[i])
+        groups.setdefault((stack.position(i)[0], shapes), []).append(i)
+    mixed = not hierarchical and len(groups) > 1
     resolved = {}
-    for stage in stages:
-        members = [i for i in layers if stack.position(i)[0] == stage]
+    for (stage, _), members in groups.items():
         stored = [tuple(ckpt.shapes[k] for k in layer_keys[i]) for i in members]
-        resolved[stage] = resolve_heads(
-            stack, stage if hierarchical else None, stored, config, ckpt.config_source, heads, kv_heads
+        numbers = [stack.position(i)[1] for i in members] if mixed else None
+        counts = resolve_heads(
+            stack, stage if hierarchical else None, stored, config, ckpt.config_source, heads, kv_heads, numbers
         )
-        warnings += resolved[stage][3]
+        resolved.update(dict.fromkeys(members, counts))
+        warnings += counts[3]
     units = []
     for i, first in layers.items():
         live = layout.live_key(first)
@@ -221,11 +235,47 @@ def _units(
             dead.update(dict.fromkeys(layer_keys[i], layout.live_if[2]))  # type: ignore[index]
             continue
         stage, block = stack.position(i)
-        counts, d, d_head, _ = resolved[stage]
+        counts, d, d_head, _ = resolved[i]
         unit_label, cross = layout.labeller(scope, stage, block) if layout.labeller else (label, layout.cross)
         rank = counts.n_kv_heads * d_head
         if layout.layer_rank is not None:
             rank = layout.layer_rank(*(ckpt.shapes[k] for k in layer_keys[i]), n_heads=counts.n_heads, d_head=d_head)
         number = i if hierarchical else block  # a flat stack's layers keep the model's numbers (hybrid models: gaps)
-        units.append(Unit(unit_label, number, layer_keys[i], layout, counts, d, d_head, cross or layout.cross, rank))
+        keys_of = stack.position(shared[i])[1] if i in shared else None
+        units.append(
+            Unit(unit_label, number, layer_keys[i], layout, counts, d, d_head, cross or layout.cross, rank, keys_of)
+        )
     return units
+
+
+def shared_key_layer(config: Mapping[str, Any], layer: int) -> int | None:
+    """The layer whose keys ``layer`` attends to where a model shares keys and values across layers, else None.
+
+    Gemma 3n and Gemma 4: the last ``num_kv_shared_layers`` layers compute no keys; each reuses those of the last
+    earlier layer of its ``layer_types`` entry (sliding or full attention).
+    """
+    n, total = config.get("num_kv_shared_layers"), config.get("num_hidden_layers")
+    if not isinstance(n, int) or not isinstance(total, int) or n <= 0 or not total - n <= layer < total:
+        return None
+    types = config.get("layer_types") or ["attention"] * total
+    return max((j for j in range(total - n) if types[j] == types[layer]), default=None)
+
+
+def _shared_keys(
+    stack: Stack, scope: Mapping[str, Any], layer_keys: dict[int, tuple[str, ...]], ckpt: Checkpoint, dead: dict
+) -> dict[int, int]:
+    """Point the key weight of each layer that shares an earlier layer's keys at that layer's (``layer_keys`` in
+    place); its own, where stored, is listed as not read. Returns ``{running layer: running layer of its keys}``."""
+    if stack.layout.partner is None:
+        return {}
+    running = {stack.position(i)[1]: i for i in layer_keys}
+    shared = {}
+    for i, keys in layer_keys.items():
+        source = running.get(shared_key_layer(scope, stack.position(i)[1]))  # type: ignore[arg-type]
+        if source is None:
+            continue
+        if keys[1] in ckpt.shapes:
+            dead[keys[1]] = f"a layer that attends with the keys of layer {stack.position(source)[1]}: not read"
+        layer_keys[i] = (keys[0], layer_keys[source][1], *keys[2:])
+        shared[i] = source
+    return shared

@@ -12,6 +12,18 @@ from wqk.checkpoints.stacks import config_scope
 
 #: Standard ViT / DiT widths -> heads (ViT-Ti/S/B/L/H/g, DiT-S/B/L/XL), for fused files without a config.
 PRESET_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1152: 16, 1280: 16, 1408: 16}
+#: (module in a stack's prefix, the prefix of the config keys that state that part's heads), first match wins.
+_ROLES = (("decoder", "decoder"), ("predictor", "pred"), ("encoder", "encoder"))
+
+
+def layer_scope(scope: Mapping[str, Any], layer: int) -> Mapping[str, Any]:
+    """``scope`` with the overrides its ``per_layer_config`` states for ``layer`` (transformers' per-layer
+    configs: ``{"05": {"head_dim": 512, "num_key_value_heads": 4}}`` where Gemma 4's full-attention layers differ)."""
+    overrides = scope.get("per_layer_config")
+    if not isinstance(overrides, Mapping):
+        return scope
+    mine = next((v for k, v in overrides.items() if str(k).isdigit() and int(k) == layer), None)
+    return {**scope, **mine} if isinstance(mine, Mapping) else scope
 
 
 def resolve_heads(
@@ -22,16 +34,24 @@ def resolve_heads(
     source: str,
     heads: int | None,
     kv_heads: int | None,
+    layers: list[int] | None = None,
 ) -> tuple[HeadCounts, int, int, list[str]]:
     """Head counts, width and head size of the blocks of one stack (one stage of a hierarchical one).
 
     From --heads/--kv-heads, the config (its per-stage lists for Swin / SegFormer), or (fused ViT/DiT
     only) the presets; checked against the stored shapes.
+
+    ``layers``: the model's numbers of the blocks, where they are one shape group of a flat stack whose layers
+    differ in shape (MiMo-V2's sliding layers store twice the key heads, Gemma 4's full-attention layers a larger
+    head): the config's ``per_layer_config`` entry for them applies, and where a key/value head count the config
+    states for the whole model disagrees with their key weight, the weight's count is taken (with a warning).
     """
     layout = stack.layout
     scope, where = config_scope(config, stack.prefix)
-    parts = stack.prefix.split(".")  # a pretraining head states its own heads: decoder_* (MAE), pred_* (V-JEPA 2)
-    role = "decoder" if "decoder" in parts else "pred" if "predictor" in parts else ""
+    if layers and layer_scope(scope, layers[0]) is not scope:
+        scope, where = layer_scope(scope, layers[0]), f"{where}per_layer_config: "
+    parts = stack.prefix.split(".")  # a part may state its own heads: decoder_* (MAE, BART), pred_* (V-JEPA 2),
+    role = next((r for part, r in _ROLES if part in parts), "")  # encoder_* (Moonshine)
     stated = config_head_counts(scope, source, role, stage)
     if stated is not None and where:
         stated = HeadCounts(stated.n_heads, stated.n_kv_heads, stated.source.replace("(", f"({where}", 1))
@@ -74,7 +94,13 @@ def resolve_heads(
             f"({counts.n_heads} heads from {counts.source})"
         )
     inferred = k_rows // d_head
-    if counts.n_kv_heads and counts.n_kv_heads != inferred:
+    if layers and kv_heads is None and counts.n_kv_heads and counts.n_kv_heads != inferred:
+        shown = ", ".join(map(str, layers[:8])) + (", ..." if len(layers) > 8 else "")
+        warnings.append(
+            f"layers {shown} of '{stack.prefix}': {inferred} key/value heads of size {d_head} from their key weight "
+            f"({k_rows} rows), where {counts.source} states {counts.n_kv_heads} (the model's layers differ in shape)"
+        )
+    elif counts.n_kv_heads and counts.n_kv_heads != inferred:
         raise CheckpointError(
             f"{counts.n_kv_heads} key/value heads ({counts.source}) disagree with the key weight: "
             f"{k_rows} rows = {inferred} heads of size {d_head}"

@@ -367,6 +367,14 @@ LAYOUTS = (
         pre_norm=("{prefix}blocks.{layer}.norm1.weight",),  # DiT's norm1 has no gain,
     ),
     Layout(
+        "vit-q-k",
+        r"blocks\.(?P<layer>\d+)\.attn\.q\.weight",
+        (".q.weight", ".k.weight"),
+        SEPARATE,
+        f"attn.q, attn.k: {_LINEAR}",
+        pre_norm=("{prefix}blocks.{layer}.norm1.weight",),
+    ),
+    Layout(
         "blip-vision",
         r"layers\.(?P<layer>\d+)\.self_attn\.qkv\.weight",
         None,

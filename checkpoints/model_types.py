@@ -91,9 +91,16 @@ TOWER_MODULES = {
     "vision_model": "vision",
     "vision_tower": "vision",
     "visual": "vision",
+    "image_tower": "image",
+    "video_tower": "video",
+    "vision_encoder": "vision",
     "text_model": "text",
     "language_model": "text",
+    "audio_tower": "audio",
+    "audio_model": "audio",
 }
+#: The part of a composite config (``<part>_config``) that describes each tower.
+TOWER_CONFIGS = {"vision": "vision", "image": "vision", "video": "vision", "text": "text", "audio": "audio"}
 LATENT_LAYOUTS = ("deepseek-mla", "deepseek-mla-q")
 GATED_LAYOUT = "gated-query"
 
@@ -140,6 +147,10 @@ _PIXART = ("diffusers-dit", "diffusers-cross")
 _LM_TOWER = (
     "read as decoder: pretrained to predict the next token of interleaved text and images; its vision tower's rows "
     "carry the same family (pass --family to group them otherwise)"
+)
+_OMNI = (
+    "model type {!r} is read as decoder: pretrained to predict the next token of text interleaved with images and "
+    "audio; its vision and audio towers' rows carry the same family (pass --family to group them otherwise)"
 )
 #: Decoders whose checkpoints keep q_proj / k_proj as Llama's do, with rotary positions and nothing more to say.
 LLAMA_STYLE_DECODERS = (
@@ -215,6 +226,13 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("gemma2", _DEC, _GGUF, rotary=True, gain_plus_one=True),
     ModelType("gemma3", _DEC, _GGUF, rotary=True, gain_plus_one=True, caveat=f"model type 'gemma3' is {_LM_TOWER}"),
     ModelType("gemma3_text", _DEC, _LLAMA, gain_plus_one=True),
+    ModelType("qwen2_5_omni", _DEC, ("llama-style", "vit-q-k"), rotary=True, caveat=_OMNI.format("qwen2_5_omni")),
+    ModelType("qwen2_5_omni_thinker", _DEC, ("llama-style", "vit-q-k"), rotary=True),
+    ModelType("gemma3n", _DEC, _LLAMA, rotary=True, caveat=f"model type 'gemma3n' is {_LM_TOWER}"),
+    ModelType("gemma3n_text", _DEC, _LLAMA, rotary=True),
+    ModelType("gemma4", _DEC, _LLAMA, rotary=True, caveat=f"model type 'gemma4' is {_LM_TOWER}"),
+    ModelType("gemma4_text", _DEC, _LLAMA, rotary=True),
+    ModelType("mimo_v2_flash", _DEC, _LLAMA, rotary=True),
     ModelType("phi", _DEC, _LLAMA, rotary=True),
     ModelType("opt", _DEC, _LLAMA),
     ModelType("olmo", _DEC, _GGUF, rotary=True),

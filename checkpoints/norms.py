@@ -74,6 +74,11 @@ def folded(
     ckpt: Checkpoint, plan: Plan, unit: Unit, forms: FactoredForms, fold_ln: bool, fold_qk_norm: bool
 ) -> FactoredForms:
     """``forms`` of ``unit`` with the pre-attention norm's gain (``fold_ln``) and the q/k norms' (``fold_qk_norm``)."""
+    if unit.keys_of is not None:
+        raise CheckpointError(
+            f"--fold-ln / --fold-qk-norm: layer {unit.layer} attends to the keys of layer {unit.keys_of}, whose norms "
+            "the key side passed through; folding the gains of two layers is not done (score without the folds)"
+        )
     if fold_qk_norm:
         if forms.layer_q is not None:
             raise CheckpointError(f"--fold-qk-norm: the {unit.layout.name} layout has no q/k norms to fold")

@@ -60,6 +60,7 @@ class Unit:
     d_head: int
     cross: bool  # queries and keys act on different spaces: symmetry not defined
     layer_rank: int  # rank of the per-layer form's factors: H_kv d_h, or the layout's own (latent attention)
+    keys_of: int | None = None  # the layer whose W_k the queries meet, where not this one's (keys shared across layers)
 
     def rank(self, per: str) -> int:
         """Rank of the per-head (``d_h``) or per-layer form, as :meth:`FactoredForms.rank` gives it."""

@@ -11,7 +11,7 @@ from typing import Any
 from wqk.checkpoints.keys import key_pattern
 from wqk.checkpoints.layouts import LAYOUTS
 from wqk.checkpoints.loading import CheckpointError
-from wqk.checkpoints.model_types import TOWER_MODULES, model_type, stores_in
+from wqk.checkpoints.model_types import TOWER_CONFIGS, TOWER_MODULES, model_type, stores_in
 from wqk.checkpoints.plan import Stack, describe_stack
 
 
@@ -82,7 +82,8 @@ def _grouped_label(stack: Stack) -> str:
 
 
 def tower(prefix: str) -> str | None:
-    """``vision`` or ``text`` where the prefix passes through a tower's module (``model.vision_tower.``), else None."""
+    """The tower (``vision``, ``text``, ``audio``, ...) whose module the prefix passes through
+    (``model.vision_tower.``), else None."""
     return next((TOWER_MODULES[part] for part in prefix.split(".") if part in TOWER_MODULES), None)
 
 
@@ -91,7 +92,8 @@ def select_stacks(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[
 
     EMA over raw DiT weights; an MAE's encoder over its pretraining decoder; SAM's image encoder over its
     mask decoder; a model's self-attention with its cross-attention or second stream (encoder-decoder,
-    PixArt, MMDiT: all under one model prefix); both towers of a CLIP / SigLIP model.
+    PixArt, MMDiT: all under one model prefix); one stack in each of a model's towers (CLIP / SigLIP's vision and
+    text, an audio or omni language model's audio and text).
     """
     if len(stacks) == 1:
         return [(stacks[0], stacks[0].layout.stack)], []
@@ -121,8 +123,8 @@ def select_stacks(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[
         if len({label for _, label in labelled}) == len(labelled):
             return labelled, []
     towers = [tower(s.prefix) for s in stacks]
-    if len(stacks) == 2 and set(towers) == {"vision", "text"}:
-        return list(zip(stacks, towers, strict=True)), []
+    if None not in towers and len(set(towers)) == len(towers):  # one stack per tower: CLIP, an audio or omni LM
+        return list(zip(stacks, towers, strict=True)), []  # type: ignore[arg-type]
     raise CheckpointError(
         "several attention stacks found: "
         + "; ".join(describe_stack(s) for s in stacks)
@@ -134,12 +136,12 @@ def select_stacks(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[
 
 def config_scope(config: Mapping[str, Any], prefix: str) -> tuple[Mapping[str, Any], str]:
     """The part of a composite config that describes the stack under ``prefix`` (``vision_config`` for
-    ``vision_model.`` / ``vision_tower.`` / ``vision_encoder.``, ``text_config`` for ``text_model.`` /
-    ``language_model.``), and its name."""
+    ``vision_model.`` / ``vision_tower.`` / ``vision_encoder.`` / ``image_tower.``, ``text_config`` for
+    ``text_model.`` / ``language_model.``, ``audio_config`` for ``audio_tower.``), and its name."""
     head = prefix.split(".")[0]
-    for part in ("vision", "text"):
+    for part in dict.fromkeys(TOWER_CONFIGS.values()):
         sub = config.get(f"{part}_config")
-        if (part in head or tower(prefix) == part) and isinstance(sub, Mapping):
+        if (part in head or TOWER_CONFIGS.get(tower(prefix) or "") == part) and isinstance(sub, Mapping):
             return sub, f"{part}_config."
     return config, ""
 

@@ -392,3 +392,44 @@ def assert_rows_match(
                 f"layer {got['layer']} head {got['head']} {col}: {got[col]} vs {exp[col]} "
                 f"(|diff| = {abs(got[col] - exp[col]):.3g})"
             )
+
+
+#: Sizes a composite model's configs are cut to (each where its config has the attribute), and the sub-configs cut.
+TINY = {
+    "hidden_size": D,
+    "num_hidden_layers": L,
+    "num_attention_heads": H,
+    "num_key_value_heads": H,
+    "intermediate_size": 37,
+    "d_model": D,
+    "encoder_layers": L,
+    "encoder_attention_heads": H,
+    "encoder_ffn_dim": 37,
+    "num_heads": H,
+    "depth": L,
+    "embed_dim": D,
+    "vocab_size": 99,
+    "head_dim": D // H,
+    "out_hidden_size": D,
+    "output_dim": D,
+    "projection_dim": 16,
+    "image_size": 16,
+    "patch_size": 4,
+}
+SUB_CONFIGS = ("text_config", "vision_config", "audio_config")
+
+
+def tiny_composite(model_type: str):
+    """A tiny random model of a composite ``model_type`` (a language model with vision or audio towers) from the
+    library's default config, every tower cut to :data:`TINY` sizes; skips where the library lacks the type."""
+    transformers = pytest.importorskip("transformers")
+    try:
+        config = transformers.AutoConfig.for_model(model_type)
+    except ValueError:
+        pytest.skip(f"this transformers has no {model_type}")
+    for scope in (config, *(getattr(config, n) for n in SUB_CONFIGS if getattr(config, n, None) is not None)):
+        for key, value in TINY.items():
+            if isinstance(getattr(scope, key, None), int):
+                setattr(scope, key, value)
+    torch.manual_seed(0)
+    return transformers.AutoModel.from_config(config).eval()

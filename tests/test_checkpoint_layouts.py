@@ -153,6 +153,31 @@ def test_bart_decoder_heads_differ_from_encoder_heads_and_cross_is_not_symmetric
     assert wrong.n_heads != refs["decoder"].n_heads
 
 
+def test_moonshine_encoder_and_decoder_take_the_heads_their_config_states_for_each(tmp_path):
+    """Moonshine states ``encoder_num_attention_heads`` and ``decoder_num_attention_heads`` and no generic count
+    (equal here: its attention modules write their part's count into the one config they share)."""
+    heads = {"encoder_num_attention_heads": H, "decoder_num_attention_heads": H}
+    kv = {"encoder_num_key_value_heads": H, "decoder_num_key_value_heads": H}
+    sizes = {"hidden_size": D, "intermediate_size": 37, "encoder_num_hidden_layers": L, "decoder_num_hidden_layers": L}
+    tokens = {"vocab_size": 50, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 1}
+    try:
+        config = transformers.AutoConfig.for_model("moonshine", **heads, **kv, **sizes, **tokens)
+    except ValueError:
+        pytest.skip("this transformers has no moonshine")
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config)
+    model.save_pretrained(tmp_path)
+    enc, dec = model.encoder.layers, model.decoder.layers
+    refs = {
+        "encoder": pairs_reference([(l.self_attn.q_proj, l.self_attn.k_proj) for l in enc], H),
+        "decoder": pairs_reference([(l.self_attn.q_proj, l.self_attn.k_proj) for l in dec], H),
+        "cross": pairs_reference([(l.encoder_attn.q_proj, l.encoder_attn.k_proj) for l in dec], H),
+    }
+    assert_stacks_match(tmp_path, refs, cross={"cross"})
+    sources = {u.stack: u.heads.source for u in _plan(tmp_path).units}
+    assert "encoder_num_attention_heads" in sources["encoder"] and "decoder_num_attention_heads" in sources["decoder"]
+
+
 def test_bart_decoder_prefix_scores_decoder_and_cross_only(tmp_path):
     sizes = {"encoder_layers": 1, "decoder_layers": L, "encoder_attention_heads": H, "decoder_attention_heads": H}
     config = transformers.BartConfig(vocab_size=50, d_model=D, encoder_ffn_dim=37, decoder_ffn_dim=37, **sizes)
