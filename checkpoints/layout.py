@@ -40,7 +40,7 @@ def segformer_label(config: Mapping[str, Any], stage: int, block: int) -> Label:
     pairs two spaces (like cross-attention) and its symmetry is not defined. Stages with ``sr_ratio = 1``
     are plain self-attention.
     """
-    ratios = config.get("sr_ratios") or []
+    ratios = config.get("sr_ratios") or config.get("sequence_reduction_ratios") or []  # SegFormer, GLPN; PVT
     reduced = stage < len(ratios) and ratios[stage] > 1
     return ("reduced-keys", True) if reduced else ("self", False)
 

@@ -282,6 +282,8 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("t5", _ED, _T5, encoder_alone=True),
     ModelType("mt5", _ED, _T5, encoder_alone=True),
     ModelType("umt5", _ED, _T5, encoder_alone=True),
+    ModelType("switch_transformers", _ED, _T5, encoder_alone=True),
+    ModelType("udop", _ED, _T5),
     ModelType("bart", _ED, _SEQ2SEQ),
     ModelType("mbart", _ED, _SEQ2SEQ),
     ModelType("marian", _ED, _SEQ2SEQ),
@@ -341,7 +343,11 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     # segmentation
     ModelType("sam", _SEG, ("sam-vit",)),
     ModelType("sam_vision_model", _SEG, ("sam-vit",)),
+    ModelType("sam_hq", _SEG, ("sam-vit",)),
+    ModelType("sam_hq_vision_model", _SEG, ("sam-vit",)),
     ModelType("segformer", _SEG, ("segformer",)),
+    ModelType("glpn", _SEG, ("segformer",)),
+    ModelType("pvt", _SUP, ("segformer",)),
     ModelType("maskformer-swin", _SEG, ("swin",)),
     # diffusion
     ModelType("dit", _DIFF, ("timm-vit",)),

@@ -483,7 +483,8 @@ def test_llava_style_model_scores_its_vision_tower_and_language_model(tmp_path):
 
 
 # ---- segmentation: SAM's image encoder, SegFormer; windowed attention: Swin -------------------------------
-def test_sam_image_encoder_labels_windowed_and_global_blocks(tmp_path):
+@pytest.mark.parametrize("sam", ["SamModel", "SamHQModel"])
+def test_sam_image_encoder_labels_windowed_and_global_blocks(sam, tmp_path):
     vision = {
         "hidden_size": D,
         "num_hidden_layers": 3,
@@ -495,7 +496,10 @@ def test_sam_image_encoder_labels_windowed_and_global_blocks(tmp_path):
         "output_channels": 16,
         "mlp_dim": 37,
     }
-    model = transformers.SamModel(transformers.SamConfig(vision_config=vision))
+    if not hasattr(transformers, sam):
+        pytest.skip(f"this transformers has no {sam}")
+    config_class = getattr(transformers, sam.replace("Model", "Config"))
+    model = getattr(transformers, sam)(config_class(vision_config=vision))
     model.save_pretrained(tmp_path)
     reference = sam_reference(model.vision_encoder)
     refs = {"windowed": reference.layers([0, 2]), "global": reference.layers([1])}
@@ -566,6 +570,57 @@ def test_segformer_reduced_key_stages_have_no_symmetry(tmp_path):
     plan = _plan(tmp_path)
     assert plan.family == "segmentation" and any("LayerNorm(Conv_sr(x))" in w for w in plan.warnings)
     assert any(".sr." in p and "spatial reduction" in why for p, _, why in plan.skipped)
+
+
+def test_pvt_reduced_key_stages_follow_its_sequence_reduction_ratios(tmp_path):
+    """PVT keeps SegFormer's keys, but names the ratios ``sequence_reduction_ratios``."""
+    config = transformers.PvtConfig(
+        image_size=16,
+        num_encoder_blocks=2,
+        depths=[2, 1],
+        sequence_reduction_ratios=[2, 1],
+        hidden_sizes=[8, 16],
+        num_attention_heads=[1, 2],
+        patch_sizes=[2, 2],
+        strides=[2, 2],
+        mlp_ratios=[2, 2],
+    )
+    model = transformers.PvtModel(config)
+    model.save_pretrained(tmp_path)
+    blocks = model.encoder.block
+    refs = {
+        "reduced-keys": pairs_reference([(b.attention.self.query, b.attention.self.key) for b in blocks[0]], 1),
+        "self": pairs_reference([(b.attention.self.query, b.attention.self.key) for b in blocks[1]], 2),
+    }
+    assert_stacks_match(tmp_path, refs, cross={"reduced-keys"})
+    assert _plan(tmp_path).family == "vision-supervised"
+
+
+T5_KIN = {
+    "switch_transformers": {"num_experts": 2, "num_sparse_encoder_layers": 1, "num_sparse_decoder_layers": 1},
+    "udop": {},
+}
+
+
+@pytest.mark.parametrize("model_type", list(T5_KIN))
+def test_t5_kin_read_as_t5(model_type, tmp_path):
+    sizes = {"vocab_size": 50, "d_model": D, "d_kv": 6, "d_ff": 37, "num_layers": L, "num_heads": H}
+    try:
+        config = transformers.AutoConfig.for_model(model_type, **sizes, **T5_KIN[model_type])
+    except ValueError:
+        pytest.skip(f"this transformers has no {model_type}")
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config)
+    model.save_pretrained(tmp_path)
+    enc, dec = model.encoder.block, model.decoder.block
+    refs = {
+        "encoder": pairs_reference([(b.layer[0].SelfAttention.q, b.layer[0].SelfAttention.k) for b in enc], H),
+        "decoder": pairs_reference([(b.layer[0].SelfAttention.q, b.layer[0].SelfAttention.k) for b in dec], H),
+        "cross": pairs_reference([(b.layer[1].EncDecAttention.q, b.layer[1].EncDecAttention.k) for b in dec], H),
+    }
+    assert_stacks_match(tmp_path, refs, cross={"cross"})
+    plan = _plan(tmp_path)
+    assert (plan.model_type, plan.family) == (model_type, "encoder-decoder")
 
 
 # ---- fused-qkv language models: Phi-3, Falcon, MPT, DBRX, CodeGen, Bloom; GPT-J, GPT-Neo ----------------------------
