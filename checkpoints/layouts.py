@@ -321,6 +321,35 @@ LAYOUTS = (
         pre_norm=("{prefix}h.{layer}.ln_1.weight",),
     ),
     Layout(
+        "exaone",
+        r"(?:h|layers)\.(?P<layer>\d+)\.attn\.attention\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        SEPARATE,
+        f"attn.attention.q_proj, .k_proj (EXAONE 3 / 3.5: GPT-Neo's keys, Llama's attention): {_LINEAR}",
+        rotary=True,
+        pre_norm=("{prefix}h.{layer}.ln_1.weight", "{prefix}layers.{layer}.ln_1.weight"),
+    ),
+    Layout(
+        "ctrl",
+        r"h\.(?P<layer>\d+)\.multi_head_attention\.Wq\.weight",
+        ("Wq.weight", "Wk.weight"),
+        SEPARATE,
+        f"multi_head_attention.Wq, .Wk: {_LINEAR}",
+        pre_norm=("{prefix}h.{layer}.layernorm1.weight",),
+    ),
+    Layout(
+        "conformer",
+        r"(?:layers|conformer_layers)\.(?P<layer>\d+)\.self_attn\.linear_q\.weight",
+        ("linear_q.weight", "linear_k.weight"),
+        SEPARATE,
+        f"self_attn.linear_q, .linear_k: {_LINEAR}",
+        any_model=True,
+        caveat="Conformer self-attention: its logits add relative-position terms (Transformer-XL's linear_pos with "
+        "pos_bias_u / pos_bias_v, or a learned distance embedding) or rotate queries and keys (rotary), as the "
+        "config's position_embeddings_type says; the content form W_q W_k^T is scored",
+        pre_norm=("{prefix}layers.{layer}.self_attn_layer_norm.weight",),
+    ),
+    Layout(
         "codegen",
         r"h\.(?P<layer>\d+)\.attn\.qkv_proj\.weight",
         None,

@@ -148,6 +148,10 @@ _LM_TOWER = (
     "read as decoder: pretrained to predict the next token of interleaved text and images; its vision tower's rows "
     "carry the same family (pass --family to group them otherwise)"
 )
+_SPEECH = (
+    "a self-supervised speech encoder, read as encoder: pretrained bidirectionally to predict masked audio frames "
+    "(contrastive or cluster targets)"
+)
 _OMNI = (
     "model type {!r} is read as decoder: pretrained to predict the next token of text interleaved with images and "
     "audio; its vision and audio towers' rows carry the same family (pass --family to group them otherwise)"
@@ -201,8 +205,30 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("jina_embeddings_v3", _ENC, ("jina-v3",)),
     ModelType("xlm", _ENC, ("xlm",)),
     ModelType("flaubert", _ENC, ("xlm",)),
+    ModelType("sew-d", _ENC, ("deberta-v2",), caveat=_SPEECH),
+    ModelType(
+        "wavlm",
+        _ENC,
+        _LLAMA,
+        caveat=f"{_SPEECH}; WavLM adds a gated relative position bias to the logits, not part of W_q W_k^T",
+    ),
+    *(
+        ModelType(name, _ENC, layouts, caveat=_SPEECH)
+        for name, layouts in (
+            ("wav2vec2", _LLAMA),
+            ("hubert", _LLAMA),
+            ("data2vec-audio", _LLAMA),
+            ("unispeech", _LLAMA),
+            ("unispeech-sat", _LLAMA),
+            ("sew", _LLAMA),
+            ("wav2vec2-conformer", ("conformer",)),
+            ("wav2vec2-bert", ("conformer",)),
+        )
+    ),
     # decoders
     ModelType("gpt2", _DEC, ("gpt2",)),
+    ModelType("ctrl", _DEC, ("ctrl",)),
+    ModelType("exaone", _DEC, ("exaone",), rotary=True),
     ModelType("openai-gpt", _DEC, ("gpt2",)),
     ModelType("imagegpt", _DEC, ("gpt2",)),
     ModelType("decision_transformer", _DEC, ("gpt2",)),

@@ -419,9 +419,9 @@ TINY = {
 SUB_CONFIGS = ("text_config", "vision_config", "audio_config")
 
 
-def tiny_composite(model_type: str):
-    """A tiny random model of a composite ``model_type`` (a language model with vision or audio towers) from the
-    library's default config, every tower cut to :data:`TINY` sizes; skips where the library lacks the type."""
+def tiny_model(model_type: str):
+    """A tiny random model of ``model_type`` from the library's default config, it and each tower's config (a
+    language model's vision or audio towers) cut to :data:`TINY` sizes; skips where the library lacks the type."""
     transformers = pytest.importorskip("transformers")
     try:
         config = transformers.AutoConfig.for_model(model_type)

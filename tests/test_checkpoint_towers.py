@@ -6,7 +6,7 @@ compared with the W_q, W_k its modules hold."""
 from __future__ import annotations
 
 import pytest
-from checkpoint_builders import H, assert_stacks_match, pairs_reference, separate_reference, tiny_composite
+from checkpoint_builders import H, assert_stacks_match, pairs_reference, separate_reference, tiny_model
 
 from wqk.checkpoints.analyze import describe
 from wqk.checkpoints.stacks import config_scope
@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 @pytest.mark.parametrize("model_type", ["qwen2_audio", "voxtral", "glmasr"])
 def test_an_audio_language_model_scores_its_audio_and_text_towers(model_type, tmp_path):
-    model = tiny_composite(model_type)
+    model = tiny_model(model_type)
     model.save_pretrained(tmp_path)
     references = {"text": separate_reference(model.language_model), "audio": separate_reference(model.audio_tower)}
     assert_stacks_match(tmp_path, references)
@@ -25,7 +25,7 @@ def test_an_audio_language_model_scores_its_audio_and_text_towers(model_type, tm
 
 
 def test_video_llava_scores_its_image_video_and_text_towers(tmp_path):
-    model = tiny_composite("video_llava")
+    model = tiny_model("video_llava")
     model.save_pretrained(tmp_path)
     assert_stacks_match(
         tmp_path,
@@ -38,7 +38,7 @@ def test_video_llava_scores_its_image_video_and_text_towers(tmp_path):
 
 
 def test_qwen2_5_omni_thinker_reads_its_vision_towers_separate_q_and_k(tmp_path):
-    model = tiny_composite("qwen2_5_omni_thinker")
+    model = tiny_model("qwen2_5_omni_thinker")
     model.save_pretrained(tmp_path)
     vision = pairs_reference([(block.attn.q, block.attn.k) for block in model.visual.blocks], H)
     references = {
