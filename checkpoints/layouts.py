@@ -404,6 +404,16 @@ LAYOUTS = (
         pre_norm=("{prefix}blocks.{layer}.norm1.weight",),
     ),
     Layout(
+        "moonvit",
+        r"blocks\.(?P<layer>\d+)\.wqkv\.weight",
+        None,
+        BLOCKED,
+        "wqkv: (three h dh) d -> three h d dh (blocked; the 2-D rotary pairs' order within a head, which "
+        "transformers permutes on loading, moves q and k alike and changes no form)",
+        rotary=True,
+        pre_norm=("{prefix}blocks.{layer}.norm0.weight",),
+    ),
+    Layout(
         "blip-vision",
         r"layers\.(?P<layer>\d+)\.self_attn\.qkv\.weight",
         None,

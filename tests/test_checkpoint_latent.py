@@ -5,6 +5,8 @@ against the SVD of the heads' sum; wrong readings must differ."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from checkpoint_builders import (
@@ -16,12 +18,15 @@ from checkpoint_builders import (
     assert_forms_equal,
     assert_stacks_match,
     latent_reference,
+    pairs_reference,
+    tiny_model,
     with_layer_rank,
 )
 
 from wqk.checkpoints.adapters import latent_qk
-from wqk.checkpoints.analyze import describe, null_shapes
+from wqk.checkpoints.analyze import describe, layer_forms, null_shapes
 from wqk.checkpoints.detect import CheckpointError
+from wqk.checkpoints.model_types import model_type as type_record
 from wqk.checkpoints.model_types import types_of
 from wqk.theory.factored import FactoredForms
 
@@ -48,7 +53,9 @@ LATENT = {
     "topk_group": 1,
     "first_k_dense_replace": 1,
 }
-MODEL_TYPES = sorted(types_of("deepseek-mla"))  # every type the layout claims (those transformers lacks are skipped)
+#: Every language model the layout claims (those transformers lacks are skipped); Kimi K2.5, a vision-language
+#: model, has its own test below.
+MODEL_TYPES = sorted(t for t in types_of("deepseek-mla") if "moonvit" not in type_record(t).layouts)
 
 
 def _model(model_type: str, **overrides):
@@ -169,3 +176,29 @@ def test_a_bare_latent_checkpoint_needs_its_head_count(tmp_path):
     with pytest.raises(CheckpointError, match="pass --heads"):
         describe(bare)
     assert_forms_equal(adapted(bare, heads=H), latent_reference(model), atol=1e-6)
+
+
+def test_kimi_k25_in_its_hub_keys_reads_its_latent_attention_and_its_moonvit_tower(tmp_path):
+    """Kimi K2.5 as published: ``language_model.model.layers.*`` (DeepSeek-V3's latent attention) beside a MoonViT
+    whose blocks fuse ``wqkv`` (q | k | v). The file is written in those keys from a tiny model's own modules."""
+    from safetensors.torch import save_file
+
+    model = tiny_model("kimi_k25")
+    renamed = {}
+    for key, value in model.state_dict().items():
+        key = key.replace("language_model.layers.", "language_model.model.layers.")
+        renamed[key.replace("vision_tower.layers.", "vision_tower.encoder.blocks.")] = value.contiguous()
+    for i, block in enumerate(model.vision_tower.layers):
+        weights = [getattr(block.attn, f"{p}_proj").weight.detach() for p in "qkv"]
+        renamed[f"vision_tower.encoder.blocks.{i}.wqkv.weight"] = torch.cat(weights)
+    save_file(renamed, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps(model.config.to_dict()))
+    vision = pairs_reference([(b.attn.q_proj, b.attn.k_proj) for b in model.vision_tower.layers], H)
+    ckpt, plan = describe(tmp_path)
+    assert plan.stacks == ("vision", "text") and plan.family == "decoder"
+    assert {u.layout.name for u in plan.units} == {"moonvit", "deepseek-mla"}
+    for j, i in enumerate(i for i, u in enumerate(plan.units) if u.stack == "vision"):
+        assert_forms_equal(layer_forms(ckpt, plan, i), vision.layers([j]))
+    text = latent_reference(model.language_model)
+    for j, i in enumerate(i for i, u in enumerate(plan.units) if u.stack == "text"):
+        assert_forms_equal(layer_forms(ckpt, plan, i), text.layers([j]), atol=1e-5)
