@@ -151,6 +151,39 @@ def latent_qk(
     return FactoredForms(a[None], b[None], layer_q=layer_a[None], layer_k=torch.cat([latent, rope]).T[None])
 
 
+def shared_key_qk(
+    kv: torch.Tensor, kv_norm: torch.Tensor, q_a: torch.Tensor, q_norm: torch.Tensor, q_b: torch.Tensor, *, n_heads: int,
+    n_kv_heads: int,
+) -> FactoredForms:
+    """DeepSeek-V4's attention, as ``DeepseekV4Attention.forward`` computes it: one key head ``diag(g_kv) W_kv x``
+    (``wkv``, RMS-normalised with gain ``g_kv``; read as the value too) shared by every query head, and queries
+    ``q_b diag(g_q) q_a x`` through a normalised latent, ``"(h dh) d -> h d dh"``. The gains are folded in; the
+    norms' ``1 / rms`` (and the queries' per-head RMS norm, which has no gain) are positive factors per token."""
+    dtype = torch.promote_types(kv.dtype, torch.float32)
+    kv, kv_norm, q_a, q_norm, q_b = (w.to(dtype) for w in (kv, kv_norm, q_a, q_norm, q_b))
+    a = rearrange(q_b @ (q_norm[:, None] * q_a), "(h e) d -> h d e", h=n_heads)  # (H, d, d_h)
+    b = (kv_norm[:, None] * kv).T  # (d, d_h): the one key head
+    return FactoredForms(a[None], b.expand(n_heads, *b.shape)[None], n_kv_heads=1)
+
+
+def _shared_key_shapes(
+    kv: tuple[int, ...],
+    kv_norm: tuple[int, ...],
+    q_a: tuple[int, ...],
+    q_norm: tuple[int, ...],
+    q_b: tuple[int, ...],
+    **_heads,
+) -> tuple[int, int, int]:
+    """DeepSeek-V4's stored shapes -> ``(d, H d_h, d_h)``: one key head."""
+    ok = len(kv) == 2 and kv_norm == kv[:1] and len(q_a) == 2 and q_a[1] == kv[1] and q_norm == q_a[:1]
+    if not (ok and len(q_b) == 2 and q_b[1] == q_a[0] and q_b[0] % kv[0] == 0):
+        raise ValueError(
+            "expected wkv (d_h, d), its norm (d_h,), wq_a (q_lora_rank, d), q_norm (q_lora_rank,) and wq_b "
+            f"(H d_h, q_lora_rank); got {kv}, {kv_norm}, {q_a}, {q_norm}, {q_b}"
+        )
+    return kv[1], q_b[0], kv[0]
+
+
 def _latent_shapes(
     kv_a: tuple[int, ...],
     kv_norm: tuple[int, ...],
@@ -265,3 +298,4 @@ BIGCODE = Reader(bigcode_fused, _falcon_shapes)
 GATED = Reader(gated_query_qk, _gated_shapes)
 CODEGEN = Reader(codegen_qkv, _codegen_shapes)
 LATENT = Reader(latent_qk, _latent_shapes, latent_layer_rank)
+SHARED_KEY = Reader(shared_key_qk, _shared_key_shapes)

@@ -28,6 +28,10 @@ SKIP_REASONS = (
         "linear attention (Gated DeltaNet) of a hybrid model: no softmax logits, no W_q W_k^T to score",
     ),
     (INDEXER, "sparse-attention indexer: its own scores pick the keys each query attends to, not W_q W_k^T"),
+    (
+        re.compile(r"(^|\.)compressor\."),
+        "KV compressor (DeepSeek-V4): pools keys over blocks of tokens for the compressed attention (not scored)",
+    ),
     (re.compile(r"(^|\.)(DenseReluDense|mlp|ffn|feed_forward|ff)\."), "feed-forward (MLP) weights: not attention"),
     (QK_NORM, "q/k normalisation gains: not folded into W_q, W_k (see the warning)"),
     (

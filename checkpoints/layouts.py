@@ -22,6 +22,7 @@ from wqk.checkpoints.adapters import (
     INTERLEAVED,
     LATENT,
     SEPARATE,
+    SHARED_KEY,
 )
 from wqk.checkpoints.layout import (
     Layout,
@@ -50,6 +51,13 @@ _MLA = (
     "that rank. The nulls are those of i.i.d. Gaussian factors: factors composed through latents have more "
     "dispersed row norms, so directionality z-scores (delta_PR's most) run wider than N(0, 1) even at "
     "initialisation (symmetry's do not)"
+)
+_SHARED_KEY = (
+    "DeepSeek-V4's attention: one key head, read as the value too, shared by every query head (so the per-layer "
+    "form has rank d_h); the query latent's and the key's RMS-norm gains are folded into W_q, W_k, their 1/rms and "
+    "the queries' per-head RMS norm (no gain) are positive factors per token that no W_q W_k^T holds; rotary on the "
+    "first qk_rope_head_dim dims of each head; a sink per head; the compressed-attention layers (CSA, HCA) also "
+    "attend to keys their compressor pools over blocks of tokens (compressor.wkv, gated), which are not scored"
 )
 _GATE = (
     "gated attention: each head's output is multiplied by sigmoid(x W_gate^h), the second half of that head's rows "
@@ -196,6 +204,22 @@ LAYOUTS = (
         more=tuple((_MLA_KEY, f"{name}.weight") for name in ("kv_a_layernorm", "kv_b_proj", "q_proj")),
         supersedes=frozenset({"llama-style"}),  # its q_proj is llama-style's first key
         caveat=_MLA,
+    ),
+    *(
+        Layout(
+            name,
+            rf"layers\.(?P<layer>\d+)\.{attn}\.{kv}\.weight",
+            None,
+            SHARED_KEY,
+            f"{kv}: (dh) d -> the one key head ({kv_norm}); {q_b} diag({q_norm}) {q_a}: (h dh) d -> h d dh",
+            rotary=True,
+            more=tuple((f"{kv}.weight", f"{name}.weight") for name in (kv_norm, q_a, q_norm, q_b)),
+            caveat=_SHARED_KEY,
+        )
+        for name, attn, kv, kv_norm, q_a, q_norm, q_b in (
+            ("deepseek-v4", "attn", "wkv", "norm", "wq_a", "q_norm", "wq_b"),  # as published
+            ("deepseek-v4-hf", "self_attn", "kv_proj", "kv_norm", "q_a_proj", "q_a_norm", "q_b_proj"),  # transformers'
+        )
     ),
     Layout(
         "gated-query",

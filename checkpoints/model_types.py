@@ -283,6 +283,7 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("deepseek_v3", _DEC, _MLA, rotary=True),
     ModelType("deepseek_v32", _DEC, _MLA),
     ModelType("kimi_k2", _DEC, _MLA),
+    ModelType("deepseek_v4", _DEC, ("deepseek-v4", "deepseek-v4-hf"), rotary=True),
     ModelType("kimi_k25", _DEC, (*_MLA, "moonvit"), rotary=True, caveat=f"model type 'kimi_k25' is {_LM_TOWER}"),
     ModelType("minicpm3", _DEC, _MLA),
     ModelType("glm4_moe_lite", _DEC, _MLA),

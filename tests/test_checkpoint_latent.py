@@ -5,6 +5,7 @@ against the SVD of the heads' sum; wrong readings must differ."""
 
 from __future__ import annotations
 
+import copy
 import json
 
 import pytest
@@ -202,3 +203,54 @@ def test_kimi_k25_in_its_hub_keys_reads_its_latent_attention_and_its_moonvit_tow
     text = latent_reference(model.language_model)
     for j, i in enumerate(i for i, u in enumerate(plan.units) if u.stack == "text"):
         assert_forms_equal(layer_forms(ckpt, plan, i), text.layers([j]), atol=1e-5)
+
+
+def _without_rms(norm: torch.nn.Module) -> torch.nn.Module:
+    """``norm`` applying its gain as its class does, without the ``1 / rms`` (``eps`` far above every mean square)."""
+    norm = copy.deepcopy(norm).double()
+    norm.variance_epsilon = 1e24
+    forward = norm.forward
+    norm.forward = lambda x: forward(x) * 1e12
+    return norm
+
+
+@pytest.mark.parametrize("as_published", [True, False])
+def test_deepseek_v4_one_key_head_and_its_query_latent(as_published, tmp_path):
+    """DeepSeek-V4 (as published: ``attn.wkv``, ``attn.wq_a``, ...; and in transformers' names): the queries and the
+    one shared key its modules compute, norms applied as their classes apply them."""
+    sizes = {"q_lora_rank": Q_LORA, "num_key_value_heads": 1, "head_dim": 8, "qk_rope_head_dim": 2, "o_lora_rank": 8}
+    try:
+        config = transformers.AutoConfig.for_model("deepseek_v4", **{**LATENT, **sizes, "o_groups": 2})
+    except (KeyError, ValueError):
+        pytest.skip(f"transformers {transformers.__version__} has no deepseek_v4")
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith(("q_a_norm.weight", "kv_norm.weight")):
+                param.uniform_(0.5, 1.5)
+    if as_published:
+        model.save_pretrained(tmp_path)
+    else:
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, tmp_path / "model.safetensors")
+        (tmp_path / "config.json").write_text(json.dumps(config.to_dict()))
+    eye = torch.eye(D, dtype=torch.float64)
+    q, k = [], []
+    for layer in model.layers:
+        attn = layer.self_attn
+        with torch.no_grad():
+            queries = attn.q_b_proj.double()(_without_rms(attn.q_a_norm)(attn.q_a_proj.double()(eye)))
+            key = _without_rms(attn.kv_norm)(attn.kv_proj.double()(eye))  # (d, d_h)
+        q.append(queries.reshape(D, H, -1).transpose(0, 1))
+        k.append(key.expand(H, *key.shape))
+    reference = FactoredForms(torch.stack(q), torch.stack(k), n_kv_heads=1)
+    ckpt, plan = describe(tmp_path)
+    assert plan.layout.name == ("deepseek-v4" if as_published else "deepseek-v4-hf") and plan.family == "decoder"
+    assert all(u.heads.n_kv_heads == 1 and u.rank("layer") == 8 for u in plan.units)
+    assert any("one key head" in w for w in plan.warnings)
+    for i in range(len(plan.units)):
+        assert_forms_equal(layer_forms(ckpt, plan, i), reference.layers([i]), atol=1e-5)
+    if as_published:
+        assert any(p.startswith("layers.*.attn.compressor.") and "compressor" in why for p, _, why in plan.skipped)
