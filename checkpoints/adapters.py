@@ -152,7 +152,13 @@ def latent_qk(
 
 
 def shared_key_qk(
-    kv: torch.Tensor, kv_norm: torch.Tensor, q_a: torch.Tensor, q_norm: torch.Tensor, q_b: torch.Tensor, *, n_heads: int,
+    kv: torch.Tensor,
+    kv_norm: torch.Tensor,
+    q_a: torch.Tensor,
+    q_norm: torch.Tensor,
+    q_b: torch.Tensor,
+    *,
+    n_heads: int,
     n_kv_heads: int,
 ) -> FactoredForms:
     """DeepSeek-V4's attention, as ``DeepseekV4Attention.forward`` computes it: one key head ``diag(g_kv) W_kv x``
