@@ -222,6 +222,19 @@ LAYOUTS = (
         )
     ),
     Layout(
+        "mistral-mla",
+        r"layers\.(?P<layer>\d+)\.attention\.wkv_a_with_mqa\.weight",
+        None,
+        LATENT,
+        "wkv_a_with_mqa: (c dr) d -> latent c (kv_a_norm), rotary key dr shared by all heads; wkv_b: (h (dn dv)) c "
+        "-> each head's key dn (its value dv); wq: (h (dn dr)) d -> h d (dn dr) (DeepSeek-V3's attention in "
+        "Mistral's names)",
+        rotary=True,
+        more=tuple(("wkv_a_with_mqa.weight", f"{name}.weight") for name in ("kv_a_norm", "wkv_b", "wq")),
+        supersedes=frozenset({"meta-llama"}),  # its wq is meta-llama's first key
+        caveat=_MLA,
+    ),
+    Layout(
         "gated-query",
         r"layers\.(?P<layer>\d+)\.self_attn\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),

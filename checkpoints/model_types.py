@@ -148,6 +148,10 @@ _LM_TOWER = (
     "read as decoder: pretrained to predict the next token of interleaved text and images; its vision tower's rows "
     "carry the same family (pass --family to group them otherwise)"
 )
+_SSMAX = (
+    "Mistral Large 4 scales each head's logits by a learned s_h log(n) + b_h (scalable softmax), a positive factor "
+    "per head and context length that no W_q W_k^T holds"
+)
 _SPEECH = (
     "a self-supervised speech encoder, read as encoder: pretrained bidirectionally to predict masked audio frames "
     "(contrastive or cluster targets)"
@@ -284,6 +288,14 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("deepseek_v32", _DEC, _MLA),
     ModelType("kimi_k2", _DEC, _MLA),
     ModelType("deepseek_v4", _DEC, ("deepseek-v4", "deepseek-v4-hf"), rotary=True),
+    ModelType("mistral_large4_text", _DEC, ("mistral-mla", "deepseek-mla-q"), rotary=True, caveat=_SSMAX),
+    ModelType(
+        "mistral_large4",
+        _DEC,
+        ("mistral-mla", "deepseek-mla-q", "meta-llama", "llama-style"),
+        rotary=True,
+        caveat=f"{_SSMAX}; model type 'mistral_large4' is {_LM_TOWER}",
+    ),
     ModelType("kimi_k25", _DEC, (*_MLA, "moonvit"), rotary=True, caveat=f"model type 'kimi_k25' is {_LM_TOWER}"),
     ModelType("minicpm3", _DEC, _MLA),
     ModelType("glm4_moe_lite", _DEC, _MLA),

@@ -254,3 +254,39 @@ def test_deepseek_v4_one_key_head_and_its_query_latent(as_published, tmp_path):
         assert_forms_equal(layer_forms(ckpt, plan, i), reference.layers([i]), atol=1e-5)
     if as_published:
         assert any(p.startswith("layers.*.attn.compressor.") and "compressor" in why for p, _, why in plan.skipped)
+
+
+def _mla_reference_layer(attn) -> FactoredForms:
+    """One MLA layer's queries and keys composed from its modules as its forward composes them (``q_proj``; the
+    normalised latent through ``kv_b_proj`` to each head's ``k_nope``, beside the one shared ``k_rot``)."""
+    eye = torch.eye(attn.q_proj.in_features, dtype=torch.float64)
+    with torch.no_grad():
+        q = attn.q_proj.double()(eye).reshape(len(eye), attn.num_heads, -1).transpose(0, 1)
+        kv_a = attn.kv_a_proj_with_mqa.double()(eye)
+        latent = _without_rms(attn.kv_a_layernorm)(kv_a[:, : attn.kv_lora_rank])
+        k_nope = attn.kv_b_proj.double()(latent).reshape(len(eye), attn.num_heads, -1)[..., : attn.qk_nope_head_dim]
+        k_rot = kv_a[:, attn.kv_lora_rank :]
+        k = torch.cat([k_nope.transpose(0, 1), k_rot.expand(attn.num_heads, *k_rot.shape)], dim=-1)
+    return FactoredForms(q[None], k[None])
+
+
+def test_mistral_large4_as_published_is_deepseek_v3_attention_in_mistral_names(tmp_path):
+    """Mistral Large 4 keeps DeepSeek-V3's attention under ``attention.wq`` / ``wkv_a_with_mqa`` / ``wkv_b``; its
+    last layer has no rotary part (``no_rope_layers``), so its shapes differ from the others'."""
+    try:
+        config = transformers.AutoConfig.for_model("mistral_large4_text", **{**LATENT, "num_hidden_layers": 4})
+    except (KeyError, ValueError):
+        pytest.skip(f"transformers {transformers.__version__} has no mistral_large4_text")
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config).eval()
+    with torch.no_grad():  # the latent's gain away from ones, so that a reading that drops it must differ
+        for layer in model.layers:
+            layer.self_attn.kv_a_layernorm.weight.uniform_(0.5, 1.5)
+    path = _saved(model, tmp_path)
+    ckpt, plan = describe(path)
+    assert any(k.endswith("attention.wkv_a_with_mqa.weight") for k in ckpt.keys)  # saved in Mistral's names
+    assert (plan.layout.name, plan.family) == ("mistral-mla", "decoder")
+    assert any("scalable softmax" in n for n in plan.notes)
+    assert config.no_rope_layers[-1] == 0 and len({u.layer_rank for u in plan.units}) == 2
+    for i, layer in enumerate(model.layers):
+        assert_forms_equal(layer_forms(ckpt, plan, i), _mla_reference_layer(layer.self_attn), atol=1e-6)
