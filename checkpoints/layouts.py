@@ -235,6 +235,18 @@ LAYOUTS = (
         caveat=_MLA,
     ),
     Layout(
+        "clippable-linear",
+        r"layers\.(?P<layer>\d+)\.self_attn\.q_proj\.linear\.weight",
+        ("q_proj.linear.weight", "k_proj.linear.weight"),
+        SEPARATE,
+        f"q_proj.linear, k_proj.linear (Gemma 4's vision and audio towers): {_LINEAR}",
+        rotary=True,
+        caveat="Gemma 4's towers project through clippable linears: where the config's use_clipped_linears is set, "
+        "each clamps its input and output to stored ranges, and W_q W_k^T is the form inside them",
+        pre_norm=("{prefix}layers.{layer}.input_layernorm.weight",),
+        qk_norm=(("q_proj.linear.weight", "q_norm.weight"), ("q_proj.linear.weight", "k_norm.weight")),
+    ),
+    Layout(
         "gated-query",
         r"layers\.(?P<layer>\d+)\.self_attn\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),

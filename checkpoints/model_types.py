@@ -260,7 +260,9 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("qwen2_5_omni_thinker", _DEC, ("llama-style", "vit-q-k"), rotary=True),
     ModelType("gemma3n", _DEC, _LLAMA, rotary=True, caveat=f"model type 'gemma3n' is {_LM_TOWER}"),
     ModelType("gemma3n_text", _DEC, _LLAMA, rotary=True),
-    ModelType("gemma4", _DEC, _LLAMA, rotary=True, caveat=f"model type 'gemma4' is {_LM_TOWER}"),
+    ModelType(
+        "gemma4", _DEC, ("llama-style", "clippable-linear"), rotary=True, caveat=f"model type 'gemma4' is {_LM_TOWER}"
+    ),
     ModelType("gemma4_text", _DEC, _LLAMA, rotary=True),
     ModelType("mimo_v2_flash", _DEC, _LLAMA, rotary=True),
     ModelType("phi", _DEC, _LLAMA, rotary=True),

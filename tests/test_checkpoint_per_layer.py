@@ -157,3 +157,27 @@ def test_shared_key_layer_follows_the_layer_types():
     assert [shared_key_layer(config, i) for i in range(6)] == [None, None, None, 2, 1, 1]
     assert shared_key_layer({"num_hidden_layers": 6, "num_kv_shared_layers": 0}, 5) is None
     assert shared_key_layer({"num_hidden_layers": 4, "num_kv_shared_layers": 2}, 3) == 1  # one type
+
+
+def test_gemma4_scores_its_vision_towers_clippable_linears_beside_its_language_model(tmp_path):
+    text = {k: v for k, v in GEMMA4.items() if k != "num_kv_shared_layers"}
+    vision = {"hidden_size": D, "intermediate_size": 37, "num_hidden_layers": 2, "num_attention_heads": H}
+    vision |= {"num_key_value_heads": H, "head_dim": D // H}
+    try:
+        config = transformers.AutoConfig.for_model("gemma4", text_config=text, vision_config=vision, audio_config=None)
+    except (KeyError, ValueError):
+        pytest.skip(f"transformers {transformers.__version__} has no gemma4")
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(config).eval()
+    model.save_pretrained(tmp_path)
+    ckpt, plan = describe(tmp_path)
+    assert plan.stacks == ("vision", "text") and plan.family == "decoder"
+    towers = {"vision": model.vision_tower.encoder.layers, "text": model.language_model.layers}
+    for stack, layers in towers.items():
+        units = [i for i, u in enumerate(plan.units) if u.stack == stack]
+        assert len(units) == len(layers), stack
+        for i, layer in zip(units, layers, strict=True):
+            q, k = layer.self_attn.q_proj, layer.self_attn.k_proj
+            q, k = getattr(q, "linear", q), getattr(k, "linear", k)  # the vision tower's clippable linears
+            assert_forms_equal(layer_forms(ckpt, plan, i), pairs_reference([(q, k)], H, k.out_features // (q.out_features // H)))
+    assert any("clippable linears" in w for w in plan.warnings)
