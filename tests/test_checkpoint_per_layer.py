@@ -179,5 +179,6 @@ def test_gemma4_scores_its_vision_towers_clippable_linears_beside_its_language_m
         for i, layer in zip(units, layers, strict=True):
             q, k = layer.self_attn.q_proj, layer.self_attn.k_proj
             q, k = getattr(q, "linear", q), getattr(k, "linear", k)  # the vision tower's clippable linears
-            assert_forms_equal(layer_forms(ckpt, plan, i), pairs_reference([(q, k)], H, k.out_features // (q.out_features // H)))
+            n_kv = k.out_features // (q.out_features // H)
+            assert_forms_equal(layer_forms(ckpt, plan, i), pairs_reference([(q, k)], H, n_kv))
     assert any("clippable linears" in w for w in plan.warnings)
