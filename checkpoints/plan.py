@@ -3,6 +3,7 @@ out and why; the dry run of ``cli.py analyze --describe``."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from wqk.checkpoints.layout import Layout
@@ -123,9 +124,13 @@ class Plan:
             key = (u.stack, u.layout.name, u.heads, u.d_model, u.d_head, u.cross, u.layer_rank)
             groups.setdefault(key, []).append(u)
         several = len(self.stacks) > 1
+        shapes_per_stack = Counter(key[0] for key in groups)
         for (stack, layout, h, d, dh, cross, rank), units in groups.items():
             kv = f", {h.n_kv_heads} key/value heads (grouped-query)" if h.n_kv_heads != h.n_heads else ""
             what = f"stack {stack} ({layout}): " if several else ""
+            if shapes_per_stack[stack] > 1:  # the stack's layers differ in shape: say which these are
+                numbers = [str(u.layer) for u in units]
+                what += f"layers {', '.join(numbers[:8])}{', ...' if len(numbers) > 8 else ''}: "
             note = "; symmetry not defined (queries and keys on different spaces)" if cross else ""
             own = f", per-layer rank {rank}" if rank != h.n_kv_heads * dh else ""
             out.append(

@@ -94,6 +94,7 @@ def test_gemma4_layers_of_two_shapes_and_shared_keys_read_as_its_forward_reads_t
     assert [u.keys_of for u in plan.units[-2:]] == [9, 5]
     assert any("num_kv_shared_layers" in w and "10 <- 9" in w and "11 <- 5" in w for w in plan.warnings)
     assert any("per_layer_config" in u.heads.source for u in plan.units if u.d_head == 16)
+    assert any(line.startswith("layers 5, 11: 2 layers x 4 heads, 1 key/value heads") for line in plan.lines())
 
 
 def test_a_shared_layer_would_differ_if_read_with_its_own_keys(tmp_path):
