@@ -228,6 +228,10 @@ def _units(
         )
         resolved.update(dict.fromkeys(members, counts))
         warnings += counts[3]
+    widths = {d for _, d, _, _ in resolved.values()}
+    if mixed and len(widths) > 1:  # a multi-scale model (Hiera): its stages need their own head counts, not one
+        dims = sorted({(d, h.n_heads * dh, h.n_kv_heads * dh) for h, d, dh, _ in resolved.values()})
+        raise CheckpointError(f"layers of '{stack.prefix}' differ in shape (d, q rows, k rows): {dims}")
     units = []
     for i, first in layers.items():
         live = layout.live_key(first)

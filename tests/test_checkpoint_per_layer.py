@@ -183,3 +183,16 @@ def test_gemma4_scores_its_vision_towers_clippable_linears_beside_its_language_m
             n_kv = k.out_features // (q.out_features // H)
             assert_forms_equal(layer_forms(ckpt, plan, i), pairs_reference([(q, k)], H, n_kv))
     assert any("clippable linears" in w for w in plan.warnings)
+
+
+def test_a_flat_stack_whose_layers_differ_in_width_is_still_refused(tmp_path):
+    """Layers of one shape group each are planned apart only at one width d: a multi-scale model stored as one flat
+    stack (SAM 2's Hiera, whose stages widen and whose heads the config lists per stage) would otherwise be split
+    into heads by one count that fits no stage."""
+    try:
+        config = transformers.AutoConfig.for_model("sam2_hiera_det_model")
+    except (KeyError, ValueError):
+        pytest.skip(f"transformers {transformers.__version__} has no sam2_hiera_det_model")
+    transformers.AutoModel.from_config(config).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match="differ in shape"):
+        describe(tmp_path)
