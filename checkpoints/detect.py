@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from itertools import takewhile
 from typing import Any
 
-from wqk.checkpoints.heads import resolve_heads
+from wqk.checkpoints.heads import layer_scope, resolve_heads
 from wqk.checkpoints.keys import (
     ADALN,
     attention_keys_listing,
@@ -228,10 +228,8 @@ def _units(
         )
         resolved.update(dict.fromkeys(members, counts))
         warnings += counts[3]
-    widths = {d for _, d, _, _ in resolved.values()}
-    if mixed and len(widths) > 1:  # a multi-scale model (Hiera): its stages need their own head counts, not one
-        dims = sorted({(d, h.n_heads * dh, h.n_kv_heads * dh) for h, d, dh, _ in resolved.values()})
-        raise CheckpointError(f"layers of '{stack.prefix}' differ in shape (d, q rows, k rows): {dims}")
+    if mixed:
+        _check_mixed(stack, scope, groups, resolved)
     units = []
     for i, first in layers.items():
         live = layout.live_key(first)
@@ -250,6 +248,27 @@ def _units(
             Unit(unit_label, number, layer_keys[i], layout, counts, d, d_head, cross or layout.cross, rank, keys_of)
         )
     return units
+
+
+def _check_mixed(stack: Stack, scope: Mapping[str, Any], groups: dict[tuple, list[int]], resolved: dict) -> None:
+    """Layers of a flat stack planned per shape must share the width ``d`` (a multi-scale model's stages, SAM 2's
+    Hiera, need head counts of their own), and where their head sizes differ, each must be one the config states
+    (Gemma 4's ``head_dim`` and ``global_head_dim``): else one head count would split them into the wrong heads."""
+    dims = sorted({(d, h.n_heads * dh, h.n_kv_heads * dh) for h, d, dh, _ in resolved.values()})
+    if len({d for d, _, _ in dims}) > 1:
+        raise CheckpointError(f"layers of '{stack.prefix}' differ in shape (d, q rows, k rows): {dims}")
+    if len({dh for _, _, dh, _ in resolved.values()}) == 1:
+        return
+    for members in groups.values():
+        layer_config = layer_scope(scope, stack.position(members[0])[1])
+        sizes = {v for k, v in layer_config.items() if k.endswith("head_dim") and type(v) is int}
+        h, _, dh, _ = resolved[members[0]]
+        if sizes and dh not in sizes:
+            raise CheckpointError(
+                f"layers of '{stack.prefix}' differ in query rows; split over the {h.n_heads} heads of {h.source}, "
+                f"layer {stack.position(members[0])[1]}'s give heads of size {dh}, which no head size of the config "
+                f"states ({', '.join(map(str, sorted(sizes)))}): pass --heads if its layers share one head count"
+            )
 
 
 def shared_key_layer(config: Mapping[str, Any], layer: int) -> int | None:

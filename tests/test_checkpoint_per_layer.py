@@ -196,3 +196,19 @@ def test_a_flat_stack_whose_layers_differ_in_width_is_still_refused(tmp_path):
     transformers.AutoModel.from_config(config).save_pretrained(tmp_path)
     with pytest.raises(CheckpointError, match="differ in shape"):
         describe(tmp_path)
+
+
+def test_layers_whose_head_size_the_config_does_not_state_are_refused(tmp_path):
+    """Gemma 4's larger heads are told by its config; with that entry gone, the query rows could as well be more heads
+    of the same size, and the plan refuses rather than guess."""
+    _saved("gemma4_text", GEMMA4, tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["per_layer_config"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="which no head size of the config states"):
+        describe(tmp_path)
+    config["global_head_dim"] = 16  # as Gemma 4's published configs state it
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    _, plan = describe(tmp_path)
+    assert [u.d_head for u in plan.units] == [16 if i in (5, 11) else 8 for i in range(LAYERS)]
+    assert any("key/value heads of size 16 from their key weight" in w for w in plan.warnings)
