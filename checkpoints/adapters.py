@@ -238,6 +238,18 @@ def _linear_shapes(q: tuple[int, ...], k: tuple[int, ...], **_heads) -> tuple[in
     return q[1], q[0], k[0]
 
 
+def head_tensors_qk(q: torch.Tensor, k: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:
+    """Per-head parameter tensors ``(d, H, d_h)`` (XLNet's ``rel_attn.q``, ``.k``, applied as
+    ``einsum("ibh,hnd->ibnd")``): ``"d h dh -> h d dh"``, already each head's ``W^h``."""
+    return FactoredForms(rearrange(q, "d h e -> 1 h d e"), rearrange(k, "d h e -> 1 h d e"))
+
+
+def _head_tensor_shapes(q: tuple[int, ...], k: tuple[int, ...], **_heads) -> tuple[int, int, int]:
+    if len(q) != 3 or q != k:
+        raise ValueError(f"expected q and k per-head tensors (d, H, d_h) of one shape; got {q} and {k}")
+    return q[0], q[1] * q[2], k[1] * k[2]
+
+
 def _fused_shapes(qkv: tuple[int, ...], **_heads) -> tuple[int, int, int]:
     if len(qkv) != 2 or qkv[0] % 3:
         raise ValueError(f"expected a fused weight (3 * H * d_h, d); got {qkv}")
@@ -305,3 +317,4 @@ GATED = Reader(gated_query_qk, _gated_shapes)
 CODEGEN = Reader(codegen_qkv, _codegen_shapes)
 LATENT = Reader(latent_qk, _latent_shapes, latent_layer_rank)
 SHARED_KEY = Reader(shared_key_qk, _shared_key_shapes)
+HEAD_TENSORS = Reader(head_tensors_qk, _head_tensor_shapes)

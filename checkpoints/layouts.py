@@ -19,6 +19,7 @@ from wqk.checkpoints.adapters import (
     CONV1D,
     FALCON,
     GATED,
+    HEAD_TENSORS,
     INTERLEAVED,
     LATENT,
     SEPARATE,
@@ -397,6 +398,16 @@ LAYOUTS = (
         "pos_bias_u / pos_bias_v, or a learned distance embedding) or rotate queries and keys (rotary), as the "
         "config's position_embeddings_type says; the content form W_q W_k^T is scored",
         pre_norm=("{prefix}layers.{layer}.self_attn_layer_norm.weight",),
+    ),
+    Layout(
+        "xlnet",
+        r"layer\.(?P<layer>\d+)\.rel_attn\.q",
+        (".q", ".k"),
+        HEAD_TENSORS,
+        "rel_attn.q, rel_attn.k: d h dh -> h d dh (per-head parameters, einsum ibh,hnd->ibnd)",
+        caveat="XLNet's two-stream relative attention: its logits add a position term (queries against projected "
+        "relative positions, r_r_bias) and a segment term to the content term (q + r_w_bias)^T k; the content form "
+        "W_q W_k^T is scored, and the query stream's queries use the same W_q",
     ),
     Layout(
         "codegen",

@@ -1,13 +1,15 @@
-"""Self-supervised speech encoders (wav2vec 2.0 and its kin, HuBERT, WavLM, the Conformer variants, SEW-D) and two
-decoders stored in their own keys (EXAONE 3, CTRL): a tiny random model of each is built with transformers, saved,
-analysed and compared with the W_q, W_k its modules hold."""
+"""Self-supervised speech encoders (wav2vec 2.0 and its kin, HuBERT, WavLM, the Conformer variants, SEW-D) and
+language models stored in their own keys (EXAONE 3, CTRL, XLNet): a tiny random model of each is built with
+transformers, saved, analysed and compared with the W_q, W_k its modules hold."""
 
 from __future__ import annotations
 
 import pytest
-from checkpoint_builders import H, assert_stacks_match, pairs_reference, separate_reference, tiny_model
+import torch
+from checkpoint_builders import D, H, assert_stacks_match, pairs_reference, separate_reference, tiny_model
 
 from wqk.checkpoints.analyze import describe
+from wqk.theory.factored import FactoredForms
 
 pytest.importorskip("transformers")
 
@@ -57,3 +59,22 @@ def test_ctrl_wq_wk_are_its_query_and_key(tmp_path):
     pairs = [(block.multi_head_attention.Wq, block.multi_head_attention.Wk) for block in model.h]
     assert_stacks_match(tmp_path, {"self": pairs_reference(pairs, H)})
     assert describe(tmp_path)[1].family == "decoder"
+
+
+def test_xlnet_per_head_parameters_are_its_content_form(tmp_path):
+    """XLNet keeps ``rel_attn.q`` and ``.k`` as ``(d, H, d_h)`` parameters; its content logits are
+    ``einsum("ibh,hnd->ibnd", h, q)`` against the same of ``k``."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.XLNetConfig(vocab_size=50, d_model=D, n_layer=2, n_head=H, d_inner=37)
+    model = transformers.XLNetModel(config).eval()
+    model.save_pretrained(tmp_path)
+    eye = torch.eye(model.config.d_model, dtype=torch.float64)[:, None]  # (i = token, b = 1, h = d)
+    q, k = [], []
+    for layer in model.layer:
+        attn = layer.rel_attn
+        q.append(torch.einsum("ibh,hnd->ibnd", eye, attn.q.double().detach())[:, 0].transpose(0, 1))
+        k.append(torch.einsum("ibh,hnd->ibnd", eye, attn.k.double().detach())[:, 0].transpose(0, 1))
+    assert_stacks_match(tmp_path, {"self": FactoredForms(torch.stack(q), torch.stack(k))})
+    _, plan = describe(tmp_path)
+    assert plan.family == "unknown" and any("permutation language modelling" in n for n in plan.notes)
+    assert any("two-stream relative attention" in w for w in plan.warnings)
