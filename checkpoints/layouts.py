@@ -405,6 +405,7 @@ LAYOUTS = (
         (".q", ".k"),
         HEAD_TENSORS,
         "rel_attn.q, rel_attn.k: d h dh -> h d dh (per-head parameters, einsum ibh,hnd->ibnd)",
+        any_model=True,  # no family: permutation language modelling is neither causal nor bidirectional
         caveat="XLNet's two-stream relative attention: its logits add a position term (queries against projected "
         "relative positions, r_r_bias) and a segment term to the content term (q + r_w_bias)^T k; the content form "
         "W_q W_k^T is scored, and the query stream's queries use the same W_q",

@@ -232,13 +232,6 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     # decoders
     ModelType("gpt2", _DEC, ("gpt2",)),
     ModelType("ctrl", _DEC, ("ctrl",)),
-    ModelType(
-        "xlnet",
-        "unknown",
-        ("xlnet",),
-        caveat="XLNet trains by permutation language modelling: each token is predicted from a random subset of the "
-        "others, neither the causal nor the bidirectional objective; family 'unknown' (pass --family to group it)",
-    ),
     ModelType("exaone", _DEC, ("exaone",), rotary=True),
     ModelType("openai-gpt", _DEC, ("gpt2",)),
     ModelType("imagegpt", _DEC, ("gpt2",)),
