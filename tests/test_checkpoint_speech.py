@@ -76,5 +76,5 @@ def test_xlnet_per_head_parameters_are_its_content_form(tmp_path):
         k.append(torch.einsum("ibh,hnd->ibnd", eye, attn.k.double().detach())[:, 0].transpose(0, 1))
     assert_stacks_match(tmp_path, {"self": FactoredForms(torch.stack(q), torch.stack(k))})
     _, plan = describe(tmp_path)
-    assert plan.family == "unknown"  # permutation language modelling: neither the causal nor the bidirectional objective
+    assert plan.family == "unknown"  # permutation language modelling: neither causal nor bidirectional
     assert any("two-stream relative attention" in w for w in plan.warnings)
