@@ -278,9 +278,10 @@ def shared_key_layer(config: Mapping[str, Any], layer: int) -> int | None:
     earlier layer of its ``layer_types`` entry (sliding or full attention).
     """
     n, total = config.get("num_kv_shared_layers"), config.get("num_hidden_layers")
-    if not isinstance(n, int) or not isinstance(total, int) or n <= 0 or not total - n <= layer < total:
+    if type(n) is not int or type(total) is not int or n <= 0 or not total - n <= layer < total:
         return None
-    types = config.get("layer_types") or ["attention"] * total
+    types = config.get("layer_types")
+    types = types if isinstance(types, list) and len(types) >= total else ["attention"] * total
     return max((j for j in range(total - n) if types[j] == types[layer]), default=None)
 
 

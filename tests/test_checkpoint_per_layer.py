@@ -158,6 +158,8 @@ def test_shared_key_layer_follows_the_layer_types():
     assert [shared_key_layer(config, i) for i in range(6)] == [None, None, None, 2, 1, 1]
     assert shared_key_layer({"num_hidden_layers": 6, "num_kv_shared_layers": 0}, 5) is None
     assert shared_key_layer({"num_hidden_layers": 4, "num_kv_shared_layers": 2}, 3) == 1  # one type
+    assert shared_key_layer({"num_hidden_layers": 4, "num_kv_shared_layers": 2, "layer_types": ["a"]}, 3) == 1
+    assert shared_key_layer({"num_hidden_layers": 4, "num_kv_shared_layers": True}, 3) is None
 
 
 def test_gemma4_scores_its_vision_towers_clippable_linears_beside_its_language_model(tmp_path):
