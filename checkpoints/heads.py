@@ -48,10 +48,12 @@ def resolve_heads(
     """
     layout = stack.layout
     scope, where = config_scope(config, stack.prefix)
-    if layers and layer_scope(scope, layers[0]) is not scope:
-        scope, where = layer_scope(scope, layers[0]), f"{where}per_layer_config: "
-    parts = stack.prefix.split(".")  # a part may state its own heads: decoder_* (MAE, BART), pred_* (V-JEPA 2),
-    role = next((r for part, r in _ROLES if part in parts), "")  # encoder_* (Moonshine)
+    layered = layer_scope(scope, layers[0]) if layers else scope
+    if layered is not scope:
+        scope, where = layered, f"{where}per_layer_config: "
+    # a part may state its own heads: decoder_* (MAE, BART), pred_* (V-JEPA 2), encoder_* (Moonshine)
+    parts = stack.prefix.split(".")
+    role = next((r for part, r in _ROLES if part in parts), "")
     stated = config_head_counts(scope, source, role, stage)
     if stated is not None and where:
         stated = HeadCounts(stated.n_heads, stated.n_kv_heads, stated.source.replace("(", f"({where}", 1))
