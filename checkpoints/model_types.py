@@ -257,12 +257,12 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("gemma3", _DEC, _GGUF, rotary=True, gain_plus_one=True, caveat=f"model type 'gemma3' is {_LM_TOWER}"),
     ModelType("gemma3_text", _DEC, _LLAMA, gain_plus_one=True),
     ModelType("qwen2_5_omni", _DEC, ("llama-style", "vit-q-k"), rotary=True, caveat=_OMNI.format("qwen2_5_omni")),
-    ModelType("qwen2_5_omni_thinker", _DEC, ("llama-style", "vit-q-k"), rotary=True),
-    ModelType("gemma3n", _DEC, _LLAMA, rotary=True, caveat=f"model type 'gemma3n' is {_LM_TOWER}"),
-    ModelType("gemma3n_text", _DEC, _LLAMA, rotary=True),
     ModelType(
-        "gemma4", _DEC, ("llama-style", "clippable-linear"), rotary=True, caveat=f"model type 'gemma4' is {_LM_TOWER}"
+        "qwen2_5_omni_thinker", _DEC, ("llama-style", "vit-q-k"), rotary=True, caveat=_OMNI.format("qwen2_5_omni_thinker")
     ),
+    ModelType("gemma3n", _DEC, _LLAMA, rotary=True, caveat=_OMNI.format("gemma3n")),
+    ModelType("gemma3n_text", _DEC, _LLAMA, rotary=True),
+    ModelType("gemma4", _DEC, ("llama-style", "clippable-linear"), rotary=True, caveat=_OMNI.format("gemma4")),
     ModelType("gemma4_text", _DEC, _LLAMA, rotary=True),
     ModelType("mimo_v2_flash", _DEC, _LLAMA, rotary=True),
     ModelType("phi", _DEC, _LLAMA, rotary=True),
