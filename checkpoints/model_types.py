@@ -256,9 +256,9 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("gemma2", _DEC, _GGUF, rotary=True, gain_plus_one=True),
     ModelType("gemma3", _DEC, _GGUF, rotary=True, gain_plus_one=True, caveat=f"model type 'gemma3' is {_LM_TOWER}"),
     ModelType("gemma3_text", _DEC, _LLAMA, gain_plus_one=True),
-    ModelType("qwen2_5_omni", _DEC, ("llama-style", "vit-q-k"), rotary=True, caveat=_OMNI.format("qwen2_5_omni")),
-    ModelType(
-        "qwen2_5_omni_thinker", _DEC, ("llama-style", "vit-q-k"), rotary=True, caveat=_OMNI.format("qwen2_5_omni_thinker")
+    *(
+        ModelType(name, _DEC, ("llama-style", "vit-q-k"), rotary=True, caveat=_OMNI.format(name))
+        for name in ("qwen2_5_omni", "qwen2_5_omni_thinker")
     ),
     ModelType("gemma3n", _DEC, _LLAMA, rotary=True, caveat=_OMNI.format("gemma3n")),
     ModelType("gemma3n_text", _DEC, _LLAMA, rotary=True),
