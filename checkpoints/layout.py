@@ -1,6 +1,7 @@
 """What a :class:`Layout` is: where a family keeps layer ``i``'s ``W_q, W_k``, the reader of those keys, and the
 per-block labels of the layouts whose blocks do different kinds of attention (``(config, stage, block) -> (stack
-label, cross)``). The layouts themselves are the table of :mod:`wqk.checkpoints.layouts`."""
+label, cross)``), and the descriptions layouts share. The layouts themselves are the tables of
+:mod:`wqk.checkpoints.layouts` and :mod:`wqk.checkpoints.image_layouts`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,13 @@ from wqk.checkpoints.adapters import Reader
 from wqk.theory.factored import FactoredForms
 
 Label = tuple[str, bool]  # (stack label, cross: queries and keys on different spaces)
+#: The einops of a separate q / k ``nn.Linear`` pair, as the layouts that store one describe it.
+LINEAR = "(h dh) d -> h d dh, (g dh) d -> g d dh; nn.Linear (out, in); key head of h = h // (H / H_kv)"
+#: The caveat of a cross-attention layout: ``CROSS.format(its module, the query side, the key side)``.
+CROSS = (
+    "cross-attention ({}): queries from {}, keys from {}; W_q W_k^T maps one space to another, so its symmetry "
+    "is not defined (left empty); directionality compares query-side rows with key-side columns"
+)
 
 
 def sam_label(config: Mapping[str, Any], stage: int, block: int) -> Label:

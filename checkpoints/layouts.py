@@ -6,7 +6,8 @@ whether its queries and keys act on the same space (``cross = False``). Cross-at
 queries from one stream, keys from another) has a form ``W_q W_k^T`` whose rows and columns index different
 spaces: its symmetry is not defined and is never reported; its directionality (row norms on the query side
 against column norms on the key side) and norms are. Which model types use a layout is said by their records
-(:mod:`wqk.checkpoints.model_types`), not here.
+(:mod:`wqk.checkpoints.model_types`), not here. Those of vision and diffusion transformers are
+:mod:`wqk.checkpoints.image_layouts`, read here in the table's order.
 """
 
 from __future__ import annotations
@@ -25,20 +26,9 @@ from wqk.checkpoints.adapters import (
     SEPARATE,
     SHARED_KEY,
 )
-from wqk.checkpoints.layout import (
-    Layout,
-    gpt_neo_label,
-    sam_label,
-    segformer_label,
-    swin_label,
-    vitdet_label,
-)
+from wqk.checkpoints.image_layouts import IMAGE_LAYOUTS
+from wqk.checkpoints.layout import CROSS, LINEAR, Layout, gpt_neo_label
 
-_LINEAR = "(h dh) d -> h d dh, (g dh) d -> g d dh; nn.Linear (out, in); key head of h = h // (H / H_kv)"
-_CROSS = (
-    "cross-attention ({}): queries from {}, keys from {}; W_q W_k^T maps one space to another, so its symmetry "
-    "is not defined (left empty); directionality compares query-side rows with key-side columns"
-)
 _DEBERTA = (
     "DeBERTa's disentangled attention adds content-to-position and position-to-content terms to the logits "
     "(queries and keys against relative position embeddings); the content-to-content form W_q W_k^T is scored"
@@ -70,7 +60,7 @@ LAYOUTS = (
         r"layer\.(?P<layer>\d+)\.attention\.(?:self|attention)\.query\.weight",
         (".query.weight", ".key.weight"),
         SEPARATE,
-        f"query, key: {_LINEAR}",
+        f"query, key: {LINEAR}",
         any_model=True,
         pre_norm=(
             "{prefix}layer.{layer}.layernorm_before.weight",  # ViT and its kin: pre-norm
@@ -107,7 +97,7 @@ LAYOUTS = (
         r"layer\.(?P<layer>\d+)\.attention\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),
         SEPARATE,
-        f"layer.*.attention.q_proj, .k_proj (DINOv3, InternViT): {_LINEAR}",
+        f"layer.*.attention.q_proj, .k_proj (DINOv3, InternViT): {LINEAR}",
         rotary=True,  # DINOv3's; a config without rotary keys (InternViT's) gets no rotary warning
     ),
     Layout(
@@ -115,7 +105,7 @@ LAYOUTS = (
         r"layer\.(?P<layer>\d+)\.attention\.query\.weight",
         (".query.weight", ".key.weight"),
         SEPARATE,
-        f"layer.*.attention.query, .key (encoder and predictor): {_LINEAR}",
+        f"layer.*.attention.query, .key (encoder and predictor): {LINEAR}",
         rotary=True,
     ),
     Layout(
@@ -123,7 +113,7 @@ LAYOUTS = (
         r"layer\.(?P<layer>\d+)\.attention\.q_lin\.weight",
         (".q_lin.weight", ".k_lin.weight"),
         SEPARATE,
-        f"attention.q_lin, attention.k_lin: {_LINEAR}",
+        f"attention.q_lin, attention.k_lin: {LINEAR}",
         any_model=True,
     ),
     Layout(
@@ -131,14 +121,14 @@ LAYOUTS = (
         r"attentions\.(?P<layer>\d+)\.q_lin\.weight",
         (".q_lin.weight", ".k_lin.weight"),
         SEPARATE,
-        f"attentions.*.q_lin, .k_lin: {_LINEAR}",
+        f"attentions.*.q_lin, .k_lin: {LINEAR}",
     ),
     Layout(
         "deberta-v2",
         r"layer\.(?P<layer>\d+)\.attention\.self\.query_proj\.weight",
         (".query_proj.weight", ".key_proj.weight"),
         SEPARATE,
-        f"attention.self.query_proj, .key_proj: {_LINEAR}",
+        f"attention.self.query_proj, .key_proj: {LINEAR}",
         caveat=_DEBERTA,
     ),
     Layout(
@@ -154,7 +144,7 @@ LAYOUTS = (
         r"layer\.(?P<layer>\d+)\.attention\.attn\.q\.weight",
         (".q.weight", ".k.weight"),
         SEPARATE,
-        f"attention.attn.q, attention.attn.k: {_LINEAR}",
+        f"attention.attn.q, attention.attn.k: {LINEAR}",
         caveat="MPNet adds a learned relative position bias b_h(j - i) (bucketed, shared by all layers) to the "
         "logits, an additive term that is not part of W_q W_k^T",
     ),
@@ -163,7 +153,7 @@ LAYOUTS = (
         r"albert_layer_groups\.(?P<stage>\d+)\.albert_layers\.(?P<layer>\d+)\.attention\.query\.weight",
         (".query.weight", ".key.weight"),
         SEPARATE,
-        f"attention.query, attention.key of each stored layer of each layer group: {_LINEAR}",
+        f"attention.query, attention.key of each stored layer of each layer group: {LINEAR}",
         caveat="ALBERT shares weights across depth: its num_hidden_layers applied layers run the stored layer "
         "groups in turn, so each stored form is scored once, however many layers apply it",
     ),
@@ -172,7 +162,7 @@ LAYOUTS = (
         r"layers\.(?P<layer>\d+)\.(?:self_attn|attention|attn)\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),
         SEPARATE,
-        f"q_proj, k_proj: {_LINEAR}",
+        f"q_proj, k_proj: {LINEAR}",
         rotary=True,
         any_model=True,
         pre_norm=("{prefix}layers.{layer}.input_layernorm.weight", "{prefix}layers.{layer}.layer_norm1.weight"),
@@ -240,7 +230,7 @@ LAYOUTS = (
         r"layers\.(?P<layer>\d+)\.self_attn\.q_proj\.linear\.weight",
         ("q_proj.linear.weight", "k_proj.linear.weight"),
         SEPARATE,
-        f"q_proj.linear, k_proj.linear (Gemma 4's vision and audio towers): {_LINEAR}",
+        f"q_proj.linear, k_proj.linear (Gemma 4's vision and audio towers): {LINEAR}",
         rotary=True,
         caveat="Gemma 4's towers project through clippable linears: where the config's use_clipped_linears is set, "
         "each clamps its input and output to stored ranges, and W_q W_k^T is the form inside them",
@@ -252,7 +242,7 @@ LAYOUTS = (
         r"layers\.(?P<layer>\d+)\.self_attn\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),
         GATED,
-        f"q_proj: (h (two dh)) d -> each head's query (then its output gate, not read); k_proj: {_LINEAR}",
+        f"q_proj: (h (two dh)) d -> each head's query (then its output gate, not read); k_proj: {LINEAR}",
         rotary=True,
         needs_config=True,  # llama-style keys: only the config tells that half of q_proj is a gate
         supersedes=frozenset({"llama-style"}),
@@ -263,18 +253,18 @@ LAYOUTS = (
         r"layers\.(?P<layer>\d+)\.mixer\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),
         SEPARATE,
-        f"mixer.q_proj, mixer.k_proj of the attention layers: {_LINEAR}",
+        f"mixer.q_proj, mixer.k_proj of the attention layers: {LINEAR}",
     ),
     Layout(
         "bart-cross",
         r"layers\.(?P<layer>\d+)\.encoder_attn\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),
         SEPARATE,
-        f"encoder_attn.q_proj (decoder stream), encoder_attn.k_proj (encoder output): {_LINEAR}",
+        f"encoder_attn.q_proj (decoder stream), encoder_attn.k_proj (encoder output): {LINEAR}",
         stack="cross",
         cross=True,
         companion=True,
-        caveat=_CROSS.format("encoder_attn", "the decoder stream", "the encoder's output"),
+        caveat=CROSS.format("encoder_attn", "the decoder stream", "the encoder's output"),
         any_model=True,
     ),
     Layout(
@@ -282,7 +272,7 @@ LAYOUTS = (
         r"block\.(?P<layer>\d+)\.layer\.0\.SelfAttention\.q\.weight",
         (".q.weight", ".k.weight"),
         SEPARATE,
-        f"SelfAttention.q, .k: {_LINEAR}",
+        f"SelfAttention.q, .k: {LINEAR}",
         caveat="T5 has no 1/sqrt(d_h) in its logits (x_i^T M x_j unscaled: the scores are scale-free, so unchanged) "
         "and adds a learned relative position bias b_h(j - i) to them (block 0's, shared by all layers), an additive "
         "term that is not part of W_q W_k^T and is not scored",
@@ -292,18 +282,18 @@ LAYOUTS = (
         r"block\.(?P<layer>\d+)\.layer\.1\.EncDecAttention\.q\.weight",
         (".q.weight", ".k.weight"),
         SEPARATE,
-        f"EncDecAttention.q (decoder stream), .k (encoder output): {_LINEAR}",
+        f"EncDecAttention.q (decoder stream), .k (encoder output): {LINEAR}",
         stack="cross",
         cross=True,
         companion=True,
-        caveat=_CROSS.format("EncDecAttention", "the decoder stream", "the encoder's output"),
+        caveat=CROSS.format("EncDecAttention", "the decoder stream", "the encoder's output"),
     ),
     Layout(
         "meta-llama",
         r"layers\.(?P<layer>\d+)\.attention\.wq\.weight",
         ("wq.weight", "wk.weight"),
         SEPARATE,
-        f"wq, wk: {_LINEAR}",
+        f"wq, wk: {LINEAR}",
         rotary=True,
         any_model=True,
         pre_norm=("{prefix}layers.{layer}.attention_norm.weight",),
@@ -321,7 +311,7 @@ LAYOUTS = (
         r"h\.(?P<layer>\d+)\.attn\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),
         SEPARATE,
-        f"attn.q_proj, attn.k_proj: {_LINEAR}",
+        f"attn.q_proj, attn.k_proj: {LINEAR}",
         rotary=True,
     ),
     Layout(
@@ -363,7 +353,7 @@ LAYOUTS = (
         r"h\.(?P<layer>\d+)\.attn\.attention\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),
         SEPARATE,
-        f"attn.attention.q_proj, .k_proj: {_LINEAR}",
+        f"attn.attention.q_proj, .k_proj: {LINEAR}",
         labeller=gpt_neo_label,
         caveat="GPT-Neo has no 1/sqrt(d_h) in its logits (x_i^T M x_j unscaled: the scores are scale-free, so "
         "unchanged); its layers alternate global attention and local attention within window_size tokens (the "
@@ -375,7 +365,7 @@ LAYOUTS = (
         r"(?:h|layers)\.(?P<layer>\d+)\.attn\.attention\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),
         SEPARATE,
-        f"attn.attention.q_proj, .k_proj (EXAONE 3 / 3.5: GPT-Neo's keys, Llama's attention): {_LINEAR}",
+        f"attn.attention.q_proj, .k_proj (EXAONE 3 / 3.5: GPT-Neo's keys, Llama's attention): {LINEAR}",
         rotary=True,
         pre_norm=("{prefix}h.{layer}.ln_1.weight", "{prefix}layers.{layer}.ln_1.weight"),
     ),
@@ -384,7 +374,7 @@ LAYOUTS = (
         r"h\.(?P<layer>\d+)\.multi_head_attention\.Wq\.weight",
         ("Wq.weight", "Wk.weight"),
         SEPARATE,
-        f"multi_head_attention.Wq, .Wk: {_LINEAR}",
+        f"multi_head_attention.Wq, .Wk: {LINEAR}",
         pre_norm=("{prefix}h.{layer}.layernorm1.weight",),
     ),
     Layout(
@@ -392,7 +382,7 @@ LAYOUTS = (
         r"(?:layers|conformer_layers)\.(?P<layer>\d+)\.self_attn\.linear_q\.weight",
         ("linear_q.weight", "linear_k.weight"),
         SEPARATE,
-        f"self_attn.linear_q, .linear_k: {_LINEAR}",
+        f"self_attn.linear_q, .linear_k: {LINEAR}",
         any_model=True,
         caveat="Conformer self-attention: its logits add relative-position terms (Transformer-XL's linear_pos with "
         "pos_bias_u / pos_bias_v, or a learned distance embedding) or rotate queries and keys (rotary), as the "
@@ -447,192 +437,7 @@ LAYOUTS = (
         "qkv_proj: (h dh | g dh | g dh) d -> q, k, v blocked (Phi3Attention slices q, then k, then v)",
         rotary=True,
     ),
-    Layout(
-        "timm-vit",
-        r"blocks\.(?P<layer>\d+)\.attn\.qkv\.weight",
-        None,
-        BLOCKED,
-        "qkv: (three h dh) d -> three h d dh (blocked)",
-        any_model=True,
-        pre_norm=("{prefix}blocks.{layer}.norm1.weight",),  # DiT's norm1 has no gain,
-    ),
-    Layout(
-        "vit-q-k",
-        r"blocks\.(?P<layer>\d+)\.attn\.q\.weight",
-        (".q.weight", ".k.weight"),
-        SEPARATE,
-        f"attn.q, attn.k: {_LINEAR}",
-        pre_norm=("{prefix}blocks.{layer}.norm1.weight",),
-    ),
-    Layout(
-        "moonvit",
-        r"blocks\.(?P<layer>\d+)\.wqkv\.weight",
-        None,
-        BLOCKED,
-        "wqkv: (three h dh) d -> three h d dh (blocked; the 2-D rotary pairs' order within a head, which "
-        "transformers permutes on loading, moves q and k alike and changes no form)",
-        rotary=True,
-        pre_norm=("{prefix}blocks.{layer}.norm0.weight",),
-    ),
-    Layout(
-        "blip-vision",
-        r"layers\.(?P<layer>\d+)\.self_attn\.qkv\.weight",
-        None,
-        BLOCKED,
-        "self_attn.qkv: (three h dh) d -> three h d dh (blocked, BlipAttention's reshape(B, N, 3, H, d_h))",
-    ),
-    Layout(
-        "sam-vit",
-        r"layers\.(?P<layer>\d+)\.attn\.qkv\.weight",
-        None,
-        BLOCKED,
-        "attn.qkv: (three h dh) d -> three h d dh (blocked, SamVisionAttention)",
-        labeller=sam_label,
-        caveat="SAM adds a decomposed relative position term q_i^T (R_h(dh_ij) + R_w(dw_ij)) to the logits: it "
-        "depends on the query, but not on the key token, and is not part of W_q W_k^T",
-    ),
-    Layout(
-        "vitdet",
-        r"layer\.(?P<layer>\d+)\.attention\.qkv\.weight",
-        None,
-        BLOCKED,
-        "attention.qkv: (three h dh) d -> three h d dh (blocked, VitDetAttention)",
-        labeller=vitdet_label,
-        caveat="ViTDet adds SAM's decomposed relative position term q_i^T (R_h(dh_ij) + R_w(dw_ij)) to the logits "
-        "(use_relative_position_embeddings), which is not part of W_q W_k^T; its windowed blocks attend within "
-        "windows (the stack column)",
-    ),
-    Layout(
-        "timesformer",
-        r"layer\.(?P<layer>\d+)\.attention\.attention\.qkv\.weight",
-        None,
-        BLOCKED,
-        "attention.attention.qkv: (three h dh) d -> three h d dh (blocked; the spatial attention of each frame)",
-        stack="spatial",
-        caveat="TimeSformer's divided space-time attention: each block attends over time (the patches at one place "
-        "in every frame: 'temporal'), then over space (the patches of one frame: 'spatial'), with their own weights",
-    ),
-    Layout(
-        "timesformer-temporal",
-        r"layer\.(?P<layer>\d+)\.temporal_attention\.attention\.qkv\.weight",
-        None,
-        BLOCKED,
-        "temporal_attention.attention.qkv: (three h dh) d -> three h d dh (blocked; attention over frames)",
-        stack="temporal",
-        companion=True,
-    ),
-    Layout(
-        "swin",
-        r"layers\.(?P<stage>\d+)\.blocks\.(?P<layer>\d+)\.attention\.self\.query\.weight",
-        (".query.weight", ".key.weight"),
-        SEPARATE,
-        f"query, key per stage (width and heads double each stage): {_LINEAR}",
-        labeller=swin_label,
-        caveat="Swin attends within windows (every other block shifted) and adds a learned relative position bias "
-        "per head, an additive logit term that is not part of W_q W_k^T; stages differ in width d",
-    ),
-    Layout(
-        "segformer",
-        r"block\.(?P<stage>\d+)\.(?P<layer>\d+)\.attention\.self\.query\.weight",
-        (".query.weight", ".key.weight"),
-        SEPARATE,
-        f"query, key per stage (keys from the spatially reduced sequence where sr_ratio > 1): {_LINEAR}",
-        labeller=segformer_label,
-        caveat="SegFormer's spatial-reduction attention: where sr_ratio > 1 the keys are computed from "
-        "LayerNorm(Conv_sr(x)), a strided convolution that mixes channels, so queries and keys act on different "
-        "spaces (stack 'reduced-keys', symmetry not defined); stages differ in width d",
-    ),
-    Layout(
-        "diffusers-dit",
-        r"(?:transformer_blocks|blocks|layers)\.(?P<layer>\d+)\.attn1\.to_q\.weight",
-        ("to_q.weight", "to_k.weight"),
-        SEPARATE,
-        f"attn1.to_q, attn1.to_k (DiT, PixArt, the video DiTs; Wan's and HunyuanDiT's blocks, Lumina-Next's layers): "
-        f"{_LINEAR}",
-        any_model=True,
-        pre_norm=(  # none in DiT
-            "{prefix}transformer_blocks.{layer}.norm1.weight",
-            "{prefix}blocks.{layer}.norm1.weight",
-            "{prefix}layers.{layer}.norm1.weight",
-        ),
-    ),
-    Layout(
-        "diffusers-cross",
-        r"transformer_blocks\.(?P<layer>\d+)\.attn2\.to_q\.weight",
-        ("to_q.weight", "to_k.weight"),
-        SEPARATE,
-        f"attn2.to_q (image tokens), attn2.to_k (caption tokens): {_LINEAR}",
-        stack="cross",
-        cross=True,
-        companion=True,
-        caveat=_CROSS.format("attn2", "the image tokens", "the projected caption tokens"),
-    ),
-    Layout(
-        "latte-temporal",
-        r"temporal_transformer_blocks\.(?P<layer>\d+)\.attn1\.to_q\.weight",
-        ("to_q.weight", "to_k.weight"),
-        SEPARATE,
-        f"temporal_transformer_blocks.*.attn1.to_q, .to_k (Latte's attention over frames): {_LINEAR}",
-        stack="temporal",
-        companion=True,
-    ),
-    Layout(
-        "mmdit-image",
-        r"(?:joint_)?transformer_blocks\.(?P<layer>\d+)\.attn1?\.to_q\.weight",
-        ("to_q.weight", "to_k.weight"),
-        SEPARATE,
-        f"attn.to_q, attn.to_k (image stream; Mochi's and EasyAnimate's attn1, AuraFlow's joint blocks): {_LINEAR}",
-        stack="image",
-        requires=(".to_q.weight", ".add_k_proj.weight"),
-        supersedes=frozenset({"diffusers-dit"}),  # an attn1 with a text stream beside it (Mochi) is one of these
-        caveat="MMDiT joint attention: image and text tokens, each stream with its own projections, attend over "
-        "the joined sequence; scored: the image stream's form ('image'), the text stream's ('text') and the "
-        "image-query/text-key block ('image-text', W_q^image W_k^text^T: two spaces, symmetry not defined)",
-    ),
-    Layout(
-        "mmdit-text",
-        r"(?:joint_)?transformer_blocks\.(?P<layer>\d+)\.attn1?\.add_q_proj\.weight",
-        ("add_q_proj.weight", "add_k_proj.weight"),
-        SEPARATE,
-        f"attn.add_q_proj, attn.add_k_proj (text stream): {_LINEAR}",
-        stack="text",
-        companion=True,
-        live_if=(
-            ".add_q_proj.weight",
-            ".to_add_out.weight",
-            "text-stream queries of a context_pre_only block: their output is discarded (no to_add_out), so the "
-            "form acts on nothing (its text keys are scored in 'image-text')",
-        ),
-    ),
-    Layout(
-        "mmdit-image-text",
-        r"(?:joint_)?transformer_blocks\.(?P<layer>\d+)\.attn1?\.to_q\.weight",
-        ("to_q.weight", "add_k_proj.weight"),
-        SEPARATE,
-        f"attn.to_q (image stream), attn.add_k_proj (text stream): {_LINEAR}",
-        stack="image-text",
-        cross=True,
-        companion=True,
-        requires=(".to_q.weight", ".add_k_proj.weight"),
-    ),
-    Layout(
-        "sd3-attn2",
-        r"transformer_blocks\.(?P<layer>\d+)\.attn2\.to_q\.weight",
-        ("to_q.weight", "to_k.weight"),
-        SEPARATE,
-        f"attn2.to_q, attn2.to_k (SD3.5's second, image-only self-attention): {_LINEAR}",
-        stack="image-attn2",
-        companion=True,
-    ),
-    Layout(
-        "flux-single",
-        r"single_transformer_blocks\.(?P<layer>\d+)\.attn\.to_q\.weight",
-        ("to_q.weight", "to_k.weight"),
-        SEPARATE,
-        f"single-stream blocks' attn.to_q, attn.to_k on the joined text + image sequence: {_LINEAR}",
-        stack="joint",
-        companion=True,
-    ),
+    *IMAGE_LAYOUTS,
     Layout(
         "gguf-qkv",
         r"blk\.(?P<layer>\d+)\.attn_qkv\.weight",
@@ -642,20 +447,11 @@ LAYOUTS = (
         "qkv_proj, Phi-2's Wqkv, StarCoder's c_attn and MPT's Wqkv",
     ),
     Layout(
-        "lumina2",
-        r"layers\.(?P<layer>\d+)\.attn\.to_q\.weight",
-        ("to_q.weight", "to_k.weight"),
-        SEPARATE,
-        f"layers.*.attn.to_q, .to_k on the joined caption + image sequence (Lumina 2's main layers; its noise and "
-        f"context refiners are not read): {_LINEAR}",
-        rotary=True,
-    ),
-    Layout(
         "gguf",
         r"blk\.(?P<layer>\d+)\.attn_q\.weight",
         ("attn_q.weight", "attn_k.weight"),
         SEPARATE,
-        f"attn_q, attn_k (numpy order (out, in)): {_LINEAR}; llama.cpp permutes the rows "
+        f"attn_q, attn_k (numpy order (out, in)): {LINEAR}; llama.cpp permutes the rows "
         "within each head, identically for Q and K, which leaves every M_h unchanged",
         rotary=True,
         any_model=True,
