@@ -35,8 +35,11 @@ def blocked_qkv(qkv_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> Fact
 
 
 def gpt2_conv1d(c_attn_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:
-    """GPT-2 ``Conv1D`` stored ``(in, out)`` with q | k | v along ``out``: ``"d (three h dh) -> three h d dh"``."""
-    return FactoredForms.from_fused_qkv(c_attn_weight.T, n_heads)  # .T: (in, out) -> nn.Linear's (out, in)
+    """GPT-2's ``c_attn``, q | k | v blocked along its output: a ``Conv1D`` stored ``(in, out)``,
+    ``"d (three h dh) -> three h d dh"`` (transformers), or an ``nn.Linear`` stored ``(out, in)`` (nanoGPT, minGPT:
+    ``split(n_embd, dim=2)``, then ``view(B, T, H, d_h)``). The shape tells which: ``(d, 3 d)`` or ``(3 d, d)``."""
+    conv1d = c_attn_weight.shape[1] == 3 * c_attn_weight.shape[0]
+    return FactoredForms.from_fused_qkv(c_attn_weight.T if conv1d else c_attn_weight, n_heads)
 
 
 def neox_interleaved(qkv_weight: torch.Tensor, n_heads: int, n_kv_heads: int) -> FactoredForms:
@@ -257,9 +260,10 @@ def _fused_shapes(qkv: tuple[int, ...], **_heads) -> tuple[int, int, int]:
 
 
 def _conv1d_shapes(c_attn: tuple[int, ...], **_heads) -> tuple[int, int, int]:
-    if len(c_attn) != 2 or c_attn[1] != 3 * c_attn[0]:
-        raise ValueError(f"expected GPT-2's Conv1D c_attn of shape (d, 3 d); got {c_attn}")
-    return c_attn[0], c_attn[0], c_attn[0]
+    if len(c_attn) != 2 or 3 * min(c_attn) != max(c_attn):
+        raise ValueError(f"expected GPT-2's c_attn of shape (d, 3 d) (Conv1D) or (3 d, d) (nn.Linear); got {c_attn}")
+    d = min(c_attn)
+    return d, d, d
 
 
 def _gqa_fused_shapes(qkv: tuple[int, ...], n_heads: int | None = None, n_kv_heads: int | None = None):

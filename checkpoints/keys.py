@@ -51,7 +51,7 @@ SKIP_REASONS = (
     (re.compile(r"weight_scale(_inv)?$"), "float8 weight scale: applied to its weight when it is read"),
     (re.compile(r"(^|\.)sr\.|sequence_reduction"), "spatial reduction of the key/value input (see the warning)"),
     (
-        re.compile(r"in_proj_weight|(^|\.)head\.attention"),
+        re.compile(r"(^|\.)(head\.attention|attn_?pool)\."),
         "attention-pooling head: a learned probe query attends to the tokens (not a self-attention form)",
     ),
     (

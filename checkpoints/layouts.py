@@ -303,7 +303,7 @@ LAYOUTS = (
         r"h\.(?P<layer>\d+)\.attn\.c_attn\.weight",
         None,
         CONV1D,
-        "c_attn (Conv1D, stored (in, out)): d (three h dh) -> three h d dh",
+        "c_attn: Conv1D (in, out), d (three h dh) -> three h d dh; or nn.Linear (three h dh) d (nanoGPT, minGPT)",
         pre_norm=("{prefix}h.{layer}.ln_1.weight",),
     ),
     Layout(
@@ -457,5 +457,28 @@ LAYOUTS = (
         any_model=True,
         pre_norm=("{prefix}blk.{layer}.attn_norm.weight",),
         qk_norm=(("attn_q.weight", "attn_q_norm.weight"), ("attn_q.weight", "attn_k_norm.weight")),
+    ),
+    Layout(
+        "torch-mha",
+        r"[^.]+\.(?:encoder_layer_)?(?P<layer>\d+)\.(?:self_attn|self_attention|attn|attention)\.in_proj_weight",
+        None,
+        BLOCKED,
+        "in_proj_weight of torch.nn.MultiheadAttention (nn.TransformerEncoderLayer's and nn.TransformerDecoderLayer's "
+        "self_attn, OpenAI CLIP's and open_clip's resblocks, torchvision's ViT): (three h dh) d -> three h d dh "
+        "(blocked); the weights do not say the head count",
+        any_model=True,
+    ),
+    Layout(
+        "torch-mha-cross",
+        r"[^.]+\.(?P<layer>\d+)\.multihead_attn\.in_proj_weight",
+        None,
+        BLOCKED,
+        "multihead_attn.in_proj_weight (nn.TransformerDecoderLayer): (three h dh) d -> three h d dh (blocked); "
+        "q rows act on the decoder stream, k rows on the encoder's memory",
+        stack="cross",
+        cross=True,
+        companion=True,
+        any_model=True,
+        caveat=CROSS.format("multihead_attn", "the decoder stream", "the encoder's memory"),
     ),
 )

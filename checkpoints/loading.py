@@ -216,15 +216,41 @@ def _flatten(obj: Mapping, prefix: str = "") -> tuple[dict[str, torch.Tensor], l
         elif isinstance(value, Mapping):
             sub, sub_notes = _flatten(value, f"{name}.")
             tensors.update(sub)
-            notes += sub_notes
+            notes += (
+                sub_notes
+                if sub
+                else [f"{name}: {len(value)} {'entry' if len(value) == 1 else 'entries'}, no tensor (ignored)"]
+            )
         else:
-            notes.append(f"{name}: a {type(value).__name__}, not a tensor (ignored)")
+            notes.append(f"{name}: {type(value).__name__}, not a tensor (ignored)")
     return tensors, notes
 
 
-def _torch_files(files: list[Path]) -> tuple[dict[str, tuple[int, ...]], Callable[[str], torch.Tensor], list[str]]:
-    """``torch.load(weights_only=True)``, memory-mapped where the file allows it; refuses any other object."""
-    tensors, notes = {}, []
+#: Entries of a training checkpoint (a dict saved with ``torch.save``) that may state the model's hyper-parameters,
+#: in the order they are tried where no config.json lies beside it: nanoGPT's ``model_args``, Lightning's
+#: ``hyper_parameters``, a training script's ``config`` or ``args``.
+_HYPERPARAMETER_ENTRIES = ("model_args", "model_config", "config", "hyper_parameters", "hparams", "args")
+
+
+def _hyperparameters(obj: Mapping) -> tuple[str, dict[str, Any]] | None:
+    """The first hyper-parameter entry of a loaded checkpoint that states a head count, and its name, else None."""
+    for entry in _HYPERPARAMETER_ENTRIES:
+        value = obj.get(entry)
+        value = vars(value) if isinstance(value, argparse.Namespace) else value
+        if isinstance(value, Mapping) and _first(value, _HEAD_KEYS) is not None:
+            return entry, {k: v for k, v in value.items() if not isinstance(v, torch.Tensor)}
+    return None
+
+
+def _torch_files(
+    files: list[Path],
+) -> tuple[dict[str, tuple[int, ...]], Callable[[str], torch.Tensor], list[str], tuple[str, dict] | None]:
+    """``torch.load(weights_only=True)``, memory-mapped where the file allows it; refuses any other object.
+
+    Also returns the first hyper-parameter entry saved beside the weights that states a head count
+    (``(name, mapping)``, see ``_HYPERPARAMETER_ENTRIES``), else None.
+    """
+    tensors, notes, stated = {}, [], None
     for path in files:
         try:
             with torch.serialization.safe_globals(_ALLOWED_CLASSES):
@@ -256,7 +282,9 @@ def _torch_files(files: list[Path]) -> tuple[dict[str, tuple[int, ...]], Callabl
             raise CheckpointError(f"tensor {sorted(clash)[0]!r} appears in more than one file next to {path.name}")
         tensors.update(sub)
         notes += [f"{path.name}: {note}" for note in sub_notes]
-    return {k: tuple(t.shape) for k, t in tensors.items()}, tensors.__getitem__, notes
+        found = stated or _hyperparameters(obj)
+        stated = found and (f"{path.name}'s {found[0]!r}", found[1])
+    return {k: tuple(t.shape) for k, t in tensors.items()}, tensors.__getitem__, notes, stated
 
 
 def _gguf_field(reader, key: str) -> Any:
@@ -338,11 +366,12 @@ def _model_name(path: Path) -> str:
 
 
 def _config_file(path: Path) -> Path | None:
-    """``config.json`` next to the weights, else a JSON sidecar of the same stem (``wqk.vision.train``'s
-    ``step_K.json`` beside ``step_K.safetensors``, which states the head counts)."""
+    """``config.json`` next to the weights, else open_clip's ``open_clip_config.json``, else a JSON sidecar of the
+    same stem (``wqk.vision.train``'s ``step_K.json`` beside ``step_K.safetensors``, which states the head counts)."""
     folder = path if path.is_dir() else path.parent
-    if (folder / "config.json").exists():
-        return folder / "config.json"
+    for name in ("config.json", OPEN_CLIP_CONFIG):
+        if (folder / name).exists():
+            return folder / name
     sidecar = path.with_suffix(".json")
     return sidecar if path.is_file() and sidecar != path and sidecar.exists() else None
 
@@ -360,6 +389,32 @@ def read_config(path: Path) -> dict[str, Any]:
     return config
 
 
+OPEN_CLIP_CONFIG = "open_clip_config.json"
+
+
+def open_clip_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """open_clip's config (``{"model_cfg": {"vision_cfg": ..., "text_cfg": ...}}``) as the config analyze reads.
+
+    The text transformer is the model's own ``transformer.``: its heads go at the top; the vision transformer is
+    ``visual.transformer.``: ``vision_config``, with ``width // head_width`` heads (open_clip's VisionTransformer).
+    Missing fields take open_clip's defaults (``CLIPVisionCfg``: width 768, head_width 64; ``CLIPTextCfg``: width
+    512, 8 heads). A tower built from timm or transformers (``timm_model_name``, ``hf_model_name``) states no heads.
+    """
+    model = config.get("model_cfg", config)
+    vision, text = (
+        model.get(part) or {} if isinstance(model, Mapping) else None for part in ("vision_cfg", "text_cfg")
+    )
+    if not isinstance(vision, Mapping) or not isinstance(text, Mapping):
+        raise CheckpointError(f"{OPEN_CLIP_CONFIG}: expected model_cfg with vision_cfg and text_cfg objects")
+    out: dict[str, Any] = {"model_type": "open_clip"}
+    if not text.get("hf_model_name"):
+        out |= {"hidden_size": text.get("width", 512), "num_attention_heads": text.get("heads", 8)}
+    if not vision.get("timm_model_name"):
+        width = vision.get("width", 768)
+        out["vision_config"] = {"hidden_size": width, "num_attention_heads": width // vision.get("head_width", 64)}
+    return out
+
+
 def open_checkpoint(path: str | Path) -> Checkpoint:
     """Open a file or directory for reading tensor by tensor; the config comes from ``config.json`` or GGUF."""
     path = Path(path)
@@ -372,6 +427,9 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
         path = path / "transformer"
     config_path = _config_file(path)
     config = read_config(config_path) if config_path else {}
+    if config_path is not None and config_path.name == OPEN_CLIP_CONFIG:
+        config = open_clip_config(config)
+        notes.append(f"{OPEN_CLIP_CONFIG}: open_clip's model config (heads per tower from its widths)")
     files = _weight_files(path) if path.is_dir() else [path]
     if not files:
         raise CheckpointError(f"{path} holds no weights (.safetensors, .bin, .pt, .pth or .gguf, or a shard index)")
@@ -379,12 +437,16 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
         index, files = files[0], _index_files(files[0])
         notes.append(f"sharded: {index.name} -> {len(files)} files")
     suffix = files[0].suffix.lower()
+    saved = None  # the hyper-parameter entry of a torch file that serves as its config
     if suffix == ".safetensors":
         shapes, read = _safetensors_files(files)
         fmt = "safetensors"
     elif suffix in _TORCH_SUFFIXES:
-        shapes, read, more = _torch_files(files)
+        shapes, read, more, stated = _torch_files(files)
         fmt, notes = "torch (weights_only)", notes + more
+        if config_path is None and stated is not None:
+            saved, config = stated
+            notes.append(f"no config.json next to the weights: the config is {saved}, saved with them")
     elif suffix == ".gguf":
         if len(files) > 1:
             raise CheckpointError(f"{path} holds several .gguf files ({', '.join(f.name for f in files)}): pass one")
@@ -395,7 +457,7 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
             f"unsupported file type {suffix!r} for {path}: expected .safetensors, "
             f"{', '.join(_TORCH_SUFFIXES)}, .gguf, a shard index or a directory"
         )
-    if config_path is None and fmt != "gguf":
+    if config_path is None and fmt != "gguf" and not config:
         notes.append("no config.json next to the weights: head counts come from --heads or known presets")
-    source = config_path.name if config_path else "GGUF metadata" if fmt == "gguf" else "config.json"
+    source = config_path.name if config_path else "GGUF metadata" if fmt == "gguf" else saved or "config.json"
     return Checkpoint(path, name, fmt, shapes, config, read, notes, source)

@@ -118,6 +118,7 @@ class ModelType:
     encoder_alone: bool = False  # an ``*EncoderModel`` architecture of this type is an encoder
     gain_plus_one: bool = False  # its transformers RMSNorms scale by ``1 + weight`` (GGUF stores ``1 + weight``)
     rotary_unless_alibi: bool = False  # rotary positions where the config does not ask for ALiBi (``alibi``)
+    untowered: str | None = None  # the tower of a stack under no tower module (open_clip's text: the model's own)
 
     @property
     def latent(self) -> bool:
@@ -365,6 +366,9 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("vjepa2", _SSL, ("vjepa2",), pretraining_head=("V-JEPA 2", "predictor")),
     # vision-language
     ModelType("clip", _VL, _LLAMA),
+    ModelType(
+        "open_clip", _VL, ("torch-mha", "timm-vit"), untowered="text"
+    ),  # wqk.checkpoints.loading.open_clip_config
     ModelType("clip_vision_model", _VL, _LLAMA),
     ModelType("clip_text_model", _VL, _LLAMA),
     ModelType("siglip", _VL, _LLAMA),

@@ -122,7 +122,7 @@ def select_stacks(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[
         labelled = [(s, _grouped_label(s)) for s in stacks]
         if len({label for _, label in labelled}) == len(labelled):
             return labelled, []
-    towers = [tower(s.prefix) for s in stacks]
+    towers = [tower(s.prefix) or (record.untowered if record else None) for s in stacks]
     if None not in towers and len(set(towers)) == len(towers):  # one stack per tower: CLIP, an audio or omni LM
         return list(zip(stacks, towers, strict=True)), []  # type: ignore[arg-type]
     raise CheckpointError(

@@ -152,9 +152,9 @@ def test_keys_of_a_known_layout_with_a_foreign_model_type_are_not_guessed(tmp_pa
         describe(tmp_path)
 
 
-def test_conv1d_of_the_wrong_shape_is_refused(tmp_path):
-    path = _save({f"h.{i}.attn.c_attn.weight": torch.randn(3 * D, D) for i in range(L)}, tmp_path / "m.safetensors")
-    with pytest.raises(CheckpointError, match=r"Conv1D c_attn of shape \(d, 3 d\)"):
+def test_c_attn_of_the_wrong_shape_is_refused(tmp_path):
+    path = _save({f"h.{i}.attn.c_attn.weight": torch.randn(2 * D, D) for i in range(L)}, tmp_path / "m.safetensors")
+    with pytest.raises(CheckpointError, match=r"c_attn of shape \(d, 3 d\) \(Conv1D\) or \(3 d, d\) \(nn.Linear\)"):
         describe(path, heads=H)
 
 

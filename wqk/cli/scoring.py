@@ -37,7 +37,10 @@ def _analyze_help() -> str:
     return (
         "Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.\n\n"
         f"Model types read, by family: {help_list()}. Files with no config: timm ViT and original DiT "
-        "(blocks.{i}.attn.qkv), Meta's Llama (wq, wk) and llama-family GGUF. Rows carry model, family (the "
+        "(blocks.{i}.attn.qkv), Meta's Llama (wq, wk), llama-family GGUF, torch.nn.MultiheadAttention's "
+        "in_proj_weight (nn.Transformer*, OpenAI CLIP, open_clip with its open_clip_config.json, torchvision's "
+        "ViT) and nanoGPT's ckpt.pt (a training checkpoint's model_args, hyper_parameters, config or args entry "
+        "serves as its config where it states the heads). Rows carry model, family (the "
         "objective) and stack; cross-attention has no symmetry (two spaces: n/a). The summary is the paper's "
         "convention: median and interquartile range over layers of the per-layer scores, per stack. Layers are "
         "read one at a time.\n\n"
