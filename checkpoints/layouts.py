@@ -307,6 +307,14 @@ LAYOUTS = (
         pre_norm=("{prefix}h.{layer}.ln_1.weight",),
     ),
     Layout(
+        "mingpt",
+        r"(?:blocks|h)\.(?P<layer>\d+)\.attn\.query\.weight",
+        (".query.weight", ".key.weight"),
+        SEPARATE,
+        f"attn.query, attn.key (minGPT's CausalSelfAttention): {LINEAR}",
+        any_model=True,
+    ),
+    Layout(
         "gpt-j",
         r"h\.(?P<layer>\d+)\.attn\.q_proj\.weight",
         ("q_proj.weight", "k_proj.weight"),

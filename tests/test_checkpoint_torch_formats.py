@@ -16,7 +16,7 @@ import math
 
 import pytest
 import torch
-from checkpoint_builders import D, H, L, gpt2_reference
+from checkpoint_builders import D, H, L, gpt2_reference, pairs_reference
 from torch import nn
 
 from wqk.checkpoints.analyze import all_forms, analyze, describe
@@ -194,3 +194,25 @@ def test_an_entry_without_head_counts_is_not_a_config(tmp_path):
     torch.save({"state_dict": encoder.state_dict(), "config": {"lr": 0.1}}, path)
     with pytest.raises(CheckpointError, match="does not say how many heads"):
         describe(path)
+
+
+class _MinGPTAttention(nn.Module):
+    """minGPT's CausalSelfAttention: ``k = self.key(x).view(B, T, H, C // H).transpose(1, 2)``, queries alike."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.key, self.query, self.value, self.proj = (nn.Linear(D, D) for _ in range(4))
+
+
+def test_mingpt_blocks_attn_query_key_are_read(tmp_path):
+    torch.manual_seed(5)
+    blocks = nn.ModuleList(nn.Module() for _ in range(L))
+    for block in blocks:
+        block.attn = _MinGPTAttention()
+    path = tmp_path / "mingpt.pt"
+    torch.save({f"blocks.{k}": v for k, v in blocks.state_dict().items()}, path)
+    _, plan = describe(path, heads=H)
+    assert plan.layout.name == "mingpt"
+    got = all_forms(*describe(path, heads=H)).matrices("head")
+    want = pairs_reference([(b.attn.query, b.attn.key) for b in blocks], H).matrices("head")
+    assert (got - want).norm() <= 1e-6 * want.norm()
