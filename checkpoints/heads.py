@@ -1,4 +1,4 @@
-"""Head counts, width and head size of a stack: from --heads, the config, or (fused ViT / DiT) a preset,
+"""Head counts, width and head size of a stack: from --heads, the config, or (timm ViT, EVA, the original DiT) a preset,
 checked against the stored shapes."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from wqk.checkpoints.stacks import config_scope
 
 #: Standard ViT / DiT widths -> heads (ViT-Ti/S/B/L/H/g, DiT-S/B/L/XL), for fused files without a config.
 PRESET_HEADS = {192: 3, 384: 6, 768: 12, 1024: 16, 1152: 16, 1280: 16, 1408: 16}
+#: The layouts of timm's (and the original DiT's) files, which state no heads, and whose widths follow the presets.
+PRESET_LAYOUTS = ("timm-vit", "timm-eva")
 #: (module in a stack's prefix, the prefix of the config keys that state that part's heads), first match wins.
 _ROLES = (("decoder", "decoder"), ("predictor", "pred"), ("encoder", "encoder"))
 
@@ -38,7 +40,7 @@ def resolve_heads(
 ) -> tuple[HeadCounts, int, int, list[str]]:
     """Head counts, width and head size of the blocks of one stack (one stage of a hierarchical one).
 
-    From --heads/--kv-heads, the config (its per-stage lists for Swin / SegFormer), or (fused ViT/DiT
+    From --heads/--kv-heads, the config (its per-stage lists for Swin / SegFormer), or (timm ViT, EVA, DiT
     only) the presets; checked against the stored shapes.
 
     ``layers``: the model's numbers of the blocks, where they are one shape group of a flat stack whose layers
@@ -64,7 +66,9 @@ def resolve_heads(
         try:
             dims.add(layout.shapes(*shapes, n_heads=hint_h, n_kv_heads=hint_kv))
         except ValueError as err:
-            raise CheckpointError(f"'{stack.prefix}' ({layout.name}): {err}") from err
+            raise CheckpointError(
+                f"'{stack.prefix}' ({layout.name}): {err}" if stack.prefix else f"{layout.name}: {err}"
+            ) from err
     if len(dims) > 1:
         what = f"stage {stage} of '{stack.prefix}'" if stage is not None else f"layers of '{stack.prefix}'"
         raise CheckpointError(f"{what} differ in shape (d, q rows, k rows): {sorted(dims)}")
@@ -76,7 +80,7 @@ def resolve_heads(
         counts = HeadCounts(heads, kv_heads or 0, "--heads" + (" / --kv-heads" if kv_heads else ""))
     elif stated is not None:
         counts = HeadCounts(stated.n_heads, kv_heads or stated.n_kv_heads, stated.source)
-    elif layout.name == "timm-vit" and d in PRESET_HEADS and q_rows == d:
+    elif layout.name in PRESET_LAYOUTS and d in PRESET_HEADS and q_rows == d:
         counts = HeadCounts(PRESET_HEADS[d], PRESET_HEADS[d], f"the standard ViT/DiT preset for d = {d}")
         warnings.append(
             f"no head count in the checkpoint: assuming {counts.n_heads} heads (d_h = "

@@ -25,6 +25,26 @@ IMAGE_LAYOUTS = (
         pre_norm=("{prefix}blocks.{layer}.norm1.weight",),
     ),
     Layout(
+        "timm-eva",
+        r"blocks\.(?P<layer>\d+)\.attn\.q_proj\.weight",
+        ("q_proj.weight", "k_proj.weight"),
+        SEPARATE,
+        f"attn.q_proj, attn.k_proj (timm's EVA and EVA-02 with separate projections): {LINEAR}",
+        caveat="EVA-02 rotates q and k by 2-D rotary position embeddings: there the scored M_h is the form at zero "
+        "offset",
+        pre_norm=("{prefix}blocks.{layer}.norm1.weight",),
+        untyped=True,
+    ),
+    Layout(
+        "vit-pytorch",
+        r"layers\.(?P<layer>\d+)\.0\.to_qkv\.weight",
+        None,
+        BLOCKED,
+        "layers.*.0.to_qkv (vit-pytorch's Attention, chunk(3) then 'b n (h d) -> b h n d'): (three h dh) d -> three "
+        "h d dh (blocked)",
+        untyped=True,
+    ),
+    Layout(
         "moonvit",
         r"blocks\.(?P<layer>\d+)\.wqkv\.weight",
         None,

@@ -84,6 +84,7 @@ class Layout:
     einops: str
     rotary: bool = False  # rotary positions are the norm in this family
     any_model: bool = False  # read for any model type (else only for the types whose records list it)
+    untyped: bool = False  # saved by code that writes no model type (timm, minGPT): read only where the config has none
     needs_config: bool = False  # read only where the config names one of its model types (its keys are another's)
     stack: str = "self"  # which attention of the model it reads (the ``stack`` column)
     cross: bool = False  # queries and keys act on different spaces: symmetry is not defined

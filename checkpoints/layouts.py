@@ -312,7 +312,7 @@ LAYOUTS = (
         (".query.weight", ".key.weight"),
         SEPARATE,
         f"attn.query, attn.key (minGPT's CausalSelfAttention): {LINEAR}",
-        any_model=True,
+        untyped=True,
     ),
     Layout(
         "gpt-j",

@@ -406,12 +406,19 @@ def open_clip_config(config: Mapping[str, Any]) -> dict[str, Any]:
     )
     if not isinstance(vision, Mapping) or not isinstance(text, Mapping):
         raise CheckpointError(f"{OPEN_CLIP_CONFIG}: expected model_cfg with vision_cfg and text_cfg objects")
+
+    def field(part: Mapping[str, Any], name: str, default: int) -> int:
+        value = part.get(name, default)
+        if _count(value, None) is None:
+            raise CheckpointError(f"{OPEN_CLIP_CONFIG}: {name} must be a positive integer; got {value!r}")
+        return value
+
     out: dict[str, Any] = {"model_type": "open_clip"}
     if not text.get("hf_model_name"):
-        out |= {"hidden_size": text.get("width", 512), "num_attention_heads": text.get("heads", 8)}
+        out |= {"hidden_size": field(text, "width", 512), "num_attention_heads": field(text, "heads", 8)}
     if not vision.get("timm_model_name"):
-        width = vision.get("width", 768)
-        out["vision_config"] = {"hidden_size": width, "num_attention_heads": width // vision.get("head_width", 64)}
+        width, head_width = field(vision, "width", 768), field(vision, "head_width", 64)
+        out["vision_config"] = {"hidden_size": width, "num_attention_heads": max(1, width // head_width)}
     return out
 
 

@@ -27,8 +27,9 @@ def test_every_registered_model_type_has_a_known_family_and_known_layouts(record
 def test_model_types_are_registered_once_and_every_layout_is_reachable():
     names = [r.name for r in MODEL_TYPES]
     assert len(names) == len(set(names))
-    for layout in LAYOUTS:  # a layout closed to unlisted types must be listed by some type, or it reads nothing
-        assert layout.any_model or types_of(layout.name), layout.name
+    for layout in LAYOUTS:  # a layout closed to unlisted types must be listed by some type, or read untyped files
+        assert layout.any_model or layout.untyped or types_of(layout.name), layout.name
+        assert not (layout.untyped and (layout.any_model or layout.needs_config)), layout.name
 
 
 def test_the_docs_model_table_is_the_registrys():

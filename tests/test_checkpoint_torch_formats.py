@@ -16,7 +16,7 @@ import math
 
 import pytest
 import torch
-from checkpoint_builders import D, H, L, gpt2_reference, pairs_reference
+from checkpoint_builders import D, H, L, gpt2_reference, pairs_reference, probe, split_heads_hf
 from torch import nn
 
 from wqk.checkpoints.analyze import all_forms, analyze, describe
@@ -115,6 +115,10 @@ def test_open_clip_config_defaults_and_towers_it_does_not_describe():
     assert "vision_config" not in open_clip_config(timm_tower)
     with pytest.raises(CheckpointError, match="model_cfg"):
         open_clip_config({"model_cfg": [1, 2]})
+    with pytest.raises(CheckpointError, match="heads must be a positive integer; got 'x'"):
+        open_clip_config({"model_cfg": {"text_cfg": {"heads": "x"}}})
+    with pytest.raises(CheckpointError, match="head_width must be a positive integer; got 0"):
+        open_clip_config({"model_cfg": {"vision_cfg": {"head_width": 0}}})
 
 
 def test_clip_state_dict_without_config_asks_for_a_prefix(tmp_path):
@@ -216,3 +220,38 @@ def test_mingpt_blocks_attn_query_key_are_read(tmp_path):
     got = all_forms(*describe(path, heads=H)).matrices("head")
     want = pairs_reference([(b.attn.query, b.attn.key) for b in blocks], H).matrices("head")
     assert (got - want).norm() <= 1e-6 * want.norm()
+
+
+def test_timm_eva_separate_projections_are_read_with_the_vit_presets(tmp_path):
+    torch.manual_seed(6)
+    d = 192  # EVA02-Ti: the preset's 3 heads
+    blocks = nn.ModuleList(nn.Module() for _ in range(L))
+    for block in blocks:
+        block.attn = nn.Module()
+        block.attn.q_proj, block.attn.k_proj, block.attn.v_proj = (nn.Linear(d, d) for _ in range(3))
+    path = tmp_path / "eva02_tiny.pt"
+    torch.save({f"blocks.{k}": v for k, v in blocks.state_dict().items()}, path)
+    _, plan = describe(path)
+    assert plan.layout.name == "timm-eva" and plan.units[0].heads.n_heads == 3
+    assert any("assuming 3 heads" in w for w in plan.warnings)
+    got = all_forms(*describe(path)).matrices("head")
+    want = pairs_reference([(b.attn.q_proj, b.attn.k_proj) for b in blocks], 3).matrices("head")
+    assert (got - want).norm() <= 1e-6 * want.norm()
+
+
+def test_vit_pytorch_to_qkv_is_chunked_then_split_into_heads(tmp_path):
+    torch.manual_seed(7)
+    dim_head = 8  # vit-pytorch's inner width H * dim_head need not be the model width
+    layers = nn.ModuleList(nn.ModuleList([nn.Module(), nn.Module()]) for _ in range(L))
+    for attention, _ in layers:
+        attention.to_qkv = nn.Linear(D, 3 * H * dim_head, bias=False)
+    path = tmp_path / "vit.pt"
+    torch.save({f"transformer.layers.{k}": v for k, v in layers.state_dict().items()}, path)
+    _, plan = describe(path, heads=H)
+    assert plan.layout.name == "vit-pytorch" and plan.units[0].d_head == dim_head
+    want = []
+    for attention, _ in layers:  # its forward: to_qkv(x).chunk(3, dim=-1), then 'b n (h d) -> b h n d'
+        q, k, _ = probe(attention.to_qkv).chunk(3, dim=-1)
+        want.append(split_heads_hf(q, H) @ split_heads_hf(k, H).transpose(-2, -1))
+    got = all_forms(*describe(path, heads=H)).matrices("head")
+    assert (got - torch.stack(want)).norm() <= 1e-6 * torch.stack(want).norm()

@@ -37,7 +37,8 @@ def _analyze_help() -> str:
     return (
         "Symmetry and directionality of every attention layer and head of a checkpoint, with null z-scores.\n\n"
         f"Model types read, by family: {help_list()}. Files with no config: timm ViT and original DiT "
-        "(blocks.{i}.attn.qkv), Meta's Llama (wq, wk), llama-family GGUF, torch.nn.MultiheadAttention's "
+        "(blocks.{i}.attn.qkv), timm EVA (blocks.{i}.attn.q_proj), vit-pytorch (layers.{i}.0.to_qkv), Meta's "
+        "Llama (wq, wk), llama-family GGUF, torch.nn.MultiheadAttention's "
         "in_proj_weight (nn.Transformer*, OpenAI CLIP, open_clip with its open_clip_config.json, torchvision's "
         "ViT), minGPT (blocks.{i}.attn.query, .key) and nanoGPT's ckpt.pt (a training checkpoint's model_args, "
         "hyper_parameters, config or args entry serves as its config where it states the heads). Rows carry "
