@@ -26,6 +26,7 @@ from wqk.checkpoints.keys import (
     ADALN,
     attention_keys_listing,
     key_warnings,
+    refuse_adapter,
     refuse_channel_attention,
     refuse_packed,
     skipped_keys,
@@ -139,6 +140,7 @@ def plan_checkpoint(
     """Detect the layout, choose the stacks, check every shape and resolve head counts; reads no tensor."""
     keys, config = ckpt.keys, ckpt.config
     refuse_packed(keys, config)
+    refuse_adapter(keys)
     refuse_channel_attention(keys)
     if prefix and not prefix.endswith("."):
         prefix += "."

@@ -49,6 +49,7 @@ SKIP_REASONS = (
     ),
     (re.compile(r"input_scale$|activation_scale"), "activation scale of a float8 layer: not part of W_q W_k^T"),
     (re.compile(r"weight_scale(_inv)?$"), "float8 weight scale: applied to its weight when it is read"),
+    (re.compile(r"\.(scales|biases)$"), "MLX quantisation scales and biases: applied to their weight when it is read"),
     (re.compile(r"(^|\.)sr\.|sequence_reduction"), "spatial reduction of the key/value input (see the warning)"),
     (
         re.compile(r"(^|\.)(head\.attention|attn_?pool)\."),
@@ -137,6 +138,21 @@ def refuse_packed(keys: list[str], config: Mapping[str, Any]) -> None:
             f"the weights are stored quantised as packed integers ({method or 'no quant_method in the config'}: "
             f"{', '.join(packed[:3])}): they are not read here; dequantise the model first (e.g. load it with "
             "transformers and save_pretrained it in bfloat16), or score its unquantised release"
+        )
+
+
+#: A low-rank adapter's factors (PEFT's LoRA: ``q_proj.lora_A.weight``, ``q_proj.lora_B.default.weight``).
+LORA = re.compile(r"(^|\.)lora_[AB](\.|$)")
+
+
+def refuse_adapter(keys: list[str]) -> None:
+    """A LoRA adapter holds updates ``B A`` of its base model's weights, not the weights: refuse with what to do."""
+    found = sorted({key_pattern(k) for k in keys if LORA.search(k)})
+    if found:
+        raise CheckpointError(
+            f"low-rank adapter weights ({', '.join(found[:2])}{', ...' if len(found) > 2 else ''}): W_q is its base "
+            "model's weight plus the adapter's scaled B A, so the adapter alone is not the model. Merge it into the "
+            "base model (peft: model.merge_and_unload(), then save_pretrained) and analyze that"
         )
 
 

@@ -6,7 +6,8 @@ Formats: ``.safetensors`` (single, or sharded through its ``*.index.json``), ``.
 one of those next to a ``config.json`` (a diffusers pipeline directory is read from ``transformer/``).
 A single file without a ``config.json`` takes its config from a JSON of the same stem, if any.
 Only the tensors an adapter asks for are ever read (memory maps, never a whole-file load). Float8 weights
-(FP8 checkpoints) are read times the scale stored beside them (:mod:`wqk.checkpoints.fp8`).
+(FP8 checkpoints) are read times the scale stored beside them (:mod:`wqk.checkpoints.fp8`), MLX's packed
+integers unpacked with their group scales and biases (:mod:`wqk.checkpoints.mlx_quant`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 import torch
 
+from wqk.checkpoints import mlx_quant
 from wqk.checkpoints.fp8 import FLOAT8, SCALE_SUFFIXES, block_size, dequantized
 
 #: File names that say nothing about the model: name it after the directory instead.
@@ -80,11 +82,18 @@ class Checkpoint:
         return list(self.shapes)
 
     def get(self, key: str) -> torch.Tensor:
-        """Read one tensor (dequantised for GGUF; float8 times its stored scale, :mod:`wqk.checkpoints.fp8`), in its
-        stored dtype otherwise."""
+        """Read one tensor (dequantised for GGUF and MLX; float8 times its stored scale, :mod:`wqk.checkpoints.fp8`),
+        in its stored dtype otherwise. Integers are refused: a weight stored as integers is packed or quantised with
+        parameters this checkpoint does not name, and its stored values are not the weights."""
         if key not in self.shapes:
             raise CheckpointError(f"{self.path} has no tensor {key!r}")
         tensor = self.reader(key)
+        if not (tensor.is_floating_point() or tensor.dtype in FLOAT8):
+            raise CheckpointError(
+                f"{key} is stored as {tensor.dtype} with no quantisation parameters this reader knows beside it "
+                "(MLX: scales and biases with the config's quantization; FP8: a weight scale): its stored values "
+                "are not the weights; dequantise the model first"
+            )
         if tensor.dtype not in FLOAT8:
             return tensor
         scale = next((key + suffix for suffix in SCALE_SUFFIXES if key + suffix in self.shapes), None)
@@ -464,6 +473,15 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
             f"unsupported file type {suffix!r} for {path}: expected .safetensors, "
             f"{', '.join(_TORCH_SUFFIXES)}, .gguf, a shard index or a directory"
         )
+    quant = mlx_quant.quantization(config)
+    if quant is not None:
+        try:
+            shapes, packed = mlx_quant.unpacked_shapes(shapes, quant)
+        except ValueError as err:
+            raise CheckpointError(str(err)) from err
+        if packed:
+            read = mlx_quant.reader(read, packed)
+            notes.append(f"MLX-quantised: {len(packed)} packed weights are dequantised as they are read")
     if config_path is None and fmt != "gguf" and not config:
         notes.append("no config.json next to the weights: head counts come from --heads or known presets")
     source = config_path.name if config_path else "GGUF metadata" if fmt == "gguf" else saved or "config.json"

@@ -255,3 +255,15 @@ def test_vit_pytorch_to_qkv_is_chunked_then_split_into_heads(tmp_path):
         want.append(split_heads_hf(q, H) @ split_heads_hf(k, H).transpose(-2, -1))
     got = all_forms(*describe(path, heads=H)).matrices("head")
     assert (got - torch.stack(want)).norm() <= 1e-6 * torch.stack(want).norm()
+
+
+@pytest.mark.parametrize("suffix", ["lora_A.weight", "lora_B.default.weight"])
+def test_a_lora_adapter_is_refused_with_how_to_merge_it(suffix, tmp_path):
+    state = {f"base_model.model.model.layers.{i}.self_attn.q_proj.{suffix}": torch.randn(4, D) for i in range(L)}
+    state |= {
+        f"base_model.model.model.layers.{i}.self_attn.q_proj.base_layer.weight": torch.randn(D, D) for i in range(L)
+    }
+    path = tmp_path / "adapter_model.pt"
+    torch.save(state, path)
+    with pytest.raises(CheckpointError, match=r"low-rank adapter weights .*merge_and_unload"):
+        describe(path, heads=H)
