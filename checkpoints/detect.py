@@ -45,6 +45,7 @@ from wqk.checkpoints.stacks import (
     find_stacks,
     select_stacks,
 )
+from wqk.checkpoints.unet import merge_unet
 
 __all__ = ["CheckpointError", "Plan", "Unit", "plan_checkpoint"]
 
@@ -156,8 +157,9 @@ def plan_checkpoint(
             f"unrecognised attention layout in {ckpt.path}; the attention-looking keys are listed below",
             attention_keys_listing(keys),
         )
-    stacks = drop_superseded(by_model_type(stacks, config))
+    stacks, config, unet_notes = merge_unet(drop_superseded(by_model_type(stacks, config)), config)
     chosen, warnings = select_stacks(stacks, config)
+    warnings += unet_notes
     chosen.sort(key=stack_order)
     units: list[Unit] = []
     dead: dict[str, str] = {}
@@ -179,7 +181,9 @@ def plan_checkpoint(
         prefix=common,
         warnings=tuple(dict.fromkeys(warnings)),
         notes=tuple(ckpt.notes + family_notes),
-        skipped=skipped_keys(keys, {k for u in units for k in u.keys}, dead, chosen_stacks, all_stacks),
+        skipped=skipped_keys(
+            keys, {k for u in units for k in u.keys}, dead, chosen_stacks, merge_unet(all_stacks, {})[0]
+        ),
     )
 
 

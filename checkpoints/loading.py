@@ -438,9 +438,10 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
         raise CheckpointError(f"no such file or directory: {path}")
     notes: list[str] = []
     name = _model_name(path)
-    if path.is_dir() and (path / "model_index.json").exists() and (path / "transformer").is_dir():
-        notes.append(f"{path.name} is a diffusers pipeline: reading its transformer/ folder")
-        path = path / "transformer"
+    denoiser = next((p for p in ("transformer", "unet") if (path / p).is_dir()), None) if path.is_dir() else None
+    if denoiser and (path / "model_index.json").exists():
+        notes.append(f"{path.name} is a diffusers pipeline: reading its {denoiser}/ folder")
+        path = path / denoiser
     config_path = _config_file(path)
     config = read_config(config_path) if config_path else {}
     if config_path is not None and config_path.name == OPEN_CLIP_CONFIG:

@@ -398,6 +398,7 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     # diffusion
     ModelType("dit", _DIFF, ("timm-vit",)),
     ModelType("DiTTransformer2DModel", _DIFF, ("diffusers-dit",)),
+    ModelType("UNet2DConditionModel", _DIFF, ("diffusers-dit",)),  # Stable Diffusion 1-2, SDXL: wqk.checkpoints.unet
     ModelType("PixArtTransformer2DModel", _DIFF, _PIXART),
     ModelType("Transformer2DModel", _DIFF, _PIXART),
     ModelType("SD3Transformer2DModel", _DIFF, (*_MMDIT, "sd3-attn2")),

@@ -1,0 +1,72 @@
+"""A UNet's self-attention (diffusers' ``UNet2DConditionModel``: Stable Diffusion 1 and 2, SDXL) as one stack.
+
+A UNet keeps its transformer blocks in attention modules along its resolutions: ``down_blocks.{i}.attentions.{j}``,
+``mid_block.attentions.0`` and ``up_blocks.{i}.attentions.{j}``, each holding ``transformer_blocks.{t}`` (``attn1``:
+self-attention over the latent's positions; ``attn2``: cross-attention to the text encoder's states, whose width
+differs, not read). Found as one stack per attention module, they are merged into one hierarchical stack in forward
+order (down, mid, up), each module a stage with its own width and heads, as the UNet computes them:
+``num_attention_heads or attention_head_dim`` (diffusers' historical name for the head count) per down block, its
+last entry for the mid block, the list reversed for the up blocks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from wqk.checkpoints.plan import Stack
+
+UNET_MODULE = re.compile(
+    r"(?P<root>(?:[^.]+\.)*?)(?:(?P<part>down_blocks|up_blocks)\.(?P<block>\d+)|mid_block)\.attentions\.(?P<module>\d+)\."
+)
+_ORDER = {"down_blocks": 0, None: 1, "up_blocks": 2}
+
+
+def module_heads(config: Mapping[str, Any], part: str | None, block: int) -> int | None:
+    """The head count the UNet gives the attention modules of ``down_blocks.{block}`` / ``mid_block`` (``part``
+    None) / ``up_blocks.{block}``, or None where the config does not say."""
+    heads = config.get("num_attention_heads") or config.get("attention_head_dim")
+    if isinstance(heads, list) and heads:
+        ordered = heads if part == "down_blocks" else heads[::-1]  # the mid block takes the last: ordered[0]
+        heads = ordered[block if part else 0] if block < len(ordered) else None
+    return heads if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 else None
+
+
+def merge_unet(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[Stack], Mapping[str, Any], list[str]]:
+    """Merge the stacks found in a UNet's attention modules into one per layout (the rest unchanged); the config
+    with the per-module head counts as a per-stage ``num_attention_heads`` list where the config gives them all; and
+    the note saying which layers are which module."""
+    modules: dict[tuple[str, str], list[tuple[tuple, Stack]]] = {}
+    for stack in stacks:
+        m = UNET_MODULE.fullmatch(stack.prefix)
+        if m and all(len(index) == 1 for index in stack.found):
+            order = (_ORDER[m["part"]], int(m["block"] or 0), int(m["module"]), m["part"])
+            modules.setdefault((stack.layout.name, m["root"]), []).append((order, stack))
+    if not modules:
+        return stacks, config, []
+    merged_away = {id(s) for members in modules.values() for _, s in members}
+    out, notes = [s for s in stacks if id(s) not in merged_away], []
+    for (_, root), members in modules.items():
+        members.sort(key=lambda member: member[0][:3])
+        merged = Stack(members[0][1].layout, root)
+        spans, start, heads = [], 0, []
+        for stage, ((_, block, _, part), stack) in enumerate(members):
+            merged.found.update({(stage, index[0]): key for index, key in stack.found.items()})
+            heads.append(module_heads(config, part, block))
+            n = len(stack.found)
+            spans.append(f"{start}" + (f"-{start + n - 1}" if n > 1 else "") + f" {stack.prefix[len(root) : -1]}")
+            start += n
+        out.append(merged)
+        notes.append(
+            f"UNet: the self-attention (attn1) of its {len(members)} attention modules is read as one stack, layers "
+            f"in forward order ({'; '.join(spans)}), each module with its own width; the cross-attention (attn2) to "
+            "the text encoder is not read"
+        )
+    if len(modules) == 1 and all(heads):
+        config = {**config, "num_attention_heads": heads}
+        notes.append(
+            f"UNet heads per attention module {heads}: num_attention_heads or attention_head_dim (diffusers' name for "
+            "the head count) per down block, its last entry for the mid block, reversed for the up blocks"
+        )
+    return out, config, notes
