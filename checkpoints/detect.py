@@ -26,9 +26,7 @@ from wqk.checkpoints.keys import (
     ADALN,
     attention_keys_listing,
     key_warnings,
-    refuse_adapter,
-    refuse_channel_attention,
-    refuse_packed,
+    refuse_unreadable,
     skipped_keys,
 )
 from wqk.checkpoints.layout import Layout
@@ -140,9 +138,7 @@ def plan_checkpoint(
 ) -> Plan:
     """Detect the layout, choose the stacks, check every shape and resolve head counts; reads no tensor."""
     keys, config = ckpt.keys, ckpt.config
-    refuse_packed(keys, config)
-    refuse_adapter(keys)
-    refuse_channel_attention(keys)
+    refuse_unreadable(keys, config)
     if prefix and not prefix.endswith("."):
         prefix += "."
     all_stacks = find_stacks(keys)

@@ -127,45 +127,47 @@ def skipped_keys(
 # Keys of integer-packed quantised weights: GPTQ / AWQ (qweight, qzeros), compressed-tensors' int4 / int8
 # (weight_packed), bitsandbytes (4-bit quant_state, 8-bit SCB row scales).
 PACKED = re.compile(r"\.(?:qweight|qzeros|weight_packed|SCB)$|\.quant_state\.")
-
-
-def refuse_packed(keys: list[str], config: Mapping[str, Any]) -> None:
-    """Packed integer weights are not the weights (FP8 is read, :mod:`wqk.checkpoints.fp8`): refuse with what to do."""
-    packed = sorted({key_pattern(k) for k in keys if PACKED.search(k)})
-    if packed:
-        method = (config.get("quantization_config") or {}).get("quant_method")
-        raise CheckpointError(
-            f"the weights are stored quantised as packed integers ({method or 'no quant_method in the config'}: "
-            f"{', '.join(packed[:3])}): they are not read here; dequantise the model first (e.g. load it with "
-            "transformers and save_pretrained it in bfloat16), or score its unquantised release"
-        )
-
-
 #: A low-rank adapter's factors (PEFT's LoRA: ``q_proj.lora_A.weight``, ``q_proj.lora_B.default.weight``).
 LORA = re.compile(r"(^|\.)lora_[AB](\.|$)")
-
-
-def refuse_adapter(keys: list[str]) -> None:
-    """A LoRA adapter holds updates ``B A`` of its base model's weights, not the weights: refuse with what to do."""
-    found = sorted({key_pattern(k) for k in keys if LORA.search(k)})
-    if found:
-        raise CheckpointError(
-            f"low-rank adapter weights ({', '.join(found[:2])}{', ...' if len(found) > 2 else ''}): W_q is its base "
-            "model's weight plus the adapter's scaled B A, so the adapter alone is not the model. Merge it into the "
-            "base model (peft: model.merge_and_unload(), then save_pretrained) and analyze that"
-        )
-
-
 #: XCiT's cross-covariance attention keeps a learned temperature per head beside its ``qkv``.
 CHANNEL_ATTENTION = re.compile(r"(^|\.)attn\.temperature$")
 
 
-def refuse_channel_attention(keys: list[str]) -> None:
-    """Attention over channels instead of tokens has no token-token form: refuse rather than score it as one."""
-    found = sorted({key_pattern(k) for k in keys if CHANNEL_ATTENTION.search(k)})
-    if found:
-        raise CheckpointError(
-            f"cross-covariance attention (XCiT: {found[0]}): its softmax runs over the d_h x d_h covariance of "
-            "queries and keys across tokens, not over tokens, so no W_q W_k^T weighs one token against another; "
-            "not read"
-        )
+def _packed(found: list[str], config: Mapping[str, Any]) -> str:
+    method = (config.get("quantization_config") or {}).get("quant_method")
+    return (
+        f"the weights are stored quantised as packed integers ({method or 'no quant_method in the config'}: "
+        f"{', '.join(found[:3])}): they are not read here; dequantise the model first (e.g. load it with "
+        "transformers and save_pretrained it in bfloat16), or score its unquantised release"
+    )
+
+
+def _adapter(found: list[str], config: Mapping[str, Any]) -> str:
+    return (
+        f"low-rank adapter weights ({', '.join(found[:2])}{', ...' if len(found) > 2 else ''}): W_q is its base "
+        "model's weight plus the adapter's scaled B A, so the adapter alone is not the model. Merge it into the "
+        "base model (peft: model.merge_and_unload(), then save_pretrained) and analyze that"
+    )
+
+
+def _channel_attention(found: list[str], config: Mapping[str, Any]) -> str:
+    return (
+        f"cross-covariance attention (XCiT: {found[0]}): its softmax runs over the d_h x d_h covariance of "
+        "queries and keys across tokens, not over tokens, so no W_q W_k^T weighs one token against another; "
+        "not read"
+    )
+
+
+#: Keys that make a checkpoint unreadable as it is, and what the refusal says (from the patterns found and the
+#: config): packed integer weights (FP8 is read, :mod:`wqk.checkpoints.fp8`, and MLX's packing,
+#: :mod:`wqk.checkpoints.mlx_quant`), a LoRA adapter (updates of a base model, not the weights), attention over
+#: channels (no token-token form).
+REFUSED = ((PACKED, _packed), (LORA, _adapter), (CHANNEL_ATTENTION, _channel_attention))
+
+
+def refuse_unreadable(keys: list[str], config: Mapping[str, Any]) -> None:
+    """Refuse, saying what to do, a checkpoint whose keys show that its stored tensors are not the forms' weights."""
+    for pattern, message in REFUSED:
+        found = sorted({key_pattern(k) for k in keys if pattern.search(k)})
+        if found:
+            raise CheckpointError(message(found, config))
