@@ -253,11 +253,13 @@ def _units(
 
 
 def _check_mixed(stack: Stack, scope: Mapping[str, Any], groups: dict[tuple, list[int]], resolved: dict) -> None:
-    """Layers of a flat stack planned per shape must share the width ``d`` (a multi-scale model's stages, SAM 2's
-    Hiera, need head counts of their own), and where their head sizes differ, each must be one the config states
-    (Gemma 4's ``head_dim`` and ``global_head_dim``): else one head count would split them into the wrong heads."""
+    """Layers of a flat stack planned per shape must share the width ``d`` or their query rows (a multi-scale model's
+    stages, SAM 2's Hiera, widen both and need head counts of their own; a first layer that reads wider input
+    features, FunASR-Nano's encoder, keeps the others' heads), and where their head sizes differ, each must be one the
+    config states (Gemma 4's ``head_dim`` and ``global_head_dim``): else one head count would split them into the
+    wrong heads."""
     dims = sorted({(d, h.n_heads * dh, h.n_kv_heads * dh) for h, d, dh, _ in resolved.values()})
-    if len({d for d, _, _ in dims}) > 1:
+    if len({d for d, _, _ in dims}) > 1 and len({q for _, q, _ in dims}) > 1:
         raise CheckpointError(f"layers of '{stack.prefix}' differ in shape (d, q rows, k rows): {dims}")
     if len({dh for _, _, dh, _ in resolved.values()}) == 1:
         return

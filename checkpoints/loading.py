@@ -1,9 +1,9 @@
 """Open a checkpoint on disk as named tensors that are read one at a time, plus its config.
 
-Formats: ``.safetensors`` (single, or sharded through its ``*.index.json``), ``.pt`` / ``.pth`` /
+Formats: ``.safetensors`` (single, or sharded through its ``*.index.json``), ``.pt`` / ``.pth`` / ``.ckpt`` /
 ``.bin`` (``torch.load(..., weights_only=True)``: tensors and plain containers only), ``.gguf``
 (dequantised through the ``gguf`` package; its metadata becomes a config), or a directory holding
-one of those next to a ``config.json`` (a diffusers pipeline directory is read from ``transformer/``).
+one of those next to a ``config.json`` (a diffusers pipeline directory is read from ``transformer/`` or ``unet/``).
 A single file without a ``config.json`` takes its config from a JSON of the same stem, if any.
 Only the tensors an adapter asks for are ever read (memory maps, never a whole-file load). Float8 weights
 (FP8 checkpoints) are read times the scale stored beside them (:mod:`wqk.checkpoints.fp8`), MLX's packed
@@ -27,7 +27,7 @@ from wqk.checkpoints.fp8 import FLOAT8, SCALE_SUFFIXES, block_size, dequantized
 
 #: File names that say nothing about the model: name it after the directory instead.
 _GENERIC_STEMS = {"model", "pytorch_model", "diffusion_pytorch_model", "consolidated", "weights", "checkpoint"}
-_TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+_TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 # Classes torch's weights-only loader may rebuild besides tensors and containers. argparse.Namespace
 # is how DiT's training script stores its args next to "model" and "ema": it is restored as plain
 # attributes, runs no code, and is then ignored.
@@ -343,7 +343,16 @@ def _gguf_file(path: Path) -> tuple[dict[str, tuple[int, ...]], Callable[[str], 
 
 def _weight_files(directory: Path) -> list[Path]:
     """The weight files a directory is read from, in order of preference."""
-    patterns = ("*.safetensors.index.json", "*.safetensors", "*.bin.index.json", "*.bin", "*.pt", "*.pth", "*.gguf")
+    patterns = (
+        "*.safetensors.index.json",
+        "*.safetensors",
+        "*.bin.index.json",
+        "*.bin",
+        "*.pt",
+        "*.pth",
+        "*.ckpt",
+        "*.gguf",
+    )
     for pattern in patterns:
         found = sorted(directory.glob(pattern))
         if found:
@@ -449,7 +458,9 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
         notes.append(f"{OPEN_CLIP_CONFIG}: open_clip's model config (heads per tower from its widths)")
     files = _weight_files(path) if path.is_dir() else [path]
     if not files:
-        raise CheckpointError(f"{path} holds no weights (.safetensors, .bin, .pt, .pth or .gguf, or a shard index)")
+        raise CheckpointError(
+            f"{path} holds no weights (.safetensors, .bin, .pt, .pth, .ckpt or .gguf, or a shard index)"
+        )
     if files[0].name.endswith(".index.json"):
         index, files = files[0], _index_files(files[0])
         notes.append(f"sharded: {index.name} -> {len(files)} files")

@@ -214,3 +214,27 @@ def test_layers_whose_head_size_the_config_does_not_state_are_refused(tmp_path):
     _, plan = describe(tmp_path)
     assert [u.d_head for u in plan.units] == [16 if i in (5, 11) else 8 for i in range(LAYERS)]
     assert any("key/value heads of size 16 from their key weight" in w for w in plan.warnings)
+
+
+def test_a_first_layer_that_reads_wider_features_keeps_the_heads_of_the_others(tmp_path):
+    """FunASR-Nano's audio encoder: its first layer's q and k read the stacked filterbank features (wider than d),
+    the others the hidden states; the query rows, and so the heads, are the same in every layer."""
+    try:
+        config = transformers.AutoConfig.for_model("fun_asr_nano_encoder")
+    except (KeyError, ValueError):
+        pytest.skip(f"transformers {transformers.__version__} has no fun_asr_nano_encoder")
+    for name, value in {
+        "hidden_size": D,
+        "num_hidden_layers": 3,
+        "num_attention_heads": H,
+        "intermediate_size": 37,
+    }.items():
+        setattr(config, name, value)
+    model = transformers.AutoModel.from_config(config)
+    model.save_pretrained(tmp_path)
+    ckpt, plan = describe(tmp_path)
+    pairs = [(layer.self_attn.q_proj, layer.self_attn.k_proj) for layer in model.layers]
+    assert [u.d_model for u in plan.units] == [q.in_features for q, _ in pairs] and pairs[0][0].in_features != D
+    for i, (q, k) in enumerate(pairs):
+        assert plan.units[i].heads.n_heads == H
+        assert_forms_equal(layer_forms(ckpt, plan, i), pairs_reference([(q, k)], H))

@@ -10,6 +10,7 @@ import torch
 from checkpoint_builders import assert_forms_equal, pairs_reference
 
 from wqk.checkpoints.analyze import analyze, describe, layer_forms
+from wqk.checkpoints.loading import CheckpointError
 from wqk.checkpoints.unet import module_heads
 
 diffusers = pytest.importorskip("diffusers")
@@ -69,3 +70,34 @@ def test_unet_head_counts_follow_the_unet():
     assert module_heads({"attention_head_dim": 8}, "up_blocks", 3) == 8  # Stable Diffusion 1: 8 heads everywhere
     assert module_heads({"num_attention_heads": [2, 4], "attention_head_dim": 64}, "down_blocks", 1) == 4
     assert module_heads({}, "down_blocks", 0) is None
+
+
+def test_a_single_file_stable_diffusion_checkpoint_reads_its_unet_in_forward_order(tmp_path):
+    """The original (CompVis / LDM) names, as a single-file Stable Diffusion .ckpt stores them beside its VAE and its
+    CLIP text encoder: ``--prefix model.diffusion_model.`` picks the UNet, whose modules are merged in forward order."""
+    torch.manual_seed(1)
+    widths = {
+        "input_blocks.1": 16,
+        "input_blocks.4": 32,
+        "middle_block": 32,
+        "output_blocks.3": 32,
+        "output_blocks.9": 16,
+    }
+    weights = {
+        f"model.diffusion_model.{module}.1.transformer_blocks.0.attn1.to_{p}.weight": torch.randn(w, w)
+        for module, w in widths.items()
+        for p in "qk"
+    }
+    weights["cond_stage_model.transformer.text_model.encoder.layers.0.self_attn.q_proj.weight"] = torch.randn(16, 16)
+    weights["cond_stage_model.transformer.text_model.encoder.layers.0.self_attn.k_proj.weight"] = torch.randn(16, 16)
+    weights["first_stage_model.decoder.mid.attn_1.q.weight"] = torch.randn(8, 8, 1, 1)
+    path = tmp_path / "v1-5-pruned-emaonly.ckpt"
+    torch.save({"state_dict": weights, "global_step": 840000}, path)
+    with pytest.raises(CheckpointError, match="several attention stacks"):
+        describe(path, heads=2)
+    ckpt, plan = describe(path, heads=2, prefix="state_dict.model.diffusion_model.")
+    assert [u.d_model for u in plan.units] == list(widths.values())
+    for i, module in enumerate(widths):
+        q, k = (weights[f"model.diffusion_model.{module}.1.transformer_blocks.0.attn1.to_{p}.weight"] for p in "qk")
+        want = torch.stack([qh.T @ kh for qh, kh in zip(q.double().chunk(2), k.double().chunk(2), strict=True)])
+        assert torch.allclose(layer_forms(ckpt, plan, i).matrices("head")[0], want, atol=1e-10)
