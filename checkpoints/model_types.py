@@ -95,6 +95,7 @@ TOWER_MODULES = {
     "video_tower": "video",
     "vision_encoder": "vision",
     "text_model": "text",
+    "text_encoder": "text",
     "language_model": "text",
     "audio_tower": "audio",
     "audio_model": "audio",

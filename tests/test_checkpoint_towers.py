@@ -57,3 +57,18 @@ def test_each_tower_is_described_by_its_part_of_the_config():
     assert config_scope(config, "image_tower.encoder.") == ({"v": 1}, "vision_config.")
     assert config_scope(config, "language_model.") == ({"t": 1}, "text_config.")
     assert config_scope(config, "model.layers.") == (config, "")
+
+
+def test_tipsv2_saves_its_text_tower_as_torch_multihead_attention_and_both_towers_are_read(tmp_path):
+    """transformers saves TIPSv2 in its original keys: the text tower as ``text_encoder.transformer.resblocks.*.attn``
+    (``nn.MultiheadAttention``'s ``in_proj_weight``), the vision tower as timm's ``vision_encoder.blocks.*.attn.qkv``.
+    Both are read and equal the q / k projections of the loaded model's modules."""
+    try:
+        model = tiny_model("tipsv2")
+    except (KeyError, ValueError):
+        pytest.skip("this transformers has no tipsv2")
+    model.save_pretrained(tmp_path)
+    references = {"vision": separate_reference(model.vision_model), "text": separate_reference(model.text_model)}
+    assert_stacks_match(tmp_path, references)
+    _, plan = describe(tmp_path)
+    assert {u.layout.name for u in plan.units} == {"timm-vit", "torch-mha"}
