@@ -1,4 +1,5 @@
-"""Float8 weights and their scales: the stored values times the scale stored beside them.
+"""Float8 weights and their scales: the stored values times the scale stored beside them (int8 weights of
+compressed-tensors' symmetric ``int-quantized`` format alike).
 
 An FP8 checkpoint keeps each quantised linear weight ``W`` as float8 values ``Q`` and a float32 scale, so
 that ``W = Q * scale``; the float8 values alone are not the weights (each block or row has its own scale,

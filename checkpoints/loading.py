@@ -82,26 +82,25 @@ class Checkpoint:
         return list(self.shapes)
 
     def get(self, key: str) -> torch.Tensor:
-        """Read one tensor (dequantised for GGUF and MLX; float8 times its stored scale, :mod:`wqk.checkpoints.fp8`),
-        in its stored dtype otherwise. Integers are refused: a weight stored as integers is packed or quantised with
-        parameters this checkpoint does not name, and its stored values are not the weights."""
+        """Read one tensor: dequantised for GGUF and MLX; a float8 or integer weight times the scale stored beside it
+        (FP8 checkpoints, compressed-tensors' int8 ``int-quantized``: :mod:`wqk.checkpoints.fp8`); in its stored dtype
+        otherwise. A float8 or integer weight with no scale beside it is refused: its stored values are not the
+        weights."""
         if key not in self.shapes:
             raise CheckpointError(f"{self.path} has no tensor {key!r}")
         tensor = self.reader(key)
-        if not (tensor.is_floating_point() or tensor.dtype in FLOAT8):
-            raise CheckpointError(
-                f"{key} is stored as {tensor.dtype} with no quantisation parameters this reader knows beside it "
-                "(MLX: scales and biases with the config's quantization; FP8: a weight scale): its stored values "
-                "are not the weights; dequantise the model first"
-            )
-        if tensor.dtype not in FLOAT8:
+        if tensor.is_floating_point() and tensor.dtype not in FLOAT8:
             return tensor
         scale = next((key + suffix for suffix in SCALE_SUFFIXES if key + suffix in self.shapes), None)
         if scale is None:
             raise CheckpointError(
                 f"{key} is stored in {tensor.dtype} with no {key}{SCALE_SUFFIXES[0]} or {key}{SCALE_SUFFIXES[1]} "
-                "beside it: without its scale the stored values are not the weights (not guessing)"
+                "beside it (nor MLX's scales and biases with the config's quantization): without its scale the "
+                "stored values are not the weights (not guessing); dequantise the model first"
             )
+        zero = key.removesuffix("weight") + "weight_zero_point"
+        if zero in self.shapes and bool(self.reader(zero).any()):
+            raise CheckpointError(f"{key}: asymmetric quantisation ({zero} is not zero) is not read")
         try:
             return dequantized(tensor, self.reader(scale), block_size(self.config), key)
         except ValueError as err:

@@ -115,5 +115,5 @@ def test_packed_weights_without_their_quantization_config_are_refused(tmp_path):
     config = json.loads((tmp_path / "config.json").read_text())
     del config["quantization"]
     (tmp_path / "config.json").write_text(json.dumps(config))
-    with pytest.raises(CheckpointError, match=r"stored as torch.uint32 with no quantisation parameters"):
+    with pytest.raises(CheckpointError, match=r"stored in torch.uint32 with no .*weight_scale beside it \(nor MLX"):
         all_forms(*describe(tmp_path, heads=H))

@@ -1,5 +1,6 @@
 """Quantised checkpoints. FP8: float8 weights are read times the scale stored beside them (wqk.checkpoints.fp8),
-per block, per row or per tensor; a float8 weight without a scale is refused. The reference dequantises block
+per block, per row or per tensor, and int8 ones alike (compressed-tensors' symmetric int-quantized); a float8 weight
+without a scale, or an asymmetric int8 one, is refused. The reference dequantises block
 by block in a plain loop, not through the module's broadcasting. Integer-packed weights (GPTQ, AWQ,
 bitsandbytes) are refused with what to do."""
 
@@ -11,7 +12,7 @@ import math
 import pytest
 import torch
 from checkpoint_builders import assert_forms_equal
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from wqk.checkpoints.analyze import all_forms, describe
 from wqk.checkpoints.loading import CheckpointError
@@ -29,15 +30,16 @@ def _blockwise(values: torch.Tensor, scale: torch.Tensor, block: tuple[int, int]
     return out
 
 
-def _llama(tmp_path, scale_of, suffix: str = "_scale_inv", quantization: dict | None = None):
-    """A 2-layer llama-style FP8 checkpoint; ``scale_of(values)`` gives each weight's stored scale. Returns the
-    stored float8 q/k values and their scales, layer by layer."""
+def _llama(tmp_path, scale_of, suffix: str = "_scale_inv", quantization: dict | None = None, dtype=FP8):
+    """A 2-layer llama-style FP8 (or int8) checkpoint; ``scale_of(values)`` gives each weight's stored scale.
+    Returns the stored q/k values and their scales, layer by layer."""
     tensors, stored = {}, []
     gen = torch.Generator().manual_seed(0)
     for i in range(L):
         pair = []
         for name in ("q", "k", "v", "o"):
-            values = (torch.randn(D, D, generator=gen) * 4).to(FP8)
+            values = torch.randn(D, D, generator=gen) * 4
+            values = values.to(dtype) if dtype == FP8 else values.round().clamp(-127, 127).to(dtype)
             scale = scale_of(values)
             key = f"model.layers.{i}.self_attn.{name}_proj.weight"
             tensors |= {key: values, key + suffix: scale}
@@ -75,6 +77,21 @@ def test_tensor_and_row_scales(shape, tmp_path):
     rows = lambda s: s.reshape(-1, 1) if s.numel() > 1 else s.reshape(())
     want = _forms([[v.float() * rows(s) for v, s in p] for p in stored])
     assert_forms_equal(all_forms(*describe(tmp_path)), want, atol=1e-6)
+
+
+def test_int8_weights_are_read_times_their_row_scales(tmp_path):
+    """compressed-tensors' int8 ``int-quantized`` format: symmetric, a scale per output row, W = q * scale."""
+    stored = _llama(tmp_path, lambda v: torch.rand(D, 1) + 0.1, suffix="_scale", dtype=torch.int8)
+    want = _forms([[v.float() * s for v, s in p] for p in stored])
+    assert_forms_equal(all_forms(*describe(tmp_path)), want, atol=1e-6)
+
+
+def test_an_asymmetric_int8_weight_is_refused(tmp_path):
+    _llama(tmp_path, lambda v: torch.rand(D, 1) + 0.1, suffix="_scale", dtype=torch.int8)
+    tensors = {"model.layers.0.self_attn.q_proj.weight_zero_point": torch.full((D, 1), 3, dtype=torch.int8)}
+    save_file({**load_file(str(tmp_path / "model.safetensors")), **tensors}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"asymmetric quantisation .*weight_zero_point is not zero"):
+        all_forms(*describe(tmp_path))
 
 
 def test_a_float8_weight_without_its_scale_is_refused(tmp_path):
