@@ -340,8 +340,10 @@ def _gguf_file(path: Path) -> tuple[dict[str, tuple[int, ...]], Callable[[str], 
     return {k: tuple(reversed(t.shape.tolist())) for k, t in tensors.items()}, read, config, notes
 
 
-def _weight_files(directory: Path) -> list[Path]:
-    """The weight files a directory is read from, in order of preference."""
+def _weight_files(directory: Path, open_clip: bool = False) -> list[Path]:
+    """The weight files a directory is read from, in order of preference: open_clip's own files
+    (``open_clip_model.safetensors``, ``open_clip_pytorch_model.bin``) where its config is the one read, the others
+    otherwise (a hub repo of an open_clip model often holds the transformers conversion beside them)."""
     patterns = (
         "*.safetensors.index.json",
         "*.safetensors",
@@ -353,7 +355,7 @@ def _weight_files(directory: Path) -> list[Path]:
         "*.gguf",
     )
     for pattern in patterns:
-        found = sorted(directory.glob(pattern))
+        found = [f for f in sorted(directory.glob(pattern)) if f.name.startswith("open_clip_") == open_clip]
         if found:
             return found[:1] if pattern.endswith(".json") else found
     return []
@@ -455,7 +457,8 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
     if config_path is not None and config_path.name == OPEN_CLIP_CONFIG:
         config = open_clip_config(config)
         notes.append(f"{OPEN_CLIP_CONFIG}: open_clip's model config (heads per tower from its widths)")
-    files = _weight_files(path) if path.is_dir() else [path]
+    open_clip = config_path is not None and config_path.name == OPEN_CLIP_CONFIG
+    files = _weight_files(path, open_clip) if path.is_dir() else [path]
     if not files:
         raise CheckpointError(
             f"{path} holds no weights (.safetensors, .bin, .pt, .pth, .ckpt or .gguf, or a shard index)"

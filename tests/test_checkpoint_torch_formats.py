@@ -267,3 +267,20 @@ def test_a_lora_adapter_is_refused_with_how_to_merge_it(suffix, tmp_path):
     torch.save(state, path)
     with pytest.raises(CheckpointError, match=r"low-rank adapter weights .*merge_and_unload"):
         describe(path, heads=H)
+
+
+def test_a_hub_folder_with_both_conversions_reads_the_one_its_config_describes(tmp_path):
+    """LAION's open_clip repos hold the transformers conversion (config.json, model.safetensors) beside open_clip's
+    own files: config.json wins, and open_clip's weights are read only with open_clip's config."""
+    transformers = pytest.importorskip("transformers")
+    small = {"hidden_size": D, "num_hidden_layers": L, "num_attention_heads": H, "intermediate_size": 37}
+    config = transformers.CLIPConfig(text_config=small, vision_config={**small, "image_size": 8, "patch_size": 4})
+    transformers.CLIPModel(config).save_pretrained(tmp_path)
+    torch.save(_Clip(vision=(D, H), text=(D, H)).state_dict(), tmp_path / "open_clip_pytorch_model.bin")
+    (tmp_path / "open_clip_config.json").write_text(json.dumps({"model_cfg": {"vision_cfg": {"width": D}}}))
+    _, plan = describe(tmp_path)
+    assert (plan.model_type, {u.layout.name for u in plan.units}) == ("clip", {"llama-style"})
+    for name in ("config.json", "model.safetensors"):
+        (tmp_path / name).unlink()
+    _, plan = describe(tmp_path)
+    assert (plan.model_type, {u.layout.name for u in plan.units}) == ("open_clip", {"torch-mha"})
