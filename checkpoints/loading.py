@@ -340,10 +340,11 @@ def _gguf_file(path: Path) -> tuple[dict[str, tuple[int, ...]], Callable[[str], 
     return {k: tuple(reversed(t.shape.tolist())) for k, t in tensors.items()}, read, config, notes
 
 
-def _weight_files(directory: Path, open_clip: bool = False) -> list[Path]:
+def _weight_files(directory: Path, open_clip: bool = False) -> tuple[list[Path], list[Path]]:
     """The weight files a directory is read from, in order of preference: open_clip's own files
     (``open_clip_model.safetensors``, ``open_clip_pytorch_model.bin``) where its config is the one read, the others
-    otherwise (a hub repo of an open_clip model often holds the transformers conversion beside them)."""
+    otherwise (a hub repo of an open_clip model often holds the transformers conversion beside them); and the
+    variants left unread (``_one_variant``)."""
     patterns = (
         "*.safetensors.index.json",
         "*.safetensors",
@@ -357,8 +358,28 @@ def _weight_files(directory: Path, open_clip: bool = False) -> list[Path]:
     for pattern in patterns:
         found = [f for f in sorted(directory.glob(pattern)) if f.name.startswith("open_clip_") == open_clip]
         if found:
-            return found[:1] if pattern.endswith(".json") else found
-    return []
+            files = found[:1] if pattern.endswith(".json") else _one_variant(found)
+            return files, [f for f in found if f not in files and not pattern.endswith(".json")]
+    return [], []
+
+
+#: diffusers' weight variants (``diffusion_pytorch_model.fp16.safetensors``), in order of preference after the file
+#: with none: copies of the same weights at other precisions, then the raw training weights (``non_ema``: Stable
+#: Diffusion samples with the EMA weights, the file with no variant).
+_VARIANTS = ("fp16", "bf16", "fp32", "ema", "non_ema")
+
+
+def _one_variant(files: list[Path]) -> list[Path]:
+    """One variant of each file stored in several (``diffusion_pytorch_model.safetensors`` beside its ``.fp16.`` and
+    ``.non_ema.`` copies), in the order of ``_VARIANTS``; a file is a variant of ``B`` where its name is
+    ``B.{variant}.{ext}`` with a known variant."""
+    by_base: dict[str, list[tuple[int, Path]]] = {}
+    for f in files:
+        base, _, variant = f.name.removesuffix(f.suffix).rpartition(".")
+        known = base and variant in _VARIANTS
+        key, rank = (base, 1 + _VARIANTS.index(variant)) if known else (f.name.removesuffix(f.suffix), 0)
+        by_base.setdefault(key, []).append((rank, f))
+    return sorted(min(group)[1] for group in by_base.values())
 
 
 def _index_files(index: Path) -> list[Path]:
@@ -458,7 +479,11 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
         config = open_clip_config(config)
         notes.append(f"{OPEN_CLIP_CONFIG}: open_clip's model config (heads per tower from its widths)")
     open_clip = config_path is not None and config_path.name == OPEN_CLIP_CONFIG
-    files = _weight_files(path, open_clip) if path.is_dir() else [path]
+    files, variants = _weight_files(path, open_clip) if path.is_dir() else ([path], [])
+    if variants:
+        notes.append(
+            f"reading {', '.join(f.name for f in files)}; its variants not read: {', '.join(f.name for f in variants)}"
+        )
     if not files:
         raise CheckpointError(
             f"{path} holds no weights (.safetensors, .bin, .pt, .pth, .ckpt or .gguf, or a shard index)"

@@ -224,3 +224,22 @@ def test_nested_head_counts_are_used_only_when_the_nested_configs_agree(config, 
         return
     plan = describe(tmp_path)[1]
     assert (plan.heads.n_heads, plan.heads.source) == (H, f"config.json ({source})")
+
+
+def test_a_folder_of_diffusers_variants_reads_one_of_them(tmp_path):
+    """A diffusers folder holds one model in several files (``diffusion_pytorch_model.safetensors`` and its ``.fp16.``
+    and ``.non_ema.`` variants): the one with no variant is read, else fp16, and the note names those left unread."""
+    weights = {name: TimmStack().state_dict() for name in ("", ".fp16", ".non_ema")}
+    for variant, state in weights.items():
+        _save(state, tmp_path / f"diffusion_pytorch_model{variant}.safetensors")
+    read = lambda: open_checkpoint(tmp_path)
+    key = "blocks.0.attn.qkv.weight"
+    assert torch.equal(read().get(key), weights[""][key])
+    assert any("variants not read: diffusion_pytorch_model.fp16.safetensors" in note for note in read().notes)
+    (tmp_path / "diffusion_pytorch_model.safetensors").unlink()
+    assert torch.equal(read().get(key), weights[".fp16"][key])
+    (tmp_path / "diffusion_pytorch_model.fp16.safetensors").unlink()
+    assert torch.equal(read().get(key), weights[".non_ema"][key])
+    _save(TimmStack().state_dict(), tmp_path / "sd_xl_base_1.0.safetensors")  # a dot that names no variant
+    with pytest.raises(CheckpointError, match="in both"):
+        read()
