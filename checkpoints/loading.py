@@ -290,8 +290,8 @@ def _torch_files(
             raise CheckpointError(f"tensor {sorted(clash)[0]!r} appears in more than one file next to {path.name}")
         tensors.update(sub)
         notes += [f"{path.name}: {note}" for note in sub_notes]
-        found = stated or _hyperparameters(obj)
-        stated = found and (f"{path.name}'s {found[0]!r}", found[1])
+        found = None if stated else _hyperparameters(obj)
+        stated = (f"{path.name}'s {found[0]!r}", found[1]) if found else stated
     return {k: tuple(t.shape) for k, t in tensors.items()}, tensors.__getitem__, notes, stated
 
 
@@ -475,10 +475,10 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
         path = path / denoiser
     config_path = _config_file(path)
     config = read_config(config_path) if config_path else {}
-    if config_path is not None and config_path.name == OPEN_CLIP_CONFIG:
+    open_clip = config_path is not None and config_path.name == OPEN_CLIP_CONFIG
+    if open_clip:
         config = open_clip_config(config)
         notes.append(f"{OPEN_CLIP_CONFIG}: open_clip's model config (heads per tower from its widths)")
-    open_clip = config_path is not None and config_path.name == OPEN_CLIP_CONFIG
     files, variants = _weight_files(path, open_clip) if path.is_dir() else ([path], [])
     if variants:
         notes.append(

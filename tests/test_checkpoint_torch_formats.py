@@ -284,3 +284,13 @@ def test_a_hub_folder_with_both_conversions_reads_the_one_its_config_describes(t
         (tmp_path / name).unlink()
     _, plan = describe(tmp_path)
     assert (plan.model_type, {u.layout.name for u in plan.units}) == ("open_clip", {"torch-mha"})
+
+
+def test_the_first_file_that_states_the_heads_is_named_as_their_source(tmp_path):
+    encoder = nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, 48, batch_first=True), L)
+    state = encoder.state_dict()
+    for part in (0, 1):
+        mine = {k: v for k, v in state.items() if k.startswith(f"layers.{part}.")}
+        torch.save({"model": mine, "model_args": {"n_head": H}}, tmp_path / f"part{part}.pt")
+    _, plan = describe(tmp_path)
+    assert {u.heads.source for u in plan.units} == {"part0.pt's 'model_args' (n_head)"}
