@@ -5,7 +5,8 @@
 ``paper/freezes.json`` lists the freezes: the commit that holds the registry file, its hash, and the hash of each
 prediction's definition. A verdict row's prediction is frozen at the first freeze whose definition of it is
 today's; its data are **confirmatory** when every run behind them was made from a commit that descends from that
-freeze, and **exploratory** otherwise (made before the freeze, or from uncommitted code: a ``-dirty`` commit).
+freeze, and **exploratory** otherwise (made before the freeze, or from uncommitted code: a ``-dirty`` commit, unless
+:mod:`wqk.paper.dirty_runs` verified that the code the run reaches is its base commit's).
 
 Freezing is two commits: commit the registry file (``python -m wqk.paper.preregistration write``), then record that
 commit (``python -m wqk.paper.preregistration freeze``) and commit the record.
@@ -23,6 +24,7 @@ from functools import cache
 from pathlib import Path
 
 from wqk.common.io import atomic_write_text
+from wqk.paper.dirty_runs import resolved
 from wqk.paper.predictions import CONFIRMATORY, ROLES, SECTIONS, Prediction
 from wqk.paper.resolution import MIN_BLOCK_SHARE
 from wqk.paper.verdict import ALPHA
@@ -151,9 +153,15 @@ def result_commits(results, experiment: str) -> list[str]:
 
 
 def manifest_commits(manifest: dict) -> list[str]:
-    """The git commits of the runs behind one results manifest (each unit's, for a split experiment's)."""
-    units = manifest.get("units") or {"all": manifest}
-    return [u.get("provenance", {}).get("git_commit", "unknown") for u in units.values()]
+    """The git commits of the runs behind one results manifest (each unit's, for a split experiment's); a run made
+    from a dirty tree counts as made from its base commit where :mod:`wqk.paper.dirty_runs` verified that the base
+    reproduces it."""
+    experiment = manifest.get("experiment", "")
+    units = {f"{experiment}/{u}": m for u, m in manifest["units"].items()} if manifest.get("units") else None
+    return [
+        resolved(name, run.get("provenance", {}).get("git_commit", "unknown"))
+        for name, run in (units or {experiment: manifest}).items()
+    ]
 
 
 def mark_exploratory(rows: list, results) -> list:
