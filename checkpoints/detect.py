@@ -153,7 +153,7 @@ def plan_checkpoint(
             f"unrecognised attention layout in {ckpt.path}; the attention-looking keys are listed below",
             attention_keys_listing(keys),
         )
-    stacks, config, unet_notes = merge_unet(drop_superseded(by_model_type(stacks, config)), config)
+    stacks, config, unet_notes = merge_unet(drop_superseded(by_model_type(stacks, config)), config, ckpt.shapes)
     chosen, warnings = select_stacks(stacks, config)
     warnings += unet_notes
     chosen.sort(key=stack_order)

@@ -137,6 +137,25 @@ IMAGE_LAYOUTS = (
         ),
     ),
     Layout(
+        "diffusers-unet",
+        r"attentions\.(?P<layer>\d+)\.to_q\.weight",
+        ("to_q.weight", "to_k.weight"),
+        SEPARATE,
+        "attentions.*.to_q, .to_k (a UNet's attention over pixels: UNet2DModel's AttnDownBlock2D, mid block and "
+        f"AttnUpBlock2D, an autoencoder's mid block; wqk.checkpoints.unet): {LINEAR}",
+        any_model=True,
+        pre_norm=("{prefix}attentions.{layer}.group_norm.weight",),
+    ),
+    Layout(
+        "diffusers-unet-legacy",
+        r"attentions\.(?P<layer>\d+)\.query\.weight",
+        ("query.weight", "key.weight"),
+        SEPARATE,
+        f"attentions.*.query, .key (the same blocks under the names diffusers saved before 0.14): {LINEAR}",
+        any_model=True,
+        pre_norm=("{prefix}attentions.{layer}.group_norm.weight",),
+    ),
+    Layout(
         "diffusers-cross",
         r"transformer_blocks\.(?P<layer>\d+)\.attn2\.to_q\.weight",
         ("to_q.weight", "to_k.weight"),

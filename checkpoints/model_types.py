@@ -400,6 +400,7 @@ MODEL_TYPES: tuple[ModelType, ...] = (
     ModelType("dit", _DIFF, ("timm-vit",)),
     ModelType("DiTTransformer2DModel", _DIFF, ("diffusers-dit",)),
     ModelType("UNet2DConditionModel", _DIFF, ("diffusers-dit",)),  # Stable Diffusion 1-2, SDXL: wqk.checkpoints.unet
+    ModelType("UNet2DModel", _DIFF, ("diffusers-unet", "diffusers-unet-legacy")),  # DDPM, in pixel space
     ModelType("PixArtTransformer2DModel", _DIFF, _PIXART),
     ModelType("Transformer2DModel", _DIFF, _PIXART),
     ModelType("SD3Transformer2DModel", _DIFF, (*_MMDIT, "sd3-attn2")),

@@ -92,7 +92,8 @@ def select_stacks(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[
 
     EMA over raw DiT weights; an MAE's encoder over its pretraining decoder; SAM's image encoder over its
     mask decoder; a model's self-attention with its cross-attention or second stream (encoder-decoder,
-    PixArt, MMDiT: all under one model prefix); one stack in each of a model's towers (CLIP / SigLIP's vision and
+    PixArt, MMDiT: all under one model prefix); the self-attention of an autoencoder's encoder and decoder (a VAE);
+    one stack in each of a model's towers (CLIP / SigLIP's vision and
     text, an audio or omni language model's audio and text).
     """
     if len(stacks) == 1:
@@ -122,6 +123,9 @@ def select_stacks(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[
         labelled = [(s, _grouped_label(s)) for s in stacks]
         if len({label for _, label in labelled}) == len(labelled):
             return labelled, []
+    halves = [_grouped_label(s) for s in stacks]
+    if sorted(halves) == ["decoder", "encoder"] and len({_root(s.prefix) for s in stacks}) == 1:
+        return list(zip(stacks, halves, strict=True)), []  # an autoencoder's two halves (a VAE's mid blocks)
     towers = [tower(s.prefix) or (record.untowered if record else None) for s in stacks]
     if None not in towers and len(set(towers)) == len(towers):  # one stack per tower: CLIP, an audio or omni LM
         return list(zip(stacks, towers, strict=True)), []  # type: ignore[arg-type]

@@ -9,6 +9,11 @@ order (down, mid, up), each module a stage with its own width and heads, as the 
 last entry for the mid block, the list reversed for the up blocks. The original (CompVis / LDM) names of a
 single-file Stable Diffusion checkpoint, ``model.diffusion_model.{input_blocks.{i}.1, middle_block.1,
 output_blocks.{i}.1}``, are merged alike; such a file states no heads (``--heads``: 8 in Stable Diffusion 1).
+
+A pixel-space UNet (``UNet2DModel``: DDPM, and an autoencoder's mid block) attends in the blocks themselves,
+``down_blocks.{i}.attentions.{j}.to_q`` (``query`` before diffusers 0.14), with no transformer block and no text:
+each block is a stage and its attention modules its layers. There ``attention_head_dim`` is the head size (8 when
+a ``UNet2DModel`` config leaves it out; ``null``: one head as wide as the block, as an autoencoder's mid block has).
 """
 
 from __future__ import annotations
@@ -20,10 +25,17 @@ from typing import Any
 from wqk.checkpoints.plan import Stack
 
 _DIFFUSERS = re.compile(
-    r"(?P<root>(?:[^.]+\.)*?)(?:(?P<part>down_blocks|up_blocks)\.(?P<block>\d+)|mid_block)\.attentions\.(?P<module>\d+)\."
+    r"(?P<root>(?:[^.]+\.)*?)(?:(?P<part>down_blocks|up_blocks)\.(?P<block>\d+)|mid_block)\."
+    r"(?:attentions\.(?P<module>\d+)\.)?"  # absent where the blocks attend themselves (PIXEL_LAYOUTS)
 )
 _LDM = re.compile(r"(?P<root>(?:[^.]+\.)*?)(?:(?P<part>input_blocks|output_blocks)\.(?P<block>\d+)|middle_block)\.1\.")
 _ORDER = {"down_blocks": 0, "input_blocks": 0, None: 1, "up_blocks": 2, "output_blocks": 2}
+#: The layouts of attention modules that are the blocks' own (a pixel-space UNet's), each module a layer.
+PIXEL_LAYOUTS = ("diffusers-unet", "diffusers-unet-legacy")
+#: Classes whose configs may leave ``attention_head_dim`` out: UNet2DModel's default head size, and the autoencoders,
+#: whose mid-block attention has one head as wide as the block.
+_DEFAULT_HEAD_SIZE = {"UNet2DModel": 8}
+_ONE_HEAD = ("AutoencoderKL", "VQModel", "AsymmetricAutoencoderKL", "AutoencoderKLTemporalDecoder")
 
 
 def module_heads(config: Mapping[str, Any], part: str | None, block: int) -> int | None:
@@ -34,6 +46,30 @@ def module_heads(config: Mapping[str, Any], part: str | None, block: int) -> int
         ordered = heads if part == "down_blocks" else heads[::-1]  # the mid block takes the last: ordered[0]
         heads = ordered[block if part else 0] if block < len(ordered) else None
     return heads if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0 else None
+
+
+def pixel_heads(config: Mapping[str, Any], width: int) -> int | None:
+    """The head count of a pixel-space UNet's attention module of ``width`` channels: ``width`` over the head size
+    ``attention_head_dim`` (one head where it is null), or None where the config does not say."""
+    kind = config.get("_class_name")
+    if "attention_head_dim" in config:
+        size = config["attention_head_dim"]
+    elif kind in _DEFAULT_HEAD_SIZE or kind in _ONE_HEAD:
+        size = _DEFAULT_HEAD_SIZE.get(kind)
+    else:
+        return None
+    if size is None:
+        return 1
+    ok = isinstance(size, int) and not isinstance(size, bool) and size > 0 and width % size == 0
+    return width // size if ok else None
+
+
+def _pixel_source(config: Mapping[str, Any]) -> str:
+    """Where :func:`pixel_heads` took the head size from, for the plan's notes."""
+    stated = "attention_head_dim" in config
+    size = config["attention_head_dim"] if stated else _DEFAULT_HEAD_SIZE.get(config.get("_class_name"))
+    where = "attention_head_dim" if stated else f"{config.get('_class_name')}'s default"
+    return f"one head as wide as its module ({where}: null)" if size is None else f"the width over {size} ({where})"
 
 
 def _module(prefix: str) -> tuple[str, tuple[int, int, int], tuple[str | None, int] | None] | None:
@@ -48,10 +84,14 @@ def _module(prefix: str) -> tuple[str, tuple[int, int, int], tuple[str | None, i
     return None
 
 
-def merge_unet(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[Stack], Mapping[str, Any], list[str]]:
-    """Merge the stacks found in a UNet's attention modules into one per layout (the rest unchanged); the config
-    with the per-module head counts as a per-stage ``num_attention_heads`` list where the config gives them all; and
-    the note saying which layers are which module."""
+def merge_unet(
+    stacks: list[Stack], config: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]] | None = None
+) -> tuple[list[Stack], Mapping[str, Any], list[str]]:
+    """Merge the stacks found in a UNet's attention modules into one per layout and root (the rest unchanged); the
+    config with the per-module head counts as a per-stage ``num_attention_heads`` list where the config (with the
+    stored ``shapes``, for a pixel-space UNet's) gives them all, alike for every merged stack; and the notes saying
+    which layers are which module."""
+    shapes = shapes or {}
     modules: dict[tuple[str, str], list[tuple[tuple, tuple | None, Stack]]] = {}
     for stack in stacks:
         module = _module(stack.prefix)
@@ -61,27 +101,44 @@ def merge_unet(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[Sta
     if not modules:
         return stacks, config, []
     merged_away = {id(s) for members in modules.values() for *_, s in members}
-    out, notes = [s for s in stacks if id(s) not in merged_away], []
-    for (_, root), members in modules.items():
+    out, notes, head_lists = [s for s in stacks if id(s) not in merged_away], [], []
+    for (layout, root), members in modules.items():
         members.sort(key=lambda member: member[0])
         merged = Stack(members[0][2].layout, root)
         spans, start, heads = [], 0, []
         for stage, (_, where, stack) in enumerate(members):
             merged.found.update({(stage, index[0]): key for index, key in stack.found.items()})
-            heads.append(module_heads(config, *where) if where else None)
+            if layout in PIXEL_LAYOUTS:
+                first = stack.found[min(stack.found)]
+                heads.append(pixel_heads(config, shapes[first][0]) if first in shapes else None)
+            else:
+                heads.append(module_heads(config, *where) if where else None)
             n = len(stack.found)
             spans.append(f"{start}" + (f"-{start + n - 1}" if n > 1 else "") + f" {stack.prefix[len(root) : -1]}")
             start += n
         out.append(merged)
-        notes.append(
-            f"UNet: the self-attention (attn1) of its {len(members)} attention modules is read as one stack, layers "
-            f"in forward order ({'; '.join(spans)}), each module with its own width; the cross-attention (attn2) to "
-            "the text encoder is not read"
+        head_lists.append((layout, heads))
+        pixel = layout in PIXEL_LAYOUTS
+        what = "blocks with attention" if pixel else "attention modules"
+        each = (
+            "block at its own width"
+            if pixel
+            else ("module with its own width; the cross-attention (attn2) to the text encoder is not read")
         )
-    if len(modules) == 1 and all(heads):
+        notes.append(
+            f"UNet: the self-attention of its {len(members)} {what} is read as one stack, layers in forward order "
+            f"({'; '.join(spans)}), each {each}"
+        )
+    (layout, heads), *others = head_lists
+    if all(heads) and all(h == heads for _, h in others):
         config = {**config, "num_attention_heads": heads}
         notes.append(
-            f"UNet heads per attention module {heads}: num_attention_heads or attention_head_dim (diffusers' name for "
-            "the head count) per down block, its last entry for the mid block, reversed for the up blocks"
+            f"UNet heads per attention module {heads}: "
+            + (
+                _pixel_source(config)
+                if layout in PIXEL_LAYOUTS
+                else "num_attention_heads or attention_head_dim (diffusers' name for the head count) per down block, "
+                "its last entry for the mid block, reversed for the up blocks"
+            )
         )
     return out, config, notes

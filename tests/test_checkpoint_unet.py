@@ -11,7 +11,7 @@ from checkpoint_builders import assert_forms_equal, pairs_reference
 
 from wqk.checkpoints.analyze import analyze, describe, layer_forms
 from wqk.checkpoints.loading import CheckpointError
-from wqk.checkpoints.unet import module_heads
+from wqk.checkpoints.unet import module_heads, pixel_heads
 
 diffusers = pytest.importorskip("diffusers")
 
@@ -101,3 +101,86 @@ def test_a_single_file_stable_diffusion_checkpoint_reads_its_unet_in_forward_ord
         q, k = (weights[f"model.diffusion_model.{module}.1.transformer_blocks.0.attn1.to_{p}.weight"] for p in "qk")
         want = torch.stack([qh.T @ kh for qh, kh in zip(q.double().chunk(2), k.double().chunk(2), strict=True)])
         assert torch.allclose(layer_forms(ckpt, plan, i).matrices("head")[0], want, atol=1e-10)
+
+
+def _pixel_unet(head_size):
+    torch.manual_seed(2)
+    return diffusers.UNet2DModel(
+        sample_size=8,
+        block_out_channels=(16, 32),
+        layers_per_block=1,
+        attention_head_dim=head_size,  # UNet2DModel's head size (None: one head as wide as the block)
+        norm_num_groups=8,
+        down_block_types=("AttnDownBlock2D", "AttnDownBlock2D"),
+        up_block_types=("AttnUpBlock2D", "AttnUpBlock2D"),
+    )
+
+
+def _pixel_attentions(model):
+    blocks = [*model.down_blocks, model.mid_block, *model.up_blocks]
+    return [a for block in blocks for a in getattr(block, "attentions", [])]
+
+
+@pytest.mark.parametrize(("head_size", "legacy"), [(8, False), (None, False), (4, True)])
+def test_a_pixel_space_unet_reads_each_attention_block_at_its_width(head_size, legacy, tmp_path):
+    """DDPM's UNet2DModel attends in its blocks (no transformer blocks, no text); before diffusers 0.14 it saved them
+    as query / key / value / proj_attn, which diffusers still loads: both read alike, each module's heads from its
+    width over the head size."""
+    unet = _pixel_unet(head_size)
+    unet.save_pretrained(tmp_path)
+    if legacy:
+        from safetensors.torch import load_file, save_file
+
+        path = tmp_path / "diffusion_pytorch_model.safetensors"
+        names = {".to_q.": ".query.", ".to_k.": ".key.", ".to_v.": ".value.", ".to_out.0.": ".proj_attn."}
+        state = load_file(path)
+        for old, new in names.items():
+            state = {k.replace(old, new) if ".attentions." in k else k: v for k, v in state.items()}
+        save_file(state, path)
+        reloaded = diffusers.UNet2DModel.from_pretrained(tmp_path)  # the format diffusers converts on loading
+        assert all(torch.equal(a.to_q.weight, b.to_q.weight) for a, b in zip(*map(_pixel_attentions, (unet, reloaded))))
+    ckpt, plan = describe(tmp_path)
+    attentions = _pixel_attentions(unet)
+    layout = "diffusers-unet-legacy" if legacy else "diffusers-unet"
+    assert (plan.model_type, plan.family, plan.stacks) == ("UNet2DModel", "diffusion", ("self",))
+    assert {u.layout.name for u in plan.units} == {layout} and len(plan.units) == len(attentions) == 7
+    assert [u.heads.n_heads for u in plan.units] == [a.heads for a in attentions]
+    assert [u.d_model for u in plan.units] == [a.to_q.in_features for a in attentions]
+    assert len({u.d_model for u in plan.units}) == 2 and len({u.heads.n_heads for u in plan.units}) == (
+        1 if head_size is None else 2
+    )
+    for i, attention in enumerate(attentions):
+        want = pairs_reference([(attention.to_q, attention.to_k)], attention.heads)
+        assert_forms_equal(layer_forms(ckpt, plan, i), want, atol=1e-6)
+    assert not any("attn2" in w for w in plan.warnings)
+    rows = analyze(tmp_path, null_samples=8).rows
+    assert {r["layer"] for r in rows} == set(range(len(attentions)))
+
+
+def test_a_pixel_space_unet_head_size_follows_its_class():
+    assert pixel_heads({"attention_head_dim": 8}, 64) == 8
+    assert pixel_heads({"attention_head_dim": None}, 64) == 1
+    assert pixel_heads({"_class_name": "UNet2DModel"}, 128) == 16  # diffusers' default head size, 8
+    assert pixel_heads({"_class_name": "AutoencoderKL"}, 512) == 1  # the mid block's one head
+    assert pixel_heads({"attention_head_dim": 24}, 64) is None  # not a whole number of heads: --heads
+    assert pixel_heads({}, 64) is None
+
+
+def test_an_autoencoders_mid_block_attention_is_read_with_one_head(tmp_path):
+    torch.manual_seed(3)
+    vae = diffusers.AutoencoderKL(
+        block_out_channels=(16, 32),
+        down_block_types=("DownEncoderBlock2D",) * 2,
+        up_block_types=("UpDecoderBlock2D",) * 2,
+        norm_num_groups=8,
+        latent_channels=4,
+    )
+    vae.save_pretrained(tmp_path)
+    ckpt, plan = describe(tmp_path)
+    attentions = [vae.encoder.mid_block.attentions[0], vae.decoder.mid_block.attentions[0]]
+    assert plan.stacks == ("encoder", "decoder") and [u.stack for u in plan.units] == ["encoder", "decoder"]
+    assert [u.heads.n_heads for u in plan.units] == [1, 1] and [u.d_model for u in plan.units] == [32, 32]
+    for i, attention in enumerate(attentions):
+        assert attention.heads == 1
+        want = pairs_reference([(attention.to_q, attention.to_k)], 1)
+        assert_forms_equal(layer_forms(ckpt, plan, i), want, atol=1e-6)
