@@ -138,7 +138,8 @@ def test_a_pixel_space_unet_reads_each_attention_block_at_its_width(head_size, l
             state = {k.replace(old, new) if ".attentions." in k else k: v for k, v in state.items()}
         save_file(state, path)
         reloaded = diffusers.UNet2DModel.from_pretrained(tmp_path)  # the format diffusers converts on loading
-        assert all(torch.equal(a.to_q.weight, b.to_q.weight) for a, b in zip(*map(_pixel_attentions, (unet, reloaded))))
+        pairs = zip(_pixel_attentions(unet), _pixel_attentions(reloaded), strict=True)
+        assert all(torch.equal(a.to_q.weight, b.to_q.weight) for a, b in pairs)
     ckpt, plan = describe(tmp_path)
     attentions = _pixel_attentions(unet)
     layout = "diffusers-unet-legacy" if legacy else "diffusers-unet"
