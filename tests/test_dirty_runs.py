@@ -111,3 +111,13 @@ def test_a_commits_code_version_is_computed_by_that_commits_own_code(tmp_path):
     assert before["no_such_experiment"] == "-"
     assert len(before["sim_objectives"]) == 16 and before["sim_objectives"] != after["sim_objectives"]
     assert _git(clone, "worktree", "list").count("\n") == 0  # the temporary worktrees are gone
+
+
+def test_every_committed_dirty_run_has_been_checked():
+    """The record covers the committed results: a run landed from a dirty tree (``--allow-dirty``) needs
+    ``python -m wqk.paper.dirty_runs verify`` before the report can say whether a commit reproduces it."""
+    record = json.loads(dirty_runs.DIRTY_RUNS.read_text())
+    for run in dirty_runs.dirty_runs(ROOT / "paper" / "results"):
+        assert record.get(run.name, {}).get("commit") == run.commit, (
+            f"{run.name}: run python -m wqk.paper.dirty_runs verify"
+        )
