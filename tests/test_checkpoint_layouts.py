@@ -108,6 +108,23 @@ def test_t5_encoder_decoder_and_cross_attention_are_scored_apart(tmp_path):
     _assert_adapter_gives_the_logits(tmp_path, encoder, "encoder")
 
 
+def test_an_encoder_decoder_whose_cross_attention_is_not_read_scores_its_two_halves(tmp_path):
+    """T5Gemma's cross-attention takes keys from a space of its own width (not read); its encoder's and its
+    decoder's self-attention are scored as the stacks encoder and decoder, the cross-attention listed as skipped."""
+    module = {**SMALL, "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 50}
+    config = transformers.T5GemmaConfig(encoder=module, decoder=module, vocab_size=50)
+    model = transformers.T5GemmaModel(config)
+    model.save_pretrained(tmp_path)
+    refs = {
+        half: pairs_reference([(layer.self_attn.q_proj, layer.self_attn.k_proj) for layer in stack.layers], H, 2)
+        for half, stack in (("encoder", model.encoder), ("decoder", model.decoder))
+    }
+    assert_stacks_match(tmp_path, refs)
+    skipped = {pattern: why for pattern, _, why in _plan(tmp_path).skipped}
+    assert "cross-attention" in skipped["decoder.layers.*.cross_attn.q_proj.weight"]
+    assert _differs(refs["encoder"], refs["decoder"])
+
+
 def test_t5_encoder_model_alone_is_an_encoder(tmp_path):
     config = transformers.T5Config(vocab_size=50, d_model=D, d_kv=8, d_ff=37, num_layers=L, num_heads=H)
     model = transformers.T5EncoderModel(config)
