@@ -93,8 +93,8 @@ def select_stacks(stacks: list[Stack], config: Mapping[str, Any]) -> tuple[list[
     EMA over raw DiT weights; an MAE's encoder over its pretraining decoder; SAM's image encoder over its
     mask decoder; a model's self-attention with its cross-attention or second stream (encoder-decoder,
     PixArt, MMDiT: all under one model prefix); the self-attention of an autoencoder's encoder and decoder (a VAE);
-    one stack in each of a model's towers (CLIP / SigLIP's vision and
-    text, an audio or omni language model's audio and text).
+    one stack in each of a model's towers (CLIP / SigLIP's vision and text, an audio or omni language model's audio
+    and text).
     """
     if len(stacks) == 1:
         return [(stacks[0], stacks[0].layout.stack)], []
