@@ -53,7 +53,7 @@ def mechanism_table(results: Results, experiment: str = EXPERIMENT) -> str:
         body,
     )
     contrasts = (
-        [r["scheme"] for r in results.rows(EXPERIMENT, "contrasts")] if results.has(EXPERIMENT, "contrasts") else []
+        [r["scheme"] for r in results.rows(experiment, "contrasts")] if results.has(experiment, "contrasts") else []
     )
     contrast_body = [
         [

@@ -160,3 +160,21 @@ def test_the_mechanism_studies_run_fresh_seeds_one_unit_each():
         assert sorted({u["seed_list"][0] for u in units.values()}) == list(range(100, 110))
     contrasts = EXPERIMENTS["init_dit_mechanism"].config("standard")["contrasts"]
     assert ["symmetric", "symmetric-indefinite"] in contrasts and ["symmetric", "self-similar"] in contrasts
+
+
+def test_each_study_table_lists_its_own_contrasts(tmp_path):
+    """The plateau study registers no contrasts: its section must not borrow the mechanism study's."""
+    from paper_fixture import _manifest, dit_study_tables
+
+    from wqk.paper.derive import study_summary
+    from wqk.paper.mechanism_report import mechanism_table
+    from wqk.paper.results import Results, write_experiment
+
+    for name in ("init_dit_mechanism", "init_dit_plateau"):
+        tables = dit_study_tables(name, 3, np.random.default_rng(0))
+        write_experiment(tmp_path / name, {**tables, **study_summary(tables)}, _manifest(name, 3))
+    results = Results(tmp_path)
+    mechanism, plateau = mechanism_table(results), mechanism_table(results, "init_dit_plateau")
+    assert "| contrast |" in mechanism and "symmetric - symmetric-indefinite" in mechanism
+    assert "| contrast |" not in plateau
+    assert "| default |" in plateau
