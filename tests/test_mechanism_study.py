@@ -5,10 +5,14 @@ whose closed gates leave W_qk still, and the registry's fresh seeds."""
 import numpy as np
 import pytest
 import torch
+from paper_fixture import _manifest, dit_study_tables
 
 from wqk.common.intervals import log_ratio_interval, t_interval
 from wqk.common.seeding import generator
+from wqk.paper.derive import study_summary
+from wqk.paper.mechanism_report import mechanism_table
 from wqk.paper.registry import EXPERIMENTS
+from wqk.paper.results import Results, write_experiment
 from wqk.theory.scores import zero_forms
 from wqk.vision.fidelity import FeatureNetRecipe, save_feature_net, train_feature_net
 from wqk.vision.study import StudyConfig, StudyTask, analyze_task
@@ -164,12 +168,6 @@ def test_the_mechanism_studies_run_fresh_seeds_one_unit_each():
 
 def test_each_study_table_lists_its_own_contrasts(tmp_path):
     """The plateau study registers no contrasts: its section must not borrow the mechanism study's."""
-    from paper_fixture import _manifest, dit_study_tables
-
-    from wqk.paper.derive import study_summary
-    from wqk.paper.mechanism_report import mechanism_table
-    from wqk.paper.results import Results, write_experiment
-
     for name in ("init_dit_mechanism", "init_dit_plateau"):
         tables = dit_study_tables(name, 3, np.random.default_rng(0))
         write_experiment(tmp_path / name, {**tables, **study_summary(tables)}, _manifest(name, 3))
