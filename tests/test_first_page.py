@@ -40,7 +40,7 @@ def _question(section):
 
 
 def test_a_factor_reads_as_what_its_verdict_means_and_an_unrun_one_says_so():
-    factorial, _ = _question("qc").readings
+    factorial, _, _ = _question("qc").readings
     first, second, *_ = factorial.factors
     text = reading_text(factorial, [_row(first.key, "supported"), _row(second.key, "not detected", mean=0.4)])
     assert f"{first.name}: lowers the FID (-3.000 [-4.000, -2.000], t, *supported*)" in text
@@ -48,8 +48,21 @@ def test_a_factor_reads_as_what_its_verdict_means_and_an_unrun_one_says_so():
     assert all(f"{f.name}: not run yet" in text for f in factorial.factors[2:])
 
 
+def test_the_factorial_reads_on_speed_too_each_factor_by_its_step_ratio():
+    """The mechanism study registers a step ratio beside each FID contrast: the speed reading reads those rows, so a
+    supported ratio reads as a faster start, whatever the FID row of the same contrast says."""
+    factorial, speed, _ = _question("qc").readings
+    assert all("steps to the target" in f.key[1] for f in speed.factors)
+    assert {f.key[1].split(": steps")[0] for f in speed.factors} >= {
+        f.key[1].split(": FID")[0] for f in factorial.factors
+    }
+    first = speed.factors[0]
+    text = reading_text(speed, [_row(first.key, "supported", mean=0.8), _row(factorial.factors[0].key, "inconclusive")])
+    assert f"{first.name}: speeds training (0.800 [-0.200, 1.800], t, *supported*)" in text
+
+
 def test_a_failed_gate_reads_as_its_failure_whatever_the_factors_say():
-    _, plateau = _question("qc").readings
+    *_, plateau = _question("qc").readings
     rows = [_row(f.key, "supported") for f in plateau.factors]
     assert "fidelity" in reading_text(plateau, [*rows, _row(plateau.gate, "supported", role="check")])
     failed = reading_text(plateau, [*rows, _row(plateau.gate, "contradicted", role="check")])

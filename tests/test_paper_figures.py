@@ -1,14 +1,17 @@
 """Figure functions given empty, missing or one-seed tables: a clear error or a figure without a band."""
 
+import shutil
+
 import numpy as np
 import pytest
 from matplotlib.collections import PolyCollection
 from paper_fixture import write_fixture
 
 from wqk.common.figures import pyplot
-from wqk.paper.figures import FIGURES, FigureDataError, render_figures
+from wqk.paper.figures import FIGURES, STUDIES, FigureDataError, figure_key, render_figures
 from wqk.paper.pipeline import derive
 from wqk.paper.plots.panels import METRIC_LABELS
+from wqk.paper.registry import EXPERIMENTS, experiments
 from wqk.paper.results import MissingResult, Results, write_experiment
 from wqk.vision.study import METRIC_LABELS as STUDY_LABELS
 from wqk.vision.study import STUDY_TASKS
@@ -103,3 +106,42 @@ def test_figures_label_every_metric_an_init_study_writes():
     """The figures' metric labels (in paper/, so that figures read no vision module) match the study's own."""
     assert {task.metric for task in STUDY_TASKS.values()} <= set(METRIC_LABELS)
     assert METRIC_LABELS == STUDY_LABELS
+
+
+@pytest.fixture(scope="module")
+def three_seeds(tmp_path_factory):
+    root = write_fixture(tmp_path_factory.mktemp("three_seeds") / "results", seeds=3)
+    derive(root)
+    return Results(root)
+
+
+def test_every_registered_init_study_is_read_and_keyed_by_the_study_figures():
+    """The study figures' cache key covers the experiments they read: a study missing from STUDIES would be drawn
+    once and never redrawn when its results change."""
+    assert {name for name in EXPERIMENTS if name.startswith("init_")} <= set(STUDIES)
+    for name in ("init_curves", "init_steps", "init_samples"):
+        assert FIGURES[name][1] == STUDIES
+
+
+def test_a_study_figure_is_redrawn_when_a_later_study_lands(three_seeds, tmp_path):
+    """Merging the mechanism study changes what init_curves, init_steps and init_samples draw: it changes their key."""
+    root = tmp_path / "results"
+    shutil.copytree(three_seeds.root, root)
+    before = {name: figure_key(Results(root), name) for name in ("init_curves", "init_steps", "init_samples")}
+    summary = root / "init_dit_mechanism" / "summary.csv"
+    summary.write_text(summary.read_text().replace("0.", "0.1", 1))
+    assert all(figure_key(Results(root), name) != key for name, key in before.items())
+
+
+def test_init_steps_sets_each_arm_against_the_default_and_no_contrast_between_two_arms(three_seeds):
+    """The mechanism study's summary also holds contrasts such as "symmetric - self-similar": they are not arms
+    against the default, so no panel shows them; each study's panel names exactly its own arms."""
+    fig = FIGURES["init_steps"][0](three_seeds)
+    try:
+        panels = {ax.get_title(): [t.get_text() for t in ax.get_xticklabels()] for ax in fig.axes}
+        mechanism = panels["dit_mechanism"]
+        schemes = experiments()["init_dit_mechanism"].configs["standard"]["schemes"]
+        assert mechanism == [s for s in schemes if s != "default"]
+        assert not any(" - " in label for labels in panels.values() for label in labels)
+    finally:
+        pyplot().close(fig)

@@ -25,7 +25,22 @@ SCHEME_COLORS = {
     "directional": PALETTE[6],
     "mimetic": PALETTE[3],
     "conditioned": PALETTE[7],
+    "self-similar": PALETTE[1],
 }
+#: Arms that vary another arm (the query-key part of mimetic alone; the adaLN gates opened) take its colour, dashed.
+SCHEME_VARIANTS = {"mimetic-qk": "mimetic", "default+gates-open": "default", "symmetric+gates-open": "symmetric"}
+
+
+def scheme_color(scheme: str) -> str:
+    """An init arm's colour: its own, its parent arm's for a variant, gray for an arm without one."""
+    return SCHEME_COLORS.get(SCHEME_VARIANTS.get(scheme, scheme), "0.5")
+
+
+def scheme_line(scheme: str) -> dict:
+    """An init arm's line style: its colour, dashed for a variant of another arm."""
+    return {"color": scheme_color(scheme), "ls": "--" if scheme in SCHEME_VARIANTS else "-"}
+
+
 #: Axis labels of the metrics an init study's ``study.json`` names (the study writes these names; a test keeps the
 #: two in step, so that figures read only result tables and no vision module).
 METRIC_LABELS = {

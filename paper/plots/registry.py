@@ -19,12 +19,10 @@ from wqk.paper.plots.nulls import checkpoints, nulls_vs_d
 from wqk.paper.plots.panels import FigureDataError
 from wqk.paper.plots.theory import attribution, grid_cells, self_cross, theory_vs_sim
 from wqk.paper.plots.toy import claim7_bos, denoising_data, masking, parameterisation, toy_training, toy_wqk
-from wqk.paper.plots.vision import init_curves, init_samples, init_steps, matched_contrasts, vision_layers
+from wqk.paper.plots.vision import STUDIES, init_curves, init_samples, init_steps, matched_contrasts, vision_layers
 from wqk.paper.results import MissingResult, Results
 from wqk.vision.task_records import VISION_TASKS
 
-#: The init studies (the digits ones, and the MNIST ones of the fidelity slots).
-STUDIES = ("init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist")
 #: Figures of optional experiments (given checkpoints, slots, or --standard only): the report links them only
 #: when drawn.
 OPTIONAL_FIGURES = (

@@ -8,13 +8,14 @@ from wqk.paper.claims import measured
 from wqk.paper.plots.panels import (
     FORM_STYLE,
     METRIC_LABELS,
-    SCHEME_COLORS,
     SCORES,
     FigureDataError,
     errorbars,
     need,
     null_band,
     plain_log,
+    scheme_color,
+    scheme_line,
     seed_band,
     unit_range,
 )
@@ -23,6 +24,10 @@ from wqk.paper.results import Results, select
 from wqk.theory.objectives import color_of
 from wqk.vision.sample_table import images_of
 from wqk.vision.task_records import VISION_TASKS
+
+#: The init studies these figures read (a figure's cache key covers exactly these): the digits ones, the MNIST ones
+#: of the fidelity slots, and the DiT mechanism and plateau studies.
+STUDIES = ("init_vit", "init_dit", "init_vit_mnist", "init_dit_mnist", "init_dit_mechanism", "init_dit_plateau")
 
 
 def _form_look(form: str, objective: str) -> tuple[str, str]:
@@ -150,10 +155,16 @@ def _block_shares(results: Results, experiment: str) -> dict[str, float]:
 
 
 def _study_tasks(results: Results) -> list[str]:
-    tasks = [e for e in results.experiments if e.startswith("init_")]
+    tasks = [e for e in results.experiments if e in STUDIES]
     if not tasks:
         raise FigureDataError("no init_* results")
     return tasks
+
+
+def _arms(rows: list[dict]) -> list[str]:
+    """The arms of a study's summary set against its default, in order: the default itself and the rows of a
+    contrast between two other arms ("a - b") left out."""
+    return [s for s in dict.fromkeys(r["scheme"] for r in rows) if s != "default" and " - " not in s]
 
 
 def init_curves(results: Results):
@@ -166,9 +177,9 @@ def init_curves(results: Results):
         curves = need(results.table(experiment, "curves"), f"{experiment}/curves.csv")
         metric = study["metric"]
         for scheme in dict.fromkeys(r["scheme"] for r in curves):
-            color = SCHEME_COLORS.get(scheme, PALETTE[1])
-            seed_band(ax, select(curves, scheme=scheme), metric, color, label=scheme, lw=1.4)
-        ax.axhline(study["target"], color="0.2", ls="--", lw=0.9, label="target")
+            look = scheme_line(scheme)
+            seed_band(ax, select(curves, scheme=scheme), metric, look.pop("color"), label=scheme, lw=1.4, **look)
+        ax.axhline(study["target"], color="0.2", ls=":", lw=1.0, label="target")
         values = [r[metric] for r in curves if r.get(metric) is not None]
         if not study.get("higher_is_better", True) and min(values) > 0 and max(values) / min(values) > 10:
             ax.set_yscale("log")
@@ -206,30 +217,33 @@ def _metric_label(study: dict) -> str:
 def init_steps(results: Results):
     """Steps to the target relative to the default init (all studies: a ratio has no unit; 95% t interval of the
     log ratio) and, one panel per study in its metric's unit, the final metric's difference to the default (paired
-    by seed, 95% t interval); 1 (0) = no difference."""
+    by seed, 95% t interval); 1 (0) = no difference. Only arms against the default: a study's contrasts between
+    two other arms are in its report table."""
     plt = pyplot()
     experiments = _study_tasks(results)
     tables = {e: results.rows(e, "summary") for e in experiments}
     need([r for rows in tables.values() for r in select(rows, quantity="step_ratio")], "step ratios of init_*")
-    schemes = list(dict.fromkeys(r["scheme"] for rows in tables.values() for r in select(rows, quantity="step_ratio")))
-    fig, axes = plt.subplots(1, 1 + len(experiments), figsize=(4.5 + 3.4 * len(experiments), 3.6), squeeze=False)
+    arms = {e: _arms(select(rows, quantity="step_ratio")) for e, rows in tables.items()}
+    schemes = list(dict.fromkeys(a for e in experiments for a in arms[e]))
+    fig, axes = plt.subplots(1, 1 + len(experiments), figsize=(5 + 3.6 * len(experiments), 4.0), squeeze=False)
     ratio_ax, diff_axes = axes[0][0], axes[0][1:]
-    for k, experiment in enumerate(experiments):
-        marker = "osD^"[k % 4]
+    for k, (experiment, diff_ax) in enumerate(zip(experiments, diff_axes, strict=True)):
+        marker, offset = "osD^"[k % 4], 0.12 * (k - (len(experiments) - 1) / 2)
         for i, scheme in enumerate(schemes):
-            color = SCHEME_COLORS.get(scheme, PALETTE[1])
             sel = select(tables[experiment], scheme=scheme, quantity="step_ratio")
             if sel:
-                errorbars(ratio_ax, [i], sel, color, marker=marker, offset=0.12 * (k - (len(experiments) - 1) / 2))
+                errorbars(ratio_ax, [i], sel, scheme_color(scheme), marker=marker, offset=offset)
+        for i, scheme in enumerate(arms[experiment]):
             sel = select(tables[experiment], scheme=scheme, quantity="final_diff")
             if sel:
-                errorbars(diff_axes[k], [i], sel, color, marker=marker)
+                errorbars(diff_ax, [i], sel, scheme_color(scheme), marker=marker)
+        _arm_ticks(diff_ax, arms[experiment])
         study = results.table(experiment, "study")
-        diff_axes[k].set_ylabel(f"final metric - default's\n({_metric_label(study)})", fontsize=8)
-        diff_axes[k].set_title(experiment.removeprefix("init_"), fontsize=9)
+        diff_ax.set_ylabel(f"final metric - default's\n({_metric_label(study)})", fontsize=8)
+        diff_ax.set_title(experiment.removeprefix("init_"), fontsize=9)
+    _arm_ticks(ratio_ax, schemes)
     for ax, reference in ((ratio_ax, 1.0), *((ax, 0.0) for ax in diff_axes)):
         ax.axhline(reference, color="0.3", ls="--", lw=0.8)
-        ax.set_xticks(range(len(schemes)), schemes, fontsize=8, rotation=20)
     ratio_ax.set_ylabel("steps to target / default's")
     ratio_ax.set_title("steps to target, all studies", fontsize=9)
     handles = [
@@ -242,13 +256,19 @@ def init_steps(results: Results):
     return fig
 
 
+def _arm_ticks(ax, arms: list[str]) -> None:
+    """One slanted tick label per arm, anchored at its tick, so that long arm names do not overlap."""
+    ax.set_xticks(range(len(arms)), arms, fontsize=8, rotation=35, ha="right", rotation_mode="anchor")
+    ax.set_xlim(-0.6, len(arms) - 0.4)
+
+
 def init_samples(results: Results):
     """The final samples of every arm of each DiT init study that kept them (one row per arm, one column per class;
     one seed, the same sampling noise in every arm), drawn from the study's ``samples`` table."""
     import numpy as np
 
     plt = pyplot()
-    studies = [e for e in results.experiments if e.startswith("init_") and results.has(e, "samples")]
+    studies = [e for e in _study_tasks(results) if results.has(e, "samples")]
     if not studies:
         raise FigureDataError("no init_*/samples table (the --standard DiT study keeps its final samples)")
     grids = []
