@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
 
+import wqk.language.corpus
 from wqk.paper.experiment import Context
+from wqk.paper.runners.language import corpus
 
 
 def _holder(ctx: Context, names: list[str], acquired: threading.Event) -> threading.Thread:
@@ -45,3 +48,33 @@ def test_the_whole_directory_lock_is_one_name(tmp_path):
         assert not acquired.wait(0.5)
     assert acquired.wait(10)
     thread.join(10)
+
+
+def test_units_that_need_one_corpus_at_once_tokenise_it_once(tmp_path, monkeypatch):
+    """Two units of the language control starting together on a fresh machine: one reads and tokenises the corpus,
+    the other waits for it and reads the same arrays (both writing the same temporary files made one fail)."""
+    reads = []
+
+    def slow_corpus(sources, test_fraction):
+        reads.append(sources)
+        time.sleep(0.3)  # the other unit starts while this one is still reading
+        return ["the cat sat on the mat"] * 8, ["the dog sat on the cat"] * 2
+
+    monkeypatch.setattr(wqk.language.corpus, "load_corpus", slow_corpus)
+    config = {"sources": ["fake"], "vocab_size": 16, "test_fraction": 0.2}
+    out, errors = {}, []
+
+    def unit(k: int) -> None:
+        try:
+            out[k] = corpus(config, Context(tmp_path))
+        except Exception as err:  # the test reports what a unit raised
+            errors.append(err)
+
+    threads = [threading.Thread(target=unit, args=(k,)) for k in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == [] and len(reads) == 1
+    (train0, test0, vocab0), (train1, test1, vocab1) = out[0], out[1]
+    assert vocab0 == vocab1 and (train0 == train1).all() and (test0 == test1).all()

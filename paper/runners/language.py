@@ -22,19 +22,20 @@ def corpus(config: dict, ctx: Context):
     spec = {k: config[k] for k in ("sources", "vocab_size", "test_fraction")}
     directory = ctx.scratch("language", config_hash(spec))
     paths = {name: directory / f"{name}.npy" for name in ("train", "test")}
-    if not all(p.is_file() for p in paths.values()):
-        from wqk.common.io import write_json
-        from wqk.language.corpus import load_corpus
-        from wqk.language.tokens import Tokenizer
+    with ctx.locked(directory):  # units that need the same corpus at once: one tokenises it, the others wait for it
+        if not all(p.is_file() for p in paths.values()):
+            from wqk.common.io import write_json
+            from wqk.language.corpus import load_corpus
+            from wqk.language.tokens import Tokenizer
 
-        ctx.note(f"reading docstrings of {', '.join(config['sources'])}")
-        train, test = load_corpus(config["sources"], config["test_fraction"])
-        tokenizer = Tokenizer.fit(train, config["vocab_size"])
-        for name, texts in (("train", train), ("test", test)):
-            np.save(directory / f".{name}.npy", tokenizer.encode(texts), allow_pickle=False)
-        write_json(directory / "vocab.json", list(tokenizer.vocab))
-        for name in paths:  # the arrays appear together or not at all
-            (directory / f".{name}.npy").replace(paths[name])
+            ctx.note(f"reading docstrings of {', '.join(config['sources'])}")
+            train, test = load_corpus(config["sources"], config["test_fraction"])
+            tokenizer = Tokenizer.fit(train, config["vocab_size"])
+            for name, texts in (("train", train), ("test", test)):
+                np.save(directory / f".{name}.npy", tokenizer.encode(texts), allow_pickle=False)
+            write_json(directory / "vocab.json", list(tokenizer.vocab))
+            for name in paths:  # the arrays appear together or not at all
+                (directory / f".{name}.npy").replace(paths[name])
     vocab = len(json.loads((directory / "vocab.json").read_text()))
     return (*(np.load(paths[n], allow_pickle=False) for n in ("train", "test")), vocab)
 
