@@ -33,7 +33,7 @@ def mechanism_table(results: Results, experiment: str = EXPERIMENT) -> str:
                 fmt(arm.get("init_positive_share"), 2),
                 fmt(arm.get("q_std_ratio"), 2),
                 *(cell(q, f"sample_fid_large_at{b}") for b in BUDGETS),
-                cell(q, "sample_kid_large_at100", 4),
+                cell(q, "sample_kid_large_at100"),
                 cell(q, "sample_fid_large_last_quarter"),
                 cell(q, "step_ratio") if "step_ratio" in q else "baseline",
             ]
@@ -59,7 +59,7 @@ def mechanism_table(results: Results, experiment: str = EXPERIMENT) -> str:
         [
             name,
             *(cell(q, f"sample_fid_large_at{b}_diff") for b in BUDGETS),
-            cell(q, "sample_kid_large_at100_diff", 4),
+            cell(q, "sample_kid_large_at100_diff"),
             cell(q, "step_ratio"),
         ]
         for name in contrasts
