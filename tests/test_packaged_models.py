@@ -14,7 +14,7 @@ from checkpoint_builders import D, H, L, write_gguf
 from wqk.checkpoints.analyze import MIN_NULL_SAMPLES, describe
 from wqk.checkpoints.model_types import model_type
 from wqk.paper.registry import checkpoint_experiment
-from wqk.paper.runners.checkpoints import Packaged, fingerprint, packaged_models
+from wqk.paper.runners.checkpoints import Packaged, extraction_lock, fingerprint, packaged_models
 
 pytest.importorskip("gguf")
 
@@ -109,3 +109,20 @@ def test_smoke_scores_them_with_the_fewest_null_draws_and_quick_with_the_default
     configs = checkpoint_experiment([str(tmp_path / "model.gguf")]).configs
     assert configs["smoke"]["null_samples"] == MIN_NULL_SAMPLES and configs["quick"]["null_samples"] is None
     assert checkpoint_experiment([str(tmp_path / "model.gguf")], null_samples=8).configs["smoke"]["null_samples"] == 8
+
+
+def test_an_extraction_waits_for_another_process_holding_the_lock(installed, tmp_path):
+    """Two processes finding a model missing at once extract it in turn: while one holds the lock, the other waits,
+    and finds the folder whole once it may look."""
+    import threading
+
+    registry, blob = installed
+    target = tmp_path / "root" / "Tiny-Llama"
+    found = []
+    with extraction_lock(target):
+        waiting = threading.Thread(target=lambda: found.extend(packaged_models(tmp_path / "root", registry[1:2])))
+        waiting.start()
+        waiting.join(0.5)
+        assert waiting.is_alive() and not target.exists()
+    waiting.join(30)
+    assert found == [str(target)] and (target / "model.gguf").read_bytes() == blob

